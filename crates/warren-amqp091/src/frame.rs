@@ -71,7 +71,10 @@ impl Frame {
         let size = u32::from_be_bytes([buf[3], buf[4], buf[5], buf[6]]);
         let total = size as u64 + FRAME_OVERHEAD as u64;
         if total > frame_max as u64 {
-            return Err(CodecError::FrameTooLarge { size: size.saturating_add(8), max: frame_max });
+            return Err(CodecError::FrameTooLarge {
+                size: size.saturating_add(8),
+                max: frame_max,
+            });
         }
         let total = total as usize;
         if buf.len() < total {
@@ -84,7 +87,11 @@ impl Frame {
         buf.advance(FRAME_HEADER_SIZE);
         let payload = buf.split_to(size as usize).freeze();
         buf.advance(1);
-        Ok(Some(Frame { kind, channel, payload }))
+        Ok(Some(Frame {
+            kind,
+            channel,
+            payload,
+        }))
     }
 }
 
@@ -111,7 +118,13 @@ pub fn write_method(buf: &mut BytesMut, channel: u16, method: &Method) {
 
 /// Append a content header frame (0-9-1 §4.2.6.1) whose property flags and
 /// list are already encoded (`raw_properties`, as received from a publisher).
-pub fn write_content_header_raw(buf: &mut BytesMut, channel: u16, class_id: u16, body_size: u64, raw_properties: &[u8]) {
+pub fn write_content_header_raw(
+    buf: &mut BytesMut,
+    channel: u16,
+    class_id: u16,
+    body_size: u64,
+    raw_properties: &[u8],
+) {
     let at = begin(buf, FrameType::Header, channel);
     buf.put_u16(class_id);
     buf.put_u16(0); // weight, always zero
@@ -121,7 +134,13 @@ pub fn write_content_header_raw(buf: &mut BytesMut, channel: u16, class_id: u16,
 }
 
 /// Append a content header frame, encoding `properties`.
-pub fn write_content_header(buf: &mut BytesMut, channel: u16, class_id: u16, body_size: u64, properties: &BasicProperties) {
+pub fn write_content_header(
+    buf: &mut BytesMut,
+    channel: u16,
+    class_id: u16,
+    body_size: u64,
+    properties: &BasicProperties,
+) {
     let at = begin(buf, FrameType::Header, channel);
     buf.put_u16(class_id);
     buf.put_u16(0);
@@ -171,7 +190,10 @@ mod tests {
         }
         let f = Frame::parse(&mut b, 4096).unwrap().unwrap();
         assert_eq!((f.kind, f.channel), (FrameType::Method, 7));
-        assert_eq!(Method::decode(f.payload).unwrap(), ChannelOpen::default().into());
+        assert_eq!(
+            Method::decode(f.payload).unwrap(),
+            ChannelOpen::default().into()
+        );
         let h = Frame::parse(&mut b, 4096).unwrap().unwrap();
         assert_eq!(h.kind, FrameType::Heartbeat);
         assert!(b.is_empty());
@@ -182,7 +204,10 @@ mod tests {
         let mut b = BytesMut::from(&b"\x03\x00\x01\x00\x10\x00\x00"[..]);
         assert_eq!(
             Frame::parse(&mut b, 131072),
-            Err(CodecError::FrameTooLarge { size: 0x100008, max: 131072 })
+            Err(CodecError::FrameTooLarge {
+                size: 0x100008,
+                max: 131072
+            })
         );
     }
 
@@ -191,7 +216,10 @@ mod tests {
         let mut b = BytesMut::from(&b"\x08\x00\x00\x00\x00\x00\x00\x00"[..]);
         assert_eq!(Frame::parse(&mut b, 4096), Err(CodecError::BadFrameEnd(0)));
         let mut b = BytesMut::from(&b"\x09\x00\x00\x00\x00\x00\x00\xce"[..]);
-        assert_eq!(Frame::parse(&mut b, 4096), Err(CodecError::UnknownFrameType(9)));
+        assert_eq!(
+            Frame::parse(&mut b, 4096),
+            Err(CodecError::UnknownFrameType(9))
+        );
     }
 
     #[test]

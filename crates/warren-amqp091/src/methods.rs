@@ -7,7 +7,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::error::CodecError;
-use crate::primitives::{Reader, ShortStr, put_longstr, put_shortstr};
+use crate::primitives::{put_longstr, put_shortstr, Reader, ShortStr};
 use crate::table::FieldTable;
 
 /// `connection.start` (class 10, method 10).
@@ -94,9 +94,7 @@ impl ConnectionSecure {
 
     fn decode_args(r: &mut Reader) -> Result<Self, CodecError> {
         let challenge = r.longstr()?;
-        Ok(Self {
-            challenge,
-        })
+        Ok(Self { challenge })
     }
 
     fn encode_args(&self, buf: &mut BytesMut) {
@@ -116,9 +114,7 @@ impl ConnectionSecureOk {
 
     fn decode_args(r: &mut Reader) -> Result<Self, CodecError> {
         let response = r.longstr()?;
-        Ok(Self {
-            response,
-        })
+        Ok(Self { response })
     }
 
     fn encode_args(&self, buf: &mut BytesMut) {
@@ -231,9 +227,7 @@ impl ConnectionOpenOk {
 
     fn decode_args(r: &mut Reader) -> Result<Self, CodecError> {
         let reserved_1 = r.shortstr()?;
-        Ok(Self {
-            reserved_1,
-        })
+        Ok(Self { reserved_1 })
     }
 
     fn encode_args(&self, buf: &mut BytesMut) {
@@ -277,8 +271,7 @@ impl ConnectionClose {
 
 /// `connection.close-ok` (class 10, method 51).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct ConnectionCloseOk {
-}
+pub struct ConnectionCloseOk {}
 
 impl ConnectionCloseOk {
     pub const CLASS_ID: u16 = 10;
@@ -306,9 +299,7 @@ impl ConnectionBlocked {
 
     fn decode_args(r: &mut Reader) -> Result<Self, CodecError> {
         let reason = r.shortstr()?;
-        Ok(Self {
-            reason,
-        })
+        Ok(Self { reason })
     }
 
     fn encode_args(&self, buf: &mut BytesMut) {
@@ -318,8 +309,7 @@ impl ConnectionBlocked {
 
 /// `connection.unblocked` (class 10, method 61).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct ConnectionUnblocked {
-}
+pub struct ConnectionUnblocked {}
 
 impl ConnectionUnblocked {
     pub const CLASS_ID: u16 = 10;
@@ -349,10 +339,7 @@ impl ConnectionUpdateSecret {
     fn decode_args(r: &mut Reader) -> Result<Self, CodecError> {
         let new_secret = r.longstr()?;
         let reason = r.shortstr()?;
-        Ok(Self {
-            new_secret,
-            reason,
-        })
+        Ok(Self { new_secret, reason })
     }
 
     fn encode_args(&self, buf: &mut BytesMut) {
@@ -363,8 +350,7 @@ impl ConnectionUpdateSecret {
 
 /// `connection.update-secret-ok` (class 10, method 71).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct ConnectionUpdateSecretOk {
-}
+pub struct ConnectionUpdateSecretOk {}
 
 impl ConnectionUpdateSecretOk {
     pub const CLASS_ID: u16 = 10;
@@ -392,9 +378,7 @@ impl ChannelOpen {
 
     fn decode_args(r: &mut Reader) -> Result<Self, CodecError> {
         let reserved_1 = r.shortstr()?;
-        Ok(Self {
-            reserved_1,
-        })
+        Ok(Self { reserved_1 })
     }
 
     fn encode_args(&self, buf: &mut BytesMut) {
@@ -414,9 +398,7 @@ impl ChannelOpenOk {
 
     fn decode_args(r: &mut Reader) -> Result<Self, CodecError> {
         let reserved_1 = r.longstr()?;
-        Ok(Self {
-            reserved_1,
-        })
+        Ok(Self { reserved_1 })
     }
 
     fn encode_args(&self, buf: &mut BytesMut) {
@@ -437,9 +419,7 @@ impl ChannelFlow {
     fn decode_args(r: &mut Reader) -> Result<Self, CodecError> {
         let bits = r.u8()?;
         let active = bits & (1 << 0) != 0;
-        Ok(Self {
-            active,
-        })
+        Ok(Self { active })
     }
 
     fn encode_args(&self, buf: &mut BytesMut) {
@@ -462,9 +442,7 @@ impl ChannelFlowOk {
     fn decode_args(r: &mut Reader) -> Result<Self, CodecError> {
         let bits = r.u8()?;
         let active = bits & (1 << 0) != 0;
-        Ok(Self {
-            active,
-        })
+        Ok(Self { active })
     }
 
     fn encode_args(&self, buf: &mut BytesMut) {
@@ -510,8 +488,7 @@ impl ChannelClose {
 
 /// `channel.close-ok` (class 20, method 41).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct ChannelCloseOk {
-}
+pub struct ChannelCloseOk {}
 
 impl ChannelCloseOk {
     pub const CLASS_ID: u16 = 20;
@@ -586,8 +563,7 @@ impl ExchangeDeclare {
 
 /// `exchange.declare-ok` (class 40, method 11).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct ExchangeDeclareOk {
-}
+pub struct ExchangeDeclareOk {}
 
 impl ExchangeDeclareOk {
     pub const CLASS_ID: u16 = 40;
@@ -642,8 +618,7 @@ impl ExchangeDelete {
 
 /// `exchange.delete-ok` (class 40, method 21).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct ExchangeDeleteOk {
-}
+pub struct ExchangeDeleteOk {}
 
 impl ExchangeDeleteOk {
     pub const CLASS_ID: u16 = 40;
@@ -706,8 +681,7 @@ impl ExchangeBind {
 
 /// `exchange.bind-ok` (class 40, method 31).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct ExchangeBindOk {
-}
+pub struct ExchangeBindOk {}
 
 impl ExchangeBindOk {
     pub const CLASS_ID: u16 = 40;
@@ -770,8 +744,7 @@ impl ExchangeUnbind {
 
 /// `exchange.unbind-ok` (class 40, method 51).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct ExchangeUnbindOk {
-}
+pub struct ExchangeUnbindOk {}
 
 impl ExchangeUnbindOk {
     pub const CLASS_ID: u16 = 40;
@@ -917,8 +890,7 @@ impl QueueBind {
 
 /// `queue.bind-ok` (class 50, method 21).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct QueueBindOk {
-}
+pub struct QueueBindOk {}
 
 impl QueueBindOk {
     pub const CLASS_ID: u16 = 50;
@@ -974,8 +946,7 @@ impl QueueUnbind {
 
 /// `queue.unbind-ok` (class 50, method 51).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct QueueUnbindOk {
-}
+pub struct QueueUnbindOk {}
 
 impl QueueUnbindOk {
     pub const CLASS_ID: u16 = 50;
@@ -1036,9 +1007,7 @@ impl QueuePurgeOk {
 
     fn decode_args(r: &mut Reader) -> Result<Self, CodecError> {
         let message_count = r.long()?;
-        Ok(Self {
-            message_count,
-        })
+        Ok(Self { message_count })
     }
 
     fn encode_args(&self, buf: &mut BytesMut) {
@@ -1099,9 +1068,7 @@ impl QueueDeleteOk {
 
     fn decode_args(r: &mut Reader) -> Result<Self, CodecError> {
         let message_count = r.long()?;
-        Ok(Self {
-            message_count,
-        })
+        Ok(Self { message_count })
     }
 
     fn encode_args(&self, buf: &mut BytesMut) {
@@ -1144,8 +1111,7 @@ impl BasicQos {
 
 /// `basic.qos-ok` (class 60, method 11).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct BasicQosOk {
-}
+pub struct BasicQosOk {}
 
 impl BasicQosOk {
     pub const CLASS_ID: u16 = 60;
@@ -1226,9 +1192,7 @@ impl BasicConsumeOk {
 
     fn decode_args(r: &mut Reader) -> Result<Self, CodecError> {
         let consumer_tag = r.shortstr()?;
-        Ok(Self {
-            consumer_tag,
-        })
+        Ok(Self { consumer_tag })
     }
 
     fn encode_args(&self, buf: &mut BytesMut) {
@@ -1277,9 +1241,7 @@ impl BasicCancelOk {
 
     fn decode_args(r: &mut Reader) -> Result<Self, CodecError> {
         let consumer_tag = r.shortstr()?;
-        Ok(Self {
-            consumer_tag,
-        })
+        Ok(Self { consumer_tag })
     }
 
     fn encode_args(&self, buf: &mut BytesMut) {
@@ -1489,9 +1451,7 @@ impl BasicGetEmpty {
 
     fn decode_args(r: &mut Reader) -> Result<Self, CodecError> {
         let reserved_1 = r.shortstr()?;
-        Ok(Self {
-            reserved_1,
-        })
+        Ok(Self { reserved_1 })
     }
 
     fn encode_args(&self, buf: &mut BytesMut) {
@@ -1570,9 +1530,7 @@ impl BasicRecoverAsync {
     fn decode_args(r: &mut Reader) -> Result<Self, CodecError> {
         let bits = r.u8()?;
         let requeue = bits & (1 << 0) != 0;
-        Ok(Self {
-            requeue,
-        })
+        Ok(Self { requeue })
     }
 
     fn encode_args(&self, buf: &mut BytesMut) {
@@ -1595,9 +1553,7 @@ impl BasicRecover {
     fn decode_args(r: &mut Reader) -> Result<Self, CodecError> {
         let bits = r.u8()?;
         let requeue = bits & (1 << 0) != 0;
-        Ok(Self {
-            requeue,
-        })
+        Ok(Self { requeue })
     }
 
     fn encode_args(&self, buf: &mut BytesMut) {
@@ -1609,8 +1565,7 @@ impl BasicRecover {
 
 /// `basic.recover-ok` (class 60, method 111).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct BasicRecoverOk {
-}
+pub struct BasicRecoverOk {}
 
 impl BasicRecoverOk {
     pub const CLASS_ID: u16 = 60;
@@ -1661,8 +1616,7 @@ impl BasicNack {
 
 /// `tx.select` (class 90, method 10).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct TxSelect {
-}
+pub struct TxSelect {}
 
 impl TxSelect {
     pub const CLASS_ID: u16 = 90;
@@ -1680,8 +1634,7 @@ impl TxSelect {
 
 /// `tx.select-ok` (class 90, method 11).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct TxSelectOk {
-}
+pub struct TxSelectOk {}
 
 impl TxSelectOk {
     pub const CLASS_ID: u16 = 90;
@@ -1699,8 +1652,7 @@ impl TxSelectOk {
 
 /// `tx.commit` (class 90, method 20).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct TxCommit {
-}
+pub struct TxCommit {}
 
 impl TxCommit {
     pub const CLASS_ID: u16 = 90;
@@ -1718,8 +1670,7 @@ impl TxCommit {
 
 /// `tx.commit-ok` (class 90, method 21).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct TxCommitOk {
-}
+pub struct TxCommitOk {}
 
 impl TxCommitOk {
     pub const CLASS_ID: u16 = 90;
@@ -1737,8 +1688,7 @@ impl TxCommitOk {
 
 /// `tx.rollback` (class 90, method 30).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct TxRollback {
-}
+pub struct TxRollback {}
 
 impl TxRollback {
     pub const CLASS_ID: u16 = 90;
@@ -1756,8 +1706,7 @@ impl TxRollback {
 
 /// `tx.rollback-ok` (class 90, method 31).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct TxRollbackOk {
-}
+pub struct TxRollbackOk {}
 
 impl TxRollbackOk {
     pub const CLASS_ID: u16 = 90;
@@ -1786,9 +1735,7 @@ impl ConfirmSelect {
     fn decode_args(r: &mut Reader) -> Result<Self, CodecError> {
         let bits = r.u8()?;
         let nowait = bits & (1 << 0) != 0;
-        Ok(Self {
-            nowait,
-        })
+        Ok(Self { nowait })
     }
 
     fn encode_args(&self, buf: &mut BytesMut) {
@@ -1800,8 +1747,7 @@ impl ConfirmSelect {
 
 /// `confirm.select-ok` (class 85, method 11).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct ConfirmSelectOk {
-}
+pub struct ConfirmSelectOk {}
 
 impl ConfirmSelectOk {
     pub const CLASS_ID: u16 = 85;
@@ -1905,8 +1851,12 @@ impl Method {
             (10, 51) => Method::ConnectionCloseOk(ConnectionCloseOk::decode_args(&mut r)?),
             (10, 60) => Method::ConnectionBlocked(ConnectionBlocked::decode_args(&mut r)?),
             (10, 61) => Method::ConnectionUnblocked(ConnectionUnblocked::decode_args(&mut r)?),
-            (10, 70) => Method::ConnectionUpdateSecret(ConnectionUpdateSecret::decode_args(&mut r)?),
-            (10, 71) => Method::ConnectionUpdateSecretOk(ConnectionUpdateSecretOk::decode_args(&mut r)?),
+            (10, 70) => {
+                Method::ConnectionUpdateSecret(ConnectionUpdateSecret::decode_args(&mut r)?)
+            }
+            (10, 71) => {
+                Method::ConnectionUpdateSecretOk(ConnectionUpdateSecretOk::decode_args(&mut r)?)
+            }
             (20, 10) => Method::ChannelOpen(ChannelOpen::decode_args(&mut r)?),
             (20, 11) => Method::ChannelOpenOk(ChannelOpenOk::decode_args(&mut r)?),
             (20, 20) => Method::ChannelFlow(ChannelFlow::decode_args(&mut r)?),
@@ -1957,7 +1907,12 @@ impl Method {
             (90, 31) => Method::TxRollbackOk(TxRollbackOk::decode_args(&mut r)?),
             (85, 10) => Method::ConfirmSelect(ConfirmSelect::decode_args(&mut r)?),
             (85, 11) => Method::ConfirmSelectOk(ConfirmSelectOk::decode_args(&mut r)?),
-            _ => return Err(CodecError::UnknownMethod { class_id, method_id }),
+            _ => {
+                return Err(CodecError::UnknownMethod {
+                    class_id,
+                    method_id,
+                })
+            }
         };
         Ok(m)
     }
@@ -2179,7 +2134,13 @@ impl Method {
 
     /// Whether a content header and body frames follow (0-9-1 §2.3.5.2).
     pub fn has_content(&self) -> bool {
-        matches!(self, Method::BasicPublish(_) | Method::BasicReturn(_) | Method::BasicDeliver(_) | Method::BasicGetOk(_))
+        matches!(
+            self,
+            Method::BasicPublish(_)
+                | Method::BasicReturn(_)
+                | Method::BasicDeliver(_)
+                | Method::BasicGetOk(_)
+        )
     }
 }
 

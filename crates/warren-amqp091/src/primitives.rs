@@ -201,7 +201,9 @@ mod tests {
 
     #[test]
     fn integers_are_network_order() {
-        let mut r = Reader::new(Bytes::from_static(b"\x01\x02\x00\x00\x00\x03\x00\x00\x00\x00\x00\x00\x00\x04"));
+        let mut r = Reader::new(Bytes::from_static(
+            b"\x01\x02\x00\x00\x00\x03\x00\x00\x00\x00\x00\x00\x00\x04",
+        ));
         assert_eq!(r.short().unwrap(), 0x0102);
         assert_eq!(r.long().unwrap(), 3);
         assert_eq!(r.longlong().unwrap(), 4);

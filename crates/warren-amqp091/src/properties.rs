@@ -27,7 +27,11 @@ impl ContentHeader {
         let _weight = r.short()?;
         let body_size = r.longlong()?;
         let raw_properties = r.take(r.remaining(), "properties")?;
-        Ok(ContentHeader { class_id, body_size, raw_properties })
+        Ok(ContentHeader {
+            class_id,
+            body_size,
+            raw_properties,
+        })
     }
 }
 
@@ -88,14 +92,30 @@ impl BasicProperties {
         };
         let content_type = s(&mut r, CONTENT_TYPE)?;
         let content_encoding = s(&mut r, CONTENT_ENCODING)?;
-        let headers = if flags & HEADERS != 0 { Some(r.table()?) } else { None };
-        let delivery_mode = if flags & DELIVERY_MODE != 0 { Some(r.octet()?) } else { None };
-        let priority = if flags & PRIORITY != 0 { Some(r.octet()?) } else { None };
+        let headers = if flags & HEADERS != 0 {
+            Some(r.table()?)
+        } else {
+            None
+        };
+        let delivery_mode = if flags & DELIVERY_MODE != 0 {
+            Some(r.octet()?)
+        } else {
+            None
+        };
+        let priority = if flags & PRIORITY != 0 {
+            Some(r.octet()?)
+        } else {
+            None
+        };
         let correlation_id = s(&mut r, CORRELATION_ID)?;
         let reply_to = s(&mut r, REPLY_TO)?;
         let expiration = s(&mut r, EXPIRATION)?;
         let message_id = s(&mut r, MESSAGE_ID)?;
-        let timestamp = if flags & TIMESTAMP != 0 { Some(r.timestamp()?) } else { None };
+        let timestamp = if flags & TIMESTAMP != 0 {
+            Some(r.timestamp()?)
+        } else {
+            None
+        };
         let kind = s(&mut r, KIND)?;
         let user_id = s(&mut r, USER_ID)?;
         let app_id = s(&mut r, APP_ID)?;
@@ -127,7 +147,11 @@ impl BasicProperties {
             }
         };
         set(&mut flags, self.content_type.is_some(), CONTENT_TYPE);
-        set(&mut flags, self.content_encoding.is_some(), CONTENT_ENCODING);
+        set(
+            &mut flags,
+            self.content_encoding.is_some(),
+            CONTENT_ENCODING,
+        );
         set(&mut flags, self.headers.is_some(), HEADERS);
         set(&mut flags, self.delivery_mode.is_some(), DELIVERY_MODE);
         set(&mut flags, self.priority.is_some(), PRIORITY);
@@ -279,7 +303,11 @@ mod tests {
 
     #[test]
     fn exact_bytes() {
-        let p = BasicProperties { delivery_mode: Some(2), priority: Some(1), ..Default::default() };
+        let p = BasicProperties {
+            delivery_mode: Some(2),
+            priority: Some(1),
+            ..Default::default()
+        };
         assert_eq!(&p.to_bytes()[..], b"\x18\x00\x02\x01");
     }
 
@@ -287,7 +315,10 @@ mod tests {
     fn truncated_is_an_error() {
         let b = full().to_bytes();
         for cut in 0..b.len() {
-            assert!(BasicProperties::decode(b.slice(..cut)).is_err(), "cut {cut}");
+            assert!(
+                BasicProperties::decode(b.slice(..cut)).is_err(),
+                "cut {cut}"
+            );
             // The scan stops after priority; it must never panic on a cut.
             let _ = RoutingHints::scan(&b[..cut]);
         }

@@ -214,7 +214,11 @@ impl FieldTable {
 
     /// Set `key`, replacing an existing entry in place.
     pub fn insert(&mut self, key: &str, value: FieldValue) {
-        if let Some(e) = self.0.iter_mut().find(|(k, _)| k.as_bytes() == key.as_bytes()) {
+        if let Some(e) = self
+            .0
+            .iter_mut()
+            .find(|(k, _)| k.as_bytes() == key.as_bytes())
+        {
             e.1 = value;
         } else {
             self.0.push((ShortStr::from(key), value));
@@ -222,7 +226,10 @@ impl FieldTable {
     }
 
     pub fn remove(&mut self, key: &str) -> Option<FieldValue> {
-        let i = self.0.iter().position(|(k, _)| k.as_bytes() == key.as_bytes())?;
+        let i = self
+            .0
+            .iter()
+            .position(|(k, _)| k.as_bytes() == key.as_bytes())?;
         Some(self.0.remove(i).1)
     }
 
@@ -286,7 +293,10 @@ mod tests {
         t.insert("ts", FieldValue::Timestamp(1_700_000_000));
         t.insert("void", FieldValue::Void);
         t.insert("tbl", FieldValue::Table(inner));
-        t.insert("arr", FieldValue::Array(vec![FieldValue::I32(1), FieldValue::from("x")]));
+        t.insert(
+            "arr",
+            FieldValue::Array(vec![FieldValue::I32(1), FieldValue::from("x")]),
+        );
         t
     }
 
@@ -317,7 +327,10 @@ mod tests {
         sample().encode(&mut b);
         let b = b.freeze();
         for cut in 0..b.len() {
-            assert!(FieldTable::decode_from(b.slice(..cut)).is_err(), "cut {cut}");
+            assert!(
+                FieldTable::decode_from(b.slice(..cut)).is_err(),
+                "cut {cut}"
+            );
         }
     }
 

@@ -1,1 +1,17 @@
-//! placeholder
+//! Warren's broker model, independent of any wire protocol and of sockets:
+//! virtual hosts, exchanges and their routing, the protocol-neutral message,
+//! and queue types behind one interface. Protocol front ends (in
+//! `warren-server`) call into this crate and carry out what it returns; code
+//! here never writes to a socket and never blocks on I/O.
+
+pub mod broker;
+pub mod error;
+pub mod exchange;
+pub mod message;
+pub mod queue;
+pub mod vhost;
+
+pub use broker::{Broker, BrokerConfig, User};
+pub use error::BrokerError;
+pub use message::Message;
+pub use vhost::VHost;

@@ -1,0 +1,228 @@
+//! The broker: virtual hosts, users and their permissions, and the memory
+//! gauge behind the memory alarm. One `Broker` is shared by every
+//! connection of every protocol.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use base64::Engine;
+use parking_lot::RwLock;
+use rand::RngCore;
+use sha2::{Digest, Sha256};
+
+use crate::error::BrokerError;
+use crate::queue::MemoryGauge;
+use crate::vhost::{ChangeHook, VHost};
+
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// Users whose login is refused unless they connect from loopback
+    /// (RabbitMQ's loopback_users; guest by default).
+    pub loopback_users: Vec<String>,
+    /// Bytes of queued messages above which publishers are blocked.
+    pub memory_high_watermark: u64,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            loopback_users: vec!["guest".into()],
+            memory_high_watermark: 1 << 30,
+        }
+    }
+}
+
+/// A user: name, RabbitMQ-style password hash, tags, and the vhosts it may use.
+#[derive(Debug, Clone)]
+pub struct User {
+    pub name: String,
+    /// base64(salt(4) ++ sha256(salt ++ password)), RabbitMQ's
+    /// rabbit_password_hashing_sha256, so definitions move between the two.
+    pub password_hash: String,
+    pub tags: Vec<String>,
+    pub vhosts: Vec<String>,
+}
+
+impl User {
+    pub fn hash_password(password: &str) -> String {
+        let mut salt = [0u8; 4];
+        rand::thread_rng().fill_bytes(&mut salt);
+        Self::hash_with_salt(&salt, password)
+    }
+
+    fn hash_with_salt(salt: &[u8], password: &str) -> String {
+        let mut h = Sha256::new();
+        h.update(salt);
+        h.update(password.as_bytes());
+        let mut out = salt.to_vec();
+        out.extend_from_slice(&h.finalize());
+        base64::engine::general_purpose::STANDARD.encode(out)
+    }
+
+    pub fn check_password(&self, password: &str) -> bool {
+        let Ok(raw) = base64::engine::general_purpose::STANDARD.decode(&self.password_hash) else {
+            return false;
+        };
+        if raw.len() < 4 {
+            return false;
+        }
+        Self::hash_with_salt(&raw[..4], password) == self.password_hash
+    }
+}
+
+pub struct Broker {
+    pub config: BrokerConfig,
+    pub memory: Arc<MemoryGauge>,
+    vhosts: RwLock<HashMap<String, Arc<VHost>>>,
+    users: RwLock<HashMap<String, User>>,
+    on_change: ChangeHook,
+    next_id: AtomicU64,
+}
+
+impl std::fmt::Debug for Broker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Broker").finish_non_exhaustive()
+    }
+}
+
+impl Broker {
+    pub fn new(config: BrokerConfig, on_change: ChangeHook) -> Arc<Broker> {
+        Arc::new(Broker {
+            config,
+            memory: Arc::new(MemoryGauge::default()),
+            vhosts: RwLock::new(HashMap::new()),
+            users: RwLock::new(HashMap::new()),
+            on_change,
+            next_id: AtomicU64::new(1),
+        })
+    }
+
+    /// A process-unique id for connections and consumers.
+    pub fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn add_vhost(&self, name: &str) -> Arc<VHost> {
+        let mut v = self.vhosts.write();
+        let vh = v
+            .entry(name.to_string())
+            .or_insert_with(|| {
+                Arc::new(VHost::new(
+                    name,
+                    self.memory.clone(),
+                    self.on_change.clone(),
+                ))
+            })
+            .clone();
+        drop(v);
+        (self.on_change)();
+        vh
+    }
+
+    pub fn vhost(&self, name: &str) -> Option<Arc<VHost>> {
+        self.vhosts.read().get(name).cloned()
+    }
+
+    pub fn vhosts(&self) -> Vec<Arc<VHost>> {
+        self.vhosts.read().values().cloned().collect()
+    }
+
+    pub fn put_user(&self, user: User) {
+        self.users.write().insert(user.name.clone(), user);
+        (self.on_change)();
+    }
+
+    pub fn users(&self) -> Vec<User> {
+        self.users.read().values().cloned().collect()
+    }
+
+    /// Check a login (0-9-1 connection.start-ok). `loopback` says whether
+    /// the peer connected from a loopback address.
+    pub fn authenticate(
+        &self,
+        name: &str,
+        password: &str,
+        loopback: bool,
+    ) -> Result<User, BrokerError> {
+        let refused = || {
+            BrokerError::AccessRefused(format!(
+                "Login was refused using authentication mechanism PLAIN. For details see the broker logfile."
+            ))
+        };
+        let users = self.users.read();
+        let user = users.get(name).ok_or_else(refused)?;
+        if !user.check_password(password) {
+            return Err(refused());
+        }
+        if !loopback && self.config.loopback_users.iter().any(|u| u == name) {
+            return Err(BrokerError::AccessRefused(format!(
+                "Login was refused using authentication mechanism PLAIN. User '{name}' can only connect via localhost"
+            )));
+        }
+        Ok(user.clone())
+    }
+
+    /// connection.open: may `user` use `vhost`? (530 NOT_ALLOWED otherwise.)
+    pub fn open_vhost(&self, user: &User, vhost: &str) -> Result<Arc<VHost>, BrokerError> {
+        let refused = || {
+            BrokerError::NotAllowed(format!(
+                "access to vhost '{vhost}' refused for user '{}'",
+                user.name
+            ))
+        };
+        let vh = self
+            .vhost(vhost)
+            .ok_or_else(|| BrokerError::NotAllowed(format!("vhost {vhost} not found")))?;
+        let current = self.users.read().get(&user.name).cloned();
+        match current {
+            Some(u) if u.vhosts.iter().any(|v| v == vhost) => Ok(vh),
+            _ => Err(refused()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn password_hash_roundtrip() {
+        let u = User {
+            name: "u".into(),
+            password_hash: User::hash_password("secret"),
+            tags: vec![],
+            vhosts: vec![],
+        };
+        assert!(u.check_password("secret"));
+        assert!(!u.check_password("Secret"));
+    }
+
+    #[test]
+    fn guest_only_from_loopback() {
+        let b = Broker::new(BrokerConfig::default(), Arc::new(|| {}));
+        b.add_vhost("/");
+        b.put_user(User {
+            name: "guest".into(),
+            password_hash: User::hash_password("guest"),
+            tags: vec!["administrator".into()],
+            vhosts: vec!["/".into()],
+        });
+        assert!(b.authenticate("guest", "guest", true).is_ok());
+        assert_eq!(
+            b.authenticate("guest", "guest", false)
+                .unwrap_err()
+                .reply_code(),
+            403
+        );
+        assert_eq!(
+            b.authenticate("guest", "nope", true)
+                .unwrap_err()
+                .reply_code(),
+            403
+        );
+        let u = b.authenticate("guest", "guest", true).unwrap();
+        assert!(b.open_vhost(&u, "/").is_ok());
+        assert_eq!(b.open_vhost(&u, "/other").unwrap_err().reply_code(), 530);
+    }
+}

@@ -1,0 +1,240 @@
+//! Queue arguments (`x-*` on queue.declare) parsed and checked once, at
+//! declare time, into a [`QueueConfig`]. Errors follow RabbitMQ's texts:
+//! PRECONDITION_FAILED "invalid arg 'x-max-length' for queue 'q' in vhost
+//! '/': ...".
+
+use warren_amqp091::{FieldTable, FieldValue, ShortStr};
+
+use crate::error::BrokerError;
+
+/// What x-max-length / x-max-length-bytes do when the queue is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Overflow {
+    /// Drop (or dead-letter) the oldest ready message.
+    #[default]
+    DropHead,
+    /// Refuse the new message: a nack when the publisher uses confirms.
+    RejectPublish,
+    /// Refuse it and dead-letter it as well.
+    RejectPublishDlx,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct QueueConfig {
+    pub message_ttl_ms: Option<u64>,
+    pub expires_ms: Option<u64>,
+    pub max_length: Option<u64>,
+    pub max_length_bytes: Option<u64>,
+    pub overflow: Overflow,
+    pub dead_letter_exchange: Option<ShortStr>,
+    pub dead_letter_routing_key: Option<ShortStr>,
+    /// Highest priority honoured; None for a plain FIFO queue.
+    pub max_priority: Option<u8>,
+    pub single_active_consumer: bool,
+}
+
+fn invalid(arg: &str, queue: &ShortStr, vhost: &str, why: String) -> BrokerError {
+    BrokerError::PreconditionFailed(format!(
+        "invalid arg '{arg}' for queue '{queue}' in vhost '{vhost}': {why}"
+    ))
+}
+
+fn integer(v: &FieldValue, arg: &str, queue: &ShortStr, vhost: &str) -> Result<i64, BrokerError> {
+    v.as_i64().ok_or_else(|| {
+        invalid(
+            arg,
+            queue,
+            vhost,
+            format!("{{unacceptable_type,{}}}", v.type_name()),
+        )
+    })
+}
+
+fn non_negative(v: &FieldValue, arg: &str, q: &ShortStr, vh: &str) -> Result<u64, BrokerError> {
+    let n = integer(v, arg, q, vh)?;
+    if n < 0 {
+        return Err(invalid(arg, q, vh, format!("{{value_negative,{n}}}")));
+    }
+    Ok(n as u64)
+}
+
+fn string(v: &FieldValue, arg: &str, q: &ShortStr, vh: &str) -> Result<ShortStr, BrokerError> {
+    match v {
+        FieldValue::LongStr(b) => Ok(ShortStr::from_bytes(b.clone())),
+        other => Err(invalid(
+            arg,
+            q,
+            vh,
+            format!("{{unacceptable_type,{}}}", other.type_name()),
+        )),
+    }
+}
+
+impl QueueConfig {
+    pub fn from_arguments(
+        args: &FieldTable,
+        queue: &ShortStr,
+        vhost: &str,
+    ) -> Result<QueueConfig, BrokerError> {
+        let mut c = QueueConfig::default();
+        for (k, v) in args.iter() {
+            let key = k.to_str_lossy();
+            match &*key {
+                "x-message-ttl" => c.message_ttl_ms = Some(non_negative(v, &key, queue, vhost)?),
+                "x-expires" => {
+                    let n = non_negative(v, &key, queue, vhost)?;
+                    if n == 0 {
+                        return Err(invalid(&key, queue, vhost, "{value_zero,0}".into()));
+                    }
+                    c.expires_ms = Some(n);
+                }
+                "x-max-length" => c.max_length = Some(non_negative(v, &key, queue, vhost)?),
+                "x-max-length-bytes" => {
+                    c.max_length_bytes = Some(non_negative(v, &key, queue, vhost)?)
+                }
+                "x-overflow" => {
+                    c.overflow = match string(v, &key, queue, vhost)?.as_bytes() {
+                        b"drop-head" => Overflow::DropHead,
+                        b"reject-publish" => Overflow::RejectPublish,
+                        b"reject-publish-dlx" => Overflow::RejectPublishDlx,
+                        other => {
+                            return Err(invalid(
+                                &key,
+                                queue,
+                                vhost,
+                                format!("{{unknown_overflow,{}}}", String::from_utf8_lossy(other)),
+                            ))
+                        }
+                    }
+                }
+                "x-dead-letter-exchange" => {
+                    c.dead_letter_exchange = Some(string(v, &key, queue, vhost)?)
+                }
+                "x-dead-letter-routing-key" => {
+                    c.dead_letter_routing_key = Some(string(v, &key, queue, vhost)?)
+                }
+                "x-max-priority" => {
+                    let n = non_negative(v, &key, queue, vhost)?;
+                    // RabbitMQ accepts up to 255; 0 means no priorities.
+                    if n > 255 {
+                        return Err(invalid(
+                            &key,
+                            queue,
+                            vhost,
+                            format!("{{value_too_large,{n}}}"),
+                        ));
+                    }
+                    c.max_priority = if n == 0 { None } else { Some(n as u8) };
+                }
+                "x-single-active-consumer" => match v {
+                    FieldValue::Bool(b) => c.single_active_consumer = *b,
+                    other => {
+                        return Err(invalid(
+                            &key,
+                            queue,
+                            vhost,
+                            format!("{{unacceptable_type,{}}}", other.type_name()),
+                        ))
+                    }
+                },
+                "x-queue-type" => match v.as_bytes() {
+                    Some(b"classic") => {}
+                    Some(other) => {
+                        return Err(invalid(
+                            &key,
+                            queue,
+                            vhost,
+                            format!(
+                                "unsupported queue type '{}'",
+                                String::from_utf8_lossy(other)
+                            ),
+                        ))
+                    }
+                    None => {
+                        return Err(invalid(
+                            &key,
+                            queue,
+                            vhost,
+                            format!("{{unacceptable_type,{}}}", v.type_name()),
+                        ))
+                    }
+                },
+                // Other arguments (x-queue-mode, x-queue-master-locator...)
+                // are accepted and kept, as RabbitMQ does with unknown ones.
+                _ => {}
+            }
+        }
+        if c.dead_letter_routing_key.is_some() && c.dead_letter_exchange.is_none() {
+            return Err(invalid(
+                "x-dead-letter-routing-key",
+                queue,
+                vhost,
+                "Key x-dead-letter-exchange should be set as well".into(),
+            ));
+        }
+        Ok(c)
+    }
+}
+
+/// The arguments whose values must match on redeclare (RabbitMQ checks these
+/// and ignores the rest).
+pub const EQUIVALENCE_ARGS: &[&str] = &[
+    "x-expires",
+    "x-message-ttl",
+    "x-max-length",
+    "x-max-length-bytes",
+    "x-max-priority",
+    "x-overflow",
+    "x-dead-letter-exchange",
+    "x-dead-letter-routing-key",
+    "x-single-active-consumer",
+    "x-queue-type",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(pairs: &[(&str, FieldValue)]) -> Result<QueueConfig, BrokerError> {
+        let mut t = FieldTable::new();
+        for (k, v) in pairs {
+            t.insert(k, v.clone());
+        }
+        QueueConfig::from_arguments(&t, &"q".into(), "/")
+    }
+
+    #[test]
+    fn parses_known_arguments() {
+        let c = cfg(&[
+            ("x-message-ttl", FieldValue::I32(1000)),
+            ("x-max-length", FieldValue::I64(5)),
+            ("x-overflow", "reject-publish".into()),
+            ("x-dead-letter-exchange", "dlx".into()),
+            ("x-max-priority", FieldValue::U8(10)),
+            ("x-single-active-consumer", FieldValue::Bool(true)),
+        ])
+        .unwrap();
+        assert_eq!(c.message_ttl_ms, Some(1000));
+        assert_eq!(c.max_length, Some(5));
+        assert_eq!(c.overflow, Overflow::RejectPublish);
+        assert_eq!(c.dead_letter_exchange.as_ref().unwrap().as_bytes(), b"dlx");
+        assert_eq!(c.max_priority, Some(10));
+        assert!(c.single_active_consumer);
+    }
+
+    #[test]
+    fn rejects_bad_values() {
+        for bad in [
+            ("x-message-ttl", FieldValue::I32(-1)),
+            ("x-message-ttl", "10".into()),
+            ("x-expires", FieldValue::I32(0)),
+            ("x-overflow", "drop-tail".into()),
+            ("x-max-priority", FieldValue::I32(256)),
+            ("x-single-active-consumer", "yes".into()),
+        ] {
+            let e = cfg(&[bad.clone()]).unwrap_err();
+            assert_eq!(e.reply_code(), 406, "{bad:?}");
+            assert!(e.to_string().contains(bad.0), "{e}");
+        }
+    }
+}

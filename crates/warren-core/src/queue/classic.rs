@@ -1,0 +1,377 @@
+//! The classic queue, in memory: a FIFO (or one FIFO per priority with
+//! x-max-priority) of ready messages ordered by position, consumers ordered
+//! by x-priority and served round-robin within a priority, single active
+//! consumer, per-queue and per-message TTL (expiring at the head, as
+//! RabbitMQ does), length limits with the three overflow behaviours, and
+//! dead-lettering. Unacknowledged messages live with the channel that got
+//! them; the queue only counts them, and a requeued message goes back to its
+//! original position.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::error::BrokerError;
+use crate::message::MessageRef;
+
+use super::consumer::{Consumer, ConsumerSpec, Delivery};
+use super::{
+    Ctx, Entry, Overflow, PublishOutcome, QueueConfig, QueueStats, QueueType, Reason, Settle,
+};
+
+#[derive(Debug)]
+pub struct ClassicQueue {
+    /// One FIFO per priority level (a single one without x-max-priority),
+    /// each ordered by `seq`.
+    ready: Vec<VecDeque<Entry>>,
+    ready_count: u64,
+    ready_bytes: u64,
+    unacked: u64,
+    next_seq: u64,
+    consumers: Vec<Consumer>,
+    /// Round-robin cursor among equal-priority consumers.
+    rr: usize,
+    /// Set once a consumer has existed (auto-delete needs one to have left).
+    had_consumer: bool,
+    last_used: Instant,
+}
+
+impl ClassicQueue {
+    pub fn new(config: &QueueConfig, now: Instant) -> ClassicQueue {
+        let levels = config.max_priority.map(|p| p as usize + 1).unwrap_or(1);
+        ClassicQueue {
+            ready: (0..levels).map(|_| VecDeque::new()).collect(),
+            ready_count: 0,
+            ready_bytes: 0,
+            unacked: 0,
+            next_seq: 0,
+            consumers: Vec::new(),
+            rr: 0,
+            had_consumer: false,
+            last_used: now,
+        }
+    }
+
+    fn level(&self, priority: u8) -> usize {
+        (priority as usize).min(self.ready.len() - 1)
+    }
+
+    fn push_ready(&mut self, e: Entry) {
+        self.ready_count += 1;
+        self.ready_bytes += e.message.body_size() as u64;
+        let l = self.level(e.message.priority);
+        let q = &mut self.ready[l];
+        // Requeued entries go back to their position; new ones at the tail.
+        if q.back().is_none_or(|b| b.seq < e.seq) {
+            q.push_back(e);
+        } else {
+            let at = q.partition_point(|x| x.seq < e.seq);
+            q.insert(at, e);
+        }
+    }
+
+    /// The level holding the next message to deliver: the highest non-empty.
+    fn head_level(&self) -> Option<usize> {
+        (0..self.ready.len())
+            .rev()
+            .find(|&l| !self.ready[l].is_empty())
+    }
+
+    fn pop_ready(&mut self) -> Option<Entry> {
+        let l = self.head_level()?;
+        let e = self.ready[l].pop_front()?;
+        self.ready_count -= 1;
+        self.ready_bytes -= e.message.body_size() as u64;
+        Some(e)
+    }
+
+    fn pop_oldest(&mut self) -> Option<Entry> {
+        // drop-head drops the oldest message, whatever its priority.
+        let l = (0..self.ready.len())
+            .filter(|&l| !self.ready[l].is_empty())
+            .min_by_key(|&l| self.ready[l][0].seq)?;
+        let e = self.ready[l].pop_front()?;
+        self.ready_count -= 1;
+        self.ready_bytes -= e.message.body_size() as u64;
+        Some(e)
+    }
+
+    /// Dead-letter (or drop) expired messages at the head of every level.
+    fn expire_heads(&mut self, ctx: &mut Ctx) {
+        for l in 0..self.ready.len() {
+            while let Some(front) = self.ready[l].front() {
+                match front.expires_at {
+                    Some(t) if t <= ctx.now => {}
+                    _ => break,
+                }
+                if let Some(e) = self.ready[l].pop_front() {
+                    self.ready_count -= 1;
+                    self.ready_bytes -= e.message.body_size() as u64;
+                    ctx.queue.memory.sub(e.message.memory_size());
+                    ctx.dead_letter(&e.message, Reason::Expired);
+                }
+            }
+        }
+    }
+
+    fn over_limit(&self, config: &QueueConfig, extra_count: u64, extra_bytes: u64) -> bool {
+        config
+            .max_length
+            .is_some_and(|m| self.ready_count + extra_count > m)
+            || config
+                .max_length_bytes
+                .is_some_and(|m| self.ready_bytes + extra_bytes > m)
+    }
+
+    /// Index of the consumer to serve next, if any has credit: the highest
+    /// x-priority first, round-robin among equals; with single active
+    /// consumer, only the first registered.
+    fn pick_consumer(&mut self, ctx: &Ctx) -> Option<usize> {
+        if self.consumers.is_empty() {
+            return None;
+        }
+        if ctx.config().single_active_consumer {
+            return self.usable(0, ctx).then_some(0);
+        }
+        let n = self.consumers.len();
+        let mut start = 0;
+        while start < n {
+            let p = self.consumers[start].spec.priority;
+            let end = (start..n)
+                .find(|&i| self.consumers[i].spec.priority != p)
+                .unwrap_or(n);
+            let len = end - start;
+            for k in 0..len {
+                let i = start + (self.rr + k) % len;
+                if self.usable(i, ctx) {
+                    self.rr = self.rr.wrapping_add(k + 1);
+                    return Some(i);
+                }
+            }
+            start = end;
+        }
+        None
+    }
+
+    fn usable(&self, i: usize, ctx: &Ctx) -> bool {
+        let c = &self.consumers[i];
+        if !c.has_credit() {
+            return false;
+        }
+        if !c.spec.sink.has_room() {
+            c.spec.sink.wait_for_room(Arc::downgrade(ctx.queue));
+            return false;
+        }
+        true
+    }
+
+    fn deliver_to(&mut self, ctx: &mut Ctx, i: usize, entry: Entry) {
+        let c = &mut self.consumers[i];
+        if c.spec.no_ack {
+            ctx.queue.memory.sub(entry.message.memory_size());
+        } else {
+            c.unacked += 1;
+            self.unacked += 1;
+            if let Some(l) = &c.spec.channel_limit {
+                l.taken();
+            }
+        }
+        c.spec.sink.deliver(Delivery {
+            channel: c.spec.channel,
+            consumer_tag: c.spec.tag.clone(),
+            consumer_id: c.spec.id,
+            no_ack: c.spec.no_ack,
+            queue: ctx.queue.clone(),
+            entry,
+        });
+    }
+
+    fn release(&mut self, consumer_id: Option<u64>, n: u32) {
+        self.unacked = self.unacked.saturating_sub(n as u64);
+        if let Some(id) = consumer_id {
+            if let Some(c) = self.consumers.iter_mut().find(|c| c.spec.id == id) {
+                c.unacked = c.unacked.saturating_sub(n);
+            }
+        }
+    }
+}
+
+impl QueueType for ClassicQueue {
+    fn publish(&mut self, ctx: &mut Ctx, msg: MessageRef) -> PublishOutcome {
+        let config = ctx.config().clone();
+        let body = msg.body_size() as u64;
+        if matches!(
+            config.overflow,
+            Overflow::RejectPublish | Overflow::RejectPublishDlx
+        ) && self.over_limit(&config, 1, body)
+        {
+            // Consumers waiting with credit would take it at once; RabbitMQ
+            // still refuses when the ready count is at the limit.
+            if config.overflow == Overflow::RejectPublishDlx {
+                ctx.dead_letter(&msg, Reason::MaxLen);
+            }
+            return PublishOutcome::Rejected;
+        }
+        let ttl = match (config.message_ttl_ms, msg.expiration_ms) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        ctx.queue.memory.add(msg.memory_size());
+        self.push_ready(Entry {
+            seq,
+            message: msg,
+            redelivered: false,
+            expires_at: ttl.map(|t| ctx.now + Duration::from_millis(t)),
+        });
+        self.pump(ctx);
+        // drop-head: trim the oldest ready messages while over a limit.
+        if config.overflow == Overflow::DropHead {
+            while self.over_limit(&config, 0, 0) {
+                let Some(e) = self.pop_oldest() else { break };
+                ctx.queue.memory.sub(e.message.memory_size());
+                ctx.dead_letter(&e.message, Reason::MaxLen);
+            }
+        }
+        PublishOutcome::Enqueued
+    }
+
+    fn consume(&mut self, ctx: &mut Ctx, spec: ConsumerSpec) -> Result<(), BrokerError> {
+        let exclusive_taken = self.consumers.iter().any(|c| c.spec.exclusive);
+        if exclusive_taken || (spec.exclusive && !self.consumers.is_empty()) {
+            return Err(BrokerError::AccessRefused(format!(
+                "queue '{}' in vhost '{}' in exclusive use",
+                ctx.queue.name, ctx.queue.vhost
+            )));
+        }
+        // Keep consumers sorted by priority, highest first; stable, so
+        // registration order breaks ties (and picks the single active one).
+        let at = self
+            .consumers
+            .partition_point(|c| c.spec.priority >= spec.priority);
+        let at = if ctx.config().single_active_consumer {
+            self.consumers.len()
+        } else {
+            at
+        };
+        self.consumers.insert(at, Consumer { spec, unacked: 0 });
+        self.had_consumer = true;
+        self.pump(ctx);
+        Ok(())
+    }
+
+    fn cancel(&mut self, ctx: &mut Ctx, consumer_id: u64) -> bool {
+        let Some(i) = self.consumers.iter().position(|c| c.spec.id == consumer_id) else {
+            return false;
+        };
+        self.consumers.remove(i);
+        if self.consumers.is_empty() {
+            self.last_used = ctx.now;
+            if ctx.queue.auto_delete && self.had_consumer {
+                ctx.effects.delete_queue = true;
+            }
+        }
+        // With a single active consumer, the next one takes over.
+        self.pump(ctx);
+        true
+    }
+
+    fn settle(
+        &mut self,
+        ctx: &mut Ctx,
+        consumer_id: Option<u64>,
+        entries: Vec<Entry>,
+        how: Settle,
+    ) {
+        let n = entries.len() as u32;
+        self.release(consumer_id, n);
+        for e in entries {
+            match how {
+                Settle::Ack => ctx.queue.memory.sub(e.message.memory_size()),
+                Settle::Discard => {
+                    ctx.queue.memory.sub(e.message.memory_size());
+                    ctx.dead_letter(&e.message, Reason::Rejected);
+                }
+                Settle::Requeue => {
+                    let mut e = e;
+                    e.redelivered = true;
+                    self.push_ready(e);
+                }
+            }
+        }
+        self.pump(ctx);
+    }
+
+    fn get(&mut self, ctx: &mut Ctx, no_ack: bool) -> Option<(Entry, u64)> {
+        self.last_used = ctx.now;
+        self.expire_heads(ctx);
+        let e = self.pop_ready()?;
+        if no_ack {
+            ctx.queue.memory.sub(e.message.memory_size());
+        } else {
+            self.unacked += 1;
+        }
+        Some((e, self.ready_count))
+    }
+
+    fn pump(&mut self, ctx: &mut Ctx) {
+        loop {
+            self.expire_heads(ctx);
+            if self.ready_count == 0 {
+                return;
+            }
+            let Some(i) = self.pick_consumer(ctx) else {
+                return;
+            };
+            let Some(e) = self.pop_ready() else { return };
+            self.deliver_to(ctx, i, e);
+        }
+    }
+
+    fn purge(&mut self, ctx: &mut Ctx) -> u64 {
+        let n = self.ready_count;
+        for level in &mut self.ready {
+            for e in level.drain(..) {
+                ctx.queue.memory.sub(e.message.memory_size());
+            }
+        }
+        self.ready_count = 0;
+        self.ready_bytes = 0;
+        n
+    }
+
+    fn expire(&mut self, ctx: &mut Ctx) {
+        self.expire_heads(ctx);
+        // An expired head may have let a consumer's next message through.
+        self.pump(ctx);
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        self.ready
+            .iter()
+            .filter_map(|l| l.front().and_then(|e| e.expires_at))
+            .min()
+    }
+
+    fn delete(&mut self, ctx: &mut Ctx) -> Vec<ConsumerSpec> {
+        self.purge(ctx);
+        self.consumers.drain(..).map(|c| c.spec).collect()
+    }
+
+    fn stats(&self) -> QueueStats {
+        QueueStats {
+            ready: self.ready_count,
+            unacked: self.unacked,
+            consumers: self.consumers.len() as u32,
+        }
+    }
+
+    fn idle_since(&self) -> Option<Instant> {
+        self.consumers.is_empty().then_some(self.last_used)
+    }
+
+    fn touch(&mut self, now: Instant) {
+        self.last_used = now;
+    }
+}

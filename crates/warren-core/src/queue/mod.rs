@@ -1,0 +1,263 @@
+//! Queues. [`Queue`] is the handle every front end holds: name, flags,
+//! arguments, and the queue type's state behind one lock. Queue types
+//! implement [`QueueType`]; their calls never block and never touch a
+//! socket: deliveries go into consumers' [`DeliverySink`]s and everything
+//! else the caller must do (route dead letters, delete the queue) comes back
+//! as [`Effects`].
+//!
+//! Lock order: a queue's lock may be held while calling a sink (which takes
+//! its own small lock); nothing holding a sink's lock calls a queue, and no
+//! code holds two queue locks at once.
+
+mod args;
+mod classic;
+mod consumer;
+pub mod dead_letter;
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::Mutex;
+use warren_amqp091::{FieldTable, ShortStr};
+
+use crate::error::BrokerError;
+use crate::message::MessageRef;
+
+pub use args::{Overflow, QueueConfig, EQUIVALENCE_ARGS};
+pub use classic::ClassicQueue;
+pub use consumer::{ChannelLimit, ConsumerSpec, Delivery, DeliverySink};
+pub use dead_letter::{DeadLetter, Reason};
+
+/// A message in a queue: its position (`seq`, so a requeued message goes
+/// back where it was), whether it was delivered before, and when it expires.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub seq: u64,
+    pub message: MessageRef,
+    pub redelivered: bool,
+    pub expires_at: Option<Instant>,
+}
+
+/// How a delivery is settled (0-9-1 basic.ack / basic.reject / basic.nack).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settle {
+    Ack,
+    Requeue,
+    /// Rejected without requeue: dead-lettered if the queue has a DLX.
+    Discard,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PublishOutcome {
+    Enqueued,
+    /// Refused by x-overflow reject-publish(-dlx): nack it under confirms.
+    Rejected,
+}
+
+/// What the caller must do after a queue call.
+#[derive(Debug, Default)]
+pub struct Effects {
+    pub dead_letters: Vec<DeadLetter>,
+    /// The queue asks to be deleted (auto-delete after the last consumer).
+    pub delete_queue: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    pub ready: u64,
+    pub unacked: u64,
+    pub consumers: u32,
+}
+
+/// Bytes held by messages in all queues, for the memory alarm.
+#[derive(Debug, Default)]
+pub struct MemoryGauge(AtomicI64);
+
+impl MemoryGauge {
+    pub fn add(&self, n: usize) {
+        self.0.fetch_add(n as i64, Ordering::Relaxed);
+    }
+    pub fn sub(&self, n: usize) {
+        self.0.fetch_sub(n as i64, Ordering::Relaxed);
+    }
+    pub fn bytes(&self) -> u64 {
+        self.0.load(Ordering::Relaxed).max(0) as u64
+    }
+}
+
+/// What a queue type's calls may use besides its own state.
+pub struct Ctx<'a> {
+    pub now: Instant,
+    pub queue: &'a Arc<Queue>,
+    pub effects: &'a mut Effects,
+}
+
+impl Ctx<'_> {
+    pub fn config(&self) -> &QueueConfig {
+        &self.queue.config
+    }
+
+    /// Dead-letter `msg` if the queue has a dead-letter exchange.
+    pub fn dead_letter(&mut self, msg: &MessageRef, reason: Reason) {
+        if let Some(dlx) = &self.queue.config.dead_letter_exchange {
+            let dl = dead_letter::dead_letter(
+                msg,
+                &self.queue.name,
+                reason,
+                dlx,
+                self.queue.config.dead_letter_routing_key.as_ref(),
+            );
+            self.effects.dead_letters.push(dl);
+        }
+    }
+}
+
+/// The interface every queue type implements (after RabbitMQ's
+/// rabbit_queue_type): enqueue, consume, cancel, settle, get, purge, expire.
+pub trait QueueType: Send + std::fmt::Debug {
+    fn publish(&mut self, ctx: &mut Ctx, msg: MessageRef) -> PublishOutcome;
+    fn consume(&mut self, ctx: &mut Ctx, spec: ConsumerSpec) -> Result<(), BrokerError>;
+    /// Remove a consumer; true if it was there.
+    fn cancel(&mut self, ctx: &mut Ctx, consumer_id: u64) -> bool;
+    /// Settle deliveries made to `consumer_id` (None for basic.get).
+    fn settle(&mut self, ctx: &mut Ctx, consumer_id: Option<u64>, entries: Vec<Entry>, how: Settle);
+    /// basic.get: the next message and how many remain ready.
+    fn get(&mut self, ctx: &mut Ctx, no_ack: bool) -> Option<(Entry, u64)>;
+    /// Deliver what can be delivered (after credit or sink room frees up).
+    fn pump(&mut self, ctx: &mut Ctx);
+    /// Drop all ready messages; how many went.
+    fn purge(&mut self, ctx: &mut Ctx) -> u64;
+    /// Expire what is due at `ctx.now`.
+    fn expire(&mut self, ctx: &mut Ctx);
+    /// When `expire` next has something to do.
+    fn next_deadline(&self) -> Option<Instant>;
+    /// The queue is being deleted: drop its messages, return its consumers.
+    fn delete(&mut self, ctx: &mut Ctx) -> Vec<ConsumerSpec>;
+    fn stats(&self) -> QueueStats;
+    /// When the queue was last used, for x-expires (None while in use).
+    fn idle_since(&self) -> Option<Instant>;
+    fn touch(&mut self, now: Instant);
+}
+
+#[derive(Debug)]
+pub struct Queue {
+    pub name: ShortStr,
+    pub vhost: String,
+    pub durable: bool,
+    pub auto_delete: bool,
+    /// The connection that declared an exclusive queue.
+    pub exclusive_owner: Option<u64>,
+    pub arguments: FieldTable,
+    pub config: QueueConfig,
+    pub memory: Arc<MemoryGauge>,
+    state: Mutex<Box<dyn QueueType>>,
+}
+
+impl Queue {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        name: ShortStr,
+        vhost: &str,
+        durable: bool,
+        auto_delete: bool,
+        exclusive_owner: Option<u64>,
+        arguments: FieldTable,
+        memory: Arc<MemoryGauge>,
+    ) -> Result<Arc<Queue>, BrokerError> {
+        let config = QueueConfig::from_arguments(&arguments, &name, vhost)?;
+        let state: Box<dyn QueueType> = Box::new(ClassicQueue::new(&config, Instant::now()));
+        Ok(Arc::new(Queue {
+            name,
+            vhost: vhost.to_string(),
+            durable,
+            auto_delete,
+            exclusive_owner,
+            arguments,
+            config,
+            memory,
+            state: Mutex::new(state),
+        }))
+    }
+
+    fn with<R>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&mut dyn QueueType, &mut Ctx) -> R,
+    ) -> (R, Effects) {
+        let mut effects = Effects::default();
+        let mut state = self.state.lock();
+        let mut ctx = Ctx {
+            now: Instant::now(),
+            queue: self,
+            effects: &mut effects,
+        };
+        let r = f(&mut **state, &mut ctx);
+        drop(state);
+        (r, effects)
+    }
+
+    pub fn publish(self: &Arc<Self>, msg: MessageRef) -> (PublishOutcome, Effects) {
+        self.with(|q, ctx| q.publish(ctx, msg))
+    }
+
+    pub fn consume(self: &Arc<Self>, spec: ConsumerSpec) -> Result<Effects, BrokerError> {
+        let (r, e) = self.with(|q, ctx| q.consume(ctx, spec));
+        r.map(|_| e)
+    }
+
+    pub fn cancel(self: &Arc<Self>, consumer_id: u64) -> (bool, Effects) {
+        self.with(|q, ctx| q.cancel(ctx, consumer_id))
+    }
+
+    pub fn settle(
+        self: &Arc<Self>,
+        consumer_id: Option<u64>,
+        entries: Vec<Entry>,
+        how: Settle,
+    ) -> Effects {
+        self.with(|q, ctx| q.settle(ctx, consumer_id, entries, how))
+            .1
+    }
+
+    pub fn get(self: &Arc<Self>, no_ack: bool) -> (Option<(Entry, u64)>, Effects) {
+        self.with(|q, ctx| q.get(ctx, no_ack))
+    }
+
+    pub fn pump(self: &Arc<Self>) -> Effects {
+        self.with(|q, ctx| q.pump(ctx)).1
+    }
+
+    pub fn purge(self: &Arc<Self>) -> (u64, Effects) {
+        self.with(|q, ctx| q.purge(ctx))
+    }
+
+    pub fn expire(self: &Arc<Self>) -> Effects {
+        self.with(|q, ctx| q.expire(ctx)).1
+    }
+
+    pub fn delete_contents(self: &Arc<Self>) -> (Vec<ConsumerSpec>, Effects) {
+        self.with(|q, ctx| q.delete(ctx))
+    }
+
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.state.lock().next_deadline()
+    }
+
+    pub fn stats(&self) -> QueueStats {
+        self.state.lock().stats()
+    }
+
+    pub fn idle_since(&self) -> Option<Instant> {
+        self.state.lock().idle_since()
+    }
+
+    /// Count a redeclare or basic.get as use (x-expires).
+    pub fn touch(&self) {
+        self.state.lock().touch(Instant::now())
+    }
+
+    /// Does this queue need a timer (TTLs or x-expires)?
+    pub fn needs_timer(&self) -> bool {
+        self.config.message_ttl_ms.is_some() || self.config.expires_ms.is_some()
+    }
+}

@@ -1,0 +1,683 @@
+//! A virtual host: its exchanges, queues and bindings (the topology), and
+//! routing over them. The topology sits behind one read-write lock: publishes
+//! take it shared to route, declares take it exclusively. Routing follows
+//! exchange-to-exchange bindings and alternate exchanges with a visited set,
+//! so cycles among exchanges end.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use warren_amqp091::{FieldTable, FieldValue, ShortStr};
+
+use crate::error::BrokerError;
+use crate::exchange::{Binding, Destination, Exchange, ExchangeKind};
+use crate::queue::{MemoryGauge, Queue, EQUIVALENCE_ARGS};
+
+/// Called after a durable definition changed, so it can be saved.
+pub type ChangeHook = Arc<dyn Fn() + Send + Sync>;
+
+#[derive(Default)]
+struct Topology {
+    exchanges: HashMap<ShortStr, Exchange>,
+    queues: HashMap<ShortStr, Arc<Queue>>,
+    /// For each destination, the exchanges with bindings to it.
+    sources: HashMap<Destination, HashSet<ShortStr>>,
+}
+
+pub struct VHost {
+    pub name: String,
+    topology: RwLock<Topology>,
+    memory: Arc<MemoryGauge>,
+    on_change: ChangeHook,
+}
+
+impl std::fmt::Debug for VHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VHost").field("name", &self.name).finish()
+    }
+}
+
+/// The exchanges every vhost starts with (RabbitMQ's predeclared set).
+const PREDECLARED: &[(&str, ExchangeKind, bool)] = &[
+    ("", ExchangeKind::Direct, false),
+    ("amq.direct", ExchangeKind::Direct, false),
+    ("amq.fanout", ExchangeKind::Fanout, false),
+    ("amq.topic", ExchangeKind::Topic, false),
+    ("amq.headers", ExchangeKind::Headers, false),
+    ("amq.match", ExchangeKind::Headers, false),
+    ("amq.rabbitmq.trace", ExchangeKind::Topic, true),
+];
+
+/// What an exchange.declare asks for.
+#[derive(Debug, Clone)]
+pub struct ExchangeDecl {
+    pub name: ShortStr,
+    pub kind: ShortStr,
+    pub durable: bool,
+    pub auto_delete: bool,
+    pub internal: bool,
+    pub arguments: FieldTable,
+}
+
+/// What a queue.declare asks for (the name already resolved).
+#[derive(Debug, Clone)]
+pub struct QueueDecl {
+    pub name: ShortStr,
+    pub durable: bool,
+    pub exclusive: bool,
+    pub auto_delete: bool,
+    pub arguments: FieldTable,
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b {
+        "true"
+    } else {
+        "false"
+    }
+}
+
+/// Two argument values equal as RabbitMQ compares terms (numbers by value).
+pub fn args_equal(a: Option<&FieldValue>, b: Option<&FieldValue>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(x), Some(y)) => match (x.as_i64(), y.as_i64()) {
+            (Some(i), Some(j)) => i == j,
+            _ => match (x.as_bytes(), y.as_bytes()) {
+                (Some(i), Some(j)) => i == j,
+                _ => x == y,
+            },
+        },
+        _ => false,
+    }
+}
+
+fn show(v: Option<&FieldValue>) -> String {
+    match v {
+        None => "none".into(),
+        Some(v) => match (v.as_i64(), v.as_bytes()) {
+            (Some(i), _) => format!("{{{},{i}}}", v.type_name()),
+            (_, Some(b)) => format!(
+                "{{{},<<\"{}\">>}}",
+                v.type_name(),
+                String::from_utf8_lossy(b)
+            ),
+            _ => format!("{{{},{:?}}}", v.type_name(), v),
+        },
+    }
+}
+
+impl VHost {
+    pub fn new(name: &str, memory: Arc<MemoryGauge>, on_change: ChangeHook) -> VHost {
+        let mut t = Topology::default();
+        for (n, kind, internal) in PREDECLARED {
+            let name = ShortStr::from(*n);
+            // Predeclared exchanges are valid by construction.
+            if let Ok(x) = Exchange::new(
+                name.clone(),
+                *kind,
+                true,
+                false,
+                *internal,
+                FieldTable::new(),
+            ) {
+                t.exchanges.insert(name, x);
+            }
+        }
+        VHost {
+            name: name.to_string(),
+            topology: RwLock::new(t),
+            memory,
+            on_change,
+        }
+    }
+
+    fn not_found_exchange(&self, name: &[u8]) -> BrokerError {
+        BrokerError::NotFound(format!(
+            "no exchange '{}' in vhost '{}'",
+            String::from_utf8_lossy(name),
+            self.name
+        ))
+    }
+
+    fn not_found_queue(&self, name: &[u8]) -> BrokerError {
+        BrokerError::NotFound(format!(
+            "no queue '{}' in vhost '{}'",
+            String::from_utf8_lossy(name),
+            self.name
+        ))
+    }
+
+    fn default_exchange_refused(&self) -> BrokerError {
+        BrokerError::AccessRefused(format!("operation not permitted on the default exchange"))
+    }
+
+    // ----- exchanges -------------------------------------------------------
+
+    /// exchange.declare with passive=false. Returns whether it was created.
+    pub fn declare_exchange(&self, d: ExchangeDecl) -> Result<bool, BrokerError> {
+        if d.name.is_empty() {
+            return Err(self.default_exchange_refused());
+        }
+        let kind = ExchangeKind::parse(&d.kind).ok_or_else(|| {
+            BrokerError::CommandInvalid(format!("unknown exchange type '{}'", d.kind))
+        })?;
+        let mut t = self.topology.write();
+        if let Some(x) = t.exchanges.get(&d.name) {
+            let what = |arg: &str, got: String, cur: String| {
+                BrokerError::PreconditionFailed(format!(
+                    "inequivalent arg '{arg}' for exchange '{}' in vhost '{}': received '{got}' but current is '{cur}'",
+                    d.name, self.name
+                ))
+            };
+            if x.kind != kind {
+                return Err(what("type", kind.as_str().into(), x.kind.as_str().into()));
+            }
+            if x.durable != d.durable {
+                return Err(what(
+                    "durable",
+                    yes_no(d.durable).into(),
+                    yes_no(x.durable).into(),
+                ));
+            }
+            if x.auto_delete != d.auto_delete {
+                return Err(what(
+                    "auto_delete",
+                    yes_no(d.auto_delete).into(),
+                    yes_no(x.auto_delete).into(),
+                ));
+            }
+            if x.internal != d.internal {
+                return Err(what(
+                    "internal",
+                    yes_no(d.internal).into(),
+                    yes_no(x.internal).into(),
+                ));
+            }
+            let (a, b) = (
+                d.arguments.get("alternate-exchange"),
+                x.arguments.get("alternate-exchange"),
+            );
+            if !args_equal(a, b) {
+                return Err(BrokerError::PreconditionFailed(format!(
+                    "inequivalent arg 'alternate-exchange' for exchange '{}' in vhost '{}': received {} but current is {}",
+                    d.name,
+                    self.name,
+                    show(a),
+                    show(b)
+                )));
+            }
+            return Ok(false);
+        }
+        if d.name.starts_with("amq.") {
+            return Err(BrokerError::AccessRefused(format!(
+                "exchange name '{}' contains reserved prefix 'amq.*'",
+                d.name
+            )));
+        }
+        let x = Exchange::new(
+            d.name.clone(),
+            kind,
+            d.durable,
+            d.auto_delete,
+            d.internal,
+            d.arguments,
+        )?;
+        t.exchanges.insert(d.name, x);
+        drop(t);
+        if d.durable {
+            (self.on_change)();
+        }
+        Ok(true)
+    }
+
+    /// exchange.declare with passive=true.
+    pub fn check_exchange(&self, name: &[u8]) -> Result<(), BrokerError> {
+        if self.topology.read().exchanges.contains_key(name) {
+            Ok(())
+        } else {
+            Err(self.not_found_exchange(name))
+        }
+    }
+
+    pub fn delete_exchange(&self, name: &ShortStr, if_unused: bool) -> Result<(), BrokerError> {
+        if name.is_empty() {
+            return Err(self.default_exchange_refused());
+        }
+        if name.starts_with("amq.") {
+            return Err(BrokerError::AccessRefused(format!(
+                "deletion of system exchange '{name}' in vhost '{}' not allowed",
+                self.name
+            )));
+        }
+        let mut t = self.topology.write();
+        let Some(x) = t.exchanges.get(name) else {
+            // RabbitMQ 3.x: deleting a missing exchange succeeds.
+            return Ok(());
+        };
+        let dest = Destination::Exchange(name.clone());
+        if if_unused
+            && (!x.bindings().is_empty() || t.sources.get(&dest).is_some_and(|s| !s.is_empty()))
+        {
+            return Err(BrokerError::PreconditionFailed(format!(
+                "exchange '{name}' in vhost '{}' in use",
+                self.name
+            )));
+        }
+        let durable = x.durable;
+        Self::remove_exchange_locked(&mut t, name);
+        drop(t);
+        if durable {
+            (self.on_change)();
+        }
+        Ok(())
+    }
+
+    fn remove_exchange_locked(t: &mut Topology, name: &ShortStr) {
+        let Some(x) = t.exchanges.remove(name) else {
+            return;
+        };
+        for b in x.bindings() {
+            if let Some(s) = t.sources.get_mut(&b.destination) {
+                s.remove(name);
+            }
+        }
+        let dest = Destination::Exchange(name.clone());
+        Self::unbind_destination_locked(t, &dest);
+    }
+
+    /// Remove every binding leading to `dest`, auto-deleting sources left
+    /// with no bindings.
+    fn unbind_destination_locked(t: &mut Topology, dest: &Destination) {
+        let Some(sources) = t.sources.remove(dest) else {
+            return;
+        };
+        for s in sources {
+            let empty_auto = match t.exchanges.get_mut(&s) {
+                Some(x) => {
+                    x.unbind_destination(dest);
+                    x.auto_delete && x.bindings().is_empty()
+                }
+                None => false,
+            };
+            if empty_auto {
+                Self::remove_exchange_locked(t, &s);
+            }
+        }
+    }
+
+    // ----- bindings --------------------------------------------------------
+
+    fn check_bindable(
+        &self,
+        t: &Topology,
+        source: &ShortStr,
+        dest: &Destination,
+    ) -> Result<(), BrokerError> {
+        if source.is_empty() || matches!(dest, Destination::Exchange(n) if n.is_empty()) {
+            return Err(self.default_exchange_refused());
+        }
+        if !t.exchanges.contains_key(source) {
+            return Err(self.not_found_exchange(source));
+        }
+        match dest {
+            Destination::Queue(q) if !t.queues.contains_key(q) => Err(self.not_found_queue(q)),
+            Destination::Exchange(x) if !t.exchanges.contains_key(x) => {
+                Err(self.not_found_exchange(x))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn is_durable_dest(t: &Topology, dest: &Destination) -> bool {
+        match dest {
+            Destination::Queue(q) => t.queues.get(q).is_some_and(|q| q.durable),
+            Destination::Exchange(x) => t.exchanges.get(x).is_some_and(|x| x.durable),
+        }
+    }
+
+    pub fn bind(&self, source: &ShortStr, binding: Binding) -> Result<(), BrokerError> {
+        let mut t = self.topology.write();
+        self.check_bindable(&t, source, &binding.destination)?;
+        let dest = binding.destination.clone();
+        let durable =
+            Self::is_durable_dest(&t, &dest) && t.exchanges.get(source).is_some_and(|x| x.durable);
+        let added = t.exchanges.get_mut(source).is_some_and(|x| x.bind(binding));
+        if added {
+            t.sources.entry(dest).or_default().insert(source.clone());
+        }
+        drop(t);
+        if added && durable {
+            (self.on_change)();
+        }
+        Ok(())
+    }
+
+    pub fn unbind(&self, source: &ShortStr, binding: &Binding) -> Result<(), BrokerError> {
+        let mut t = self.topology.write();
+        self.check_bindable(&t, source, &binding.destination)?;
+        let durable = Self::is_durable_dest(&t, &binding.destination);
+        let (removed, still_bound, auto_empty) = match t.exchanges.get_mut(source) {
+            Some(x) => {
+                let removed = x.unbind(binding);
+                let still = x
+                    .bindings()
+                    .iter()
+                    .any(|b| b.destination == binding.destination);
+                (removed, still, x.auto_delete && x.bindings().is_empty())
+            }
+            None => (false, true, false),
+        };
+        if removed && !still_bound {
+            if let Some(s) = t.sources.get_mut(&binding.destination) {
+                s.remove(source);
+            }
+        }
+        if removed && auto_empty {
+            Self::remove_exchange_locked(&mut t, source);
+        }
+        drop(t);
+        if removed && durable {
+            (self.on_change)();
+        }
+        Ok(())
+    }
+
+    // ----- queues ----------------------------------------------------------
+
+    fn exclusive_locked(&self, q: &Queue) -> BrokerError {
+        BrokerError::ResourceLocked(format!(
+            "cannot obtain exclusive access to locked queue '{}' in vhost '{}'. It could be originally \
+             declared on another connection or the exclusive property value does not match that of the \
+             original declaration.",
+            q.name, self.name
+        ))
+    }
+
+    /// Look a queue up for use by `connection` (exclusive queues only for
+    /// their owner).
+    pub fn queue(&self, name: &[u8], connection: u64) -> Result<Arc<Queue>, BrokerError> {
+        let t = self.topology.read();
+        let q = t
+            .queues
+            .get(name)
+            .ok_or_else(|| self.not_found_queue(name))?;
+        if q.exclusive_owner.is_some_and(|o| o != connection) {
+            return Err(self.exclusive_locked(q));
+        }
+        Ok(q.clone())
+    }
+
+    /// queue.declare (non-passive). Returns the queue and whether it is new.
+    pub fn declare_queue(
+        &self,
+        d: QueueDecl,
+        connection: u64,
+    ) -> Result<(Arc<Queue>, bool), BrokerError> {
+        {
+            let t = self.topology.read();
+            if let Some(q) = t.queues.get(&d.name) {
+                return self.redeclare(q, &d, connection).map(|q| (q, false));
+            }
+        }
+        if d.name.starts_with("amq.") {
+            return Err(BrokerError::AccessRefused(format!(
+                "queue name '{}' contains reserved prefix 'amq.*'",
+                d.name
+            )));
+        }
+        let owner = d.exclusive.then_some(connection);
+        let q = Queue::new(
+            d.name.clone(),
+            &self.name,
+            d.durable,
+            d.auto_delete,
+            owner,
+            d.arguments.clone(),
+            self.memory.clone(),
+        )?;
+        if let Some(dlx) = &q.config.dead_letter_exchange {
+            // RabbitMQ accepts a DLX that does not exist yet; nothing to check.
+            let _ = dlx;
+        }
+        let mut t = self.topology.write();
+        if let Some(existing) = t.queues.get(&d.name) {
+            // Lost a race with another declare: treat as a redeclare.
+            let existing = existing.clone();
+            drop(t);
+            return self
+                .redeclare(&existing, &d, connection)
+                .map(|q| (q, false));
+        }
+        t.queues.insert(d.name.clone(), q.clone());
+        drop(t);
+        if d.durable {
+            (self.on_change)();
+        }
+        Ok((q, true))
+    }
+
+    fn redeclare(
+        &self,
+        q: &Arc<Queue>,
+        d: &QueueDecl,
+        connection: u64,
+    ) -> Result<Arc<Queue>, BrokerError> {
+        if q.exclusive_owner.is_some_and(|o| o != connection) {
+            return Err(self.exclusive_locked(q));
+        }
+        let what = |arg: &str, got: bool, cur: bool| {
+            BrokerError::PreconditionFailed(format!(
+                "inequivalent arg '{arg}' for queue '{}' in vhost '{}': received '{}' but current is '{}'",
+                q.name,
+                self.name,
+                yes_no(got),
+                yes_no(cur)
+            ))
+        };
+        if q.durable != d.durable {
+            return Err(what("durable", d.durable, q.durable));
+        }
+        if q.exclusive_owner.is_some() != d.exclusive {
+            return Err(self.exclusive_locked(q));
+        }
+        if q.auto_delete != d.auto_delete {
+            return Err(what("auto_delete", d.auto_delete, q.auto_delete));
+        }
+        for arg in EQUIVALENCE_ARGS {
+            let (got, cur) = (d.arguments.get(arg), q.arguments.get(arg));
+            // x-queue-type "classic" is the same as no type.
+            let is_classic = |v: Option<&FieldValue>| {
+                v.is_none() || v.and_then(|v| v.as_bytes()) == Some(b"classic")
+            };
+            if *arg == "x-queue-type" && is_classic(got) && is_classic(cur) {
+                continue;
+            }
+            if !args_equal(got, cur) {
+                return Err(BrokerError::PreconditionFailed(format!(
+                    "inequivalent arg '{arg}' for queue '{}' in vhost '{}': received {} but current is {}",
+                    q.name,
+                    self.name,
+                    show(got),
+                    show(cur)
+                )));
+            }
+        }
+        q.touch();
+        Ok(q.clone())
+    }
+
+    /// Remove a queue from the topology (and its bindings). The caller then
+    /// empties it and notifies its consumers.
+    pub fn remove_queue(&self, name: &ShortStr) -> Option<Arc<Queue>> {
+        let mut t = self.topology.write();
+        let q = t.queues.remove(name)?;
+        Self::unbind_destination_locked(&mut t, &Destination::Queue(name.clone()));
+        drop(t);
+        if q.durable {
+            (self.on_change)();
+        }
+        Some(q)
+    }
+
+    /// Remove `q` only if it is still the queue registered under its name.
+    pub fn remove_queue_if_same(&self, q: &Arc<Queue>) -> bool {
+        let same = self
+            .topology
+            .read()
+            .queues
+            .get(&q.name)
+            .is_some_and(|x| Arc::ptr_eq(x, q));
+        same && self.remove_queue(&q.name).is_some()
+    }
+
+    pub fn queues(&self) -> Vec<Arc<Queue>> {
+        self.topology.read().queues.values().cloned().collect()
+    }
+
+    // ----- routing ---------------------------------------------------------
+
+    /// Route a message published to `exchange` with `routing_keys` (the
+    /// routing key plus CC/BCC): the queues it goes to, each once.
+    /// Errors when the exchange is missing or internal (0-9-1 basic.publish).
+    pub fn route(
+        &self,
+        exchange: &[u8],
+        routing_keys: &[&[u8]],
+        headers: Option<&FieldTable>,
+        out: &mut Vec<Arc<Queue>>,
+    ) -> Result<(), BrokerError> {
+        let t = self.topology.read();
+        let Some(x) = t.exchanges.get(exchange) else {
+            return Err(self.not_found_exchange(exchange));
+        };
+        if x.internal {
+            return Err(BrokerError::AccessRefused(format!(
+                "cannot publish to internal exchange '{}' in vhost '{}'",
+                x.name, self.name
+            )));
+        }
+        if exchange.is_empty() {
+            // The default exchange binds every queue by its name.
+            for k in routing_keys {
+                if let Some(q) = t.queues.get(*k) {
+                    if !out.iter().any(|o| Arc::ptr_eq(o, q)) {
+                        out.push(q.clone());
+                    }
+                }
+            }
+            return Ok(());
+        }
+        let mut visited: Vec<&[u8]> = Vec::new();
+        let mut dests = Vec::new();
+        Self::route_from(&t, x, routing_keys, headers, &mut visited, &mut dests);
+        for d in dests {
+            if let Destination::Queue(n) = d {
+                if let Some(q) = t.queues.get(&n) {
+                    if !out.iter().any(|o| Arc::ptr_eq(o, q)) {
+                        out.push(q.clone());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Follow `x`'s bindings (and onward exchange bindings), falling back to
+    /// its alternate exchange when it routes to no queue.
+    fn route_from<'a>(
+        t: &'a Topology,
+        x: &'a Exchange,
+        keys: &[&[u8]],
+        headers: Option<&FieldTable>,
+        visited: &mut Vec<&'a [u8]>,
+        out: &mut Vec<Destination>,
+    ) {
+        if visited.contains(&x.name.as_bytes()) {
+            return;
+        }
+        visited.push(x.name.as_bytes());
+        let before = out
+            .iter()
+            .filter(|d| matches!(d, Destination::Queue(_)))
+            .count();
+        let mut direct = Vec::new();
+        for k in keys {
+            x.route(k, headers, &mut direct);
+        }
+        for d in direct {
+            match &d {
+                Destination::Queue(_) => {
+                    if !out.contains(&d) {
+                        out.push(d)
+                    }
+                }
+                Destination::Exchange(n) => {
+                    if let Some(next) = t.exchanges.get(n) {
+                        Self::route_from(t, next, keys, headers, visited, out);
+                    }
+                }
+            }
+        }
+        let after = out
+            .iter()
+            .filter(|d| matches!(d, Destination::Queue(_)))
+            .count();
+        if after == before {
+            if let Some(ae) = x
+                .alternate_exchange
+                .as_ref()
+                .and_then(|n| t.exchanges.get(n))
+            {
+                Self::route_from(t, ae, keys, headers, visited, out);
+            }
+        }
+    }
+
+    /// A snapshot for saving definitions: durable exchanges (not the
+    /// predeclared ones), durable queues, and bindings between durable ends.
+    pub fn durable_definitions(
+        &self,
+    ) -> (Vec<ExchangeDecl>, Vec<QueueDecl>, Vec<(ShortStr, Binding)>) {
+        let t = self.topology.read();
+        let mut xs = Vec::new();
+        let mut bs = Vec::new();
+        for x in t.exchanges.values() {
+            if !x.durable {
+                continue;
+            }
+            let predeclared = PREDECLARED
+                .iter()
+                .any(|(n, _, _)| n.as_bytes() == x.name.as_bytes());
+            if !predeclared {
+                xs.push(ExchangeDecl {
+                    name: x.name.clone(),
+                    kind: x.kind.as_str().into(),
+                    durable: true,
+                    auto_delete: x.auto_delete,
+                    internal: x.internal,
+                    arguments: x.arguments.clone(),
+                });
+            }
+            for b in x.bindings() {
+                if Self::is_durable_dest(&t, &b.destination) {
+                    bs.push((x.name.clone(), b.clone()));
+                }
+            }
+        }
+        let qs = t
+            .queues
+            .values()
+            .filter(|q| q.durable && q.exclusive_owner.is_none())
+            .map(|q| QueueDecl {
+                name: q.name.clone(),
+                durable: true,
+                exclusive: false,
+                auto_delete: q.auto_delete,
+                arguments: q.arguments.clone(),
+            })
+            .collect();
+        (xs, qs, bs)
+    }
+}
