@@ -190,10 +190,7 @@ mod tests {
         }
         let f = Frame::parse(&mut b, 4096).unwrap().unwrap();
         assert_eq!((f.kind, f.channel), (FrameType::Method, 7));
-        assert_eq!(
-            Method::decode(f.payload).unwrap(),
-            ChannelOpen::default().into()
-        );
+        assert_eq!(Method::decode(f.payload).unwrap(), ChannelOpen::default().into());
         let h = Frame::parse(&mut b, 4096).unwrap().unwrap();
         assert_eq!(h.kind, FrameType::Heartbeat);
         assert!(b.is_empty());
@@ -216,10 +213,7 @@ mod tests {
         let mut b = BytesMut::from(&b"\x08\x00\x00\x00\x00\x00\x00\x00"[..]);
         assert_eq!(Frame::parse(&mut b, 4096), Err(CodecError::BadFrameEnd(0)));
         let mut b = BytesMut::from(&b"\x09\x00\x00\x00\x00\x00\x00\xce"[..]);
-        assert_eq!(
-            Frame::parse(&mut b, 4096),
-            Err(CodecError::UnknownFrameType(9))
-        );
+        assert_eq!(Frame::parse(&mut b, 4096), Err(CodecError::UnknownFrameType(9)));
     }
 
     #[test]

@@ -1851,12 +1851,8 @@ impl Method {
             (10, 51) => Method::ConnectionCloseOk(ConnectionCloseOk::decode_args(&mut r)?),
             (10, 60) => Method::ConnectionBlocked(ConnectionBlocked::decode_args(&mut r)?),
             (10, 61) => Method::ConnectionUnblocked(ConnectionUnblocked::decode_args(&mut r)?),
-            (10, 70) => {
-                Method::ConnectionUpdateSecret(ConnectionUpdateSecret::decode_args(&mut r)?)
-            }
-            (10, 71) => {
-                Method::ConnectionUpdateSecretOk(ConnectionUpdateSecretOk::decode_args(&mut r)?)
-            }
+            (10, 70) => Method::ConnectionUpdateSecret(ConnectionUpdateSecret::decode_args(&mut r)?),
+            (10, 71) => Method::ConnectionUpdateSecretOk(ConnectionUpdateSecretOk::decode_args(&mut r)?),
             (20, 10) => Method::ChannelOpen(ChannelOpen::decode_args(&mut r)?),
             (20, 11) => Method::ChannelOpenOk(ChannelOpenOk::decode_args(&mut r)?),
             (20, 20) => Method::ChannelFlow(ChannelFlow::decode_args(&mut r)?),
@@ -1907,12 +1903,7 @@ impl Method {
             (90, 31) => Method::TxRollbackOk(TxRollbackOk::decode_args(&mut r)?),
             (85, 10) => Method::ConfirmSelect(ConfirmSelect::decode_args(&mut r)?),
             (85, 11) => Method::ConfirmSelectOk(ConfirmSelectOk::decode_args(&mut r)?),
-            _ => {
-                return Err(CodecError::UnknownMethod {
-                    class_id,
-                    method_id,
-                })
-            }
+            _ => return Err(CodecError::UnknownMethod { class_id, method_id }),
         };
         Ok(m)
     }

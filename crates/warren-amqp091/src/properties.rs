@@ -147,11 +147,7 @@ impl BasicProperties {
             }
         };
         set(&mut flags, self.content_type.is_some(), CONTENT_TYPE);
-        set(
-            &mut flags,
-            self.content_encoding.is_some(),
-            CONTENT_ENCODING,
-        );
+        set(&mut flags, self.content_encoding.is_some(), CONTENT_ENCODING);
         set(&mut flags, self.headers.is_some(), HEADERS);
         set(&mut flags, self.delivery_mode.is_some(), DELIVERY_MODE);
         set(&mut flags, self.priority.is_some(), PRIORITY);
@@ -315,10 +311,7 @@ mod tests {
     fn truncated_is_an_error() {
         let b = full().to_bytes();
         for cut in 0..b.len() {
-            assert!(
-                BasicProperties::decode(b.slice(..cut)).is_err(),
-                "cut {cut}"
-            );
+            assert!(BasicProperties::decode(b.slice(..cut)).is_err(), "cut {cut}");
             // The scan stops after priority; it must never panic on a cut.
             let _ = RoutingHints::scan(&b[..cut]);
         }

@@ -214,11 +214,7 @@ impl FieldTable {
 
     /// Set `key`, replacing an existing entry in place.
     pub fn insert(&mut self, key: &str, value: FieldValue) {
-        if let Some(e) = self
-            .0
-            .iter_mut()
-            .find(|(k, _)| k.as_bytes() == key.as_bytes())
-        {
+        if let Some(e) = self.0.iter_mut().find(|(k, _)| k.as_bytes() == key.as_bytes()) {
             e.1 = value;
         } else {
             self.0.push((ShortStr::from(key), value));
@@ -226,10 +222,7 @@ impl FieldTable {
     }
 
     pub fn remove(&mut self, key: &str) -> Option<FieldValue> {
-        let i = self
-            .0
-            .iter()
-            .position(|(k, _)| k.as_bytes() == key.as_bytes())?;
+        let i = self.0.iter().position(|(k, _)| k.as_bytes() == key.as_bytes())?;
         Some(self.0.remove(i).1)
     }
 
@@ -327,10 +320,7 @@ mod tests {
         sample().encode(&mut b);
         let b = b.freeze();
         for cut in 0..b.len() {
-            assert!(
-                FieldTable::decode_from(b.slice(..cut)).is_err(),
-                "cut {cut}"
-            );
+            assert!(FieldTable::decode_from(b.slice(..cut)).is_err(), "cut {cut}");
         }
     }
 

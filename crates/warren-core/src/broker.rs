@@ -107,13 +107,7 @@ impl Broker {
         let mut v = self.vhosts.write();
         let vh = v
             .entry(name.to_string())
-            .or_insert_with(|| {
-                Arc::new(VHost::new(
-                    name,
-                    self.memory.clone(),
-                    self.on_change.clone(),
-                ))
-            })
+            .or_insert_with(|| Arc::new(VHost::new(name, self.memory.clone(), self.on_change.clone())))
             .clone();
         drop(v);
         (self.on_change)();
@@ -139,12 +133,7 @@ impl Broker {
 
     /// Check a login (0-9-1 connection.start-ok). `loopback` says whether
     /// the peer connected from a loopback address.
-    pub fn authenticate(
-        &self,
-        name: &str,
-        password: &str,
-        loopback: bool,
-    ) -> Result<User, BrokerError> {
+    pub fn authenticate(&self, name: &str, password: &str, loopback: bool) -> Result<User, BrokerError> {
         let refused = || {
             BrokerError::AccessRefused(format!(
                 "Login was refused using authentication mechanism PLAIN. For details see the broker logfile."
@@ -210,15 +199,11 @@ mod tests {
         });
         assert!(b.authenticate("guest", "guest", true).is_ok());
         assert_eq!(
-            b.authenticate("guest", "guest", false)
-                .unwrap_err()
-                .reply_code(),
+            b.authenticate("guest", "guest", false).unwrap_err().reply_code(),
             403
         );
         assert_eq!(
-            b.authenticate("guest", "nope", true)
-                .unwrap_err()
-                .reply_code(),
+            b.authenticate("guest", "nope", true).unwrap_err().reply_code(),
             403
         );
         let u = b.authenticate("guest", "guest", true).unwrap();

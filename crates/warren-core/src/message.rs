@@ -37,8 +37,7 @@ impl Message {
         raw_properties: Bytes,
         body: Bytes,
     ) -> Result<(Message, Option<BasicProperties>), BrokerError> {
-        let bad =
-            |e: CodecError| BrokerError::CommandInvalid(format!("malformed content header: {e}"));
+        let bad = |e: CodecError| BrokerError::CommandInvalid(format!("malformed content header: {e}"));
         let hints = RoutingHints::scan(&raw_properties).map_err(bad)?;
         let mut decoded = None;
         let mut expiration_ms = None;
@@ -122,13 +121,8 @@ mod tests {
             expiration: Some("1500".into()),
             ..Default::default()
         };
-        let (m, decoded) = Message::from_publish(
-            "x".into(),
-            "k".into(),
-            p.to_bytes(),
-            Bytes::from_static(b"hi"),
-        )
-        .unwrap();
+        let (m, decoded) =
+            Message::from_publish("x".into(), "k".into(), p.to_bytes(), Bytes::from_static(b"hi")).unwrap();
         assert!(m.persistent);
         assert_eq!(m.priority, 3);
         assert_eq!(m.expiration_ms, Some(1500));
@@ -141,8 +135,7 @@ mod tests {
             expiration: Some("soon".into()),
             ..Default::default()
         };
-        let err =
-            Message::from_publish("".into(), "k".into(), p.to_bytes(), Bytes::new()).unwrap_err();
+        let err = Message::from_publish("".into(), "k".into(), p.to_bytes(), Bytes::new()).unwrap_err();
         assert_eq!(err.reply_code(), 406);
     }
 }

@@ -12,7 +12,7 @@ use warren_amqp091::{FieldTable, FieldValue, ShortStr};
 
 use crate::error::BrokerError;
 use crate::exchange::{Binding, Destination, Exchange, ExchangeKind};
-use crate::queue::{MemoryGauge, Queue, EQUIVALENCE_ARGS};
+use crate::queue::{dead_letter, Effects, MemoryGauge, Queue, EQUIVALENCE_ARGS};
 
 /// Called after a durable definition changed, so it can be saved.
 pub type ChangeHook = Arc<dyn Fn() + Send + Sync>;
@@ -98,11 +98,7 @@ fn show(v: Option<&FieldValue>) -> String {
         None => "none".into(),
         Some(v) => match (v.as_i64(), v.as_bytes()) {
             (Some(i), _) => format!("{{{},{i}}}", v.type_name()),
-            (_, Some(b)) => format!(
-                "{{{},<<\"{}\">>}}",
-                v.type_name(),
-                String::from_utf8_lossy(b)
-            ),
+            (_, Some(b)) => format!("{{{},<<\"{}\">>}}", v.type_name(), String::from_utf8_lossy(b)),
             _ => format!("{{{},{:?}}}", v.type_name(), v),
         },
     }
@@ -114,14 +110,7 @@ impl VHost {
         for (n, kind, internal) in PREDECLARED {
             let name = ShortStr::from(*n);
             // Predeclared exchanges are valid by construction.
-            if let Ok(x) = Exchange::new(
-                name.clone(),
-                *kind,
-                true,
-                false,
-                *internal,
-                FieldTable::new(),
-            ) {
+            if let Ok(x) = Exchange::new(name.clone(), *kind, true, false, *internal, FieldTable::new()) {
                 t.exchanges.insert(name, x);
             }
         }
@@ -160,9 +149,8 @@ impl VHost {
         if d.name.is_empty() {
             return Err(self.default_exchange_refused());
         }
-        let kind = ExchangeKind::parse(&d.kind).ok_or_else(|| {
-            BrokerError::CommandInvalid(format!("unknown exchange type '{}'", d.kind))
-        })?;
+        let kind = ExchangeKind::parse(&d.kind)
+            .ok_or_else(|| BrokerError::CommandInvalid(format!("unknown exchange type '{}'", d.kind)))?;
         let mut t = self.topology.write();
         if let Some(x) = t.exchanges.get(&d.name) {
             let what = |arg: &str, got: String, cur: String| {
@@ -234,6 +222,9 @@ impl VHost {
 
     /// exchange.declare with passive=true.
     pub fn check_exchange(&self, name: &[u8]) -> Result<(), BrokerError> {
+        if name.is_empty() {
+            return Err(self.default_exchange_refused());
+        }
         if self.topology.read().exchanges.contains_key(name) {
             Ok(())
         } else {
@@ -257,9 +248,7 @@ impl VHost {
             return Ok(());
         };
         let dest = Destination::Exchange(name.clone());
-        if if_unused
-            && (!x.bindings().is_empty() || t.sources.get(&dest).is_some_and(|s| !s.is_empty()))
-        {
+        if if_unused && (!x.bindings().is_empty() || t.sources.get(&dest).is_some_and(|s| !s.is_empty())) {
             return Err(BrokerError::PreconditionFailed(format!(
                 "exchange '{name}' in vhost '{}' in use",
                 self.name
@@ -309,12 +298,7 @@ impl VHost {
 
     // ----- bindings --------------------------------------------------------
 
-    fn check_bindable(
-        &self,
-        t: &Topology,
-        source: &ShortStr,
-        dest: &Destination,
-    ) -> Result<(), BrokerError> {
+    fn check_bindable(&self, t: &Topology, source: &ShortStr, dest: &Destination) -> Result<(), BrokerError> {
         if source.is_empty() || matches!(dest, Destination::Exchange(n) if n.is_empty()) {
             return Err(self.default_exchange_refused());
         }
@@ -323,9 +307,7 @@ impl VHost {
         }
         match dest {
             Destination::Queue(q) if !t.queues.contains_key(q) => Err(self.not_found_queue(q)),
-            Destination::Exchange(x) if !t.exchanges.contains_key(x) => {
-                Err(self.not_found_exchange(x))
-            }
+            Destination::Exchange(x) if !t.exchanges.contains_key(x) => Err(self.not_found_exchange(x)),
             _ => Ok(()),
         }
     }
@@ -341,8 +323,7 @@ impl VHost {
         let mut t = self.topology.write();
         self.check_bindable(&t, source, &binding.destination)?;
         let dest = binding.destination.clone();
-        let durable =
-            Self::is_durable_dest(&t, &dest) && t.exchanges.get(source).is_some_and(|x| x.durable);
+        let durable = Self::is_durable_dest(&t, &dest) && t.exchanges.get(source).is_some_and(|x| x.durable);
         let added = t.exchanges.get_mut(source).is_some_and(|x| x.bind(binding));
         if added {
             t.sources.entry(dest).or_default().insert(source.clone());
@@ -361,10 +342,7 @@ impl VHost {
         let (removed, still_bound, auto_empty) = match t.exchanges.get_mut(source) {
             Some(x) => {
                 let removed = x.unbind(binding);
-                let still = x
-                    .bindings()
-                    .iter()
-                    .any(|b| b.destination == binding.destination);
+                let still = x.bindings().iter().any(|b| b.destination == binding.destination);
                 (removed, still, x.auto_delete && x.bindings().is_empty())
             }
             None => (false, true, false),
@@ -399,10 +377,7 @@ impl VHost {
     /// their owner).
     pub fn queue(&self, name: &[u8], connection: u64) -> Result<Arc<Queue>, BrokerError> {
         let t = self.topology.read();
-        let q = t
-            .queues
-            .get(name)
-            .ok_or_else(|| self.not_found_queue(name))?;
+        let q = t.queues.get(name).ok_or_else(|| self.not_found_queue(name))?;
         if q.exclusive_owner.is_some_and(|o| o != connection) {
             return Err(self.exclusive_locked(q));
         }
@@ -410,22 +385,12 @@ impl VHost {
     }
 
     /// queue.declare (non-passive). Returns the queue and whether it is new.
-    pub fn declare_queue(
-        &self,
-        d: QueueDecl,
-        connection: u64,
-    ) -> Result<(Arc<Queue>, bool), BrokerError> {
+    pub fn declare_queue(&self, d: QueueDecl, connection: u64) -> Result<(Arc<Queue>, bool), BrokerError> {
         {
             let t = self.topology.read();
             if let Some(q) = t.queues.get(&d.name) {
                 return self.redeclare(q, &d, connection).map(|q| (q, false));
             }
-        }
-        if d.name.starts_with("amq.") {
-            return Err(BrokerError::AccessRefused(format!(
-                "queue name '{}' contains reserved prefix 'amq.*'",
-                d.name
-            )));
         }
         let owner = d.exclusive.then_some(connection);
         let q = Queue::new(
@@ -437,18 +402,12 @@ impl VHost {
             d.arguments.clone(),
             self.memory.clone(),
         )?;
-        if let Some(dlx) = &q.config.dead_letter_exchange {
-            // RabbitMQ accepts a DLX that does not exist yet; nothing to check.
-            let _ = dlx;
-        }
         let mut t = self.topology.write();
         if let Some(existing) = t.queues.get(&d.name) {
             // Lost a race with another declare: treat as a redeclare.
             let existing = existing.clone();
             drop(t);
-            return self
-                .redeclare(&existing, &d, connection)
-                .map(|q| (q, false));
+            return self.redeclare(&existing, &d, connection).map(|q| (q, false));
         }
         t.queues.insert(d.name.clone(), q.clone());
         drop(t);
@@ -458,12 +417,7 @@ impl VHost {
         Ok((q, true))
     }
 
-    fn redeclare(
-        &self,
-        q: &Arc<Queue>,
-        d: &QueueDecl,
-        connection: u64,
-    ) -> Result<Arc<Queue>, BrokerError> {
+    fn redeclare(&self, q: &Arc<Queue>, d: &QueueDecl, connection: u64) -> Result<Arc<Queue>, BrokerError> {
         if q.exclusive_owner.is_some_and(|o| o != connection) {
             return Err(self.exclusive_locked(q));
         }
@@ -488,9 +442,8 @@ impl VHost {
         for arg in EQUIVALENCE_ARGS {
             let (got, cur) = (d.arguments.get(arg), q.arguments.get(arg));
             // x-queue-type "classic" is the same as no type.
-            let is_classic = |v: Option<&FieldValue>| {
-                v.is_none() || v.and_then(|v| v.as_bytes()) == Some(b"classic")
-            };
+            let is_classic =
+                |v: Option<&FieldValue>| v.is_none() || v.and_then(|v| v.as_bytes()) == Some(b"classic");
             if *arg == "x-queue-type" && is_classic(got) && is_classic(cur) {
                 continue;
             }
@@ -511,7 +464,14 @@ impl VHost {
     /// Remove a queue from the topology (and its bindings). The caller then
     /// empties it and notifies its consumers.
     pub fn remove_queue(&self, name: &ShortStr) -> Option<Arc<Queue>> {
+        self.remove_queue_where(name, |_| true)
+    }
+
+    fn remove_queue_where(&self, name: &ShortStr, pred: impl FnOnce(&Arc<Queue>) -> bool) -> Option<Arc<Queue>> {
         let mut t = self.topology.write();
+        if !t.queues.get(name).is_some_and(pred) {
+            return None;
+        }
         let q = t.queues.remove(name)?;
         Self::unbind_destination_locked(&mut t, &Destination::Queue(name.clone()));
         drop(t);
@@ -521,15 +481,97 @@ impl VHost {
         Some(q)
     }
 
-    /// Remove `q` only if it is still the queue registered under its name.
+    /// Remove `q` only if it is still the queue registered under its name
+    /// (checked and removed under one lock).
     pub fn remove_queue_if_same(&self, q: &Arc<Queue>) -> bool {
-        let same = self
-            .topology
-            .read()
-            .queues
-            .get(&q.name)
-            .is_some_and(|x| Arc::ptr_eq(x, q));
-        same && self.remove_queue(&q.name).is_some()
+        self.remove_queue_where(&q.name, |x| Arc::ptr_eq(x, q)).is_some()
+    }
+
+    /// Is `q` still the queue registered under its name?
+    pub fn queue_is_current(&self, q: &Arc<Queue>) -> bool {
+        self.topology.read().queues.get(&q.name).is_some_and(|x| Arc::ptr_eq(x, q))
+    }
+
+    /// queue.delete: how many ready messages went with it. A missing queue
+    /// deletes nothing and is no error (RabbitMQ makes delete idempotent).
+    pub fn delete_queue(
+        &self,
+        name: &ShortStr,
+        if_unused: bool,
+        if_empty: bool,
+        connection: u64,
+    ) -> Result<u64, BrokerError> {
+        let q = match self.queue(name, connection) {
+            Ok(q) => q,
+            Err(BrokerError::NotFound(_)) => return Ok(0),
+            Err(e) => return Err(e),
+        };
+        let stats = q.stats();
+        if if_empty && stats.ready > 0 {
+            return Err(BrokerError::PreconditionFailed(format!(
+                "queue '{}' in vhost '{}' not empty",
+                q.name, self.name
+            )));
+        }
+        if if_unused && stats.consumers > 0 {
+            return Err(BrokerError::PreconditionFailed(format!(
+                "queue '{}' in vhost '{}' in use",
+                q.name, self.name
+            )));
+        }
+        if !self.remove_queue_if_same(&q) {
+            return Ok(0);
+        }
+        Ok(self.destroy_queue(&q))
+    }
+
+    /// Empty a queue already removed from the topology and tell its
+    /// consumers (server-sent basic.cancel). Returns the ready count.
+    pub fn destroy_queue(&self, q: &Arc<Queue>) -> u64 {
+        let ready = q.stats().ready;
+        let (consumers, _effects) = q.delete_contents();
+        for c in consumers {
+            c.sink.cancelled(c.channel, c.tag);
+        }
+        ready
+    }
+
+    /// Carry out what a queue call asked for: route its dead letters (and
+    /// theirs, to a bounded depth) and delete an auto-delete queue. `arm`
+    /// is called for each queue that got a message with a deadline.
+    pub fn apply(&self, queue: &Arc<Queue>, effects: Effects, arm: &mut dyn FnMut(&Arc<Queue>)) {
+        self.apply_depth(queue, effects, arm, 0)
+    }
+
+    fn apply_depth(&self, queue: &Arc<Queue>, effects: Effects, arm: &mut dyn FnMut(&Arc<Queue>), depth: usize) {
+        if effects.arm_timer {
+            arm(queue);
+        }
+        if effects.delete_queue && self.remove_queue_if_same(queue) {
+            self.destroy_queue(queue);
+        }
+        // Dead letters can dead-letter again (a DLX queue with its own TTL);
+        // cycles are cut by `is_cycle`, and depth bounds the rest.
+        if depth > 32 {
+            return;
+        }
+        for dl in effects.dead_letters {
+            let keys: Vec<&[u8]> = dl.routing_keys.iter().map(|k| k.as_bytes()).collect();
+            let headers = dl.message.headers();
+            let mut targets = Vec::new();
+            if self.route_internal(&dl.exchange, &keys, headers.as_ref(), &mut targets).is_err() {
+                // A missing DLX drops the message, as in RabbitMQ.
+                continue;
+            }
+            let msg = Arc::new(dl.message);
+            for t in targets {
+                if dead_letter::is_cycle(&msg, &t.name) {
+                    continue;
+                }
+                let (_, e) = t.publish(msg.clone());
+                self.apply_depth(&t, e, arm, depth + 1);
+            }
+        }
     }
 
     pub fn queues(&self) -> Vec<Arc<Queue>> {
@@ -548,11 +590,34 @@ impl VHost {
         headers: Option<&FieldTable>,
         out: &mut Vec<Arc<Queue>>,
     ) -> Result<(), BrokerError> {
+        self.route_checked(exchange, routing_keys, headers, out, true)
+    }
+
+    /// Routing for the broker's own publishes (dead letters), which may
+    /// target internal exchanges.
+    fn route_internal(
+        &self,
+        exchange: &[u8],
+        routing_keys: &[&[u8]],
+        headers: Option<&FieldTable>,
+        out: &mut Vec<Arc<Queue>>,
+    ) -> Result<(), BrokerError> {
+        self.route_checked(exchange, routing_keys, headers, out, false)
+    }
+
+    fn route_checked(
+        &self,
+        exchange: &[u8],
+        routing_keys: &[&[u8]],
+        headers: Option<&FieldTable>,
+        out: &mut Vec<Arc<Queue>>,
+        refuse_internal: bool,
+    ) -> Result<(), BrokerError> {
         let t = self.topology.read();
         let Some(x) = t.exchanges.get(exchange) else {
             return Err(self.not_found_exchange(exchange));
         };
-        if x.internal {
+        if refuse_internal && x.internal {
             return Err(BrokerError::AccessRefused(format!(
                 "cannot publish to internal exchange '{}' in vhost '{}'",
                 x.name, self.name
@@ -598,10 +663,7 @@ impl VHost {
             return;
         }
         visited.push(x.name.as_bytes());
-        let before = out
-            .iter()
-            .filter(|d| matches!(d, Destination::Queue(_)))
-            .count();
+        let before = out.iter().filter(|d| matches!(d, Destination::Queue(_))).count();
         let mut direct = Vec::new();
         for k in keys {
             x.route(k, headers, &mut direct);
@@ -620,16 +682,9 @@ impl VHost {
                 }
             }
         }
-        let after = out
-            .iter()
-            .filter(|d| matches!(d, Destination::Queue(_)))
-            .count();
+        let after = out.iter().filter(|d| matches!(d, Destination::Queue(_))).count();
         if after == before {
-            if let Some(ae) = x
-                .alternate_exchange
-                .as_ref()
-                .and_then(|n| t.exchanges.get(n))
-            {
+            if let Some(ae) = x.alternate_exchange.as_ref().and_then(|n| t.exchanges.get(n)) {
                 Self::route_from(t, ae, keys, headers, visited, out);
             }
         }
@@ -637,9 +692,7 @@ impl VHost {
 
     /// A snapshot for saving definitions: durable exchanges (not the
     /// predeclared ones), durable queues, and bindings between durable ends.
-    pub fn durable_definitions(
-        &self,
-    ) -> (Vec<ExchangeDecl>, Vec<QueueDecl>, Vec<(ShortStr, Binding)>) {
+    pub fn durable_definitions(&self) -> (Vec<ExchangeDecl>, Vec<QueueDecl>, Vec<(ShortStr, Binding)>) {
         let t = self.topology.read();
         let mut xs = Vec::new();
         let mut bs = Vec::new();

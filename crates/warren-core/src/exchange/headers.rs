@@ -16,8 +16,7 @@ pub struct HeadersIndex {
 
 impl HeadersIndex {
     pub fn add(&mut self, b: &Binding) {
-        self.bindings
-            .push((b.arguments.clone(), b.destination.clone()));
+        self.bindings.push((b.arguments.clone(), b.destination.clone()));
     }
 
     pub fn remove(&mut self, b: &Binding) {
@@ -80,10 +79,9 @@ fn values_equal(a: &FieldValue, b: &FieldValue) -> bool {
         return x == y;
     }
     match (a, b) {
-        (
-            FieldValue::LongStr(x) | FieldValue::Bytes(x),
-            FieldValue::LongStr(y) | FieldValue::Bytes(y),
-        ) => x == y,
+        (FieldValue::LongStr(x) | FieldValue::Bytes(x), FieldValue::LongStr(y) | FieldValue::Bytes(y)) => {
+            x == y
+        }
         (FieldValue::F32(x), FieldValue::F32(y)) => x == y,
         (FieldValue::F64(x), FieldValue::F64(y)) => x == y,
         (FieldValue::F32(x), _) => b.as_i64().map(|y| *x as f64 == y as f64).unwrap_or(false),

@@ -179,12 +179,7 @@ impl Exchange {
     }
 
     /// Append this exchange's own matches (not following e2e bindings).
-    pub fn route(
-        &self,
-        routing_key: &[u8],
-        headers: Option<&FieldTable>,
-        out: &mut Vec<Destination>,
-    ) {
+    pub fn route(&self, routing_key: &[u8], headers: Option<&FieldTable>, out: &mut Vec<Destination>) {
         match &self.index {
             Index::Direct(i) => i.route(routing_key, out),
             Index::Fanout(i) => i.route(out),

@@ -82,11 +82,7 @@ impl TopicTrie {
     }
 
     pub fn remove(&mut self, pattern: &ShortStr, dest: &Destination) {
-        let Some(pos) = self
-            .live
-            .iter()
-            .position(|(p, d)| p == pattern && d == dest)
-        else {
+        let Some(pos) = self.live.iter().position(|(p, d)| p == pattern && d == dest) else {
             return;
         };
         self.live.swap_remove(pos);

@@ -45,7 +45,7 @@ fn integer(v: &FieldValue, arg: &str, queue: &ShortStr, vhost: &str) -> Result<i
             arg,
             queue,
             vhost,
-            format!("{{unacceptable_type,{}}}", v.type_name()),
+            format!("\"expected integer, got {}\"", v.type_name()),
         )
     })
 }
@@ -56,6 +56,17 @@ fn non_negative(v: &FieldValue, arg: &str, q: &ShortStr, vh: &str) -> Result<u64
         return Err(invalid(arg, q, vh, format!("{{value_negative,{n}}}")));
     }
     Ok(n as u64)
+}
+
+/// RabbitMQ caps TTLs at ten years.
+const MAX_TTL_MS: u64 = 315_360_000_000;
+
+fn ttl(v: &FieldValue, arg: &str, q: &ShortStr, vh: &str) -> Result<u64, BrokerError> {
+    let n = non_negative(v, arg, q, vh)?;
+    if n > MAX_TTL_MS {
+        return Err(invalid(arg, q, vh, format!("{{value_too_large,{n}}}")));
+    }
+    Ok(n)
 }
 
 fn string(v: &FieldValue, arg: &str, q: &ShortStr, vh: &str) -> Result<ShortStr, BrokerError> {
@@ -80,36 +91,25 @@ impl QueueConfig {
         for (k, v) in args.iter() {
             let key = k.to_str_lossy();
             match &*key {
-                "x-message-ttl" => c.message_ttl_ms = Some(non_negative(v, &key, queue, vhost)?),
+                "x-message-ttl" => c.message_ttl_ms = Some(ttl(v, &key, queue, vhost)?),
                 "x-expires" => {
-                    let n = non_negative(v, &key, queue, vhost)?;
+                    let n = ttl(v, &key, queue, vhost)?;
                     if n == 0 {
                         return Err(invalid(&key, queue, vhost, "{value_zero,0}".into()));
                     }
                     c.expires_ms = Some(n);
                 }
                 "x-max-length" => c.max_length = Some(non_negative(v, &key, queue, vhost)?),
-                "x-max-length-bytes" => {
-                    c.max_length_bytes = Some(non_negative(v, &key, queue, vhost)?)
-                }
+                "x-max-length-bytes" => c.max_length_bytes = Some(non_negative(v, &key, queue, vhost)?),
                 "x-overflow" => {
                     c.overflow = match string(v, &key, queue, vhost)?.as_bytes() {
                         b"drop-head" => Overflow::DropHead,
                         b"reject-publish" => Overflow::RejectPublish,
                         b"reject-publish-dlx" => Overflow::RejectPublishDlx,
-                        other => {
-                            return Err(invalid(
-                                &key,
-                                queue,
-                                vhost,
-                                format!("{{unknown_overflow,{}}}", String::from_utf8_lossy(other)),
-                            ))
-                        }
+                        _ => return Err(invalid(&key, queue, vhost, "invalid_overflow".into())),
                     }
                 }
-                "x-dead-letter-exchange" => {
-                    c.dead_letter_exchange = Some(string(v, &key, queue, vhost)?)
-                }
+                "x-dead-letter-exchange" => c.dead_letter_exchange = Some(string(v, &key, queue, vhost)?),
                 "x-dead-letter-routing-key" => {
                     c.dead_letter_routing_key = Some(string(v, &key, queue, vhost)?)
                 }
@@ -117,12 +117,7 @@ impl QueueConfig {
                     let n = non_negative(v, &key, queue, vhost)?;
                     // RabbitMQ accepts up to 255; 0 means no priorities.
                     if n > 255 {
-                        return Err(invalid(
-                            &key,
-                            queue,
-                            vhost,
-                            format!("{{value_too_large,{n}}}"),
-                        ));
+                        return Err(invalid(&key, queue, vhost, format!("{{value_too_large,{n}}}")));
                     }
                     c.max_priority = if n == 0 { None } else { Some(n as u8) };
                 }
@@ -144,10 +139,7 @@ impl QueueConfig {
                             &key,
                             queue,
                             vhost,
-                            format!(
-                                "unsupported queue type '{}'",
-                                String::from_utf8_lossy(other)
-                            ),
+                            format!("unsupported queue type '{}'", String::from_utf8_lossy(other)),
                         ))
                     }
                     None => {
@@ -169,7 +161,7 @@ impl QueueConfig {
                 "x-dead-letter-routing-key",
                 queue,
                 vhost,
-                "Key x-dead-letter-exchange should be set as well".into(),
+                "routing_key_but_no_dlx_defined".into(),
             ));
         }
         Ok(c)
@@ -189,6 +181,9 @@ pub const EQUIVALENCE_ARGS: &[&str] = &[
     "x-dead-letter-routing-key",
     "x-single-active-consumer",
     "x-queue-type",
+    "x-queue-mode",
+    "x-queue-version",
+    "x-queue-master-locator",
 ];
 
 #[cfg(test)]

@@ -15,9 +15,7 @@ use crate::error::BrokerError;
 use crate::message::MessageRef;
 
 use super::consumer::{Consumer, ConsumerSpec, Delivery};
-use super::{
-    Ctx, Entry, Overflow, PublishOutcome, QueueConfig, QueueStats, QueueType, Reason, Settle,
-};
+use super::{Ctx, Entry, Overflow, PublishOutcome, QueueConfig, QueueStats, QueueType, Reason, Settle};
 
 #[derive(Debug)]
 pub struct ClassicQueue {
@@ -72,9 +70,7 @@ impl ClassicQueue {
 
     /// The level holding the next message to deliver: the highest non-empty.
     fn head_level(&self) -> Option<usize> {
-        (0..self.ready.len())
-            .rev()
-            .find(|&l| !self.ready[l].is_empty())
+        (0..self.ready.len()).rev().find(|&l| !self.ready[l].is_empty())
     }
 
     fn pop_ready(&mut self) -> Option<Entry> {
@@ -218,6 +214,9 @@ impl QueueType for ClassicQueue {
         };
         let seq = self.next_seq;
         self.next_seq += 1;
+        if ttl.is_some() {
+            ctx.effects.arm_timer = true;
+        }
         ctx.queue.memory.add(msg.memory_size());
         self.push_ready(Entry {
             seq,
@@ -277,13 +276,7 @@ impl QueueType for ClassicQueue {
         true
     }
 
-    fn settle(
-        &mut self,
-        ctx: &mut Ctx,
-        consumer_id: Option<u64>,
-        entries: Vec<Entry>,
-        how: Settle,
-    ) {
+    fn settle(&mut self, ctx: &mut Ctx, consumer_id: Option<u64>, entries: Vec<Entry>, how: Settle) {
         let n = entries.len() as u32;
         self.release(consumer_id, n);
         for e in entries {

@@ -94,9 +94,6 @@ impl Consumer {
         if self.spec.prefetch != 0 && self.unacked >= self.spec.prefetch {
             return false;
         }
-        self.spec
-            .channel_limit
-            .as_ref()
-            .is_none_or(|l| l.has_credit())
+        self.spec.channel_limit.as_ref().is_none_or(|l| l.has_credit())
     }
 }

@@ -93,8 +93,9 @@ pub fn dead_letter(
                 _ => FieldTable::new(),
             };
             let count = t.get("count").and_then(|v| v.as_i64()).unwrap_or(0);
+            // Other fields keep their first values (RabbitMQ: `time` is
+            // when this queue/reason first happened).
             t.insert("count", FieldValue::I64(count + 1));
-            t.insert("time", FieldValue::Timestamp(now));
             t
         }
         None => {
@@ -215,10 +216,7 @@ mod tests {
         let d = death(&dl.message);
         assert_eq!(d.len(), 1);
         assert_eq!(d[0].get("count"), Some(&FieldValue::I64(1)));
-        assert_eq!(
-            d[0].get("reason").unwrap().as_bytes(),
-            Some(&b"expired"[..])
-        );
+        assert_eq!(d[0].get("reason").unwrap().as_bytes(), Some(&b"expired"[..]));
         assert_eq!(d[0].get("queue").unwrap().as_bytes(), Some(&b"q1"[..]));
         assert_eq!(d[0].get("exchange").unwrap().as_bytes(), Some(&b"ex"[..]));
         assert_eq!(
@@ -226,10 +224,7 @@ mod tests {
             Some(&b"500"[..])
         );
         let h = dl.message.headers().unwrap();
-        assert_eq!(
-            h.get("x-first-death-queue").unwrap().as_bytes(),
-            Some(&b"q1"[..])
-        );
+        assert_eq!(h.get("x-first-death-queue").unwrap().as_bytes(), Some(&b"q1"[..]));
     }
 
     #[test]
@@ -242,53 +237,23 @@ mod tests {
             Some(&"k2".into()),
         );
         assert_eq!(a.routing_keys, vec![ShortStr::from("k2")]);
-        let b = dead_letter(
-            &a.message,
-            &"q2".into(),
-            Reason::Rejected,
-            &"dlx".into(),
-            None,
-        );
-        let c = dead_letter(
-            &b.message,
-            &"q1".into(),
-            Reason::Rejected,
-            &"dlx".into(),
-            None,
-        );
+        let b = dead_letter(&a.message, &"q2".into(), Reason::Rejected, &"dlx".into(), None);
+        let c = dead_letter(&b.message, &"q1".into(), Reason::Rejected, &"dlx".into(), None);
         let d = death(&c.message);
         assert_eq!(d.len(), 2);
         assert_eq!(d[0].get("queue").unwrap().as_bytes(), Some(&b"q1"[..]));
         assert_eq!(d[0].get("count"), Some(&FieldValue::I64(2)));
         let h = c.message.headers().unwrap();
-        assert_eq!(
-            h.get("x-first-death-queue").unwrap().as_bytes(),
-            Some(&b"q1"[..])
-        );
-        assert_eq!(
-            h.get("x-last-death-queue").unwrap().as_bytes(),
-            Some(&b"q1"[..])
-        );
+        assert_eq!(h.get("x-first-death-queue").unwrap().as_bytes(), Some(&b"q1"[..]));
+        assert_eq!(h.get("x-last-death-queue").unwrap().as_bytes(), Some(&b"q1"[..]));
     }
 
     #[test]
     fn cycles_without_rejection_are_detected() {
-        let a = dead_letter(
-            &msg(None),
-            &"q1".into(),
-            Reason::Expired,
-            &"dlx".into(),
-            None,
-        );
+        let a = dead_letter(&msg(None), &"q1".into(), Reason::Expired, &"dlx".into(), None);
         assert!(is_cycle(&a.message, &"q1".into()));
         assert!(!is_cycle(&a.message, &"q2".into()));
-        let r = dead_letter(
-            &msg(None),
-            &"q1".into(),
-            Reason::Rejected,
-            &"dlx".into(),
-            None,
-        );
+        let r = dead_letter(&msg(None), &"q1".into(), Reason::Rejected, &"dlx".into(), None);
         assert!(!is_cycle(&r.message, &"q1".into()));
     }
 }

@@ -61,6 +61,9 @@ pub struct Effects {
     pub dead_letters: Vec<DeadLetter>,
     /// The queue asks to be deleted (auto-delete after the last consumer).
     pub delete_queue: bool,
+    /// A message with a deadline (TTL) became the head: the queue's timer
+    /// must run.
+    pub arm_timer: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -180,10 +183,7 @@ impl Queue {
         }))
     }
 
-    fn with<R>(
-        self: &Arc<Self>,
-        f: impl FnOnce(&mut dyn QueueType, &mut Ctx) -> R,
-    ) -> (R, Effects) {
+    fn with<R>(self: &Arc<Self>, f: impl FnOnce(&mut dyn QueueType, &mut Ctx) -> R) -> (R, Effects) {
         let mut effects = Effects::default();
         let mut state = self.state.lock();
         let mut ctx = Ctx {
@@ -209,14 +209,8 @@ impl Queue {
         self.with(|q, ctx| q.cancel(ctx, consumer_id))
     }
 
-    pub fn settle(
-        self: &Arc<Self>,
-        consumer_id: Option<u64>,
-        entries: Vec<Entry>,
-        how: Settle,
-    ) -> Effects {
-        self.with(|q, ctx| q.settle(ctx, consumer_id, entries, how))
-            .1
+    pub fn settle(self: &Arc<Self>, consumer_id: Option<u64>, entries: Vec<Entry>, how: Settle) -> Effects {
+        self.with(|q, ctx| q.settle(ctx, consumer_id, entries, how)).1
     }
 
     pub fn get(self: &Arc<Self>, no_ack: bool) -> (Option<(Entry, u64)>, Effects) {

@@ -1,0 +1,151 @@
+//! Configuration: embedded defaults, overridden by a TOML file (`--config`),
+//! then by `WARREN_*` environment variables and flags. The defaults match
+//! RabbitMQ's: AMQP on 0.0.0.0:5672, vhost `/`, guest/guest from loopback
+//! only, frame_max 131072, channel_max 2047, heartbeat 60 s, max message
+//! size 128 MiB.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+use serde::Deserialize;
+
+#[derive(Debug, Parser, Default)]
+#[command(name = "warren", version, about = "Warren: a RabbitMQ-compatible message broker")]
+pub struct Cli {
+    /// Where definitions (and later, messages) are kept.
+    #[arg(long, env = "WARREN_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// AMQP listener address.
+    #[arg(long, env = "WARREN_AMQP_LISTEN")]
+    pub amqp_listen: Option<SocketAddr>,
+    /// A TOML configuration file.
+    #[arg(long, env = "WARREN_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Log filter (tracing's EnvFilter syntax), e.g. `info` or `warren=debug`.
+    #[arg(long, env = "WARREN_LOG")]
+    pub log: Option<String>,
+}
+
+/// Everything the broker can be told, with RabbitMQ's defaults.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub data_dir: PathBuf,
+    pub amqp_listen: SocketAddr,
+    pub default_vhost: String,
+    pub default_user: String,
+    pub default_pass: String,
+    /// Users that may only log in from loopback addresses.
+    pub loopback_users: Vec<String>,
+    pub frame_max: u32,
+    pub channel_max: u16,
+    /// Heartbeat timeout proposed to clients, in seconds (0 disables).
+    pub heartbeat: u16,
+    /// Largest message body accepted, in bytes.
+    pub max_message_size: u64,
+    /// Publishers are blocked once queued messages hold this many bytes.
+    pub memory_high_watermark_bytes: u64,
+    /// Most connections served at once; more wait in the accept queue.
+    pub max_connections: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            data_dir: PathBuf::from("warren-data"),
+            amqp_listen: "0.0.0.0:5672".parse().expect("static address"),
+            default_vhost: "/".into(),
+            default_user: "guest".into(),
+            default_pass: "guest".into(),
+            loopback_users: vec!["guest".into()],
+            frame_max: 131_072,
+            channel_max: 2047,
+            heartbeat: 60,
+            max_message_size: 128 << 20,
+            memory_high_watermark_bytes: default_watermark(),
+            max_connections: 100_000,
+        }
+    }
+}
+
+/// 40 % of physical memory, RabbitMQ's vm_memory_high_watermark default.
+fn default_watermark() -> u64 {
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(4 << 30);
+    total / 10 * 4
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("invalid config file {path}: {source}")]
+    Parse { path: PathBuf, source: toml::de::Error },
+    #[error("invalid setting: {0}")]
+    Invalid(String),
+}
+
+impl Config {
+    pub fn load(cli: &Cli) -> Result<Config, ConfigError> {
+        let mut c = match &cli.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|source| ConfigError::Read { path: path.clone(), source })?;
+                toml::from_str(&text).map_err(|source| ConfigError::Parse { path: path.clone(), source })?
+            }
+            None => Config::default(),
+        };
+        if let Some(d) = &cli.data_dir {
+            c.data_dir = d.clone();
+        }
+        if let Some(a) = cli.amqp_listen {
+            c.amqp_listen = a;
+        }
+        c.validate()?;
+        Ok(c)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.frame_max < 4096 {
+            return Err(ConfigError::Invalid("frame_max must be at least 4096".into()));
+        }
+        if self.max_message_size > 512 << 20 {
+            return Err(ConfigError::Invalid("max_message_size may be at most 536870912".into()));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_overrides_defaults_and_flags_override_file() {
+        let dir = std::env::temp_dir().join(format!("warren-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("warren.toml");
+        std::fs::write(&path, "heartbeat = 10\namqp_listen = \"127.0.0.1:6000\"\n").unwrap();
+        let cli = Cli {
+            config: Some(path.clone()),
+            amqp_listen: Some("127.0.0.1:7000".parse().unwrap()),
+            ..Default::default()
+        };
+        let c = Config::load(&cli).unwrap();
+        assert_eq!(c.heartbeat, 10);
+        assert_eq!(c.amqp_listen.port(), 7000);
+        assert_eq!(c.frame_max, 131_072);
+        std::fs::write(&path, "no_such_key = 1\n").unwrap();
+        assert!(matches!(Config::load(&cli), Err(ConfigError::Parse { .. })));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
