@@ -206,6 +206,7 @@ pub struct RoutingHints {
     pub priority: Option<u8>,
     pub has_expiration: bool,
     pub has_reply_to: bool,
+    pub has_user_id: bool,
 }
 
 impl RoutingHints {
@@ -230,6 +231,7 @@ impl RoutingHints {
                 priority: p.priority,
                 has_expiration: p.expiration.is_some(),
                 has_reply_to: p.reply_to.is_some(),
+                has_user_id: p.user_id.is_some(),
             });
         }
         let skip_short = |pos: &mut usize| -> Result<(), CodecError> {
@@ -258,6 +260,7 @@ impl RoutingHints {
         }
         h.has_expiration = flags & EXPIRATION != 0;
         h.has_reply_to = flags & REPLY_TO != 0;
+        h.has_user_id = flags & USER_ID != 0;
         Ok(h)
     }
 }
@@ -327,7 +330,8 @@ mod tests {
                 delivery_mode: Some(2),
                 priority: Some(5),
                 has_expiration: true,
-                has_reply_to: true
+                has_reply_to: true,
+                has_user_id: true,
             }
         );
     }

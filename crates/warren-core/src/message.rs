@@ -30,7 +30,8 @@ pub struct Message {
 impl Message {
     /// Build a message from a publish, reading what routing needs. Returns
     /// the decoded properties too when the message has headers (headers
-    /// exchanges and CC/BCC need them), so they are decoded once at most.
+    /// exchanges and CC/BCC need them), reply_to or user_id (the front end
+    /// checks those), so they are decoded once at most.
     pub fn from_publish(
         exchange: ShortStr,
         routing_key: ShortStr,
@@ -41,12 +42,12 @@ impl Message {
         let hints = RoutingHints::scan(&raw_properties).map_err(bad)?;
         let mut decoded = None;
         let mut expiration_ms = None;
-        if hints.has_headers || hints.has_expiration {
+        if hints.has_headers || hints.has_expiration || hints.has_reply_to || hints.has_user_id {
             let p = BasicProperties::decode(raw_properties.clone()).map_err(bad)?;
             if let Some(e) = &p.expiration {
                 expiration_ms = Some(parse_expiration(e)?);
             }
-            if hints.has_headers {
+            if hints.has_headers || hints.has_reply_to || hints.has_user_id {
                 decoded = Some(p);
             }
         }

@@ -70,6 +70,24 @@ pub struct QueueDecl {
     pub arguments: FieldTable,
 }
 
+/// A headers binding's x-match must be one of the four known values.
+fn check_x_match(args: &FieldTable) -> Result<(), BrokerError> {
+    match args.get("x-match") {
+        None => Ok(()),
+        Some(FieldValue::LongStr(v)) => match &v[..] {
+            b"all" | b"any" | b"all-with-x" | b"any-with-x" => Ok(()),
+            other => Err(BrokerError::PreconditionFailed(format!(
+                "Invalid x-match field value <<\"{}\">>; expected all, any, all-with-x, or any-with-x",
+                String::from_utf8_lossy(other)
+            ))),
+        },
+        Some(other) => Err(BrokerError::PreconditionFailed(format!(
+            "Invalid x-match field type {}; expected longstr",
+            other.type_name()
+        ))),
+    }
+}
+
 fn yes_no(b: bool) -> &'static str {
     if b {
         "true"
@@ -322,6 +340,12 @@ impl VHost {
     pub fn bind(&self, source: &ShortStr, binding: Binding) -> Result<(), BrokerError> {
         let mut t = self.topology.write();
         self.check_bindable(&t, source, &binding.destination)?;
+        if t.exchanges
+            .get(source)
+            .is_some_and(|x| x.kind == ExchangeKind::Headers)
+        {
+            check_x_match(&binding.arguments)?;
+        }
         let dest = binding.destination.clone();
         let durable = Self::is_durable_dest(&t, &dest) && t.exchanges.get(source).is_some_and(|x| x.durable);
         let added = t.exchanges.get_mut(source).is_some_and(|x| x.bind(binding));
@@ -335,9 +359,13 @@ impl VHost {
         Ok(())
     }
 
+    /// Remove a binding. Unbinding what is not bound (even from a missing
+    /// queue or exchange) succeeds, as in RabbitMQ.
     pub fn unbind(&self, source: &ShortStr, binding: &Binding) -> Result<(), BrokerError> {
+        if source.is_empty() || matches!(&binding.destination, Destination::Exchange(n) if n.is_empty()) {
+            return Err(self.default_exchange_refused());
+        }
         let mut t = self.topology.write();
-        self.check_bindable(&t, source, &binding.destination)?;
         let durable = Self::is_durable_dest(&t, &binding.destination);
         let (removed, still_bound, auto_empty) = match t.exchanges.get_mut(source) {
             Some(x) => {
@@ -467,7 +495,11 @@ impl VHost {
         self.remove_queue_where(name, |_| true)
     }
 
-    fn remove_queue_where(&self, name: &ShortStr, pred: impl FnOnce(&Arc<Queue>) -> bool) -> Option<Arc<Queue>> {
+    fn remove_queue_where(
+        &self,
+        name: &ShortStr,
+        pred: impl FnOnce(&Arc<Queue>) -> bool,
+    ) -> Option<Arc<Queue>> {
         let mut t = self.topology.write();
         if !t.queues.get(name).is_some_and(pred) {
             return None;
@@ -489,7 +521,11 @@ impl VHost {
 
     /// Is `q` still the queue registered under its name?
     pub fn queue_is_current(&self, q: &Arc<Queue>) -> bool {
-        self.topology.read().queues.get(&q.name).is_some_and(|x| Arc::ptr_eq(x, q))
+        self.topology
+            .read()
+            .queues
+            .get(&q.name)
+            .is_some_and(|x| Arc::ptr_eq(x, q))
     }
 
     /// queue.delete: how many ready messages went with it. A missing queue
@@ -543,7 +579,13 @@ impl VHost {
         self.apply_depth(queue, effects, arm, 0)
     }
 
-    fn apply_depth(&self, queue: &Arc<Queue>, effects: Effects, arm: &mut dyn FnMut(&Arc<Queue>), depth: usize) {
+    fn apply_depth(
+        &self,
+        queue: &Arc<Queue>,
+        effects: Effects,
+        arm: &mut dyn FnMut(&Arc<Queue>),
+        depth: usize,
+    ) {
         if effects.arm_timer {
             arm(queue);
         }
@@ -559,7 +601,10 @@ impl VHost {
             let keys: Vec<&[u8]> = dl.routing_keys.iter().map(|k| k.as_bytes()).collect();
             let headers = dl.message.headers();
             let mut targets = Vec::new();
-            if self.route_internal(&dl.exchange, &keys, headers.as_ref(), &mut targets).is_err() {
+            if self
+                .route_internal(&dl.exchange, &keys, headers.as_ref(), &mut targets)
+                .is_err()
+            {
                 // A missing DLX drops the message, as in RabbitMQ.
                 continue;
             }

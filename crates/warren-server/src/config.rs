@@ -11,7 +11,11 @@ use clap::Parser;
 use serde::Deserialize;
 
 #[derive(Debug, Parser, Default)]
-#[command(name = "warren", version, about = "Warren: a RabbitMQ-compatible message broker")]
+#[command(
+    name = "warren",
+    version,
+    about = "Warren: a RabbitMQ-compatible message broker"
+)]
 pub struct Cli {
     /// Where definitions (and later, messages) are kept.
     #[arg(long, env = "WARREN_DATA_DIR")]
@@ -98,9 +102,14 @@ impl Config {
     pub fn load(cli: &Cli) -> Result<Config, ConfigError> {
         let mut c = match &cli.config {
             Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|source| ConfigError::Read { path: path.clone(), source })?;
-                toml::from_str(&text).map_err(|source| ConfigError::Parse { path: path.clone(), source })?
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.clone(),
+                    source,
+                })?;
+                toml::from_str(&text).map_err(|source| ConfigError::Parse {
+                    path: path.clone(),
+                    source,
+                })?
             }
             None => Config::default(),
         };
@@ -119,7 +128,9 @@ impl Config {
             return Err(ConfigError::Invalid("frame_max must be at least 4096".into()));
         }
         if self.max_message_size > 512 << 20 {
-            return Err(ConfigError::Invalid("max_message_size may be at most 536870912".into()));
+            return Err(ConfigError::Invalid(
+                "max_message_size may be at most 536870912".into(),
+            ));
         }
         Ok(())
     }

@@ -132,7 +132,9 @@ fn value_to_json(v: &FieldValue) -> Value {
         FieldValue::F32(f) => Value::from(*f as f64),
         FieldValue::F64(f) => Value::from(*f),
         FieldValue::Decimal(s, u) => Value::from(*u as f64 / 10f64.powi(*s as i32)),
-        FieldValue::LongStr(b) | FieldValue::Bytes(b) => Value::String(String::from_utf8_lossy(b).into_owned()),
+        FieldValue::LongStr(b) | FieldValue::Bytes(b) => {
+            Value::String(String::from_utf8_lossy(b).into_owned())
+        }
         FieldValue::Timestamp(t) => Value::from(*t),
         FieldValue::Table(t) => Value::Object(table_to_json(t)),
         FieldValue::Array(a) => Value::Array(a.iter().map(value_to_json).collect()),
@@ -185,7 +187,9 @@ pub fn snapshot(broker: &Broker) -> Definitions {
     let mut vhosts = broker.vhosts();
     vhosts.sort_by(|a, b| a.name.cmp(&b.name));
     for vh in vhosts {
-        d.vhosts.push(VHostDef { name: vh.name.clone() });
+        d.vhosts.push(VHostDef {
+            name: vh.name.clone(),
+        });
         let (xs, qs, bs) = vh.durable_definitions();
         for x in xs {
             d.exchanges.push(ExchangeDef {
@@ -232,7 +236,12 @@ pub fn restore(broker: &Broker, d: &Definitions) {
         broker.add_vhost(&v.name);
     }
     for u in &d.users {
-        let vhosts = d.permissions.iter().filter(|p| p.user == u.name).map(|p| p.vhost.clone()).collect();
+        let vhosts = d
+            .permissions
+            .iter()
+            .filter(|p| p.user == u.name)
+            .map(|p| p.vhost.clone())
+            .collect();
         broker.put_user(User {
             name: u.name.clone(),
             password_hash: u.password_hash.clone(),
@@ -241,7 +250,9 @@ pub fn restore(broker: &Broker, d: &Definitions) {
         });
     }
     for x in &d.exchanges {
-        let Some(vh) = broker.vhost(&x.vhost) else { continue };
+        let Some(vh) = broker.vhost(&x.vhost) else {
+            continue;
+        };
         let decl = ExchangeDecl {
             name: x.name.as_str().into(),
             kind: x.kind.as_str().into(),
@@ -255,7 +266,9 @@ pub fn restore(broker: &Broker, d: &Definitions) {
         }
     }
     for q in &d.queues {
-        let Some(vh) = broker.vhost(&q.vhost) else { continue };
+        let Some(vh) = broker.vhost(&q.vhost) else {
+            continue;
+        };
         let decl = QueueDecl {
             name: q.name.as_str().into(),
             durable: true,
@@ -268,12 +281,20 @@ pub fn restore(broker: &Broker, d: &Definitions) {
         }
     }
     for b in &d.bindings {
-        let Some(vh) = broker.vhost(&b.vhost) else { continue };
+        let Some(vh) = broker.vhost(&b.vhost) else {
+            continue;
+        };
         let name = ShortStr::from(b.destination.as_str());
-        let destination =
-            if b.destination_type == "exchange" { Destination::Exchange(name) } else { Destination::Queue(name) };
-        let binding =
-            Binding { destination, routing_key: b.routing_key.as_str().into(), arguments: json_to_table(&b.arguments) };
+        let destination = if b.destination_type == "exchange" {
+            Destination::Exchange(name)
+        } else {
+            Destination::Queue(name)
+        };
+        let binding = Binding {
+            destination,
+            routing_key: b.routing_key.as_str().into(),
+            arguments: json_to_table(&b.arguments),
+        };
         if let Err(e) = vh.bind(&b.source.as_str().into(), binding) {
             tracing::warn!(source = %b.source, vhost = %b.vhost, "skipping stored binding: {e}");
         }
@@ -288,7 +309,10 @@ pub struct Store {
 
 impl Store {
     pub fn new(data_dir: &Path) -> Store {
-        Store { path: data_dir.join("definitions.json"), lock: Mutex::new(()) }
+        Store {
+            path: data_dir.join("definitions.json"),
+            lock: Mutex::new(()),
+        }
     }
 
     pub fn load(&self) -> std::io::Result<Option<Definitions>> {
@@ -319,9 +343,14 @@ impl Store {
 }
 
 /// A hook for [`Broker::new`] that saves definitions after each change.
-pub fn save_hook(store: Arc<Store>, broker: Arc<std::sync::OnceLock<std::sync::Weak<Broker>>>) -> warren_core::vhost::ChangeHook {
+pub fn save_hook(
+    store: Arc<Store>,
+    broker: Arc<std::sync::OnceLock<std::sync::Weak<Broker>>>,
+) -> warren_core::vhost::ChangeHook {
     Arc::new(move || {
-        let Some(b) = broker.get().and_then(|w| w.upgrade()) else { return };
+        let Some(b) = broker.get().and_then(|w| w.upgrade()) else {
+            return;
+        };
         if let Err(e) = store.save(&snapshot(&b)) {
             tracing::error!("cannot save definitions: {e}");
         }
@@ -341,7 +370,10 @@ mod tests {
         let back = json_to_table(&table_to_json(&t));
         assert_eq!(back.get("x-message-ttl"), Some(&FieldValue::I64(1000)));
         assert_eq!(back.get("x-dead-letter-exchange"), Some(&FieldValue::from("dlx")));
-        assert_eq!(back.get("x-single-active-consumer"), Some(&FieldValue::Bool(true)));
+        assert_eq!(
+            back.get("x-single-active-consumer"),
+            Some(&FieldValue::Bool(true))
+        );
     }
 
     #[test]

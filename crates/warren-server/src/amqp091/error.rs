@@ -53,7 +53,12 @@ fn short(mut text: String) -> String {
 impl AmqpError {
     pub fn new(code: u16, detail: impl std::fmt::Display) -> AmqpError {
         let text = short(format!("{} - {detail}", code_name(code)));
-        AmqpError { code, text, class_id: 0, method_id: 0 }
+        AmqpError {
+            code,
+            text,
+            class_id: 0,
+            method_id: 0,
+        }
     }
 
     /// Attribute the error to a method (the ids go into the close frame).
@@ -73,7 +78,12 @@ impl AmqpError {
 
 impl From<BrokerError> for AmqpError {
     fn from(e: BrokerError) -> AmqpError {
-        AmqpError { code: e.reply_code(), text: short(e.reply_text()), class_id: 0, method_id: 0 }
+        AmqpError {
+            code: e.reply_code(),
+            text: short(e.reply_text()),
+            class_id: 0,
+            method_id: 0,
+        }
     }
 }
 
@@ -89,7 +99,10 @@ mod tests {
         assert!(!AmqpError::new(406, "x").is_connection_level());
         assert!(AmqpError::new(504, "x").is_connection_level());
         assert!(AmqpError::new(530, "x").is_connection_level());
-        assert_eq!(AmqpError::new(404, "no queue 'q'").text, "NOT_FOUND - no queue 'q'");
+        assert_eq!(
+            AmqpError::new(404, "no queue 'q'").text,
+            "NOT_FOUND - no queue 'q'"
+        );
     }
 
     #[test]

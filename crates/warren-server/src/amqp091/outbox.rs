@@ -24,9 +24,16 @@ const MAX_BYTES: usize = 4 << 20;
 pub enum OutItem {
     Deliver(Delivery),
     /// A direct reply-to message (no queue, never acknowledged).
-    Reply { channel: u16, consumer_tag: ShortStr, message: MessageRef },
+    Reply {
+        channel: u16,
+        consumer_tag: ShortStr,
+        message: MessageRef,
+    },
     /// The broker cancelled a consumer (basic.cancel from the server).
-    Cancel { channel: u16, consumer_tag: ShortStr },
+    Cancel {
+        channel: u16,
+        consumer_tag: ShortStr,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -63,7 +70,14 @@ impl Outbox {
 
     pub fn push_reply(&self, channel: u16, consumer_tag: ShortStr, message: MessageRef) {
         let size = message.body.len();
-        self.push(OutItem::Reply { channel, consumer_tag, message }, size);
+        self.push(
+            OutItem::Reply {
+                channel,
+                consumer_tag,
+                message,
+            },
+            size,
+        );
     }
 
     /// Is anything waiting to be drained?
@@ -95,7 +109,13 @@ impl DeliverySink for Outbox {
     }
 
     fn cancelled(&self, channel: u16, consumer_tag: ShortStr) {
-        self.push(OutItem::Cancel { channel, consumer_tag }, 0);
+        self.push(
+            OutItem::Cancel {
+                channel,
+                consumer_tag,
+            },
+            0,
+        );
     }
 
     fn wait_for_room(&self, queue: Weak<Queue>) {

@@ -1,0 +1,600 @@
+//! One AMQP 0-9-1 connection: a single task that owns the socket, reads and
+//! parses frames, runs the handshake and every channel, drains the outbox
+//! into deliveries, and writes everything it produced in one batch per
+//! wakeup (so confirms, deliveries and replies from many channels share a
+//! write). Reading pauses while the write buffer is over its high-water mark
+//! or the memory alarm holds publishers, so a connection never buffers
+//! without bound.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use warren_amqp091::frame::{write_heartbeat, write_method};
+use warren_amqp091::methods::*;
+use warren_amqp091::{CodecError, Frame, FrameType, Method, PROTOCOL_HEADER};
+use warren_core::queue::{Effects, Queue};
+use warren_core::{User, VHost};
+
+use super::channel::{self, Channel, ChannelState};
+use super::error::{AmqpError, Result};
+use super::outbox::Outbox;
+use super::{consume, handshake, publish};
+use crate::ServerCtx;
+
+/// Stop reading while this much output waits for the socket.
+const WBUF_HIGH: usize = 1 << 20;
+/// Read at most this much per wakeup, so one busy peer cannot starve others.
+const READ_CHUNK: usize = 256 << 10;
+/// How long to wait for close-ok after sending connection.close.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(3);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Phase {
+    /// Waiting for the 8-octet protocol header.
+    Header,
+    /// connection.start sent; waiting for start-ok.
+    StartOk,
+    /// connection.tune sent; waiting for tune-ok.
+    TuneOk,
+    /// Waiting for connection.open.
+    Open,
+    Running,
+    /// We sent connection.close; only close-ok (or close) matters now.
+    Closing,
+    Done,
+}
+
+/// What the client said it can do (client-properties.capabilities).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ClientCaps {
+    pub consumer_cancel_notify: bool,
+    pub connection_blocked: bool,
+    pub authentication_failure_close: bool,
+}
+
+/// Connection state that method handlers use; channels live beside it.
+pub struct Conn {
+    pub id: u64,
+    pub ctx: Arc<ServerCtx>,
+    pub peer: SocketAddr,
+    pub wbuf: BytesMut,
+    pub phase: Phase,
+    pub frame_max: u32,
+    pub channel_max: u16,
+    pub heartbeat: u16,
+    pub vhost: Option<Arc<VHost>>,
+    pub user: Option<User>,
+    pub outbox: Arc<Outbox>,
+    pub caps: ClientCaps,
+    /// Exclusive queues this connection declared (deleted when it closes).
+    pub exclusive: Vec<Arc<Queue>>,
+    /// Has this connection published? Only publishers are blocked by alarms.
+    pub published: bool,
+    /// connection.blocked sent and reading paused for the memory alarm.
+    pub blocked: bool,
+    /// Channels with confirms waiting for [`publish::flush_confirms`].
+    pub confirm_dirty: Vec<u16>,
+}
+
+impl Conn {
+    /// Queue a method frame for writing.
+    pub fn send(&mut self, channel: u16, m: impl Into<Method>) {
+        write_method(&mut self.wbuf, channel, &m.into());
+    }
+
+    pub fn vhost(&self) -> Result<Arc<VHost>> {
+        self.vhost
+            .clone()
+            .ok_or_else(|| AmqpError::new(504, "connection not open"))
+    }
+
+    /// Carry out a queue call's effects (dead letters, auto-delete, timers).
+    pub fn apply(&self, queue: &Arc<Queue>, effects: Effects) {
+        if effects.dead_letters.is_empty() && !effects.delete_queue && !effects.arm_timer {
+            return;
+        }
+        let Some(vh) = self.vhost.as_ref() else { return };
+        let timers = &self.ctx.timers;
+        vh.apply(queue, effects, &mut |q| timers.arm(vh, q));
+    }
+
+    /// Before tune-ok, frames are limited to the spec minimum (0-9-1 §4.2.3).
+    fn inbound_frame_max(&self) -> u32 {
+        if self.phase < Phase::Open {
+            4096
+        } else {
+            self.frame_max
+        }
+    }
+}
+
+struct Driver {
+    conn: Conn,
+    channels: HashMap<u16, Channel>,
+    stream: TcpStream,
+    rbuf: BytesMut,
+    /// After a framing error the input can no longer be parsed: ignore it.
+    discard_input: bool,
+    last_recv: Instant,
+    sent_since_tick: bool,
+    close_deadline: Option<Instant>,
+}
+
+pub async fn serve(
+    stream: TcpStream,
+    peer: SocketAddr,
+    ctx: Arc<ServerCtx>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let _ = stream.set_nodelay(true);
+    let id = ctx.broker.next_id();
+    let frame_max = ctx.config.frame_max;
+    let mut d = Driver {
+        conn: Conn {
+            id,
+            ctx,
+            peer,
+            wbuf: BytesMut::with_capacity(4096),
+            phase: Phase::Header,
+            frame_max,
+            channel_max: 0,
+            heartbeat: 0,
+            vhost: None,
+            user: None,
+            outbox: Outbox::new(),
+            caps: ClientCaps::default(),
+            exclusive: Vec::new(),
+            published: false,
+            blocked: false,
+            confirm_dirty: Vec::new(),
+        },
+        channels: HashMap::new(),
+        stream,
+        rbuf: BytesMut::with_capacity(4096),
+        discard_input: false,
+        last_recv: Instant::now(),
+        sent_since_tick: false,
+        close_deadline: None,
+    };
+    if let Err(e) = d.run(&mut shutdown).await {
+        tracing::debug!(peer = %peer, "connection ended: {e}");
+    }
+    d.teardown();
+}
+
+impl Driver {
+    async fn run(&mut self, shutdown: &mut watch::Receiver<bool>) -> std::io::Result<()> {
+        // A peer that never completes the handshake is dropped, as RabbitMQ
+        // does after its handshake_timeout (10 s).
+        self.close_deadline = Some(Instant::now() + Duration::from_secs(10));
+        let mut tick = self.new_tick();
+        let mut tick_period = self.tick_period();
+        loop {
+            if self.conn.phase == Phase::Done {
+                self.flush_all().await?;
+                return Ok(());
+            }
+            if self.conn.wbuf.len() < WBUF_HIGH && self.conn.outbox.is_pending() {
+                consume::drain_outbox(&mut self.conn, &mut self.channels);
+            }
+            if !self.conn.wbuf.is_empty() {
+                self.try_write()?;
+            }
+            if self.conn.phase == Phase::Running && self.close_deadline.is_some() {
+                self.close_deadline = None; // the handshake finished in time
+            }
+            if self.tick_period() != tick_period {
+                tick_period = self.tick_period();
+                tick = self.new_tick();
+            }
+            let can_read = !self.conn.blocked && self.conn.wbuf.len() < WBUF_HIGH;
+            tokio::select! {
+                biased;
+                _ = shutdown.changed(), if self.conn.phase < Phase::Closing => {
+                    self.force_close();
+                }
+                r = self.stream.readable(), if can_read => {
+                    r?;
+                    self.read_and_handle()?;
+                }
+                w = self.stream.writable(), if !self.conn.wbuf.is_empty() => {
+                    w?;
+                    self.try_write()?;
+                }
+                _ = self.conn.outbox.notify.notified() => {}
+                _ = tick.tick() => self.on_tick(),
+            }
+        }
+    }
+
+    fn tick_period(&self) -> Duration {
+        if self.conn.blocked || self.close_deadline.is_some() {
+            Duration::from_millis(100)
+        } else if self.conn.heartbeat > 0 {
+            Duration::from_millis(self.conn.heartbeat as u64 * 500)
+        } else {
+            Duration::from_secs(3600)
+        }
+    }
+
+    fn new_tick(&self) -> tokio::time::Interval {
+        let p = self.tick_period();
+        let mut t = tokio::time::interval_at(tokio::time::Instant::now() + p, p);
+        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        t
+    }
+
+    fn on_tick(&mut self) {
+        let now = Instant::now();
+        if let Some(deadline) = self.close_deadline {
+            if now >= deadline {
+                self.conn.phase = Phase::Done;
+                return;
+            }
+        }
+        if self.conn.heartbeat > 0 && self.conn.phase == Phase::Running {
+            let hb = Duration::from_secs(self.conn.heartbeat as u64);
+            // 0-9-1 §4.2.7: a peer silent for two intervals is gone.
+            if now.duration_since(self.last_recv) > hb * 2 {
+                tracing::info!(peer = %self.conn.peer, "missed heartbeats from client, timeout: {}s", hb.as_secs());
+                self.conn.phase = Phase::Done;
+                self.conn.wbuf.clear();
+                return;
+            }
+            if !self.sent_since_tick {
+                write_heartbeat(&mut self.conn.wbuf);
+            }
+            self.sent_since_tick = false;
+        }
+        if self.conn.blocked {
+            let b = &self.conn.ctx.broker;
+            if b.memory.bytes() < b.config.memory_high_watermark {
+                self.conn.blocked = false;
+                if self.conn.caps.connection_blocked {
+                    self.conn.send(0, ConnectionUnblocked {});
+                }
+            }
+        }
+    }
+
+    fn try_write(&mut self) -> std::io::Result<()> {
+        while !self.conn.wbuf.is_empty() {
+            match self.stream.try_write(&self.conn.wbuf) {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    let _ = self.conn.wbuf.split_to(n);
+                    self.sent_since_tick = true;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            }
+        }
+        if self.conn.wbuf.is_empty() && self.conn.wbuf.capacity() > (4 << 20) {
+            // Give back the memory of a burst.
+            self.conn.wbuf = BytesMut::with_capacity(4096);
+        }
+        Ok(())
+    }
+
+    async fn flush_all(&mut self) -> std::io::Result<()> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+        while !self.conn.wbuf.is_empty() {
+            match tokio::time::timeout_at(deadline, self.stream.writable()).await {
+                Ok(r) => r?,
+                Err(_) => break,
+            }
+            self.try_write()?;
+        }
+        Ok(())
+    }
+
+    fn read_and_handle(&mut self) -> std::io::Result<()> {
+        let mut total = 0;
+        loop {
+            self.rbuf.reserve(64 << 10);
+            match self.stream.try_read_buf(&mut self.rbuf) {
+                Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => {
+                    total += n;
+                    if total >= READ_CHUNK {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            }
+        }
+        self.last_recv = Instant::now();
+        if self.discard_input {
+            self.rbuf.clear();
+            return Ok(());
+        }
+        self.handle_input();
+        publish::flush_confirms(&mut self.conn, &mut self.channels);
+        self.check_alarm();
+        Ok(())
+    }
+
+    /// The memory alarm blocks connections that publish (RabbitMQ's
+    /// connection.blocked): they stop being read until memory falls.
+    fn check_alarm(&mut self) {
+        if !self.conn.published || self.conn.blocked {
+            return;
+        }
+        let b = &self.conn.ctx.broker;
+        if b.memory.bytes() >= b.config.memory_high_watermark {
+            self.conn.blocked = true;
+            if self.conn.caps.connection_blocked {
+                self.conn.send(
+                    0,
+                    ConnectionBlocked {
+                        reason: "low on memory".into(),
+                    },
+                );
+            }
+        }
+    }
+
+    fn handle_input(&mut self) {
+        loop {
+            if self.conn.phase == Phase::Header {
+                if self.rbuf.len() < 8 {
+                    return;
+                }
+                let header = self.rbuf.split_to(8);
+                if &header[..] != PROTOCOL_HEADER {
+                    // 0-9-1 §4.2.2: answer with the header we speak, close.
+                    self.conn.wbuf.extend_from_slice(PROTOCOL_HEADER);
+                    self.conn.phase = Phase::Done;
+                    return;
+                }
+                handshake::send_start(&mut self.conn);
+                continue;
+            }
+            if self.conn.phase == Phase::Done || self.discard_input {
+                return;
+            }
+            let frame = match Frame::parse(&mut self.rbuf, self.conn.inbound_frame_max()) {
+                Ok(Some(f)) => f,
+                Ok(None) => return,
+                Err(e) => {
+                    self.discard_input = true;
+                    self.rbuf.clear();
+                    let text = match e {
+                        CodecError::FrameTooLarge { size, max } => {
+                            format!("frame size {size} exceeds the negotiated frame_max {max}")
+                        }
+                        other => other.to_string(),
+                    };
+                    self.connection_error(AmqpError::new(501, text));
+                    return;
+                }
+            };
+            if let Err(e) = self.handle_frame(frame) {
+                self.connection_error(e);
+            }
+        }
+    }
+
+    fn handle_frame(&mut self, f: Frame) -> Result<()> {
+        if self.conn.phase == Phase::Closing {
+            // Only close-ok (or a crossing close) matters now.
+            if f.kind == FrameType::Method && f.channel == 0 {
+                match Method::decode(f.payload) {
+                    Ok(Method::ConnectionCloseOk(_)) => self.conn.phase = Phase::Done,
+                    Ok(Method::ConnectionClose(_)) => {
+                        self.conn.send(0, ConnectionCloseOk {});
+                        self.conn.phase = Phase::Done;
+                    }
+                    _ => {}
+                }
+            }
+            return Ok(());
+        }
+        match f.kind {
+            FrameType::Heartbeat => {
+                if f.channel != 0 {
+                    return Err(AmqpError::new(505, "heartbeat frame on a channel other than 0"));
+                }
+                Ok(())
+            }
+            FrameType::Method => {
+                let m = Method::decode(f.payload).map_err(|e| match e {
+                    CodecError::UnknownMethod { class_id, method_id } => {
+                        AmqpError::new(540, format!("unknown method class {class_id} method {method_id}"))
+                            .on(class_id, method_id)
+                    }
+                    other => AmqpError::new(502, format!("cannot decode method: {other}")),
+                })?;
+                if f.channel == 0 {
+                    handshake::connection_method(&mut self.conn, m)?;
+                    if self.conn.phase == Phase::Done {
+                        self.teardown_channels();
+                    }
+                    Ok(())
+                } else {
+                    if self.conn.phase != Phase::Running {
+                        return Err(AmqpError::new(
+                            504,
+                            "channel method before the connection is open",
+                        ));
+                    }
+                    self.channel_method(f.channel, m)
+                }
+            }
+            FrameType::Header | FrameType::Body => {
+                if f.channel == 0 || self.conn.phase != Phase::Running {
+                    return Err(AmqpError::new(
+                        505,
+                        "expected method frame, got non method frame instead",
+                    ));
+                }
+                let Some(ch) = self.channels.get_mut(&f.channel) else {
+                    return Err(AmqpError::new(504, "expected 'channel.open'"));
+                };
+                if ch.state == ChannelState::Closing {
+                    return Ok(());
+                }
+                let r = if f.kind == FrameType::Header {
+                    publish::content_header(&mut self.conn, ch, f.payload)
+                } else {
+                    publish::content_body(&mut self.conn, ch, f.payload)
+                };
+                self.channel_result(f.channel, r)
+            }
+        }
+    }
+
+    fn channel_method(&mut self, id: u16, m: Method) -> Result<()> {
+        let Some(ch) = self.channels.get_mut(&id) else {
+            return match m {
+                Method::ChannelOpen(_) => {
+                    if id > self.conn.channel_max {
+                        return Err(AmqpError::new(
+                            504,
+                            format!(
+                                "channel {id} is above the negotiated channel_max ({})",
+                                self.conn.channel_max
+                            ),
+                        )
+                        .on(20, 10));
+                    }
+                    if self.channels.len() >= self.conn.channel_max as usize {
+                        return Err(AmqpError::new(
+                            530,
+                            format!(
+                                "number of channels opened ({}) has reached the negotiated channel_max ({})",
+                                self.channels.len(),
+                                self.conn.channel_max
+                            ),
+                        )
+                        .on(20, 10));
+                    }
+                    self.channels.insert(id, Channel::new(id));
+                    self.conn.send(id, ChannelOpenOk::default());
+                    Ok(())
+                }
+                other => {
+                    Err(AmqpError::new(504, "expected 'channel.open'")
+                        .on(other.class_id(), other.method_id()))
+                }
+            };
+        };
+        if ch.state == ChannelState::Closing {
+            match m {
+                Method::ChannelCloseOk(_) => {
+                    self.channels.remove(&id);
+                }
+                Method::ChannelClose(_) => {
+                    self.conn.send(id, ChannelCloseOk {});
+                    self.channels.remove(&id);
+                }
+                _ => {}
+            }
+            return Ok(());
+        }
+        match m {
+            Method::ChannelClose(_) => {
+                if let Some(mut ch) = self.channels.remove(&id) {
+                    channel::cleanup(&mut self.conn, &mut ch);
+                }
+                self.conn.send(id, ChannelCloseOk {});
+                Ok(())
+            }
+            Method::ChannelCloseOk(_) => Ok(()),
+            m => {
+                let r = channel::dispatch(&mut self.conn, ch, m);
+                self.channel_result(id, r)
+            }
+        }
+    }
+
+    /// A channel-level error closes the channel; a connection-level one is
+    /// passed up.
+    fn channel_result(&mut self, id: u16, r: Result<()>) -> Result<()> {
+        match r {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_connection_level() => Err(e),
+            Err(e) => {
+                tracing::debug!(peer = %self.conn.peer, channel = id, "channel error: {}", e.text);
+                if let Some(ch) = self.channels.get_mut(&id) {
+                    channel::cleanup(&mut self.conn, ch);
+                    ch.state = ChannelState::Closing;
+                }
+                self.conn.send(
+                    id,
+                    ChannelClose {
+                        reply_code: e.code,
+                        reply_text: e.text.into(),
+                        class_id: e.class_id,
+                        method_id: e.method_id,
+                    },
+                );
+                Ok(())
+            }
+        }
+    }
+
+    /// Close the connection with an error (0-9-1 §4.2.6 hard errors).
+    fn connection_error(&mut self, e: AmqpError) {
+        if self.conn.phase >= Phase::Closing {
+            return;
+        }
+        tracing::info!(peer = %self.conn.peer, "closing connection: {}", e.text);
+        if self.conn.phase < Phase::TuneOk {
+            // Before tune there is no agreed way to talk: just hang up.
+            self.conn.phase = Phase::Done;
+            return;
+        }
+        self.teardown_channels();
+        self.conn.send(
+            0,
+            ConnectionClose {
+                reply_code: e.code,
+                reply_text: e.text.into(),
+                class_id: e.class_id,
+                method_id: e.method_id,
+            },
+        );
+        self.conn.phase = Phase::Closing;
+        self.close_deadline = Some(Instant::now() + CLOSE_TIMEOUT);
+    }
+
+    fn force_close(&mut self) {
+        if self.conn.phase == Phase::Running {
+            self.connection_error(AmqpError::new(
+                320,
+                "broker forced connection closure with reason 'shutdown'",
+            ));
+        } else {
+            self.conn.phase = Phase::Done;
+        }
+    }
+
+    fn teardown_channels(&mut self) {
+        let mut channels: Vec<Channel> = self.channels.drain().map(|(_, c)| c).collect();
+        for ch in &mut channels {
+            channel::cleanup(&mut self.conn, ch);
+        }
+    }
+
+    /// Everything a connection leaves behind goes: channels' consumers and
+    /// unacked messages (requeued), exclusive queues (deleted).
+    fn teardown(&mut self) {
+        self.teardown_channels();
+        // Deliveries that raced with the close go back to their queues.
+        consume::drain_outbox(&mut self.conn, &mut self.channels);
+        if let Some(vh) = self.conn.vhost.clone() {
+            for q in self.conn.exclusive.drain(..) {
+                if vh.remove_queue_if_same(&q) {
+                    vh.destroy_queue(&q);
+                }
+            }
+        }
+    }
+}

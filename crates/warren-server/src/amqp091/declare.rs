@@ -1,0 +1,223 @@
+//! Topology methods (0-9-1 exchange and queue classes): declare, delete,
+//! bind, unbind, purge. The rules live in `warren_core::VHost`; this module
+//! resolves channel shortcuts, applies `nowait`, and writes replies.
+
+use warren_amqp091::methods::*;
+use warren_amqp091::ShortStr;
+use warren_core::exchange::{Binding, Destination};
+use warren_core::vhost::{ExchangeDecl, QueueDecl};
+use warren_core::BrokerError;
+
+use super::channel::Channel;
+use super::connection::Conn;
+use super::error::Result;
+use super::generated_name;
+use crate::reply_to;
+
+pub fn exchange_declare(conn: &mut Conn, ch: &mut Channel, m: ExchangeDeclare) -> Result<()> {
+    let vh = conn.vhost()?;
+    if m.passive {
+        vh.check_exchange(&m.exchange)?;
+    } else {
+        vh.declare_exchange(ExchangeDecl {
+            name: m.exchange,
+            kind: m.kind,
+            durable: m.durable,
+            auto_delete: m.auto_delete,
+            internal: m.internal,
+            arguments: m.arguments,
+        })?;
+    }
+    if !m.no_wait {
+        conn.send(ch.id, ExchangeDeclareOk {});
+    }
+    Ok(())
+}
+
+pub fn exchange_delete(conn: &mut Conn, ch: &mut Channel, m: ExchangeDelete) -> Result<()> {
+    conn.vhost()?.delete_exchange(&m.exchange, m.if_unused)?;
+    if !m.no_wait {
+        conn.send(ch.id, ExchangeDeleteOk {});
+    }
+    Ok(())
+}
+
+pub fn exchange_bind(conn: &mut Conn, ch: &mut Channel, m: ExchangeBind) -> Result<()> {
+    let b = Binding {
+        destination: Destination::Exchange(m.destination),
+        routing_key: m.routing_key,
+        arguments: m.arguments,
+    };
+    conn.vhost()?.bind(&m.source, b)?;
+    if !m.no_wait {
+        conn.send(ch.id, ExchangeBindOk {});
+    }
+    Ok(())
+}
+
+pub fn exchange_unbind(conn: &mut Conn, ch: &mut Channel, m: ExchangeUnbind) -> Result<()> {
+    let b = Binding {
+        destination: Destination::Exchange(m.destination),
+        routing_key: m.routing_key,
+        arguments: m.arguments,
+    };
+    conn.vhost()?.unbind(&m.source, &b)?;
+    if !m.no_wait {
+        conn.send(ch.id, ExchangeUnbindOk {});
+    }
+    Ok(())
+}
+
+pub fn queue_declare(conn: &mut Conn, ch: &mut Channel, m: QueueDeclare) -> Result<()> {
+    let vh = conn.vhost()?;
+    // The direct reply-to pseudo-queue can only be declared passively.
+    if m.queue.starts_with(reply_to::PSEUDO_QUEUE) {
+        let alive = if m.queue.as_bytes() == reply_to::PSEUDO_QUEUE.as_bytes() {
+            ch.reply_consumer.is_some()
+        } else {
+            conn.ctx.replies.is_alive(&m.queue)
+        };
+        if !alive {
+            return Err(
+                BrokerError::NotFound(format!("no queue '{}' in vhost '{}'", m.queue, vh.name)).into(),
+            );
+        }
+        if !m.no_wait {
+            conn.send(
+                ch.id,
+                QueueDeclareOk {
+                    queue: m.queue,
+                    message_count: 0,
+                    consumer_count: 1,
+                },
+            );
+        }
+        return Ok(());
+    }
+    let (q, created) = if m.passive {
+        let name = ch.queue_name(&m.queue)?;
+        let q = vh.queue(&name, conn.id)?;
+        if !m.no_wait {
+            q.touch();
+        }
+        (q, false)
+    } else {
+        let name = if m.queue.is_empty() {
+            ShortStr::from(generated_name("amq.gen-"))
+        } else {
+            m.queue
+        };
+        vh.declare_queue(
+            QueueDecl {
+                name,
+                durable: m.durable,
+                exclusive: m.exclusive,
+                auto_delete: m.auto_delete,
+                arguments: m.arguments,
+            },
+            conn.id,
+        )?
+    };
+    if created {
+        if q.exclusive_owner.is_some() {
+            conn.exclusive.push(q.clone());
+        }
+        if q.needs_timer() {
+            conn.ctx.timers.arm(&vh, &q);
+        }
+    }
+    ch.last_queue = Some(q.name.clone());
+    if !m.no_wait {
+        let s = q.stats();
+        conn.send(
+            ch.id,
+            QueueDeclareOk {
+                queue: q.name.clone(),
+                message_count: s.ready as u32,
+                consumer_count: s.consumers,
+            },
+        );
+    }
+    Ok(())
+}
+
+/// The queue for bind/unbind: the shortcut resolved, and exclusive access
+/// checked (a missing queue is reported by the bind itself, after the
+/// exchange, as RabbitMQ orders it).
+fn bind_target(conn: &Conn, ch: &Channel, queue: &ShortStr) -> Result<ShortStr> {
+    let name = ch.queue_name(queue)?;
+    match conn.vhost()?.queue(&name, conn.id) {
+        Err(e @ BrokerError::ResourceLocked(_)) => Err(e.into()),
+        _ => Ok(name),
+    }
+}
+
+pub fn queue_bind(conn: &mut Conn, ch: &mut Channel, m: QueueBind) -> Result<()> {
+    let name = bind_target(conn, ch, &m.queue)?;
+    // Both empty: the routing key is the queue's name too.
+    let key = if m.queue.is_empty() && m.routing_key.is_empty() {
+        name.clone()
+    } else {
+        m.routing_key
+    };
+    let b = Binding {
+        destination: Destination::Queue(name),
+        routing_key: key,
+        arguments: m.arguments,
+    };
+    conn.vhost()?.bind(&m.exchange, b)?;
+    if !m.no_wait {
+        conn.send(ch.id, QueueBindOk {});
+    }
+    Ok(())
+}
+
+pub fn queue_unbind(conn: &mut Conn, ch: &mut Channel, m: QueueUnbind) -> Result<()> {
+    let name = bind_target(conn, ch, &m.queue)?;
+    let key = if m.queue.is_empty() && m.routing_key.is_empty() {
+        name.clone()
+    } else {
+        m.routing_key
+    };
+    let b = Binding {
+        destination: Destination::Queue(name),
+        routing_key: key,
+        arguments: m.arguments,
+    };
+    conn.vhost()?.unbind(&m.exchange, &b)?;
+    conn.send(ch.id, QueueUnbindOk {});
+    Ok(())
+}
+
+pub fn queue_purge(conn: &mut Conn, ch: &mut Channel, m: QueuePurge) -> Result<()> {
+    let name = ch.queue_name(&m.queue)?;
+    let q = conn.vhost()?.queue(&name, conn.id)?;
+    let (n, effects) = q.purge();
+    conn.apply(&q, effects);
+    if !m.no_wait {
+        conn.send(
+            ch.id,
+            QueuePurgeOk {
+                message_count: n as u32,
+            },
+        );
+    }
+    Ok(())
+}
+
+pub fn queue_delete(conn: &mut Conn, ch: &mut Channel, m: QueueDelete) -> Result<()> {
+    let name = ch.queue_name(&m.queue)?;
+    let n = conn
+        .vhost()?
+        .delete_queue(&name, m.if_unused, m.if_empty, conn.id)?;
+    conn.exclusive.retain(|q| q.name != name);
+    if !m.no_wait {
+        conn.send(
+            ch.id,
+            QueueDeleteOk {
+                message_count: n as u32,
+            },
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,269 @@
+//! The connection class (0-9-1 §1.4.2): start, start-ok (PLAIN or AMQPLAIN
+//! login), tune, tune-ok, open, and close in either direction. Limits
+//! follow RabbitMQ: a client may lower frame_max and channel_max but not
+//! raise them or ask for "no limit" (0), and frame_max may not go under
+//! 4096.
+
+use bytes::Bytes;
+use warren_amqp091::methods::*;
+use warren_amqp091::{FieldTable, FieldValue, Method};
+
+use super::connection::{Conn, Phase};
+use super::error::{AmqpError, Result};
+
+const MECHANISMS: &str = "PLAIN AMQPLAIN";
+
+fn longstr(s: &str) -> FieldValue {
+    FieldValue::LongStr(Bytes::copy_from_slice(s.as_bytes()))
+}
+
+/// The server-properties table (RabbitMQ's keys, all long strings, and the
+/// capabilities table of booleans that clients read).
+pub fn server_properties(cluster_name: &str) -> FieldTable {
+    let mut caps = FieldTable::new();
+    for c in [
+        "publisher_confirms",
+        "exchange_exchange_bindings",
+        "basic.nack",
+        "consumer_cancel_notify",
+        "connection.blocked",
+        "consumer_priorities",
+        "authentication_failure_close",
+        "per_consumer_qos",
+        "direct_reply_to",
+    ] {
+        caps.insert(c, FieldValue::Bool(true));
+    }
+    let mut t = FieldTable::new();
+    t.insert("capabilities", FieldValue::Table(caps));
+    t.insert("cluster_name", longstr(cluster_name));
+    t.insert("copyright", longstr("Copyright (c) the Warren authors"));
+    t.insert("information", longstr("Licensed under the Apache License 2.0"));
+    t.insert("platform", longstr(&format!("Rust/{}", std::env::consts::OS)));
+    t.insert("product", longstr("Warren"));
+    t.insert("version", longstr(env!("CARGO_PKG_VERSION")));
+    t
+}
+
+pub fn send_start(conn: &mut Conn) {
+    let cluster = format!("warren@{}", conn.ctx.config.amqp_listen);
+    conn.send(
+        0,
+        ConnectionStart {
+            version_major: 0,
+            version_minor: 9,
+            server_properties: server_properties(&cluster),
+            mechanisms: Bytes::from_static(MECHANISMS.as_bytes()),
+            locales: Bytes::from_static(b"en_US"),
+        },
+    );
+    conn.phase = Phase::StartOk;
+}
+
+/// Username and password from a start-ok response.
+fn credentials(mechanism: &[u8], response: &Bytes) -> Option<(String, String)> {
+    match mechanism {
+        // RFC 4616: [authzid] NUL authcid NUL passwd
+        b"PLAIN" => {
+            let mut parts = response.split(|b| *b == 0);
+            let _authzid = parts.next()?;
+            let user = parts.next()?;
+            let pass = parts.next()?;
+            Some((
+                String::from_utf8(user.to_vec()).ok()?,
+                String::from_utf8(pass.to_vec()).ok()?,
+            ))
+        }
+        // A field table's entries, without the table's length prefix.
+        b"AMQPLAIN" => {
+            let mut framed = Vec::with_capacity(response.len() + 4);
+            framed.extend_from_slice(&(response.len() as u32).to_be_bytes());
+            framed.extend_from_slice(response);
+            let t = FieldTable::decode_from(Bytes::from(framed)).ok()?;
+            let get = |k: &str| {
+                t.get(k)
+                    .and_then(|v| v.as_bytes())
+                    .map(|b| String::from_utf8_lossy(b).into_owned())
+            };
+            Some((get("LOGIN")?, get("PASSWORD")?))
+        }
+        _ => None,
+    }
+}
+
+fn read_caps(conn: &mut Conn, client_properties: &FieldTable) {
+    if let Some(FieldValue::Table(c)) = client_properties.get("capabilities") {
+        let on = |k: &str| c.get(k).and_then(|v| v.as_bool()).unwrap_or(false);
+        conn.caps.consumer_cancel_notify = on("consumer_cancel_notify");
+        conn.caps.connection_blocked = on("connection.blocked");
+        conn.caps.authentication_failure_close = on("authentication_failure_close");
+    }
+}
+
+/// Check a negotiated limit as RabbitMQ does: 0 (no limit) or more than the
+/// server's is refused, as is less than the minimum.
+fn negotiate(name: &str, client: u32, server: u32, min: u32) -> Result<u32> {
+    if client == 0 && server != 0 {
+        let what = if name == "channel_max" { " (no limit)" } else { "" };
+        return Err(AmqpError::new(
+            530,
+            format!("negotiated {name} = 0{what} is higher than the maximum allowed value ({server})"),
+        ));
+    }
+    if client > server && server != 0 {
+        return Err(AmqpError::new(
+            530,
+            format!("negotiated {name} = {client} is higher than the maximum allowed value ({server})"),
+        ));
+    }
+    if client < min {
+        return Err(AmqpError::new(
+            530,
+            format!("negotiated {name} = {client} is lower than the minimum allowed value ({min})"),
+        ));
+    }
+    Ok(client)
+}
+
+/// A method on channel 0.
+pub fn connection_method(conn: &mut Conn, m: Method) -> Result<()> {
+    let (class_id, method_id) = (m.class_id(), m.method_id());
+    let r = match (conn.phase, m) {
+        (Phase::StartOk, Method::ConnectionStartOk(ok)) => start_ok(conn, ok),
+        (Phase::TuneOk, Method::ConnectionTuneOk(t)) => {
+            let cfg = &conn.ctx.config;
+            conn.frame_max =
+                negotiate("frame_max", t.frame_max, cfg.frame_max, 4096).map_err(|e| e.on(10, 30))?;
+            conn.channel_max = negotiate("channel_max", t.channel_max as u32, cfg.channel_max as u32, 1)
+                .map_err(|e| e.on(10, 30))? as u16;
+            // RabbitMQ takes the client's heartbeat as given; 0 disables.
+            conn.heartbeat = t.heartbeat;
+            conn.phase = Phase::Open;
+            Ok(())
+        }
+        (Phase::Open, Method::ConnectionOpen(o)) => {
+            let vhost = o.virtual_host.to_string();
+            let user = conn
+                .user
+                .clone()
+                .ok_or_else(|| AmqpError::new(530, "not authenticated"))?;
+            let vh = conn
+                .ctx
+                .broker
+                .open_vhost(&user, &vhost)
+                .map_err(AmqpError::from)?;
+            conn.vhost = Some(vh);
+            conn.send(0, ConnectionOpenOk::default());
+            conn.phase = Phase::Running;
+            Ok(())
+        }
+        (_, Method::ConnectionClose(_)) => {
+            conn.send(0, ConnectionCloseOk {});
+            conn.phase = Phase::Done;
+            Ok(())
+        }
+        (_, Method::ConnectionCloseOk(_)) => {
+            conn.phase = Phase::Done;
+            Ok(())
+        }
+        (Phase::Running, Method::ConnectionUpdateSecret(_)) => {
+            conn.send(0, ConnectionUpdateSecretOk {});
+            Ok(())
+        }
+        (Phase::Running, Method::ConnectionBlocked(_) | Method::ConnectionUnblocked(_)) => Ok(()),
+        (Phase::Running, _) => Err(AmqpError::new(
+            504,
+            "unexpected method in connection state running",
+        )),
+        (_, other) => Err(AmqpError::new(
+            503,
+            format!("unexpected {} during the connection handshake", other.name()),
+        )),
+    };
+    r.map_err(|e| e.on(class_id, method_id))
+}
+
+fn start_ok(conn: &mut Conn, ok: ConnectionStartOk) -> Result<()> {
+    read_caps(conn, &ok.client_properties);
+    let loopback = conn.peer.ip().is_loopback();
+    let login = credentials(&ok.mechanism, &ok.response);
+    let result = match &login {
+        Some((user, pass)) => conn
+            .ctx
+            .broker
+            .authenticate(user, pass, loopback)
+            .map_err(|e| (e.to_string(), user.clone())),
+        None => Err((
+            format!("unknown authentication mechanism '{}'", ok.mechanism),
+            String::new(),
+        )),
+    };
+    match result {
+        Ok(user) => {
+            conn.user = Some(user);
+            let cfg = &conn.ctx.config;
+            conn.send(
+                0,
+                ConnectionTune {
+                    channel_max: cfg.channel_max,
+                    frame_max: cfg.frame_max,
+                    heartbeat: cfg.heartbeat,
+                },
+            );
+            conn.phase = Phase::TuneOk;
+            Ok(())
+        }
+        Err((why, user)) => {
+            tracing::warn!(peer = %conn.peer, user = %user, "login refused: {why}");
+            if conn.caps.authentication_failure_close {
+                // Past start-ok the client understands connection.close.
+                conn.phase = Phase::TuneOk;
+                Err(AmqpError::new(
+                    403,
+                    format!(
+                        "Login was refused using authentication mechanism {}. For details see the broker logfile.",
+                        ok.mechanism
+                    ),
+                ))
+            } else {
+                conn.phase = Phase::Done;
+                Ok(())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_and_amqplain_credentials() {
+        let plain = Bytes::from_static(b"\0guest\0secret");
+        assert_eq!(
+            credentials(b"PLAIN", &plain),
+            Some(("guest".into(), "secret".into()))
+        );
+        let mut t = FieldTable::new();
+        t.insert("LOGIN", "bob".into());
+        t.insert("PASSWORD", "pw".into());
+        let mut b = bytes::BytesMut::new();
+        t.encode(&mut b);
+        let body = Bytes::copy_from_slice(&b[4..]);
+        assert_eq!(credentials(b"AMQPLAIN", &body), Some(("bob".into(), "pw".into())));
+        assert_eq!(credentials(b"EXTERNAL", &plain), None);
+        assert_eq!(credentials(b"PLAIN", &Bytes::from_static(b"nonul")), None);
+    }
+
+    #[test]
+    fn negotiation_follows_rabbitmq() {
+        assert_eq!(negotiate("frame_max", 131072, 131072, 4096).unwrap(), 131072);
+        assert_eq!(negotiate("frame_max", 8192, 131072, 4096).unwrap(), 8192);
+        assert_eq!(negotiate("frame_max", 0, 131072, 4096).unwrap_err().code, 530);
+        assert_eq!(
+            negotiate("frame_max", 200000, 131072, 4096).unwrap_err().code,
+            530
+        );
+        assert_eq!(negotiate("frame_max", 1000, 131072, 4096).unwrap_err().code, 530);
+    }
+}

@@ -1,0 +1,122 @@
+//! The Warren broker as a library: configuration, the listener and the
+//! protocol front ends, wired to a [`warren_core::Broker`]. `main.rs` is a
+//! thin shell over [`start`]; tests start brokers in-process the same way.
+
+pub mod amqp091;
+pub mod config;
+pub mod definitions;
+pub mod listener;
+pub mod reply_to;
+pub mod timers;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+
+use tokio::sync::watch;
+use warren_core::{Broker, BrokerConfig, User};
+
+pub use config::{Cli, Config};
+
+/// What every connection task shares.
+pub struct ServerCtx {
+    pub broker: Arc<Broker>,
+    pub config: Arc<Config>,
+    pub timers: Arc<timers::Timers>,
+    pub replies: reply_to::Registry,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot use data directory {path}: {source}")]
+    DataDir { path: String, source: std::io::Error },
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// A running broker: its AMQP address, and how to stop it.
+pub struct Running {
+    pub amqp_addr: SocketAddr,
+    pub ctx: Arc<ServerCtx>,
+    shutdown: watch::Sender<bool>,
+    listener: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    /// Close every connection with 320 CONNECTION_FORCED and stop listening.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        let _ = self.listener.await;
+    }
+}
+
+/// Build the broker from `config` (restoring stored definitions), bind the
+/// listener and start accepting connections.
+pub async fn start(config: Config) -> Result<Running, StartError> {
+    let data_err = |source| StartError::DataDir {
+        path: config.data_dir.display().to_string(),
+        source,
+    };
+    std::fs::create_dir_all(&config.data_dir).map_err(data_err)?;
+    let store = Arc::new(definitions::Store::new(&config.data_dir));
+    let stored = store.load().map_err(data_err)?;
+
+    let weak = Arc::new(OnceLock::new());
+    let broker = Broker::new(
+        BrokerConfig {
+            loopback_users: config.loopback_users.clone(),
+            memory_high_watermark: config.memory_high_watermark_bytes,
+        },
+        definitions::save_hook(store.clone(), weak.clone()),
+    );
+    match &stored {
+        Some(d) => definitions::restore(&broker, d),
+        None => {
+            broker.add_vhost(&config.default_vhost);
+            broker.put_user(User {
+                name: config.default_user.clone(),
+                password_hash: User::hash_password(&config.default_pass),
+                tags: vec!["administrator".into()],
+                vhosts: vec![config.default_vhost.clone()],
+            });
+        }
+    }
+    let _ = weak.set(Arc::downgrade(&broker));
+    store.save(&definitions::snapshot(&broker)).map_err(data_err)?;
+
+    let timers = timers::Timers::new();
+    for vh in broker.vhosts() {
+        for q in vh.queues() {
+            if q.needs_timer() {
+                timers.arm(&vh, &q);
+            }
+        }
+    }
+    let ctx = Arc::new(ServerCtx {
+        broker,
+        config: Arc::new(config.clone()),
+        timers,
+        replies: reply_to::Registry::default(),
+    });
+    let tcp = tokio::net::TcpListener::bind(config.amqp_listen)
+        .await
+        .map_err(|source| StartError::Listen {
+            addr: config.amqp_listen,
+            source,
+        })?;
+    let amqp_addr = tcp.local_addr().map_err(|source| StartError::Listen {
+        addr: config.amqp_listen,
+        source,
+    })?;
+    tracing::info!("AMQP 0-9-1 listener on {amqp_addr}");
+    let (tx, rx) = watch::channel(false);
+    let listener = tokio::spawn(listener::accept_loop(tcp, ctx.clone(), rx));
+    Ok(Running {
+        amqp_addr,
+        ctx,
+        shutdown: tx,
+        listener,
+    })
+}

@@ -1,0 +1,124 @@
+//! Shared test fixtures: a broker per test on 127.0.0.1:0 with its own data
+//! directory, and client helpers with timeouts so a broken broker fails a
+//! test instead of hanging it.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use lapin::{options::*, types::FieldTable, Channel, Connection, ConnectionProperties};
+use warren_server::{Config, Running};
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+pub struct Broker {
+    pub running: Option<Running>,
+    pub port: u16,
+    pub data_dir: PathBuf,
+}
+
+pub fn temp_dir(tag: &str) -> PathBuf {
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!("warren-test-{}-{tag}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+pub fn config(data_dir: PathBuf) -> Config {
+    Config {
+        data_dir,
+        amqp_listen: "127.0.0.1:0".parse().unwrap(),
+        ..Config::default()
+    }
+}
+
+impl Broker {
+    pub async fn start() -> Broker {
+        Broker::start_with(|_| {}).await
+    }
+
+    pub async fn start_with(f: impl FnOnce(&mut Config)) -> Broker {
+        let mut c = config(temp_dir("b"));
+        f(&mut c);
+        let data_dir = c.data_dir.clone();
+        let running = warren_server::start(c).await.expect("broker starts");
+        Broker {
+            port: running.amqp_addr.port(),
+            running: Some(running),
+            data_dir,
+        }
+    }
+
+    pub fn uri(&self) -> String {
+        format!("amqp://guest:guest@127.0.0.1:{}/%2f", self.port)
+    }
+
+    pub async fn lapin(&self) -> Connection {
+        within(Connection::connect(&self.uri(), ConnectionProperties::default()))
+            .await
+            .expect("lapin connects")
+    }
+
+    pub async fn channel(&self) -> (Connection, Channel) {
+        let c = self.lapin().await;
+        let ch = within(c.create_channel()).await.expect("channel opens");
+        (c, ch)
+    }
+
+    pub async fn stop(&mut self) {
+        if let Some(r) = self.running.take() {
+            r.shutdown().await;
+        }
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.data_dir);
+    }
+}
+
+/// Await `f` for at most 10 s; a hang is a failure.
+pub async fn within<T>(f: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(10), f)
+        .await
+        .expect("timed out after 10 s")
+}
+
+/// Await `f` briefly, expecting nothing to happen.
+pub async fn nothing_within<T: std::fmt::Debug>(ms: u64, f: impl Future<Output = T>) {
+    if let Ok(v) = tokio::time::timeout(Duration::from_millis(ms), f).await {
+        panic!("expected nothing, got {v:?}");
+    }
+}
+
+pub async fn declare(ch: &Channel, name: &str, args: FieldTable) -> lapin::Queue {
+    within(ch.queue_declare(name.into(), QueueDeclareOptions::default(), args))
+        .await
+        .expect("queue declared")
+}
+
+/// The reply code and text of a lapin protocol error.
+pub fn amqp_error(e: &lapin::Error) -> (u16, String) {
+    match e.kind() {
+        lapin::ErrorKind::ProtocolError(p) => (p.get_id(), p.get_message().to_string()),
+        other => panic!("not a protocol error: {other:?}"),
+    }
+}
+
+pub fn table(pairs: &[(&str, lapin::types::AMQPValue)]) -> FieldTable {
+    let mut t = FieldTable::default();
+    for (k, v) in pairs {
+        t.insert((*k).into(), v.clone());
+    }
+    t
+}
+
+pub fn s(v: &str) -> lapin::types::AMQPValue {
+    lapin::types::AMQPValue::LongString(v.into())
+}
+
+pub fn i(v: i64) -> lapin::types::AMQPValue {
+    lapin::types::AMQPValue::LongLongInt(v)
+}

@@ -1,0 +1,16 @@
+//! Interop and protocol tests: real third-party clients (lapin, amqprs) and
+//! raw bytes against a broker started in-process on a loopback port, plus
+//! a few tests of the `warren` binary itself. One test binary, so the
+//! clients are compiled and linked once.
+
+mod amqprs_client;
+mod binary;
+mod common;
+mod consumers;
+mod errors;
+mod exchanges;
+mod lapin_basics;
+mod queues;
+mod raw;
+mod reply_to;
+mod restart;
