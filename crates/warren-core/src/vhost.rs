@@ -111,14 +111,19 @@ pub fn args_equal(a: Option<&FieldValue>, b: Option<&FieldValue>) -> bool {
     }
 }
 
+/// A typed argument value as RabbitMQ shows it in inequivalence errors.
 fn show(v: Option<&FieldValue>) -> String {
     match v {
         None => "none".into(),
-        Some(v) => match (v.as_i64(), v.as_bytes()) {
-            (Some(i), _) => format!("{{{},{i}}}", v.type_name()),
-            (_, Some(b)) => format!("{{{},<<\"{}\">>}}", v.type_name(), String::from_utf8_lossy(b)),
-            _ => format!("{{{},{:?}}}", v.type_name(), v),
-        },
+        Some(v) => {
+            let val = match (v.as_i64(), v.as_bytes(), v.as_bool()) {
+                (Some(i), _, _) => i.to_string(),
+                (_, Some(b), _) => String::from_utf8_lossy(b).into_owned(),
+                (_, _, Some(b)) => b.to_string(),
+                _ => format!("{v:?}"),
+            };
+            format!("the value '{val}' of type '{}'", v.type_name())
+        }
     }
 }
 
@@ -167,8 +172,9 @@ impl VHost {
         if d.name.is_empty() {
             return Err(self.default_exchange_refused());
         }
+        // RabbitMQ 3.13+ refuses an unknown type on the channel (406).
         let kind = ExchangeKind::parse(&d.kind)
-            .ok_or_else(|| BrokerError::CommandInvalid(format!("unknown exchange type '{}'", d.kind)))?;
+            .ok_or_else(|| BrokerError::PreconditionFailed(format!("unknown exchange type '{}'", d.kind)))?;
         let mut t = self.topology.write();
         if let Some(x) = t.exchanges.get(&d.name) {
             let what = |arg: &str, got: String, cur: String| {
@@ -414,6 +420,29 @@ impl VHost {
 
     /// queue.declare (non-passive). Returns the queue and whether it is new.
     pub fn declare_queue(&self, d: QueueDecl, connection: u64) -> Result<(Arc<Queue>, bool), BrokerError> {
+        // RabbitMQ checks the reserved prefix on every non-passive declare,
+        // even of a queue that exists.
+        if d.name.starts_with("amq.") {
+            return Err(BrokerError::AccessRefused(format!(
+                "queue name '{}' contains reserved prefix 'amq.*'",
+                d.name
+            )));
+        }
+        self.declare_queue_unchecked(d, connection)
+    }
+
+    /// Declare without the reserved-name check: for restoring stored
+    /// definitions, which include durable server-named (`amq.gen-`) queues.
+    pub fn declare_queue_unchecked(
+        &self,
+        d: QueueDecl,
+        connection: u64,
+    ) -> Result<(Arc<Queue>, bool), BrokerError> {
+        // An exclusive queue is never durable: it dies with its connection.
+        let d = QueueDecl {
+            durable: d.durable && !d.exclusive,
+            ..d
+        };
         {
             let t = self.topology.read();
             if let Some(q) = t.queues.get(&d.name) {

@@ -276,7 +276,7 @@ pub fn restore(broker: &Broker, d: &Definitions) {
             auto_delete: q.auto_delete,
             arguments: json_to_table(&q.arguments),
         };
-        if let Err(e) = vh.declare_queue(decl, 0) {
+        if let Err(e) = vh.declare_queue_unchecked(decl, 0) {
             tracing::warn!(queue = %q.name, vhost = %q.vhost, "skipping stored queue: {e}");
         }
     }

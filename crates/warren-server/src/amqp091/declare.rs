@@ -102,21 +102,25 @@ pub fn queue_declare(conn: &mut Conn, ch: &mut Channel, m: QueueDeclare) -> Resu
         }
         (q, false)
     } else {
-        let name = if m.queue.is_empty() {
+        let generated = m.queue.is_empty();
+        let name = if generated {
             ShortStr::from(generated_name("amq.gen-"))
         } else {
             m.queue
         };
-        vh.declare_queue(
-            QueueDecl {
-                name,
-                durable: m.durable,
-                exclusive: m.exclusive,
-                auto_delete: m.auto_delete,
-                arguments: m.arguments,
-            },
-            conn.id,
-        )?
+        let decl = QueueDecl {
+            name,
+            durable: m.durable,
+            exclusive: m.exclusive,
+            auto_delete: m.auto_delete,
+            arguments: m.arguments,
+        };
+        // Server-generated names carry the reserved prefix by design.
+        if generated {
+            vh.declare_queue_unchecked(decl, conn.id)?
+        } else {
+            vh.declare_queue(decl, conn.id)?
+        }
     };
     if created {
         if q.exclusive_owner.is_some() {

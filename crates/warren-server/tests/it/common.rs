@@ -39,6 +39,12 @@ impl Broker {
     }
 
     pub async fn start_with(f: impl FnOnce(&mut Config)) -> Broker {
+        if let Ok(filter) = std::env::var("WARREN_TEST_LOG") {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_test_writer()
+                .try_init();
+        }
         let mut c = config(temp_dir("b"));
         f(&mut c);
         let data_dir = c.data_dir.clone();
