@@ -96,8 +96,10 @@ impl ClassicQueue {
     fn expire_heads(&mut self, ctx: &mut Ctx) {
         for l in 0..self.ready.len() {
             while let Some(front) = self.ready[l].front() {
+                // Strictly past: a TTL-0 message may still go to a consumer
+                // waiting right now (see `publish`).
                 match front.expires_at {
-                    Some(t) if t <= ctx.now => {}
+                    Some(t) if t < ctx.now => {}
                     _ => break,
                 }
                 if let Some(e) = self.ready[l].pop_front() {
@@ -213,6 +215,7 @@ impl QueueType for ClassicQueue {
             (a, b) => a.or(b),
         };
         let seq = self.next_seq;
+        let priority = msg.priority;
         self.next_seq += 1;
         if ttl.is_some() {
             ctx.effects.arm_timer = true;
@@ -225,6 +228,19 @@ impl QueueType for ClassicQueue {
             expires_at: ttl.map(|t| ctx.now + Duration::from_millis(t)),
         });
         self.pump(ctx);
+        // TTL 0: delivered only if a consumer took it at once; otherwise it
+        // expires now (it is the newest message, at the tail of its level).
+        if ttl == Some(0) {
+            let l = self.level(priority);
+            if self.ready[l].back().is_some_and(|e| e.seq == seq) {
+                if let Some(e) = self.ready[l].pop_back() {
+                    self.ready_count -= 1;
+                    self.ready_bytes -= e.message.body_size() as u64;
+                    ctx.queue.memory.sub(e.message.memory_size());
+                    ctx.dead_letter(&e.message, Reason::Expired);
+                }
+            }
+        }
         // drop-head: trim the oldest ready messages while over a limit.
         if config.overflow == Overflow::DropHead {
             while self.over_limit(&config, 0, 0) {
