@@ -463,7 +463,7 @@ async fn connection_level_errors_close_the_connection() {
     // prefetch_size is not implemented: 540, connection-level. lapin has no
     // way to send it, so reuse a consumer tag instead (530 NOT_ALLOWED).
     declare(&ch, "t", FieldTable::default()).await;
-    ch.basic_consume(
+    let _held = ch.basic_consume(
         "t".into(),
         "dup".into(),
         BasicConsumeOptions::default(),
