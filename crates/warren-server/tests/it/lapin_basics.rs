@@ -241,15 +241,22 @@ async fn transactions_commit_and_rollback() {
     within(ch.tx_rollback()).await.unwrap();
     let q = declare(&other, "tx", FieldTable::default()).await;
     assert_eq!(q.message_count(), 1, "rolled back publish is gone");
-    // Acks inside a transaction apply on commit only.
-    let m = within(ch.basic_get("tx".into(), BasicGetOptions::default()))
-        .await
-        .unwrap()
-        .unwrap();
+    // Acks inside a transaction apply on commit only: a rolled-back ack
+    // leaves the message unacked, so closing the channel requeues it.
+    let (_c3, txch) = b.channel().await;
+    within(txch.tx_select()).await.unwrap();
+    let m = within(txch.basic_get("tx".into(), BasicGetOptions::default())).await.unwrap().unwrap();
     m.delivery.ack(BasicAckOptions::default()).await.unwrap();
-    within(ch.tx_rollback()).await.unwrap();
-    m.delivery.ack(BasicAckOptions::default()).await.unwrap();
-    within(ch.tx_commit()).await.unwrap();
+    within(txch.tx_rollback()).await.unwrap();
+    within(txch.close(200, "bye".into())).await.unwrap();
     let q = declare(&other, "tx", FieldTable::default()).await;
-    assert_eq!(q.message_count(), 0);
+    assert_eq!(q.message_count(), 1, "rolled-back ack: requeued on close");
+    let (_c4, txch) = b.channel().await;
+    within(txch.tx_select()).await.unwrap();
+    let m = within(txch.basic_get("tx".into(), BasicGetOptions::default())).await.unwrap().unwrap();
+    m.delivery.ack(BasicAckOptions::default()).await.unwrap();
+    within(txch.tx_commit()).await.unwrap();
+    within(txch.close(200, "bye".into())).await.unwrap();
+    let q = declare(&other, "tx", FieldTable::default()).await;
+    assert_eq!(q.message_count(), 0, "committed ack is final");
 }

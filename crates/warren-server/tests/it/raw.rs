@@ -375,3 +375,18 @@ async fn unknown_vhost_is_not_allowed() {
     .await;
     assert_eq!(text, "NOT_ALLOWED - vhost /nope not found");
 }
+
+#[tokio::test]
+async fn unknown_delivery_tag_is_precondition_failed() {
+    let b = Broker::start().await;
+    let port = b.port;
+    blocking(move || {
+        let mut r = Raw::handshake(port, 0);
+        r.open_channel(1);
+        r.send_method(1, BasicAck { delivery_tag: 42, multiple: false });
+        let Method::ChannelClose(c) = r.method() else { panic!() };
+        assert_eq!((c.reply_code, c.class_id, c.method_id), (406, 60, 80));
+        assert_eq!(c.reply_text.to_string(), "PRECONDITION_FAILED - unknown delivery tag 42");
+    })
+    .await;
+}
