@@ -15,14 +15,22 @@ use crate::common::*;
 
 async fn fill(ch: &Channel, q: &str, n: u32) {
     for k in 0..n {
-        within(ch.basic_publish("".into(), q.into(), BasicPublishOptions::default(), &k.to_be_bytes(), BasicProperties::default()))
-            .await
-            .unwrap();
+        within(ch.basic_publish(
+            "".into(),
+            q.into(),
+            BasicPublishOptions::default(),
+            &k.to_be_bytes(),
+            BasicProperties::default(),
+        ))
+        .await
+        .unwrap();
     }
 }
 
 async fn consume(ch: &Channel, q: &str, tag: &str, args: FieldTable) -> Consumer {
-    within(ch.basic_consume(q.into(), tag.into(), BasicConsumeOptions::default(), args)).await.unwrap()
+    within(ch.basic_consume(q.into(), tag.into(), BasicConsumeOptions::default(), args))
+        .await
+        .unwrap()
 }
 
 async fn next(c: &mut Consumer) -> Delivery {
@@ -51,7 +59,11 @@ async fn per_consumer_prefetch_is_never_exceeded() {
     held.push(next(&mut c).await);
     nothing_within(200, c.next()).await;
     // a multiple ack frees all three
-    held.last().unwrap().ack(BasicAckOptions { multiple: true }).await.unwrap();
+    held.last()
+        .unwrap()
+        .ack(BasicAckOptions { multiple: true })
+        .await
+        .unwrap();
     for _ in 0..3 {
         next(&mut c).await;
     }
@@ -66,7 +78,9 @@ async fn global_prefetch_is_shared_by_the_channel() {
     declare(&ch, "g2", FieldTable::default()).await;
     fill(&ch, "g1", 10).await;
     fill(&ch, "g2", 10).await;
-    within(ch.basic_qos(4, BasicQosOptions { global: true })).await.unwrap();
+    within(ch.basic_qos(4, BasicQosOptions { global: true }))
+        .await
+        .unwrap();
     let mut c1 = consume(&ch, "g1", "c1", FieldTable::default()).await;
     let mut c2 = consume(&ch, "g2", "c2", FieldTable::default()).await;
     let mut got = 0;
@@ -79,7 +93,10 @@ async fn global_prefetch_is_shared_by_the_channel() {
         }
     }
     assert_eq!(got, 4, "four unacked across both consumers");
-    last.unwrap().ack(BasicAckOptions { multiple: true }).await.unwrap();
+    last.unwrap()
+        .ack(BasicAckOptions { multiple: true })
+        .await
+        .unwrap();
     let mut more = 0;
     loop {
         tokio::select! {
@@ -98,7 +115,13 @@ async fn consumer_priorities_and_round_robin() {
     declare(&ch, "cp", FieldTable::default()).await;
     within(ch.basic_qos(1, BasicQosOptions::default())).await.unwrap();
     let mut low = consume(&ch, "cp", "low", FieldTable::default()).await;
-    let mut high = consume(&ch, "cp", "high", table(&[("x-priority", AMQPValue::LongInt(10))])).await;
+    let mut high = consume(
+        &ch,
+        "cp",
+        "high",
+        table(&[("x-priority", AMQPValue::LongInt(10))]),
+    )
+    .await;
     fill(&ch, "cp", 2).await;
     // The high-priority consumer gets the first; with its prefetch full,
     // the next goes to the low one.
@@ -112,12 +135,28 @@ async fn consumer_priorities_and_round_robin() {
     // equal priorities share round-robin
     declare(&ch, "rr", FieldTable::default()).await;
     let (_c2, ch2) = b.channel().await;
-    let mut a = within(ch2.basic_consume("rr".into(), "a".into(), BasicConsumeOptions { no_ack: true, ..Default::default() }, FieldTable::default()))
-        .await
-        .unwrap();
-    let mut bb = within(ch2.basic_consume("rr".into(), "b".into(), BasicConsumeOptions { no_ack: true, ..Default::default() }, FieldTable::default()))
-        .await
-        .unwrap();
+    let mut a = within(ch2.basic_consume(
+        "rr".into(),
+        "a".into(),
+        BasicConsumeOptions {
+            no_ack: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap();
+    let mut bb = within(ch2.basic_consume(
+        "rr".into(),
+        "b".into(),
+        BasicConsumeOptions {
+            no_ack: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap();
     fill(&ch, "rr", 4).await;
     let mut to_a = vec![];
     let mut to_b = vec![];
@@ -135,7 +174,12 @@ async fn consumer_priorities_and_round_robin() {
 async fn single_active_consumer_hands_over_on_cancel() {
     let b = Broker::start().await;
     let (_c, ch) = b.channel().await;
-    declare(&ch, "sac", table(&[("x-single-active-consumer", AMQPValue::Boolean(true))])).await;
+    declare(
+        &ch,
+        "sac",
+        table(&[("x-single-active-consumer", AMQPValue::Boolean(true))]),
+    )
+    .await;
     let (_c2, ch2) = b.channel().await;
     let mut first = consume(&ch, "sac", "first", FieldTable::default()).await;
     let mut second = consume(&ch2, "sac", "second", FieldTable::default()).await;
@@ -146,10 +190,17 @@ async fn single_active_consumer_hands_over_on_cancel() {
         d.ack(BasicAckOptions::default()).await.unwrap();
     }
     nothing_within(200, second.next()).await;
-    within(ch.basic_cancel("first".into(), BasicCancelOptions::default())).await.unwrap();
+    within(ch.basic_cancel("first".into(), BasicCancelOptions::default()))
+        .await
+        .unwrap();
     fill(&ch, "sac", 1).await;
     assert_eq!(num(&next(&mut second).await), 0);
-    let q = declare(&ch, "sac", table(&[("x-single-active-consumer", AMQPValue::Boolean(true))])).await;
+    let q = declare(
+        &ch,
+        "sac",
+        table(&[("x-single-active-consumer", AMQPValue::Boolean(true))]),
+    )
+    .await;
     assert_eq!(q.consumer_count(), 1);
 }
 
@@ -159,14 +210,33 @@ async fn exclusive_consumer_refuses_others() {
     let (_c, ch) = b.channel().await;
     declare(&ch, "ex", FieldTable::default()).await;
     // (lapin cancels a consumer when its handle drops: keep it.)
-    let _only = within(ch.basic_consume("ex".into(), "only".into(), BasicConsumeOptions { exclusive: true, ..Default::default() }, FieldTable::default()))
-        .await
-        .unwrap();
+    let _only = within(ch.basic_consume(
+        "ex".into(),
+        "only".into(),
+        BasicConsumeOptions {
+            exclusive: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap();
     let (_c2, ch2) = b.channel().await;
-    let err = within(ch2.basic_consume("ex".into(), "other".into(), BasicConsumeOptions::default(), FieldTable::default()))
-        .await
-        .unwrap_err();
-    assert_eq!(amqp_error(&err), (403, "ACCESS_REFUSED - queue 'ex' in vhost '/' in exclusive use".into()));
+    let err = within(ch2.basic_consume(
+        "ex".into(),
+        "other".into(),
+        BasicConsumeOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap_err();
+    assert_eq!(
+        amqp_error(&err),
+        (
+            403,
+            "ACCESS_REFUSED - queue 'ex' in vhost '/' in exclusive use".into()
+        )
+    );
 }
 
 #[tokio::test]
@@ -185,7 +255,10 @@ async fn requeued_messages_keep_their_position() {
     let (_c2, ch2) = b.channel().await;
     let mut order = vec![];
     let mut redelivered = vec![];
-    while let Some(m) = within(ch2.basic_get("order".into(), BasicGetOptions { no_ack: true })).await.unwrap() {
+    while let Some(m) = within(ch2.basic_get("order".into(), BasicGetOptions { no_ack: true }))
+        .await
+        .unwrap()
+    {
         order.push(u32::from_be_bytes(m.delivery.data[..4].try_into().unwrap()));
         redelivered.push(m.delivery.redelivered);
     }
@@ -203,7 +276,9 @@ async fn recover_requeues_unacked() {
     let first = next(&mut c).await;
     assert!(!first.redelivered);
     next(&mut c).await;
-    within(ch.basic_recover(BasicRecoverOptions { requeue: true })).await.unwrap();
+    within(ch.basic_recover(BasicRecoverOptions { requeue: true }))
+        .await
+        .unwrap();
     let again = next(&mut c).await;
     assert!(again.redelivered);
     assert_eq!(num(&again), 0);
@@ -217,7 +292,9 @@ async fn deleting_a_queue_cancels_its_consumers() {
     declare(&ch, "doomed", FieldTable::default()).await;
     let mut c = consume(&ch, "doomed", "c", FieldTable::default()).await;
     let (_c2, ch2) = b.channel().await;
-    within(ch2.queue_delete("doomed".into(), QueueDeleteOptions::default())).await.unwrap();
+    within(ch2.queue_delete("doomed".into(), QueueDeleteOptions::default()))
+        .await
+        .unwrap();
     // lapin ends the consumer stream on a server basic.cancel
     let end = within(c.next()).await;
     assert!(end.is_none(), "consumer cancelled by the server: {end:?}");
@@ -229,15 +306,29 @@ async fn no_ack_consumer_gets_everything_in_order() {
     let b = Broker::start().await;
     let (_c, ch) = b.channel().await;
     declare(&ch, "fast", FieldTable::default()).await;
-    let mut c = within(ch.basic_consume("fast".into(), "c".into(), BasicConsumeOptions { no_ack: true, ..Default::default() }, FieldTable::default()))
-        .await
-        .unwrap();
+    let mut c = within(ch.basic_consume(
+        "fast".into(),
+        "c".into(),
+        BasicConsumeOptions {
+            no_ack: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap();
     let (_c2, pubch) = b.channel().await;
     let n = 20_000u32;
     let publisher = tokio::spawn(async move {
         for k in 0..n {
             pubch
-                .basic_publish("".into(), "fast".into(), BasicPublishOptions::default(), &k.to_be_bytes(), BasicProperties::default())
+                .basic_publish(
+                    "".into(),
+                    "fast".into(),
+                    BasicPublishOptions::default(),
+                    &k.to_be_bytes(),
+                    BasicProperties::default(),
+                )
                 .await
                 .unwrap();
         }

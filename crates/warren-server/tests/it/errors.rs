@@ -262,11 +262,22 @@ async fn unknown_delivery_tag_closes_only_the_channel() {
 
 /// Publish on a fresh confirm-mode channel and return the channel error
 /// the publish caused (the confirm future carries it).
-async fn publish_error(conn: &lapin::Connection, x: &str, key: &str, body: &[u8], props: BasicProperties) -> (u16, String) {
+async fn publish_error(
+    conn: &lapin::Connection,
+    x: &str,
+    key: &str,
+    body: &[u8],
+    props: BasicProperties,
+) -> (u16, String) {
     let ch = within(conn.create_channel()).await.unwrap();
-    within(ch.confirm_select(ConfirmSelectOptions::default())).await.unwrap();
+    within(ch.confirm_select(ConfirmSelectOptions::default()))
+        .await
+        .unwrap();
     let err = within(async {
-        ch.basic_publish(x.into(), key.into(), BasicPublishOptions::default(), body, props).await.unwrap().await
+        ch.basic_publish(x.into(), key.into(), BasicPublishOptions::default(), body, props)
+            .await
+            .unwrap()
+            .await
     })
     .await
     .expect_err("publish should fail");
@@ -286,26 +297,56 @@ async fn publish_errors() {
     ch.exchange_declare(
         "intern".into(),
         ExchangeKind::Fanout,
-        ExchangeDeclareOptions { internal: true, ..Default::default() },
+        ExchangeDeclareOptions {
+            internal: true,
+            ..Default::default()
+        },
         FieldTable::default(),
     )
     .await
     .unwrap();
     assert_eq!(
         publish_error(&conn, "intern", "k", b"m", BasicProperties::default()).await,
-        (403, "ACCESS_REFUSED - cannot publish to internal exchange 'intern' in vhost '/'".into())
+        (
+            403,
+            "ACCESS_REFUSED - cannot publish to internal exchange 'intern' in vhost '/'".into()
+        )
     );
     assert_eq!(
         publish_error(&conn, "", "k", &[0u8; 2000], BasicProperties::default()).await,
-        (406, "PRECONDITION_FAILED - message size 2000 is larger than configured max size 1000".into())
+        (
+            406,
+            "PRECONDITION_FAILED - message size 2000 is larger than configured max size 1000".into()
+        )
     );
     assert_eq!(
-        publish_error(&conn, "", "k", b"m", BasicProperties::default().with_expiration("soon".into())).await,
-        (406, "PRECONDITION_FAILED - invalid expiration 'soon': no_integer".into())
+        publish_error(
+            &conn,
+            "",
+            "k",
+            b"m",
+            BasicProperties::default().with_expiration("soon".into())
+        )
+        .await,
+        (
+            406,
+            "PRECONDITION_FAILED - invalid expiration 'soon': no_integer".into()
+        )
     );
     assert_eq!(
-        publish_error(&conn, "", "k", b"m", BasicProperties::default().with_user_id("mallory".into())).await,
-        (406, "PRECONDITION_FAILED - user_id property set to 'mallory' but authenticated user was 'guest'".into())
+        publish_error(
+            &conn,
+            "",
+            "k",
+            b"m",
+            BasicProperties::default().with_user_id("mallory".into())
+        )
+        .await,
+        (
+            406,
+            "PRECONDITION_FAILED - user_id property set to 'mallory' but authenticated user was 'guest'"
+                .into()
+        )
     );
 }
 
@@ -396,14 +437,15 @@ async fn connection_level_errors_close_the_connection() {
     // prefetch_size is not implemented: 540, connection-level. lapin has no
     // way to send it, so reuse a consumer tag instead (530 NOT_ALLOWED).
     declare(&ch, "t", FieldTable::default()).await;
-    let _held = ch.basic_consume(
-        "t".into(),
-        "dup".into(),
-        BasicConsumeOptions::default(),
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
+    let _held = ch
+        .basic_consume(
+            "t".into(),
+            "dup".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
     let err = within(ch.basic_consume(
         "t".into(),
         "dup".into(),

@@ -203,7 +203,7 @@ async fn exchange_to_exchange_and_alternate() {
     within(ch.confirm_select(ConfirmSelectOptions::default()))
         .await
         .unwrap();
-    let mut c = within(async {
+    let c = within(async {
         ch.basic_publish(
             "src".into(),
             "zzz".into(),

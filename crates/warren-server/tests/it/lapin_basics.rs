@@ -166,7 +166,7 @@ async fn confirms_ack_and_mandatory_return() {
     .await
     .unwrap();
     assert!(ok.is_ack());
-    let mut ret = within(async {
+    let ret = within(async {
         ch.basic_publish(
             "".into(),
             "nowhere".into(),
@@ -245,7 +245,10 @@ async fn transactions_commit_and_rollback() {
     // leaves the message unacked, so closing the channel requeues it.
     let (_c3, txch) = b.channel().await;
     within(txch.tx_select()).await.unwrap();
-    let m = within(txch.basic_get("tx".into(), BasicGetOptions::default())).await.unwrap().unwrap();
+    let m = within(txch.basic_get("tx".into(), BasicGetOptions::default()))
+        .await
+        .unwrap()
+        .unwrap();
     m.delivery.ack(BasicAckOptions::default()).await.unwrap();
     within(txch.tx_rollback()).await.unwrap();
     within(txch.close(200, "bye".into())).await.unwrap();
@@ -253,7 +256,10 @@ async fn transactions_commit_and_rollback() {
     assert_eq!(q.message_count(), 1, "rolled-back ack: requeued on close");
     let (_c4, txch) = b.channel().await;
     within(txch.tx_select()).await.unwrap();
-    let m = within(txch.basic_get("tx".into(), BasicGetOptions::default())).await.unwrap().unwrap();
+    let m = within(txch.basic_get("tx".into(), BasicGetOptions::default()))
+        .await
+        .unwrap()
+        .unwrap();
     m.delivery.ack(BasicAckOptions::default()).await.unwrap();
     within(txch.tx_commit()).await.unwrap();
     within(txch.close(200, "bye".into())).await.unwrap();

@@ -9,6 +9,7 @@ mod common;
 mod consumers;
 mod errors;
 mod exchanges;
+mod flow;
 mod lapin_basics;
 mod queues;
 mod raw;

@@ -22,7 +22,10 @@ impl Raw {
     fn connect(port: u16) -> Raw {
         let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        Raw { s, buf: BytesMut::new() }
+        Raw {
+            s,
+            buf: BytesMut::new(),
+        }
     }
 
     fn send(&mut self, bytes: &[u8]) {
@@ -72,10 +75,25 @@ impl Raw {
                 locale: "en_US".into(),
             },
         );
-        let Method::ConnectionTune(t) = r.method() else { panic!("expected tune") };
+        let Method::ConnectionTune(t) = r.method() else {
+            panic!("expected tune")
+        };
         assert_eq!((t.channel_max, t.frame_max, t.heartbeat), (2047, 131072, 60));
-        r.send_method(0, ConnectionTuneOk { channel_max: t.channel_max, frame_max: t.frame_max, heartbeat });
-        r.send_method(0, ConnectionOpen { virtual_host: "/".into(), ..Default::default() });
+        r.send_method(
+            0,
+            ConnectionTuneOk {
+                channel_max: t.channel_max,
+                frame_max: t.frame_max,
+                heartbeat,
+            },
+        );
+        r.send_method(
+            0,
+            ConnectionOpen {
+                virtual_host: "/".into(),
+                ..Default::default()
+            },
+        );
         assert!(matches!(r.method(), Method::ConnectionOpenOk(_)));
         r
     }
@@ -89,7 +107,9 @@ impl Raw {
     /// close-ok and checks the server then hangs up.
     fn expect_connection_close(&mut self, code: u16) -> String {
         let m = self.method();
-        let Method::ConnectionClose(c) = m else { panic!("expected connection.close, got {m:?}") };
+        let Method::ConnectionClose(c) = m else {
+            panic!("expected connection.close, got {m:?}")
+        };
         assert_eq!(c.reply_code, code, "{}", c.reply_text);
         self.send_method(0, ConnectionCloseOk {});
         assert!(self.frame().is_none(), "socket closed after close-ok");
@@ -219,9 +239,23 @@ async fn frame_on_a_closed_channel_is_a_channel_error() {
     let text = blocking(move || {
         let mut r = Raw::handshake(port, 0);
         r.open_channel(1);
-        r.send_method(1, ChannelClose { reply_code: 200, reply_text: "bye".into(), class_id: 0, method_id: 0 });
+        r.send_method(
+            1,
+            ChannelClose {
+                reply_code: 200,
+                reply_text: "bye".into(),
+                class_id: 0,
+                method_id: 0,
+            },
+        );
         assert!(matches!(r.method(), Method::ChannelCloseOk(_)));
-        r.send_method(1, QueueDeclare { queue: "q".into(), ..Default::default() });
+        r.send_method(
+            1,
+            QueueDeclare {
+                queue: "q".into(),
+                ..Default::default()
+            },
+        );
         r.expect_connection_close(504)
     })
     .await;
@@ -260,14 +294,35 @@ async fn channel_error_leaves_the_connection_usable() {
     blocking(move || {
         let mut r = Raw::handshake(port, 0);
         r.open_channel(1);
-        r.send_method(1, QueueDeclare { queue: "nope".into(), passive: true, ..Default::default() });
-        let Method::ChannelClose(c) = r.method() else { panic!() };
+        r.send_method(
+            1,
+            QueueDeclare {
+                queue: "nope".into(),
+                passive: true,
+                ..Default::default()
+            },
+        );
+        let Method::ChannelClose(c) = r.method() else {
+            panic!()
+        };
         assert_eq!((c.reply_code, c.class_id, c.method_id), (404, 50, 10));
         // anything but close-ok is ignored on a closing channel
-        r.send_method(1, QueueDeclare { queue: "x".into(), ..Default::default() });
+        r.send_method(
+            1,
+            QueueDeclare {
+                queue: "x".into(),
+                ..Default::default()
+            },
+        );
         r.send_method(1, ChannelCloseOk {});
         r.open_channel(1);
-        r.send_method(1, QueueDeclare { queue: "x".into(), ..Default::default() });
+        r.send_method(
+            1,
+            QueueDeclare {
+                queue: "x".into(),
+                ..Default::default()
+            },
+        );
         assert!(matches!(r.method(), Method::QueueDeclareOk(_)));
     })
     .await;
@@ -290,10 +345,25 @@ async fn channel_max_is_enforced() {
                 locale: "en_US".into(),
             },
         );
-        let Method::ConnectionTune(t) = r.method() else { panic!() };
+        let Method::ConnectionTune(t) = r.method() else {
+            panic!()
+        };
         assert_eq!(t.channel_max, 2);
-        r.send_method(0, ConnectionTuneOk { channel_max: 2, frame_max: 131072, heartbeat: 0 });
-        r.send_method(0, ConnectionOpen { virtual_host: "/".into(), ..Default::default() });
+        r.send_method(
+            0,
+            ConnectionTuneOk {
+                channel_max: 2,
+                frame_max: 131072,
+                heartbeat: 0,
+            },
+        );
+        r.send_method(
+            0,
+            ConnectionOpen {
+                virtual_host: "/".into(),
+                ..Default::default()
+            },
+        );
         r.method();
         r.open_channel(1);
         r.open_channel(2);
@@ -320,7 +390,10 @@ async fn silent_peer_is_dropped_after_two_heartbeats() {
     })
     .await;
     assert!(heartbeats >= 1, "the server sends heartbeats");
-    assert!(elapsed >= Duration::from_millis(1500) && elapsed < Duration::from_secs(6), "{elapsed:?}");
+    assert!(
+        elapsed >= Duration::from_millis(1500) && elapsed < Duration::from_secs(6),
+        "{elapsed:?}"
+    );
 }
 
 #[tokio::test]
@@ -332,7 +405,10 @@ async fn bad_login_with_authentication_failure_close() {
         r.send(PROTOCOL_HEADER);
         r.method();
         let mut caps = FieldTable::new();
-        caps.insert("authentication_failure_close", warren_amqp091::FieldValue::Bool(true));
+        caps.insert(
+            "authentication_failure_close",
+            warren_amqp091::FieldValue::Bool(true),
+        );
         let mut props = FieldTable::new();
         props.insert("capabilities", warren_amqp091::FieldValue::Table(caps));
         r.send_method(
@@ -347,7 +423,10 @@ async fn bad_login_with_authentication_failure_close() {
         r.expect_connection_close(403)
     })
     .await;
-    assert!(text.starts_with("ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN"), "{text}");
+    assert!(
+        text.starts_with("ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -368,8 +447,21 @@ async fn unknown_vhost_is_not_allowed() {
             },
         );
         r.method();
-        r.send_method(0, ConnectionTuneOk { channel_max: 2047, frame_max: 131072, heartbeat: 0 });
-        r.send_method(0, ConnectionOpen { virtual_host: "/nope".into(), ..Default::default() });
+        r.send_method(
+            0,
+            ConnectionTuneOk {
+                channel_max: 2047,
+                frame_max: 131072,
+                heartbeat: 0,
+            },
+        );
+        r.send_method(
+            0,
+            ConnectionOpen {
+                virtual_host: "/nope".into(),
+                ..Default::default()
+            },
+        );
         r.expect_connection_close(530)
     })
     .await;
@@ -383,10 +475,21 @@ async fn unknown_delivery_tag_is_precondition_failed() {
     blocking(move || {
         let mut r = Raw::handshake(port, 0);
         r.open_channel(1);
-        r.send_method(1, BasicAck { delivery_tag: 42, multiple: false });
-        let Method::ChannelClose(c) = r.method() else { panic!() };
+        r.send_method(
+            1,
+            BasicAck {
+                delivery_tag: 42,
+                multiple: false,
+            },
+        );
+        let Method::ChannelClose(c) = r.method() else {
+            panic!()
+        };
         assert_eq!((c.reply_code, c.class_id, c.method_id), (406, 60, 80));
-        assert_eq!(c.reply_text.to_string(), "PRECONDITION_FAILED - unknown delivery tag 42");
+        assert_eq!(
+            c.reply_text.to_string(),
+            "PRECONDITION_FAILED - unknown delivery tag 42"
+        );
     })
     .await;
 }
