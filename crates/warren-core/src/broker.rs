@@ -135,9 +135,9 @@ impl Broker {
     /// the peer connected from a loopback address.
     pub fn authenticate(&self, name: &str, password: &str, loopback: bool) -> Result<User, BrokerError> {
         let refused = || {
-            BrokerError::AccessRefused(format!(
-                "Login was refused using authentication mechanism PLAIN. For details see the broker logfile."
-            ))
+            BrokerError::AccessRefused(
+                "Login was refused using authentication mechanism PLAIN. For details see the broker logfile.".into(),
+            )
         };
         let users = self.users.read();
         let user = users.get(name).ok_or_else(refused)?;

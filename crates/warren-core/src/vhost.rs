@@ -162,7 +162,7 @@ impl VHost {
     }
 
     fn default_exchange_refused(&self) -> BrokerError {
-        BrokerError::AccessRefused(format!("operation not permitted on the default exchange"))
+        BrokerError::AccessRefused("operation not permitted on the default exchange".into())
     }
 
     // ----- exchanges -------------------------------------------------------

@@ -227,7 +227,7 @@ mod tests {
             ("x-max-priority", FieldValue::I32(256)),
             ("x-single-active-consumer", "yes".into()),
         ] {
-            let e = cfg(&[bad.clone()]).unwrap_err();
+            let e = cfg(std::slice::from_ref(&bad)).unwrap_err();
             assert_eq!(e.reply_code(), 406, "{bad:?}");
             assert!(e.to_string().contains(bad.0), "{e}");
         }
