@@ -136,7 +136,8 @@ impl Broker {
     pub fn authenticate(&self, name: &str, password: &str, loopback: bool) -> Result<User, BrokerError> {
         let refused = || {
             BrokerError::AccessRefused(
-                "Login was refused using authentication mechanism PLAIN. For details see the broker logfile.".into(),
+                "Login was refused using authentication mechanism PLAIN. For details see the broker logfile."
+                    .into(),
             )
         };
         let users = self.users.read();

@@ -14,8 +14,15 @@ use std::time::{Duration, Instant};
 use crate::error::BrokerError;
 use crate::message::MessageRef;
 
-use super::consumer::{Consumer, ConsumerSpec, Delivery};
+use super::consumer::{Consumer, ConsumerSpec, Delivery, FlowWaiter};
 use super::{Ctx, Entry, Overflow, PublishOutcome, QueueConfig, QueueStats, QueueType, Reason, Settle};
+
+/// Ready messages above which a queue with consumers asks publishers to
+/// pause, and below which it lets them go on. The backlog, and so the
+/// latency of a consumer keeping up, stays around a few thousand messages
+/// instead of growing while publishers outrun consumers.
+const FLOW_HIGH: u64 = 2000;
+const FLOW_LOW: u64 = 1000;
 
 #[derive(Debug)]
 pub struct ClassicQueue {
@@ -32,6 +39,7 @@ pub struct ClassicQueue {
     /// Set once a consumer has existed (auto-delete needs one to have left).
     had_consumer: bool,
     last_used: Instant,
+    flow_waiters: Vec<Arc<dyn FlowWaiter>>,
 }
 
 impl ClassicQueue {
@@ -47,6 +55,7 @@ impl ClassicQueue {
             rr: 0,
             had_consumer: false,
             last_used: now,
+            flow_waiters: Vec::new(),
         }
     }
 
@@ -184,6 +193,15 @@ impl ClassicQueue {
         });
     }
 
+    /// Let paused publishers go once the backlog is low (or gone).
+    fn resume_publishers(&mut self) {
+        if !self.flow_waiters.is_empty() && (self.ready_count <= FLOW_LOW || self.consumers.is_empty()) {
+            for w in self.flow_waiters.drain(..) {
+                w.resume();
+            }
+        }
+    }
+
     fn release(&mut self, consumer_id: Option<u64>, n: u32) {
         self.unacked = self.unacked.saturating_sub(n as u64);
         if let Some(id) = consumer_id {
@@ -248,6 +266,9 @@ impl QueueType for ClassicQueue {
                 ctx.queue.memory.sub(e.message.memory_size());
                 ctx.dead_letter(&e.message, Reason::MaxLen);
             }
+        }
+        if self.ready_count > FLOW_HIGH && !self.consumers.is_empty() {
+            ctx.effects.flow = true;
         }
         PublishOutcome::Enqueued
     }
@@ -328,14 +349,23 @@ impl QueueType for ClassicQueue {
         loop {
             self.expire_heads(ctx);
             if self.ready_count == 0 {
-                return;
+                break;
             }
-            let Some(i) = self.pick_consumer(ctx) else {
-                return;
-            };
-            let Some(e) = self.pop_ready() else { return };
+            let Some(i) = self.pick_consumer(ctx) else { break };
+            let Some(e) = self.pop_ready() else { break };
             self.deliver_to(ctx, i, e);
         }
+        self.resume_publishers();
+    }
+
+    fn wait_for_drain(&mut self, waiter: Arc<dyn FlowWaiter>) -> bool {
+        if self.ready_count <= FLOW_LOW || self.consumers.is_empty() {
+            return false;
+        }
+        if !self.flow_waiters.iter().any(|w| Arc::ptr_eq(w, &waiter)) {
+            self.flow_waiters.push(waiter);
+        }
+        true
     }
 
     fn purge(&mut self, ctx: &mut Ctx) -> u64 {
@@ -347,6 +377,7 @@ impl QueueType for ClassicQueue {
         }
         self.ready_count = 0;
         self.ready_bytes = 0;
+        self.resume_publishers();
         n
     }
 

@@ -34,6 +34,13 @@ pub trait DeliverySink: Send + Sync + std::fmt::Debug {
     fn wait_for_room(&self, queue: Weak<Queue>);
 }
 
+/// A publisher paused by a queue's backlog (flow control, after RabbitMQ's
+/// credit flow): resumed once the queue has drained below its low mark.
+/// Called with the queue's lock held: must not block or call a queue.
+pub trait FlowWaiter: Send + Sync + std::fmt::Debug {
+    fn resume(&self);
+}
+
 /// A channel-wide prefetch limit (basic.qos global=true as RabbitMQ 3.x
 /// defines it): shared by every consumer on the channel, across queues.
 #[derive(Debug, Default)]

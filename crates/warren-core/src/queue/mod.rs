@@ -26,7 +26,7 @@ use crate::message::MessageRef;
 
 pub use args::{Overflow, QueueConfig, EQUIVALENCE_ARGS};
 pub use classic::ClassicQueue;
-pub use consumer::{ChannelLimit, ConsumerSpec, Delivery, DeliverySink};
+pub use consumer::{ChannelLimit, ConsumerSpec, Delivery, DeliverySink, FlowWaiter};
 pub use dead_letter::{DeadLetter, Reason};
 
 /// A message in a queue: its position (`seq`, so a requeued message goes
@@ -64,6 +64,9 @@ pub struct Effects {
     /// A message with a deadline (TTL) became the head: the queue's timer
     /// must run.
     pub arm_timer: bool,
+    /// The queue's backlog passed its flow mark while it has consumers: the
+    /// publisher should pause until it drains (see [`Queue::wait_for_drain`]).
+    pub flow: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -138,6 +141,9 @@ pub trait QueueType: Send + std::fmt::Debug {
     /// The queue is being deleted: drop its messages, return its consumers.
     fn delete(&mut self, ctx: &mut Ctx) -> Vec<ConsumerSpec>;
     fn stats(&self) -> QueueStats;
+    /// Register a publisher to be resumed once the backlog is back under
+    /// the low mark; false (and no registration) if it already is.
+    fn wait_for_drain(&mut self, waiter: Arc<dyn FlowWaiter>) -> bool;
     /// When the queue was last used, for x-expires (None while in use).
     fn idle_since(&self) -> Option<Instant>;
     fn touch(&mut self, now: Instant);
@@ -231,6 +237,12 @@ impl Queue {
 
     pub fn delete_contents(self: &Arc<Self>) -> (Vec<ConsumerSpec>, Effects) {
         self.with(|q, ctx| q.delete(ctx))
+    }
+
+    /// A publisher told to pause (`Effects::flow`) waits here; false if the
+    /// backlog is already low again.
+    pub fn wait_for_drain(&self, waiter: Arc<dyn FlowWaiter>) -> bool {
+        self.state.lock().wait_for_drain(waiter)
     }
 
     pub fn next_deadline(&self) -> Option<Instant> {

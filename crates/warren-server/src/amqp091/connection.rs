@@ -27,9 +27,13 @@ use super::{consume, handshake, publish};
 use crate::ServerCtx;
 
 /// Stop reading while this much output waits for the socket.
-const WBUF_HIGH: usize = 1 << 20;
+const WBUF_HIGH: usize = 256 << 10;
 /// Read at most this much per wakeup, so one busy peer cannot starve others.
 const READ_CHUNK: usize = 256 << 10;
+/// Longest a publisher pauses for a queue's backlog before reading again:
+/// flow control is a brake, not a stop (a connection that also consumes
+/// must get to read its own acks).
+const FLOW_PAUSE: Duration = Duration::from_millis(5);
 /// How long to wait for close-ok after sending connection.close.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -79,6 +83,8 @@ pub struct Conn {
     pub blocked: bool,
     /// Channels with confirms waiting for [`publish::flush_confirms`].
     pub confirm_dirty: Vec<u16>,
+    /// Queues that asked this publisher to pause (flow control).
+    pub flow_queues: Vec<Arc<Queue>>,
 }
 
 impl Conn {
@@ -103,6 +109,13 @@ impl Conn {
         vh.apply(queue, effects, &mut |q| timers.arm(vh, q));
     }
 
+    /// Note a queue's request to pause publishing (applied after the batch).
+    pub fn flow(&mut self, queue: &Arc<Queue>) {
+        if !self.flow_queues.iter().any(|q| Arc::ptr_eq(q, queue)) {
+            self.flow_queues.push(queue.clone());
+        }
+    }
+
     /// Before tune-ok, frames are limited to the spec minimum (0-9-1 §4.2.3).
     fn inbound_frame_max(&self) -> u32 {
         if self.phase < Phase::Open {
@@ -123,6 +136,8 @@ struct Driver {
     last_recv: Instant,
     sent_since_tick: bool,
     close_deadline: Option<Instant>,
+    /// Paused by a queue's backlog until drained, or this instant at most.
+    flow_until: Option<tokio::time::Instant>,
 }
 
 pub async fn serve(
@@ -132,6 +147,7 @@ pub async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
+
     let id = ctx.broker.next_id();
     let frame_max = ctx.config.frame_max;
     let mut d = Driver {
@@ -152,6 +168,7 @@ pub async fn serve(
             published: false,
             blocked: false,
             confirm_dirty: Vec::new(),
+            flow_queues: Vec::new(),
         },
         channels: HashMap::new(),
         stream,
@@ -160,6 +177,7 @@ pub async fn serve(
         last_recv: Instant::now(),
         sent_since_tick: false,
         close_deadline: None,
+        flow_until: None,
     };
     if let Err(e) = d.run(&mut shutdown).await {
         tracing::debug!(peer = %peer, "connection ended: {e}");
@@ -192,7 +210,11 @@ impl Driver {
                 tick_period = self.tick_period();
                 tick = self.new_tick();
             }
-            let can_read = !self.conn.blocked && self.conn.wbuf.len() < WBUF_HIGH;
+            if self.flow_until.is_some() && self.conn.outbox.take_flow_resumed() {
+                self.flow_until = None;
+            }
+            let flow_deadline = self.flow_until;
+            let can_read = !self.conn.blocked && flow_deadline.is_none() && self.conn.wbuf.len() < WBUF_HIGH;
             tokio::select! {
                 biased;
                 _ = shutdown.changed(), if self.conn.phase < Phase::Closing => {
@@ -207,6 +229,9 @@ impl Driver {
                     self.try_write()?;
                 }
                 _ = self.conn.outbox.notify.notified() => {}
+                _ = tokio::time::sleep_until(flow_deadline.unwrap_or_else(tokio::time::Instant::now)), if flow_deadline.is_some() => {
+                    self.flow_until = None;
+                }
                 _ = tick.tick() => self.on_tick(),
             }
         }
@@ -294,18 +319,27 @@ impl Driver {
     }
 
     fn read_and_handle(&mut self) -> std::io::Result<()> {
+        // Read until a read comes back short of the space offered: another
+        // read now would mostly find a trickle (or EAGAIN), and each one is
+        // a syscall; whatever arrives meanwhile waits for the next wakeup.
         let mut total = 0;
         loop {
             self.rbuf.reserve(64 << 10);
+            let room = self.rbuf.capacity() - self.rbuf.len();
             match self.stream.try_read_buf(&mut self.rbuf) {
                 Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
                 Ok(n) => {
                     total += n;
-                    if total >= READ_CHUNK {
+                    if n < room || total >= READ_CHUNK {
                         break;
                     }
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if total == 0 {
+                        return Ok(());
+                    }
+                    break;
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -317,7 +351,26 @@ impl Driver {
         self.handle_input();
         publish::flush_confirms(&mut self.conn, &mut self.channels);
         self.check_alarm();
+        self.check_flow();
         Ok(())
+    }
+
+    /// Pause reading if a queue we published into is over its backlog mark
+    /// (until it drains, or FLOW_PAUSE at most).
+    fn check_flow(&mut self) {
+        if self.conn.flow_queues.is_empty() {
+            return;
+        }
+        let waiter: Arc<dyn warren_core::queue::FlowWaiter> = self.conn.outbox.clone();
+        // Forget a resume from before this pause.
+        self.conn.outbox.take_flow_resumed();
+        let mut wait = false;
+        for q in self.conn.flow_queues.drain(..) {
+            wait |= q.wait_for_drain(waiter.clone());
+        }
+        if wait {
+            self.flow_until = Some(tokio::time::Instant::now() + FLOW_PAUSE);
+        }
     }
 
     /// The memory alarm blocks connections that publish (RabbitMQ's

@@ -6,14 +6,14 @@
 //! growing memory.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use warren_amqp091::ShortStr;
 use warren_core::message::MessageRef;
-use warren_core::queue::{Delivery, DeliverySink, Queue};
+use warren_core::queue::{Delivery, DeliverySink, FlowWaiter, Queue};
 
 /// Deliveries buffered per connection before queues hold back.
 const MAX_ITEMS: usize = 2048;
@@ -47,6 +47,8 @@ pub struct Outbox {
     inner: Mutex<Inner>,
     len: AtomicUsize,
     bytes: AtomicUsize,
+    /// A queue this connection published into has drained (flow control).
+    flow_resumed: AtomicBool,
     pub notify: Notify,
 }
 
@@ -80,6 +82,11 @@ impl Outbox {
         );
     }
 
+    /// Did a queue let this (paused) publisher go since the last call?
+    pub fn take_flow_resumed(&self) -> bool {
+        self.flow_resumed.swap(false, Ordering::AcqRel)
+    }
+
     /// Is anything waiting to be drained?
     pub fn is_pending(&self) -> bool {
         self.len.load(Ordering::Relaxed) > 0 || !self.inner.lock().waiting.is_empty()
@@ -94,6 +101,13 @@ impl Outbox {
         self.len.store(0, Ordering::Relaxed);
         self.bytes.store(0, Ordering::Relaxed);
         (items, waiting)
+    }
+}
+
+impl FlowWaiter for Outbox {
+    fn resume(&self) {
+        self.flow_resumed.store(true, Ordering::Release);
+        self.notify.notify_one();
     }
 }
 

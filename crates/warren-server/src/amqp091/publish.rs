@@ -314,6 +314,9 @@ fn enqueue(
     let mut accepted = true;
     for q in queues {
         let (outcome, effects) = q.publish(msg.clone());
+        if effects.flow {
+            conn.flow(q);
+        }
         conn.apply(q, effects);
         if outcome == PublishOutcome::Rejected {
             accepted = false;
