@@ -13,6 +13,8 @@ mod args;
 mod classic;
 mod consumer;
 pub mod dead_letter;
+#[cfg(test)]
+mod tests;
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;

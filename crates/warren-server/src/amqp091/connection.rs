@@ -131,6 +131,9 @@ struct Driver {
     channels: HashMap<u16, Channel>,
     stream: TcpStream,
     rbuf: BytesMut,
+    /// How much room the next read offers: grows while reads fill it, so an
+    /// idle connection keeps small buffers and a busy one reads in bulk.
+    read_size: usize,
     /// After a framing error the input can no longer be parsed: ignore it.
     discard_input: bool,
     last_recv: Instant,
@@ -155,7 +158,7 @@ pub async fn serve(
             id,
             ctx,
             peer,
-            wbuf: BytesMut::with_capacity(4096),
+            wbuf: BytesMut::new(),
             phase: Phase::Header,
             frame_max,
             channel_max: 0,
@@ -172,7 +175,8 @@ pub async fn serve(
         },
         channels: HashMap::new(),
         stream,
-        rbuf: BytesMut::with_capacity(4096),
+        rbuf: BytesMut::new(),
+        read_size: 4096,
         discard_input: false,
         last_recv: Instant::now(),
         sent_since_tick: false,
@@ -299,9 +303,9 @@ impl Driver {
                 Err(e) => return Err(e),
             }
         }
-        if self.conn.wbuf.is_empty() && self.conn.wbuf.capacity() > (4 << 20) {
+        if self.conn.wbuf.is_empty() && self.conn.wbuf.capacity() > (64 << 10) {
             // Give back the memory of a burst.
-            self.conn.wbuf = BytesMut::with_capacity(4096);
+            self.conn.wbuf = BytesMut::new();
         }
         Ok(())
     }
@@ -324,12 +328,15 @@ impl Driver {
         // a syscall; whatever arrives meanwhile waits for the next wakeup.
         let mut total = 0;
         loop {
-            self.rbuf.reserve(64 << 10);
+            self.rbuf.reserve(self.read_size);
             let room = self.rbuf.capacity() - self.rbuf.len();
             match self.stream.try_read_buf(&mut self.rbuf) {
                 Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
                 Ok(n) => {
                     total += n;
+                    if n == room {
+                        self.read_size = (self.read_size * 2).min(64 << 10);
+                    }
                     if n < room || total >= READ_CHUNK {
                         break;
                     }
@@ -349,6 +356,11 @@ impl Driver {
             return Ok(());
         }
         self.handle_input();
+        if self.rbuf.is_empty() && self.rbuf.capacity() > 4096 && total < 1024 {
+            // Quiet again: give the buffer back, start small next time.
+            self.rbuf = BytesMut::new();
+            self.read_size = 4096;
+        }
         publish::flush_confirms(&mut self.conn, &mut self.channels);
         self.check_alarm();
         self.check_flow();

@@ -65,10 +65,13 @@ impl Body {
         }
     }
 
+    /// The body as its own allocation. A single frame is copied out of the
+    /// read buffer: a slice would pin the whole buffer (64 KiB) for as long
+    /// as the message sits in a queue.
     fn freeze(self) -> Bytes {
         match self {
             Body::Empty => Bytes::new(),
-            Body::One(b) => b,
+            Body::One(b) => Bytes::copy_from_slice(&b),
             Body::Many(m) => m.freeze(),
         }
     }
@@ -218,10 +221,12 @@ fn complete(conn: &mut Conn, ch: &mut Channel) -> Result<()> {
     };
     let (_, raw_properties) = p.header.unwrap_or_default();
     let m = p.method;
+    // Owned copies, not slices of the read buffer (see `Body::freeze`).
+    let own = |s: &ShortStr| ShortStr::from_bytes(Bytes::copy_from_slice(s));
     let (mut msg, props) = Message::from_publish(
-        m.exchange.clone(),
-        m.routing_key.clone(),
-        raw_properties,
+        own(&m.exchange),
+        own(&m.routing_key),
+        Bytes::copy_from_slice(&raw_properties),
         p.body.freeze(),
     )
     .map_err(|e| err_on(e.into()))?;
