@@ -43,7 +43,7 @@ sleep 2
 
 # field NAME FILE: the number after "NAME" in PerfTest's summary.
 rate() { grep "$1 rate avg" "$2" | grep -o '[0-9]*' | tail -1; }
-p99() { grep "consumer latency min/median" "$2" | tail -1 | sed 's/.* //' | cut -d/ -f5; }
+p99() { grep "consumer latency min/median" "$2" | tail -1 | awk '{print $(NF-1)}' | cut -d/ -f5; }
 
 declare -A R
 run() { # name broker port args...

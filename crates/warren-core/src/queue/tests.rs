@@ -151,7 +151,10 @@ fn random_walk_keeps_prefetch_and_conservation() {
         let q = queue(&[("x-max-priority", FieldValue::U8(3))]);
         let sinks: Vec<Arc<Sink>> = (0..3).map(|_| Arc::new(Sink::default())).collect();
         let prefetch = [1u32, 3, 5];
-        let mut active = [false; 3];
+        // Each consume gets a fresh id (as the server gives): deliveries a
+        // cancelled consumer still holds do not count against its successor.
+        let mut current: [Option<u64>; 3] = [None; 3];
+        let mut next_id = 0u64;
         let mut held: HashMap<u64, Vec<Entry>> = HashMap::new();
         let (mut published, mut acked) = (0u32, 0u32);
         for _ in 0..2000 {
@@ -162,44 +165,49 @@ fn random_walk_keeps_prefetch_and_conservation() {
                 }
                 4 => {
                     let c = rng.gen_range(0..3);
-                    if !active[c] {
-                        q.consume(consumer(c as u64, &sinks[c], prefetch[c])).unwrap();
-                        active[c] = true;
+                    if current[c].is_none() {
+                        next_id += 1;
+                        let mut spec = consumer(next_id, &sinks[c], prefetch[c]);
+                        spec.tag = format!("c{c}").into();
+                        q.consume(spec).unwrap();
+                        current[c] = Some(next_id);
                     }
                 }
                 5 => {
                     let c = rng.gen_range(0..3);
-                    if active[c] {
-                        q.cancel(c as u64);
-                        active[c] = false;
+                    if let Some(id) = current[c].take() {
+                        q.cancel(id);
                     }
                 }
                 _ => {
-                    let c = rng.gen_range(0..3) as u64;
-                    let h = held.entry(c).or_default();
-                    if !h.is_empty() {
+                    let ids: Vec<u64> = held.iter().filter(|(_, h)| !h.is_empty()).map(|(id, _)| *id).collect();
+                    if !ids.is_empty() {
+                        let id = ids[rng.gen_range(0..ids.len())];
+                        let h = held.get_mut(&id).unwrap();
                         let e = h.remove(rng.gen_range(0..h.len()));
                         if rng.gen_bool(0.7) {
-                            q.settle(Some(c), vec![e], Settle::Ack);
+                            q.settle(Some(id), vec![e], Settle::Ack);
                             acked += 1;
                         } else {
-                            q.settle(Some(c), vec![e], Settle::Requeue);
+                            q.settle(Some(id), vec![e], Settle::Requeue);
                         }
                     }
                 }
             }
             for (c, s) in sinks.iter().enumerate() {
                 for d in s.got.lock().drain(..) {
-                    assert_eq!(d.consumer_id, c as u64);
-                    held.entry(c as u64).or_default().push(d.entry);
+                    assert_eq!(Some(d.consumer_id), current[c], "only the current consumer gets messages");
+                    held.entry(d.consumer_id).or_default().push(d.entry);
                 }
-                let n = held.get(&(c as u64)).map_or(0, |h| h.len()) as u32;
-                assert!(n <= prefetch[c], "seed {seed}: consumer {c} holds {n} > {}", prefetch[c]);
+                if let Some(id) = current[c] {
+                    let n = held.get(&id).map_or(0, |h| h.len()) as u32;
+                    assert!(n <= prefetch[c], "seed {seed}: consumer {c} holds {n} > {}", prefetch[c]);
+                }
             }
-            let s = q.stats();
+            let st = q.stats();
             let held_n: u64 = held.values().map(|h| h.len() as u64).sum();
-            assert_eq!(s.unacked, held_n, "seed {seed}");
-            assert_eq!(s.ready + held_n + acked as u64, published as u64, "seed {seed}: conservation");
+            assert_eq!(st.unacked, held_n, "seed {seed}");
+            assert_eq!(st.ready + held_n + acked as u64, published as u64, "seed {seed}: conservation");
         }
     }
 }
