@@ -40,7 +40,16 @@ fn queue(args: &[(&str, FieldValue)]) -> Arc<Queue> {
     for (k, v) in args {
         t.insert(k, v.clone());
     }
-    Queue::new("q".into(), "/", false, false, None, t, Arc::new(MemoryGauge::default())).unwrap()
+    Queue::new(
+        "q".into(),
+        "/",
+        false,
+        false,
+        None,
+        t,
+        Arc::new(MemoryGauge::default()),
+    )
+    .unwrap()
 }
 
 fn msg(n: u32) -> MessageRef {
@@ -85,8 +94,19 @@ fn round_robin_and_requeue_to_original_position() {
     let da: Vec<Delivery> = a.got.lock().drain(..).collect();
     let db: Vec<Delivery> = b.got.lock().drain(..).collect();
     assert_eq!((da.len(), db.len()), (1, 1), "prefetch 1 each");
-    assert_eq!(num(&da[0].entry) + num(&db[0].entry), 1, "messages 0 and 1 shared");
-    assert_eq!(q.stats(), QueueStats { ready: 2, unacked: 2, consumers: 2 });
+    assert_eq!(
+        num(&da[0].entry) + num(&db[0].entry),
+        1,
+        "messages 0 and 1 shared"
+    );
+    assert_eq!(
+        q.stats(),
+        QueueStats {
+            ready: 2,
+            unacked: 2,
+            consumers: 2
+        }
+    );
     // Cancel both, requeue what they held: 0 and 1 come back before 2, 3.
     q.cancel(1);
     q.cancel(2);
@@ -180,7 +200,11 @@ fn random_walk_keeps_prefetch_and_conservation() {
                     }
                 }
                 _ => {
-                    let ids: Vec<u64> = held.iter().filter(|(_, h)| !h.is_empty()).map(|(id, _)| *id).collect();
+                    let ids: Vec<u64> = held
+                        .iter()
+                        .filter(|(_, h)| !h.is_empty())
+                        .map(|(id, _)| *id)
+                        .collect();
                     if !ids.is_empty() {
                         let id = ids[rng.gen_range(0..ids.len())];
                         let h = held.get_mut(&id).unwrap();
@@ -196,18 +220,30 @@ fn random_walk_keeps_prefetch_and_conservation() {
             }
             for (c, s) in sinks.iter().enumerate() {
                 for d in s.got.lock().drain(..) {
-                    assert_eq!(Some(d.consumer_id), current[c], "only the current consumer gets messages");
+                    assert_eq!(
+                        Some(d.consumer_id),
+                        current[c],
+                        "only the current consumer gets messages"
+                    );
                     held.entry(d.consumer_id).or_default().push(d.entry);
                 }
                 if let Some(id) = current[c] {
                     let n = held.get(&id).map_or(0, |h| h.len()) as u32;
-                    assert!(n <= prefetch[c], "seed {seed}: consumer {c} holds {n} > {}", prefetch[c]);
+                    assert!(
+                        n <= prefetch[c],
+                        "seed {seed}: consumer {c} holds {n} > {}",
+                        prefetch[c]
+                    );
                 }
             }
             let st = q.stats();
             let held_n: u64 = held.values().map(|h| h.len() as u64).sum();
             assert_eq!(st.unacked, held_n, "seed {seed}");
-            assert_eq!(st.ready + held_n + acked as u64, published as u64, "seed {seed}: conservation");
+            assert_eq!(
+                st.ready + held_n + acked as u64,
+                published as u64,
+                "seed {seed}: conservation"
+            );
         }
     }
 }
