@@ -4,7 +4,7 @@
 //! exchange-to-exchange bindings and alternate exchanges with a visited set,
 //! so cycles among exchanges end.
 
-use std::collections::{HashMap, HashSet};
+use ahash::{AHashMap as HashMap, AHashSet as HashSet};
 use std::sync::Arc;
 
 use parking_lot::RwLock;

@@ -1,7 +1,7 @@
 //! Direct exchange (0-9-1 §3.1.3.1): a message goes to the bindings whose
 //! key equals its routing key exactly. One hash lookup per publish.
 
-use std::collections::HashMap;
+use ahash::AHashMap as HashMap;
 
 use warren_amqp091::ShortStr;
 

@@ -5,7 +5,7 @@
 //! of (node, word position) keeps the walk linear in trie size times words
 //! even for patterns such as `#.#.#`.
 
-use std::collections::{HashMap, HashSet};
+use ahash::{AHashMap as HashMap, AHashSet as HashSet};
 
 use bytes::Bytes;
 use warren_amqp091::ShortStr;

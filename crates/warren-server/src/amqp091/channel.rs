@@ -2,7 +2,9 @@
 //! A channel is open, or closing after the server sent channel.close and
 //! waits for close-ok (0-9-1 §4.2.6: everything else is then discarded).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use ahash::AHashMap as HashMap;
 use std::sync::Arc;
 
 use warren_amqp091::methods::*;

@@ -6,7 +6,7 @@
 //! or the memory alarm holds publishers, so a connection never buffers
 //! without bound.
 
-use std::collections::HashMap;
+use ahash::AHashMap as HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

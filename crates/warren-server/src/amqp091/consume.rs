@@ -4,7 +4,7 @@
 //! per delivery; a channel keeps its unacknowledged deliveries in tag
 //! order, so acks (usually in order) come off the front cheaply.
 
-use std::collections::HashMap;
+use ahash::AHashMap as HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 

@@ -5,7 +5,7 @@
 //! basic.nack frames as possible (`multiple` over contiguous runs). Also
 //! transactions (tx class): publishes and acks buffered until commit.
 
-use std::collections::HashMap;
+use ahash::AHashMap as HashMap;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};

@@ -493,3 +493,53 @@ async fn unknown_delivery_tag_is_precondition_failed() {
     })
     .await;
 }
+
+/// Random frames after a good handshake, from many connections: whatever
+/// the broker makes of them, it answers or closes, never dies, and keeps
+/// serving everyone else.
+#[tokio::test]
+async fn random_frames_never_take_the_broker_down() {
+    use rand::{Rng, SeedableRng};
+    let b = Broker::start().await;
+    let port = b.port;
+    blocking(move || {
+        for seed in 0..40u64 {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let mut r = Raw::handshake(port, 0);
+            r.s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+            r.open_channel(1);
+            for _ in 0..40 {
+                let kind = [1u8, 2, 3, 8, 1, 1][rng.gen_range(0..6)];
+                let channel = rng.gen_range(0..3u16);
+                let mut payload = BytesMut::new();
+                if kind == 1 && rng.gen_bool(0.7) {
+                    // a plausible method header with random arguments
+                    payload.put_u16([10u16, 20, 40, 50, 60, 85, 90][rng.gen_range(0..7)]);
+                    payload.put_u16(rng.gen_range(0..130));
+                }
+                let n = rng.gen_range(0..64);
+                for _ in 0..n {
+                    payload.put_u8(rng.gen());
+                }
+                let mut f = BytesMut::new();
+                f.put_u8(kind);
+                f.put_u16(channel);
+                f.put_u32(payload.len() as u32);
+                f.put_slice(&payload);
+                f.put_u8(FRAME_END);
+                if r.s.write_all(&f).is_err() {
+                    break; // the broker hung up on us: fine
+                }
+            }
+            // Drain whatever came back until the broker closes or goes quiet.
+            let mut sink = [0u8; 4096];
+            while let Ok(n) = r.s.read(&mut sink) {
+                if n == 0 {
+                    break;
+                }
+            }
+        }
+    })
+    .await;
+    still_serving(&b).await;
+}
