@@ -52,6 +52,27 @@ impl Running {
     }
 }
 
+/// Largest TCP segment the broker sends. Loopback's MSS is ~64 KiB; a
+/// client with a small fixed receive buffer (the Java client asks for
+/// 128 KiB) then gets segments whose memory cost outruns its window, the
+/// kernel drops them, and the retransmission waits out a 200 ms timeout.
+/// 16 KiB segments stay inside such windows; real networks' MSS is smaller
+/// anyway.
+const MAX_SEGMENT: u32 = 16 << 10;
+
+/// A listening socket (SO_REUSEADDR, as RabbitMQ's listeners set it, and
+/// the MSS clamp above, inherited by accepted connections).
+fn listen(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let domain = socket2::Domain::for_address(addr);
+    let s = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
+    s.set_reuse_address(true)?;
+    let _ = s.set_mss(MAX_SEGMENT);
+    s.set_nonblocking(true)?;
+    s.bind(&addr.into())?;
+    s.listen(1024)?;
+    tokio::net::TcpListener::from_std(s.into())
+}
+
 /// Build the broker from `config` (restoring stored definitions), bind the
 /// listener and start accepting connections.
 pub async fn start(config: Config) -> Result<Running, StartError> {
@@ -100,12 +121,10 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         timers,
         replies: reply_to::Registry::default(),
     });
-    let tcp = tokio::net::TcpListener::bind(config.amqp_listen)
-        .await
-        .map_err(|source| StartError::Listen {
-            addr: config.amqp_listen,
-            source,
-        })?;
+    let tcp = listen(config.amqp_listen).map_err(|source| StartError::Listen {
+        addr: config.amqp_listen,
+        source,
+    })?;
     let amqp_addr = tcp.local_addr().map_err(|source| StartError::Listen {
         addr: config.amqp_listen,
         source,

@@ -34,6 +34,8 @@ const READ_CHUNK: usize = 256 << 10;
 /// flow control is a brake, not a stop (a connection that also consumes
 /// must get to read its own acks).
 const FLOW_PAUSE: Duration = Duration::from_millis(5);
+/// How much a connection reads ahead, unparsed, while its input is paused.
+const PAUSED_READ_MAX: usize = 1 << 20;
 /// How long to wait for close-ok after sending connection.close.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -134,6 +136,8 @@ struct Driver {
     /// How much room the next read offers: grows while reads fill it, so an
     /// idle connection keeps small buffers and a busy one reads in bulk.
     read_size: usize,
+    /// Bytes read while input was paused, not yet handled.
+    unprocessed: bool,
     /// After a framing error the input can no longer be parsed: ignore it.
     discard_input: bool,
     last_recv: Instant,
@@ -177,6 +181,7 @@ pub async fn serve(
         stream,
         rbuf: BytesMut::new(),
         read_size: 4096,
+        unprocessed: false,
         discard_input: false,
         last_recv: Instant::now(),
         sent_since_tick: false,
@@ -218,7 +223,16 @@ impl Driver {
                 self.flow_until = None;
             }
             let flow_deadline = self.flow_until;
-            let can_read = !self.conn.blocked && flow_deadline.is_none() && self.conn.wbuf.len() < WBUF_HIGH;
+            if self.unprocessed && !self.input_paused() {
+                self.unprocessed = false;
+                self.process_input(0);
+                continue;
+            }
+            // While input is paused we still move bytes from the socket into
+            // our buffer (up to a bound) without parsing them: a peer that
+            // sends many small segments would otherwise fill the kernel's
+            // receive queue, which then drops and retransmits after 200 ms.
+            let can_read = !self.input_paused() || self.rbuf.len() < PAUSED_READ_MAX;
             tokio::select! {
                 biased;
                 _ = shutdown.changed(), if self.conn.phase < Phase::Closing => {
@@ -355,8 +369,24 @@ impl Driver {
             self.rbuf.clear();
             return Ok(());
         }
+        if self.input_paused() {
+            self.unprocessed = true;
+            return Ok(());
+        }
+        self.process_input(total);
+        Ok(())
+    }
+
+    /// Is handling input on hold (memory alarm, flow control, or a write
+    /// buffer over its high-water mark)?
+    fn input_paused(&self) -> bool {
+        self.conn.blocked || self.flow_until.is_some() || self.conn.wbuf.len() >= WBUF_HIGH
+    }
+
+    /// Handle the frames buffered so far and what follows from them.
+    fn process_input(&mut self, just_read: usize) {
         self.handle_input();
-        if self.rbuf.is_empty() && self.rbuf.capacity() > 4096 && total < 1024 {
+        if self.rbuf.is_empty() && self.rbuf.capacity() > 4096 && just_read < 1024 {
             // Quiet again: give the buffer back, start small next time.
             self.rbuf = BytesMut::new();
             self.read_size = 4096;
@@ -364,7 +394,6 @@ impl Driver {
         publish::flush_confirms(&mut self.conn, &mut self.channels);
         self.check_alarm();
         self.check_flow();
-        Ok(())
     }
 
     /// Pause reading if a queue we published into is over its backlog mark

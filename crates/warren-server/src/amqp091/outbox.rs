@@ -57,14 +57,19 @@ impl Outbox {
         Arc::new(Outbox::default())
     }
 
+    /// The counters change only under the lock, together with the items, so
+    /// `has_room` and `is_pending` (which read them without it) never see a
+    /// count that disagrees with the buffer for long, and never strand an
+    /// item: a drain racing a push used to zero the count after the push,
+    /// leaving a delivery unseen until the next notification.
     fn push(&self, item: OutItem, size: usize) {
         let was_empty = {
             let mut inner = self.inner.lock();
             inner.items.push_back(item);
+            self.len.fetch_add(1, Ordering::Relaxed);
+            self.bytes.fetch_add(size, Ordering::Relaxed);
             inner.items.len() == 1
         };
-        self.len.fetch_add(1, Ordering::Relaxed);
-        self.bytes.fetch_add(size, Ordering::Relaxed);
         if was_empty {
             self.notify.notify_one();
         }
@@ -97,9 +102,9 @@ impl Outbox {
         let mut inner = self.inner.lock();
         let items = std::mem::take(&mut inner.items);
         let waiting = std::mem::take(&mut inner.waiting);
-        drop(inner);
         self.len.store(0, Ordering::Relaxed);
         self.bytes.store(0, Ordering::Relaxed);
+        drop(inner);
         (items, waiting)
     }
 }
