@@ -543,3 +543,139 @@ async fn random_frames_never_take_the_broker_down() {
     .await;
     still_serving(&b).await;
 }
+
+#[tokio::test]
+async fn amqplain_login_and_prefetch_size_not_implemented() {
+    let b = Broker::start().await;
+    let port = b.port;
+    let text = blocking(move || {
+        let mut r = Raw::connect(port);
+        r.send(PROTOCOL_HEADER);
+        r.method();
+        // AMQPLAIN: a field table's entries without the table's length.
+        let mut t = FieldTable::new();
+        t.insert("LOGIN", "guest".into());
+        t.insert("PASSWORD", "guest".into());
+        let mut enc = BytesMut::new();
+        t.encode(&mut enc);
+        r.send_method(
+            0,
+            ConnectionStartOk {
+                client_properties: FieldTable::new(),
+                mechanism: "AMQPLAIN".into(),
+                response: enc.freeze().slice(4..),
+                locale: "en_US".into(),
+            },
+        );
+        assert!(matches!(r.method(), Method::ConnectionTune(_)));
+        r.send_method(
+            0,
+            ConnectionTuneOk {
+                channel_max: 10,
+                frame_max: 8192,
+                heartbeat: 0,
+            },
+        );
+        r.send_method(
+            0,
+            ConnectionOpen {
+                virtual_host: "/".into(),
+                ..Default::default()
+            },
+        );
+        assert!(matches!(r.method(), Method::ConnectionOpenOk(_)));
+        r.open_channel(1);
+        r.send_method(
+            1,
+            BasicQos {
+                prefetch_size: 1000,
+                prefetch_count: 0,
+                global: false,
+            },
+        );
+        r.expect_connection_close(540)
+    })
+    .await;
+    assert_eq!(text, "NOT_IMPLEMENTED - prefetch_size!=0 (1000)");
+}
+
+#[tokio::test]
+async fn negotiated_frame_max_bounds_frames_both_ways() {
+    let b = Broker::start().await;
+    let port = b.port;
+    blocking(move || {
+        let mut r = Raw::connect(port);
+        r.send(PROTOCOL_HEADER);
+        r.method();
+        r.send_method(
+            0,
+            ConnectionStartOk {
+                client_properties: FieldTable::new(),
+                mechanism: "PLAIN".into(),
+                response: Bytes::from_static(b"\0guest\0guest"),
+                locale: "en_US".into(),
+            },
+        );
+        r.method();
+        r.send_method(
+            0,
+            ConnectionTuneOk {
+                channel_max: 10,
+                frame_max: 4096,
+                heartbeat: 0,
+            },
+        );
+        r.send_method(
+            0,
+            ConnectionOpen {
+                virtual_host: "/".into(),
+                ..Default::default()
+            },
+        );
+        r.method();
+        r.open_channel(1);
+        // A 10,000-byte message comes back in body frames of at most 4096.
+        r.send_method(
+            1,
+            QueueDeclare {
+                queue: "fm".into(),
+                ..Default::default()
+            },
+        );
+        r.method();
+        let mut f = BytesMut::new();
+        write_method(
+            &mut f,
+            1,
+            &BasicPublish {
+                routing_key: "fm".into(),
+                ..Default::default()
+            }
+            .into(),
+        );
+        warren_amqp091::frame::write_content_header(&mut f, 1, 60, 10_000, &Default::default());
+        warren_amqp091::frame::write_body(&mut f, 1, &[9u8; 10_000], 4096);
+        r.send(&f);
+        r.send_method(
+            1,
+            BasicGet {
+                queue: "fm".into(),
+                no_ack: true,
+                ..Default::default()
+            },
+        );
+        assert!(matches!(r.method(), Method::BasicGetOk(_)));
+        let mut body = 0;
+        while body < 10_000 {
+            let fr = r.frame().unwrap();
+            if fr.kind == FrameType::Body {
+                assert!(fr.payload.len() + 8 <= 4096);
+                body += fr.payload.len();
+            }
+        }
+        // A frame over the negotiated 4096 is a frame error.
+        r.send(&[3, 0, 1, 0, 0, 0x10, 0x00]);
+        r.expect_connection_close(501);
+    })
+    .await;
+}
