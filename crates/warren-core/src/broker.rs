@@ -12,7 +12,8 @@ use rand::RngCore;
 use sha2::{Digest, Sha256};
 
 use crate::error::BrokerError;
-use crate::queue::MemoryGauge;
+use crate::alarms::Alarms;
+use crate::queue::{MemoryGauge, QueueEnv, Storage};
 use crate::vhost::{ChangeHook, VHost};
 
 #[derive(Debug, Clone)]
@@ -22,6 +23,11 @@ pub struct BrokerConfig {
     pub loopback_users: Vec<String>,
     /// Bytes of queued messages above which publishers are blocked.
     pub memory_high_watermark: u64,
+    /// Free bytes on the data directory's file system below which
+    /// publishers are blocked.
+    pub disk_free_limit: u64,
+    /// Where queues keep messages on disk; None keeps them all in memory.
+    pub storage: Option<Arc<Storage>>,
 }
 
 impl Default for BrokerConfig {
@@ -29,6 +35,8 @@ impl Default for BrokerConfig {
         BrokerConfig {
             loopback_users: vec!["guest".into()],
             memory_high_watermark: 1 << 30,
+            disk_free_limit: 50_000_000,
+            storage: None,
         }
     }
 }
@@ -74,6 +82,7 @@ impl User {
 pub struct Broker {
     pub config: BrokerConfig,
     pub memory: Arc<MemoryGauge>,
+    pub alarms: Alarms,
     vhosts: RwLock<HashMap<String, Arc<VHost>>>,
     users: RwLock<HashMap<String, User>>,
     on_change: ChangeHook,
@@ -89,6 +98,7 @@ impl std::fmt::Debug for Broker {
 impl Broker {
     pub fn new(config: BrokerConfig, on_change: ChangeHook) -> Arc<Broker> {
         Arc::new(Broker {
+            alarms: Alarms::new(config.memory_high_watermark, config.disk_free_limit),
             config,
             memory: Arc::new(MemoryGauge::default()),
             vhosts: RwLock::new(HashMap::new()),
@@ -107,7 +117,13 @@ impl Broker {
         let mut v = self.vhosts.write();
         let vh = v
             .entry(name.to_string())
-            .or_insert_with(|| Arc::new(VHost::new(name, self.memory.clone(), self.on_change.clone())))
+            .or_insert_with(|| {
+                let env = QueueEnv {
+                    memory: self.memory.clone(),
+                    storage: self.config.storage.clone(),
+                };
+                Arc::new(VHost::new(name, env, self.on_change.clone()))
+            })
             .clone();
         drop(v);
         (self.on_change)();
@@ -129,6 +145,13 @@ impl Broker {
 
     pub fn users(&self) -> Vec<User> {
         self.users.read().values().cloned().collect()
+    }
+
+    /// Is publishing blocked by a resource alarm? Re-checks the memory
+    /// alarm against the gauge; the disk alarm is kept by its monitor.
+    pub fn publishing_blocked(&self) -> Option<&'static str> {
+        self.alarms.check_memory(self.memory.bytes());
+        self.alarms.blocked_reason()
     }
 
     /// Check a login (0-9-1 connection.start-ok). `loopback` says whether

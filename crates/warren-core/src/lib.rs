@@ -2,8 +2,11 @@
 //! virtual hosts, exchanges and their routing, the protocol-neutral message,
 //! and queue types behind one interface. Protocol front ends (in
 //! `warren-server`) call into this crate and carry out what it returns; code
-//! here never writes to a socket and never blocks on I/O.
+//! here never writes to a socket. The one I/O it does is the message
+//! store's (`warren-store`): buffered appends and reads of paged-out
+//! messages, under a queue's lock; fsync happens on the store's own thread.
 
+pub mod alarms;
 pub mod broker;
 pub mod error;
 pub mod exchange;

@@ -12,7 +12,7 @@ use warren_amqp091::{FieldTable, FieldValue, ShortStr};
 
 use crate::error::BrokerError;
 use crate::exchange::{Binding, Destination, Exchange, ExchangeKind};
-use crate::queue::{dead_letter, Effects, MemoryGauge, Queue, EQUIVALENCE_ARGS};
+use crate::queue::{dead_letter, Effects, Queue, QueueEnv, EQUIVALENCE_ARGS};
 
 /// Called after a durable definition changed, so it can be saved.
 pub type ChangeHook = Arc<dyn Fn() + Send + Sync>;
@@ -28,7 +28,7 @@ struct Topology {
 pub struct VHost {
     pub name: String,
     topology: RwLock<Topology>,
-    memory: Arc<MemoryGauge>,
+    env: QueueEnv,
     on_change: ChangeHook,
 }
 
@@ -128,7 +128,7 @@ fn show(v: Option<&FieldValue>) -> String {
 }
 
 impl VHost {
-    pub fn new(name: &str, memory: Arc<MemoryGauge>, on_change: ChangeHook) -> VHost {
+    pub fn new(name: &str, env: QueueEnv, on_change: ChangeHook) -> VHost {
         let mut t = Topology::default();
         for (n, kind, internal) in PREDECLARED {
             let name = ShortStr::from(*n);
@@ -140,7 +140,7 @@ impl VHost {
         VHost {
             name: name.to_string(),
             topology: RwLock::new(t),
-            memory,
+            env,
             on_change,
         }
     }
@@ -457,7 +457,7 @@ impl VHost {
             d.auto_delete,
             owner,
             d.arguments.clone(),
-            self.memory.clone(),
+            &self.env,
         )?;
         let mut t = self.topology.write();
         if let Some(existing) = t.queues.get(&d.name) {

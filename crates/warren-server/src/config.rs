@@ -17,7 +17,7 @@ use serde::Deserialize;
     about = "Warren: a RabbitMQ-compatible message broker"
 )]
 pub struct Cli {
-    /// Where definitions (and later, messages) are kept.
+    /// Where definitions and messages are kept.
     #[arg(long, env = "WARREN_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
     /// AMQP listener address.
@@ -48,8 +48,15 @@ pub struct Config {
     pub heartbeat: u16,
     /// Largest message body accepted, in bytes.
     pub max_message_size: u64,
-    /// Publishers are blocked once queued messages hold this many bytes.
+    /// Publishers are blocked once messages held in memory reach this
+    /// fraction of physical memory (RabbitMQ's
+    /// vm_memory_high_watermark.relative)...
+    pub memory_high_watermark: f64,
+    /// ...or this many bytes, when set (vm_memory_high_watermark.absolute).
     pub memory_high_watermark_bytes: u64,
+    /// Publishers are blocked while the data directory's file system has
+    /// less free space than this (disk_free_limit.absolute).
+    pub disk_free_limit_bytes: u64,
     /// Most connections served at once; more wait in the accept queue.
     pub max_connections: usize,
 }
@@ -67,15 +74,17 @@ impl Default for Config {
             channel_max: 2047,
             heartbeat: 60,
             max_message_size: 128 << 20,
-            memory_high_watermark_bytes: default_watermark(),
+            memory_high_watermark: 0.4,
+            memory_high_watermark_bytes: 0,
+            disk_free_limit_bytes: 50_000_000,
             max_connections: 100_000,
         }
     }
 }
 
-/// 40 % of physical memory, RabbitMQ's vm_memory_high_watermark default.
-fn default_watermark() -> u64 {
-    let total = std::fs::read_to_string("/proc/meminfo")
+/// Physical memory, from /proc/meminfo (4 GiB if unknown).
+fn total_memory() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|s| {
             s.lines()
@@ -84,8 +93,7 @@ fn default_watermark() -> u64 {
                 .and_then(|kb| kb.parse::<u64>().ok())
         })
         .map(|kb| kb * 1024)
-        .unwrap_or(4 << 30);
-    total / 10 * 4
+        .unwrap_or(4 << 30)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -123,7 +131,22 @@ impl Config {
         Ok(c)
     }
 
+    /// The memory high watermark in bytes: the absolute setting if given,
+    /// else the relative one applied to physical memory.
+    pub fn memory_limit(&self) -> u64 {
+        if self.memory_high_watermark_bytes > 0 {
+            self.memory_high_watermark_bytes
+        } else {
+            (total_memory() as f64 * self.memory_high_watermark) as u64
+        }
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(0.0..=1.0).contains(&self.memory_high_watermark) {
+            return Err(ConfigError::Invalid(
+                "memory_high_watermark is a fraction of memory, between 0 and 1".into(),
+            ));
+        }
         if self.frame_max < 4096 {
             return Err(ConfigError::Invalid("frame_max must be at least 4096".into()));
         }

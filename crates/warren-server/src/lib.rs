@@ -5,6 +5,7 @@
 pub mod amqp091;
 pub mod config;
 pub mod definitions;
+pub mod disk_monitor;
 pub mod listener;
 pub mod reply_to;
 pub mod timers;
@@ -14,6 +15,7 @@ use std::sync::{Arc, OnceLock};
 
 use tokio::sync::watch;
 use warren_core::{Broker, BrokerConfig, User};
+use warren_store::Storage;
 
 pub use config::{Cli, Config};
 
@@ -29,6 +31,8 @@ pub struct ServerCtx {
 pub enum StartError {
     #[error("cannot use data directory {path}: {source}")]
     DataDir { path: String, source: std::io::Error },
+    #[error("cannot open the message store: {0}")]
+    Store(#[from] warren_store::StoreError),
     #[error("cannot listen on {addr}: {source}")]
     Listen {
         addr: SocketAddr,
@@ -42,6 +46,7 @@ pub struct Running {
     pub ctx: Arc<ServerCtx>,
     shutdown: watch::Sender<bool>,
     listener: tokio::task::JoinHandle<()>,
+    storage: Arc<Storage>,
 }
 
 impl Running {
@@ -49,6 +54,9 @@ impl Running {
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
         let _ = self.listener.await;
+        // Acks and pages still in buffers go to disk, and fsync covers them.
+        let storage = self.storage.clone();
+        let _ = tokio::task::spawn_blocking(move || storage.shutdown()).await;
     }
 }
 
@@ -83,12 +91,15 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     std::fs::create_dir_all(&config.data_dir).map_err(data_err)?;
     let store = Arc::new(definitions::Store::new(&config.data_dir));
     let stored = store.load().map_err(data_err)?;
+    let storage = Storage::open(&config.data_dir.join("queues"))?;
 
     let weak = Arc::new(OnceLock::new());
     let broker = Broker::new(
         BrokerConfig {
             loopback_users: config.loopback_users.clone(),
-            memory_high_watermark: config.memory_high_watermark_bytes,
+            memory_high_watermark: config.memory_limit(),
+            disk_free_limit: config.disk_free_limit_bytes,
+            storage: Some(storage.clone()),
         },
         definitions::save_hook(store.clone(), weak.clone()),
     );
@@ -104,6 +115,9 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             });
         }
     }
+    // Stores of queues that are gone (non-durable ones, deleted ones).
+    storage.discard_unclaimed();
+    disk_monitor::check(&broker, &config.data_dir);
     let _ = weak.set(Arc::downgrade(&broker));
     store.save(&definitions::snapshot(&broker)).map_err(data_err)?;
 
@@ -131,11 +145,13 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     })?;
     tracing::info!("AMQP 0-9-1 listener on {amqp_addr}");
     let (tx, rx) = watch::channel(false);
+    disk_monitor::spawn(ctx.broker.clone(), config.data_dir.clone(), rx.clone());
     let listener = tokio::spawn(listener::accept_loop(tcp, ctx.clone(), rx));
     Ok(Running {
         amqp_addr,
         ctx,
         shutdown: tx,
         listener,
+        storage,
     })
 }

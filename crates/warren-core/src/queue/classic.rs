@@ -15,6 +15,7 @@ use crate::error::BrokerError;
 use crate::message::MessageRef;
 
 use super::consumer::{Consumer, ConsumerSpec, Delivery, FlowWaiter};
+use super::paging::{Paging, Stored};
 use super::{Ctx, Entry, Overflow, PublishOutcome, QueueConfig, QueueStats, QueueType, Reason, Settle};
 
 /// Ready messages above which a queue with consumers asks publishers to
@@ -27,12 +28,15 @@ const FLOW_LOW: u64 = 1000;
 #[derive(Debug)]
 pub struct ClassicQueue {
     /// One FIFO per priority level (a single one without x-max-priority),
-    /// each ordered by `seq`.
-    ready: Vec<VecDeque<Entry>>,
-    ready_count: u64,
-    ready_bytes: u64,
+    /// each ordered by `seq`: the in-memory window of ready messages.
+    pub(super) ready: Vec<VecDeque<Entry>>,
+    /// Messages and body bytes in `ready` (the store's tail comes on top).
+    pub(super) ready_count: u64,
+    pub(super) ready_bytes: u64,
     unacked: u64,
-    next_seq: u64,
+    pub(super) next_seq: u64,
+    /// The message store: durable messages and the paged-out tail.
+    pub(super) paging: Paging,
     consumers: Vec<Consumer>,
     /// Round-robin cursor among equal-priority consumers.
     rr: usize,
@@ -43,7 +47,7 @@ pub struct ClassicQueue {
 }
 
 impl ClassicQueue {
-    pub fn new(config: &QueueConfig, now: Instant) -> ClassicQueue {
+    pub fn new(config: &QueueConfig, now: Instant, paging: Paging) -> ClassicQueue {
         let levels = config.max_priority.map(|p| p as usize + 1).unwrap_or(1);
         ClassicQueue {
             ready: (0..levels).map(|_| VecDeque::new()).collect(),
@@ -51,6 +55,7 @@ impl ClassicQueue {
             ready_bytes: 0,
             unacked: 0,
             next_seq: 0,
+            paging,
             consumers: Vec::new(),
             rr: 0,
             had_consumer: false,
@@ -63,7 +68,7 @@ impl ClassicQueue {
         (priority as usize).min(self.ready.len() - 1)
     }
 
-    fn push_ready(&mut self, e: Entry) {
+    pub(super) fn push_ready(&mut self, e: Entry) {
         self.ready_count += 1;
         self.ready_bytes += e.message.body_size() as u64;
         let l = self.level(e.message.priority);
@@ -90,7 +95,13 @@ impl ClassicQueue {
         Some(e)
     }
 
-    fn pop_oldest(&mut self) -> Option<Entry> {
+    /// Ready messages, in memory and paged out.
+    fn total_ready(&self) -> u64 {
+        self.ready_count + self.paging.tail_len()
+    }
+
+    fn pop_oldest(&mut self, ctx: &mut Ctx) -> Option<Entry> {
+        self.refill(ctx);
         // drop-head drops the oldest message, whatever its priority.
         let l = (0..self.ready.len())
             .filter(|&l| !self.ready[l].is_empty())
@@ -101,22 +112,34 @@ impl ClassicQueue {
         Some(e)
     }
 
-    /// Dead-letter (or drop) expired messages at the head of every level.
+    /// Dead-letter (or drop) expired messages at the head of every level
+    /// (and, for a paged queue, of what comes back from the store).
     fn expire_heads(&mut self, ctx: &mut Ctx) {
         for l in 0..self.ready.len() {
-            while let Some(front) = self.ready[l].front() {
-                // Strictly past: a TTL-0 message may still go to a consumer
-                // waiting right now (see `publish`).
-                match front.expires_at {
-                    Some(t) if t < ctx.now => {}
-                    _ => break,
+            loop {
+                while let Some(front) = self.ready[l].front() {
+                    // Strictly past: a TTL-0 message may still go to a consumer
+                    // waiting right now (see `publish`).
+                    match front.expires_at {
+                        Some(t) if t < ctx.now => {}
+                        _ => break,
+                    }
+                    if let Some(e) = self.ready[l].pop_front() {
+                        self.ready_count -= 1;
+                        self.ready_bytes -= e.message.body_size() as u64;
+                        ctx.queue.memory.sub(e.message.memory_size());
+                        self.paging.forget(&e);
+                        ctx.dead_letter(&e.message, Reason::Expired);
+                    }
                 }
-                if let Some(e) = self.ready[l].pop_front() {
-                    self.ready_count -= 1;
-                    self.ready_bytes -= e.message.body_size() as u64;
-                    ctx.queue.memory.sub(e.message.memory_size());
-                    ctx.dead_letter(&e.message, Reason::Expired);
+                if self.ready[l].is_empty() && self.pages() && self.paging.tail_len() > 0 {
+                    // The head expired away: the next messages are on disk.
+                    self.refill(ctx);
+                    if !self.ready[l].is_empty() {
+                        continue;
+                    }
                 }
+                break;
             }
         }
     }
@@ -124,10 +147,10 @@ impl ClassicQueue {
     fn over_limit(&self, config: &QueueConfig, extra_count: u64, extra_bytes: u64) -> bool {
         config
             .max_length
-            .is_some_and(|m| self.ready_count + extra_count > m)
+            .is_some_and(|m| self.total_ready() + extra_count > m)
             || config
                 .max_length_bytes
-                .is_some_and(|m| self.ready_bytes + extra_bytes > m)
+                .is_some_and(|m| self.ready_bytes + self.paging.tail_bytes() + extra_bytes > m)
     }
 
     /// Index of the consumer to serve next, if any has credit: the highest
@@ -176,7 +199,9 @@ impl ClassicQueue {
         let c = &mut self.consumers[i];
         if c.spec.no_ack {
             ctx.queue.memory.sub(entry.message.memory_size());
+            self.paging.forget(&entry);
         } else {
+            self.paging.delivered(&entry);
             c.unacked += 1;
             self.unacked += 1;
             if let Some(l) = &c.spec.channel_limit {
@@ -193,9 +218,25 @@ impl ClassicQueue {
         });
     }
 
+    /// After an enqueue: trim to the length limits (drop-head) and ask
+    /// publishers to slow down if consumers are falling behind.
+    fn after_publish(&mut self, ctx: &mut Ctx, config: &QueueConfig) {
+        if config.overflow == Overflow::DropHead {
+            while self.over_limit(config, 0, 0) {
+                let Some(e) = self.pop_oldest(ctx) else { break };
+                ctx.queue.memory.sub(e.message.memory_size());
+                self.paging.forget(&e);
+                ctx.dead_letter(&e.message, Reason::MaxLen);
+            }
+        }
+        if self.total_ready() > FLOW_HIGH && !self.consumers.is_empty() {
+            ctx.effects.flow = true;
+        }
+    }
+
     /// Let paused publishers go once the backlog is low (or gone).
     fn resume_publishers(&mut self) {
-        if !self.flow_waiters.is_empty() && (self.ready_count <= FLOW_LOW || self.consumers.is_empty()) {
+        if !self.flow_waiters.is_empty() && (self.total_ready() <= FLOW_LOW || self.consumers.is_empty()) {
             for w in self.flow_waiters.drain(..) {
                 w.resume();
             }
@@ -232,9 +273,27 @@ impl QueueType for ClassicQueue {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        if ttl == Some(0) && self.paging.tail_len() > 0 {
+            // Behind a paged-out backlog no consumer can take it now.
+            ctx.dead_letter(&msg, Reason::Expired);
+            return PublishOutcome::Enqueued;
+        }
         let seq = self.next_seq;
         let priority = msg.priority;
         self.next_seq += 1;
+        let stored = match self.paging.store(ctx, seq, &msg, ttl, self.page_out()) {
+            Stored::No => false,
+            Stored::Failed => return PublishOutcome::Rejected,
+            Stored::InWindow(ticket) => {
+                ctx.effects.sync = ticket;
+                true
+            }
+            Stored::InTail(ticket) => {
+                ctx.effects.sync = ticket;
+                self.after_publish(ctx, &config);
+                return PublishOutcome::Enqueued;
+            }
+        };
         if ttl.is_some() {
             ctx.effects.arm_timer = true;
         }
@@ -244,6 +303,7 @@ impl QueueType for ClassicQueue {
             message: msg,
             redelivered: false,
             expires_at: ttl.map(|t| ctx.now + Duration::from_millis(t)),
+            stored,
         });
         self.pump(ctx);
         // TTL 0: delivered only if a consumer took it at once; otherwise it
@@ -255,21 +315,12 @@ impl QueueType for ClassicQueue {
                     self.ready_count -= 1;
                     self.ready_bytes -= e.message.body_size() as u64;
                     ctx.queue.memory.sub(e.message.memory_size());
+                    self.paging.forget(&e);
                     ctx.dead_letter(&e.message, Reason::Expired);
                 }
             }
         }
-        // drop-head: trim the oldest ready messages while over a limit.
-        if config.overflow == Overflow::DropHead {
-            while self.over_limit(&config, 0, 0) {
-                let Some(e) = self.pop_oldest() else { break };
-                ctx.queue.memory.sub(e.message.memory_size());
-                ctx.dead_letter(&e.message, Reason::MaxLen);
-            }
-        }
-        if self.ready_count > FLOW_HIGH && !self.consumers.is_empty() {
-            ctx.effects.flow = true;
-        }
+        self.after_publish(ctx, &config);
         PublishOutcome::Enqueued
     }
 
@@ -318,9 +369,13 @@ impl QueueType for ClassicQueue {
         self.release(consumer_id, n);
         for e in entries {
             match how {
-                Settle::Ack => ctx.queue.memory.sub(e.message.memory_size()),
+                Settle::Ack => {
+                    ctx.queue.memory.sub(e.message.memory_size());
+                    self.paging.forget(&e);
+                }
                 Settle::Discard => {
                     ctx.queue.memory.sub(e.message.memory_size());
+                    self.paging.forget(&e);
                     ctx.dead_letter(&e.message, Reason::Rejected);
                 }
                 Settle::Requeue => {
@@ -336,17 +391,21 @@ impl QueueType for ClassicQueue {
     fn get(&mut self, ctx: &mut Ctx, no_ack: bool) -> Option<(Entry, u64)> {
         self.last_used = ctx.now;
         self.expire_heads(ctx);
+        self.refill(ctx);
         let e = self.pop_ready()?;
         if no_ack {
             ctx.queue.memory.sub(e.message.memory_size());
+            self.paging.forget(&e);
         } else {
+            self.paging.delivered(&e);
             self.unacked += 1;
         }
-        Some((e, self.ready_count))
+        Some((e, self.total_ready()))
     }
 
     fn pump(&mut self, ctx: &mut Ctx) {
         loop {
+            self.refill(ctx);
             self.expire_heads(ctx);
             if self.ready_count == 0 {
                 break;
@@ -359,7 +418,7 @@ impl QueueType for ClassicQueue {
     }
 
     fn wait_for_drain(&mut self, waiter: Arc<dyn FlowWaiter>) -> bool {
-        if self.ready_count <= FLOW_LOW || self.consumers.is_empty() {
+        if self.total_ready() <= FLOW_LOW || self.consumers.is_empty() {
             return false;
         }
         if !self.flow_waiters.iter().any(|w| Arc::ptr_eq(w, &waiter)) {
@@ -369,12 +428,14 @@ impl QueueType for ClassicQueue {
     }
 
     fn purge(&mut self, ctx: &mut Ctx) -> u64 {
-        let n = self.ready_count;
+        let mut n = self.ready_count;
         for level in &mut self.ready {
             for e in level.drain(..) {
                 ctx.queue.memory.sub(e.message.memory_size());
+                self.paging.forget(&e);
             }
         }
+        n += self.paging.purge_tail(self.next_seq);
         self.ready_count = 0;
         self.ready_bytes = 0;
         self.resume_publishers();
@@ -396,12 +457,13 @@ impl QueueType for ClassicQueue {
 
     fn delete(&mut self, ctx: &mut Ctx) -> Vec<ConsumerSpec> {
         self.purge(ctx);
+        self.paging.destroy();
         self.consumers.drain(..).map(|c| c.spec).collect()
     }
 
     fn stats(&self) -> QueueStats {
         QueueStats {
-            ready: self.ready_count,
+            ready: self.total_ready(),
             unacked: self.unacked,
             consumers: self.consumers.len() as u32,
         }

@@ -13,6 +13,7 @@ mod args;
 mod classic;
 mod consumer;
 pub mod dead_letter;
+mod paging;
 #[cfg(test)]
 mod tests;
 
@@ -30,6 +31,8 @@ pub use args::{Overflow, QueueConfig, EQUIVALENCE_ARGS};
 pub use classic::ClassicQueue;
 pub use consumer::{ChannelLimit, ConsumerSpec, Delivery, DeliverySink, FlowWaiter};
 pub use dead_letter::{DeadLetter, Reason};
+pub use paging::{WINDOW_BYTES, WINDOW_MAX};
+pub use warren_store::{Storage, SyncTicket};
 
 /// A message in a queue: its position (`seq`, so a requeued message goes
 /// back where it was), whether it was delivered before, and when it expires.
@@ -39,6 +42,8 @@ pub struct Entry {
     pub message: MessageRef,
     pub redelivered: bool,
     pub expires_at: Option<Instant>,
+    /// Written to the queue's store (so leaving the queue is recorded there).
+    pub stored: bool,
 }
 
 /// How a delivery is settled (0-9-1 basic.ack / basic.reject / basic.nack).
@@ -69,6 +74,8 @@ pub struct Effects {
     /// The queue's backlog passed its flow mark while it has consumers: the
     /// publisher should pause until it drains (see [`Queue::wait_for_drain`]).
     pub flow: bool,
+    /// The message was written to disk: confirm it once this is synced.
+    pub sync: Option<SyncTicket>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -92,6 +99,14 @@ impl MemoryGauge {
     pub fn bytes(&self) -> u64 {
         self.0.load(Ordering::Relaxed).max(0) as u64
     }
+}
+
+/// What every queue of a broker shares: the memory gauge and the store.
+#[derive(Debug, Clone, Default)]
+pub struct QueueEnv {
+    pub memory: Arc<MemoryGauge>,
+    /// None keeps every message in memory (no data directory).
+    pub storage: Option<Arc<Storage>>,
 }
 
 /// What a queue type's calls may use besides its own state.
@@ -174,11 +189,35 @@ impl Queue {
         auto_delete: bool,
         exclusive_owner: Option<u64>,
         arguments: FieldTable,
-        memory: Arc<MemoryGauge>,
+        env: &QueueEnv,
     ) -> Result<Arc<Queue>, BrokerError> {
         let config = QueueConfig::from_arguments(&arguments, &name, vhost)?;
-        let state: Box<dyn QueueType> = Box::new(ClassicQueue::new(&config, Instant::now()));
-        Ok(Arc::new(Queue {
+        let mut classic = ClassicQueue::new(&config, Instant::now(), paging::Paging::new(env.storage.clone()));
+        let mut recovered = false;
+        if let (true, Some(storage)) = (durable, &env.storage) {
+            match storage.recover(vhost, &name) {
+                Ok(Some((store, rec))) => {
+                    tracing::info!(
+                        "queue '{name}' in vhost '{vhost}': recovered {} message(s), {} bytes, from {} segment(s) in {:.3}s",
+                        rec.messages,
+                        rec.bytes,
+                        rec.segments,
+                        rec.took.as_secs_f64()
+                    );
+                    classic.attach_recovered(Some(storage.clone()), store, &rec);
+                    recovered = rec.messages > 0;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    return Err(BrokerError::Internal(format!(
+                        "cannot recover the messages of queue '{name}' in vhost '{vhost}': {e}"
+                    )))
+                }
+            }
+        }
+        let memory = env.memory.clone();
+        let state: Box<dyn QueueType> = Box::new(classic);
+        let q = Arc::new(Queue {
             name,
             vhost: vhost.to_string(),
             durable,
@@ -188,7 +227,12 @@ impl Queue {
             config,
             memory,
             state: Mutex::new(state),
-        }))
+        });
+        if recovered {
+            // Bring the head of the backlog into memory, so TTLs run on it.
+            q.pump();
+        }
+        Ok(q)
     }
 
     fn with<R>(self: &Arc<Self>, f: impl FnOnce(&mut dyn QueueType, &mut Ctx) -> R) -> (R, Effects) {
@@ -264,8 +308,11 @@ impl Queue {
         self.state.lock().touch(Instant::now())
     }
 
-    /// Does this queue need a timer (TTLs or x-expires)?
+    /// Does this queue need a timer (TTLs, x-expires, or recovered
+    /// messages with an expiration)?
     pub fn needs_timer(&self) -> bool {
-        self.config.message_ttl_ms.is_some() || self.config.expires_ms.is_some()
+        self.config.message_ttl_ms.is_some()
+            || self.config.expires_ms.is_some()
+            || self.next_deadline().is_some()
     }
 }

@@ -47,7 +47,7 @@ fn queue(args: &[(&str, FieldValue)]) -> Arc<Queue> {
         false,
         None,
         t,
-        Arc::new(MemoryGauge::default()),
+        &QueueEnv::default(),
     )
     .unwrap()
 }

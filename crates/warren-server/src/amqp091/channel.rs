@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use warren_amqp091::methods::*;
 use warren_amqp091::{Method, ShortStr};
-use warren_core::queue::{ChannelLimit, Entry, Queue};
+use warren_core::queue::{ChannelLimit, Entry, Queue, SyncTicket};
 
 use super::connection::Conn;
 use super::error::{AmqpError, Result};
@@ -33,6 +33,20 @@ pub struct Unacked {
     pub entry: Entry,
 }
 
+/// What to send once every ticket is synced.
+#[derive(Debug)]
+pub struct AfterSync {
+    pub reply: SyncedReply,
+    pub tickets: Vec<SyncTicket>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub enum SyncedReply {
+    /// basic.ack or basic.nack for publish `seq`.
+    Confirm { seq: u64, ack: bool },
+    TxCommitOk,
+}
+
 #[derive(Debug)]
 pub struct ConsumerRec {
     pub id: u64,
@@ -50,6 +64,10 @@ pub struct Channel {
     pub next_publish_seq: u64,
     /// Confirms decided but not yet sent: (seq, ack?) in order.
     pub confirms: Vec<(u64, bool)>,
+    /// Replies that wait for the message store's fsync (confirms of
+    /// persistent messages, tx.commit-ok), in order; later confirms queue
+    /// behind earlier ones so `multiple` never covers an unsynced message.
+    pub unsynced: VecDeque<AfterSync>,
     pub tx: Option<TxState>,
     /// basic.qos global=false: prefetch for consumers created from now on.
     pub prefetch: u32,
@@ -73,6 +91,7 @@ impl Channel {
             confirm: false,
             next_publish_seq: 1,
             confirms: Vec::new(),
+            unsynced: VecDeque::new(),
             tx: None,
             prefetch: 0,
             limit: Arc::new(ChannelLimit::default()),

@@ -85,6 +85,8 @@ pub struct Conn {
     pub blocked: bool,
     /// Channels with confirms waiting for [`publish::flush_confirms`].
     pub confirm_dirty: Vec<u16>,
+    /// Channels with replies waiting for fsync ([`publish::release_synced`]).
+    pub sync_channels: Vec<u16>,
     /// Queues that asked this publisher to pause (flow control).
     pub flow_queues: Vec<Arc<Queue>>,
 }
@@ -175,6 +177,7 @@ pub async fn serve(
             published: false,
             blocked: false,
             confirm_dirty: Vec::new(),
+            sync_channels: Vec::new(),
             flow_queues: Vec::new(),
         },
         channels: HashMap::new(),
@@ -208,6 +211,10 @@ impl Driver {
             }
             if self.conn.wbuf.len() < WBUF_HIGH && self.conn.outbox.is_pending() {
                 consume::drain_outbox(&mut self.conn, &mut self.channels);
+            }
+            if self.conn.outbox.take_synced() {
+                publish::release_synced(&mut self.conn, &mut self.channels);
+                publish::flush_confirms(&mut self.conn, &mut self.channels);
             }
             if !self.conn.wbuf.is_empty() {
                 self.try_write()?;
@@ -295,8 +302,7 @@ impl Driver {
             self.sent_since_tick = false;
         }
         if self.conn.blocked {
-            let b = &self.conn.ctx.broker;
-            if b.memory.bytes() < b.config.memory_high_watermark {
+            if self.conn.ctx.broker.publishing_blocked().is_none() {
                 self.conn.blocked = false;
                 if self.conn.caps.connection_blocked {
                     self.conn.send(0, ConnectionUnblocked {});
@@ -391,6 +397,7 @@ impl Driver {
             self.rbuf = BytesMut::new();
             self.read_size = 4096;
         }
+        publish::release_synced(&mut self.conn, &mut self.channels);
         publish::flush_confirms(&mut self.conn, &mut self.channels);
         self.check_alarm();
         self.check_flow();
@@ -414,20 +421,20 @@ impl Driver {
         }
     }
 
-    /// The memory alarm blocks connections that publish (RabbitMQ's
-    /// connection.blocked): they stop being read until memory falls.
+    /// Resource alarms (memory, disk) block connections that publish
+    /// (RabbitMQ's connection.blocked): they stop being read until the
+    /// alarm clears.
     fn check_alarm(&mut self) {
         if !self.conn.published || self.conn.blocked {
             return;
         }
-        let b = &self.conn.ctx.broker;
-        if b.memory.bytes() >= b.config.memory_high_watermark {
+        if let Some(reason) = self.conn.ctx.broker.publishing_blocked() {
             self.conn.blocked = true;
             if self.conn.caps.connection_blocked {
                 self.conn.send(
                     0,
                     ConnectionBlocked {
-                        reason: "low on memory".into(),
+                        reason: reason.into(),
                     },
                 );
             }

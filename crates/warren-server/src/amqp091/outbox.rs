@@ -49,6 +49,8 @@ pub struct Outbox {
     bytes: AtomicUsize,
     /// A queue this connection published into has drained (flow control).
     flow_resumed: AtomicBool,
+    /// A round of the message store's fsync ended (publisher confirms).
+    synced: AtomicBool,
     pub notify: Notify,
 }
 
@@ -106,6 +108,20 @@ impl Outbox {
         self.bytes.store(0, Ordering::Relaxed);
         drop(inner);
         (items, waiting)
+    }
+}
+
+impl Outbox {
+    /// Did an fsync round end since the last call?
+    pub fn take_synced(&self) -> bool {
+        self.synced.swap(false, Ordering::AcqRel)
+    }
+}
+
+impl warren_store::SyncWaiter for Outbox {
+    fn synced(&self) {
+        self.synced.store(true, Ordering::Release);
+        self.notify.notify_one();
     }
 }
 

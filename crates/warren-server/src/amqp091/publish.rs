@@ -13,9 +13,9 @@ use warren_amqp091::frame::{write_body, write_content_header_raw, write_method};
 use warren_amqp091::methods::*;
 use warren_amqp091::{ContentHeader, FieldTable, FieldValue, Method, ShortStr};
 use warren_core::message::Message;
-use warren_core::queue::PublishOutcome;
+use warren_core::queue::{PublishOutcome, SyncTicket};
 
-use super::channel::{Channel, Unacked};
+use super::channel::{AfterSync, Channel, SyncedReply, Unacked};
 use super::connection::Conn;
 use super::consume::{self, How};
 use super::error::{AmqpError, Result};
@@ -272,7 +272,7 @@ fn complete(conn: &mut Conn, ch: &mut Channel) -> Result<()> {
             send_return(conn, ch.id, &msg);
         }
         if let Some(seq) = seq {
-            confirm(conn, ch, seq, true);
+            confirm(conn, ch, seq, true, Vec::new());
         }
         return Ok(());
     }
@@ -294,21 +294,24 @@ fn complete(conn: &mut Conn, ch: &mut Channel) -> Result<()> {
         });
         return Ok(());
     }
-    let accepted = enqueue(conn, ch.id, &queues, &msg, m.mandatory);
+    let mut tickets = Vec::new();
+    let accepted = enqueue(conn, ch.id, &queues, &msg, m.mandatory, &mut tickets);
     if let Some(seq) = seq {
-        confirm(conn, ch, seq, accepted);
+        confirm(conn, ch, seq, accepted, tickets);
     }
     Ok(())
 }
 
 /// Put `msg` in `queues`; false if a queue refused it (x-overflow
-/// reject-publish), which the publisher hears as a nack.
+/// reject-publish, or its store failed), which the publisher hears as a
+/// nack. Queues that wrote it to disk add a ticket to `tickets`.
 fn enqueue(
     conn: &mut Conn,
     channel: u16,
     queues: &[Arc<warren_core::queue::Queue>],
     msg: &Arc<Message>,
     mandatory: bool,
+    tickets: &mut Vec<SyncTicket>,
 ) -> bool {
     if queues.is_empty() {
         if mandatory {
@@ -318,9 +321,12 @@ fn enqueue(
     }
     let mut accepted = true;
     for q in queues {
-        let (outcome, effects) = q.publish(msg.clone());
+        let (outcome, mut effects) = q.publish(msg.clone());
         if effects.flow {
             conn.flow(q);
+        }
+        if let Some(t) = effects.sync.take() {
+            tickets.push(t);
         }
         conn.apply(q, effects);
         if outcome == PublishOutcome::Rejected {
@@ -348,11 +354,59 @@ fn send_return(conn: &mut Conn, channel: u16, msg: &Message) {
     write_body(&mut conn.wbuf, channel, &msg.body, conn.frame_max);
 }
 
-fn confirm(conn: &mut Conn, ch: &mut Channel, seq: u64, ack: bool) {
-    if ch.confirms.is_empty() {
-        conn.confirm_dirty.push(ch.id);
+/// Decide the confirm of publish `seq`: at once, or once `tickets` are
+/// synced (a persistent message is confirmed only when on disk).
+fn confirm(conn: &mut Conn, ch: &mut Channel, seq: u64, ack: bool, tickets: Vec<SyncTicket>) {
+    if tickets.is_empty() && ch.unsynced.is_empty() {
+        if ch.confirms.is_empty() {
+            conn.confirm_dirty.push(ch.id);
+        }
+        ch.confirms.push((seq, ack));
+    } else {
+        wait_for_sync(conn, ch, SyncedReply::Confirm { seq, ack }, tickets);
     }
-    ch.confirms.push((seq, ack));
+}
+
+fn wait_for_sync(conn: &mut Conn, ch: &mut Channel, reply: SyncedReply, tickets: Vec<SyncTicket>) {
+    if ch.unsynced.is_empty() {
+        conn.sync_channels.push(ch.id);
+    }
+    ch.unsynced.push_back(AfterSync { reply, tickets });
+}
+
+/// Send what waited for fsync and is now on disk; if anything still
+/// waits, ask to be woken after the next sync round.
+pub fn release_synced(conn: &mut Conn, channels: &mut HashMap<u16, Channel>) {
+    if conn.sync_channels.is_empty() {
+        return;
+    }
+    let ids = std::mem::take(&mut conn.sync_channels);
+    for id in ids {
+        let Some(ch) = channels.get_mut(&id) else { continue };
+        while let Some(front) = ch.unsynced.front() {
+            if !front.tickets.iter().all(|t| t.is_synced()) {
+                break;
+            }
+            match front.reply {
+                SyncedReply::Confirm { seq, ack } => {
+                    if ch.confirms.is_empty() {
+                        conn.confirm_dirty.push(id);
+                    }
+                    ch.confirms.push((seq, ack));
+                }
+                SyncedReply::TxCommitOk => conn.send(id, TxCommitOk {}),
+            }
+            ch.unsynced.pop_front();
+        }
+        if !ch.unsynced.is_empty() {
+            conn.sync_channels.push(id);
+        }
+    }
+    if !conn.sync_channels.is_empty() {
+        if let Some(storage) = &conn.ctx.broker.config.storage {
+            storage.syncer().wait(conn.outbox.clone());
+        }
+    }
 }
 
 /// Send the confirms decided since the last flush, merged: a run of acks
@@ -417,15 +471,21 @@ pub fn tx_commit(conn: &mut Conn, ch: &mut Channel) -> Result<()> {
     let publishes = std::mem::take(&mut tx.publishes);
     let settles = std::mem::take(&mut tx.settles);
     let vh = conn.vhost()?;
+    let mut tickets = Vec::new();
     for p in publishes {
         let keys: Vec<&[u8]> = p.keys.iter().map(|k| k.as_bytes()).collect();
         let mut queues = Vec::new();
         // An exchange deleted since the publish routes nowhere.
         let _ = vh.route(&p.exchange, &keys, p.headers.as_ref(), &mut queues);
-        enqueue(conn, ch.id, &queues, &p.message, p.mandatory);
+        enqueue(conn, ch.id, &queues, &p.message, p.mandatory, &mut tickets);
     }
     consume::apply_settles(conn, ch, settles);
-    conn.send(ch.id, TxCommitOk {});
+    if tickets.is_empty() && ch.unsynced.is_empty() {
+        conn.send(ch.id, TxCommitOk {});
+    } else {
+        // commit-ok promises the persistent messages are on disk.
+        wait_for_sync(conn, ch, SyncedReply::TxCommitOk, tickets);
+    }
     Ok(())
 }
 
