@@ -44,7 +44,9 @@ impl Alarms {
         let on = free < limit;
         if self.disk.swap(on, Ordering::Relaxed) != on {
             if on {
-                tracing::warn!("disk resource limit alarm set: {free} bytes free, limit {limit}; publishers are blocked");
+                tracing::warn!(
+                    "disk resource limit alarm set: {free} bytes free, limit {limit}; publishers are blocked"
+                );
             } else {
                 tracing::info!("disk resource limit alarm cleared: {free} bytes free, limit {limit}");
             }

@@ -11,8 +11,8 @@ use parking_lot::RwLock;
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
-use crate::error::BrokerError;
 use crate::alarms::Alarms;
+use crate::error::BrokerError;
 use crate::queue::{MemoryGauge, QueueEnv, Storage};
 use crate::vhost::{ChangeHook, VHost};
 

@@ -52,9 +52,9 @@ pub mod record;
 mod recovery;
 pub mod storage;
 pub mod syncer;
-mod writer;
 #[cfg(test)]
 mod tests;
+mod writer;
 
 pub use queue_store::{Loaded, QueueStore, Recovered, SyncTicket};
 pub use record::{MessageRecord, StoredMessage};
@@ -64,10 +64,7 @@ pub use syncer::{SyncWaiter, Syncer};
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("message store I/O on {path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    Io { path: String, source: std::io::Error },
     #[error("message store file {path} is not a Warren store file")]
     BadMagic { path: String },
 }

@@ -431,9 +431,10 @@ impl QueueStore {
         }
         let mut rbuf = std::mem::take(&mut self.rbuf);
         let path = segment_path(&self.shared.dir, c.segment);
-        let r = self
-            .reader(c.segment)
-            .and_then(|f| f.read_at(&mut rbuf, c.offset).map_err(|e| StoreError::io(&path, e)));
+        let r = self.reader(c.segment).and_then(|f| {
+            f.read_at(&mut rbuf, c.offset)
+                .map_err(|e| StoreError::io(&path, e))
+        });
         self.rbuf = rbuf;
         r
     }
@@ -448,11 +449,7 @@ impl QueueStore {
     }
 
     fn next_segment(&mut self, after: u64) {
-        let next = self
-            .segments
-            .range(after + 1..)
-            .next()
-            .map(|(&k, _)| k);
+        let next = self.segments.range(after + 1..).next().map(|(&k, _)| k);
         match next {
             Some(segment) => {
                 self.cursor = Some(Cursor {

@@ -31,7 +31,11 @@ pub const FLAG_PERSISTENT: u8 = 1;
 #[derive(Debug, PartialEq, Eq)]
 pub enum Parsed<'a> {
     /// A whole record whose CRC matches; `size` is its framed length.
-    Record { kind: u8, payload: &'a [u8], size: usize },
+    Record {
+        kind: u8,
+        payload: &'a [u8],
+        size: usize,
+    },
     /// The buffer ends inside the record: `need` bytes make it whole.
     Incomplete { need: usize },
     /// Not a record: a bad length or a CRC mismatch (a torn or corrupt write).
@@ -53,9 +57,7 @@ pub fn frame(out: &mut Vec<u8>, kind: u8, payload: impl FnOnce(&mut Vec<u8>)) {
 /// Read one record from the start of `buf`.
 pub fn parse(buf: &[u8]) -> Parsed<'_> {
     if buf.len() < FRAME_HEADER {
-        return Parsed::Incomplete {
-            need: FRAME_HEADER,
-        };
+        return Parsed::Incomplete { need: FRAME_HEADER };
     }
     let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
     let crc = u32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]);
@@ -278,7 +280,14 @@ mod tests {
         assert_eq!(&m.properties[..], &[0x10, 0x00, 2]);
         assert_eq!(&m.body[..], b"hello");
         let h = decode_head(payload).unwrap();
-        assert_eq!(h, MessageHead { seq: 42, persistent: true, body_len: 5 });
+        assert_eq!(
+            h,
+            MessageHead {
+                seq: 42,
+                persistent: true,
+                body_len: 5
+            }
+        );
     }
 
     #[test]
@@ -290,7 +299,9 @@ mod tests {
         assert_eq!(&out[9..17], &1u64.to_le_bytes());
         assert_eq!(&out[17..25], &2u64.to_le_bytes());
         assert_eq!(&out[4..8], &crc32fast::hash(&out[8..]).to_le_bytes());
-        let Parsed::Record { payload, .. } = parse(&out) else { panic!() };
+        let Parsed::Record { payload, .. } = parse(&out) else {
+            panic!()
+        };
         assert_eq!(decode_range(payload), Some((1, 2)));
     }
 
@@ -330,7 +341,9 @@ mod tests {
         // A payload whose body length overruns it decodes to nothing.
         let mut out = Vec::new();
         sample().encode(&mut out);
-        let Parsed::Record { payload, .. } = parse(&out) else { panic!() };
+        let Parsed::Record { payload, .. } = parse(&out) else {
+            panic!()
+        };
         let mut p = payload.to_vec();
         let at = p.len() - 5 - 4;
         p[at..at + 4].copy_from_slice(&1000u32.to_le_bytes());

@@ -58,11 +58,7 @@ fn numbered(dir: &Path, ext: &str) -> Result<Vec<(u64, PathBuf)>> {
 /// Feed every whole record of `path` (after its magic) to `f`, reading in
 /// large chunks. Returns the offset just past the last good record and
 /// whether the file ended cleanly there.
-fn for_each_record(
-    path: &Path,
-    magic: &[u8; 8],
-    mut f: impl FnMut(u8, &[u8]),
-) -> Result<(u64, bool)> {
+fn for_each_record(path: &Path, magic: &[u8; 8], mut f: impl FnMut(u8, &[u8])) -> Result<(u64, bool)> {
     let mut file = File::open(path).map_err(|e| StoreError::io(path, e))?;
     let mut buf = vec![0u8; 4 << 20];
     let mut have = 0usize;

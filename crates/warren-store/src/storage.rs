@@ -67,7 +67,11 @@ impl Storage {
             if !dir.is_dir() {
                 continue;
             }
-            match std::fs::read(dir.join(META)).ok().as_deref().and_then(decode_meta) {
+            match std::fs::read(dir.join(META))
+                .ok()
+                .as_deref()
+                .and_then(decode_meta)
+            {
                 Some(key) => {
                     if let Some(other) = found.insert(key, dir.clone()) {
                         tracing::warn!("two stores for one queue; ignoring {}", other.display());

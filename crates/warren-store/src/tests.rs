@@ -23,7 +23,10 @@ fn read_all(s: &mut QueueStore) -> Vec<Loaded> {
     while s.tail_len() > 0 {
         let before = out.len();
         s.read_tail(1000, u64::MAX, &mut out).unwrap();
-        assert!(out.len() > before || s.tail_len() == 0, "tail read made no progress");
+        assert!(
+            out.len() > before || s.tail_len() == 0,
+            "tail read made no progress"
+        );
     }
     out
 }

@@ -118,7 +118,9 @@ pub(crate) struct Writer {
 impl Writer {
     /// Bytes of the current segment, written or buffered.
     pub fn segment_len(&self) -> u64 {
-        self.segment.as_ref().map_or(0, |s| s.written + self.buf.len() as u64)
+        self.segment
+            .as_ref()
+            .map_or(0, |s| s.written + self.buf.len() as u64)
     }
 
     /// Start a new segment whose first record is `first_seq`. Returns the

@@ -192,7 +192,8 @@ impl Queue {
         env: &QueueEnv,
     ) -> Result<Arc<Queue>, BrokerError> {
         let config = QueueConfig::from_arguments(&arguments, &name, vhost)?;
-        let mut classic = ClassicQueue::new(&config, Instant::now(), paging::Paging::new(env.storage.clone()));
+        let mut classic =
+            ClassicQueue::new(&config, Instant::now(), paging::Paging::new(env.storage.clone()));
         let mut recovered = false;
         if let (true, Some(storage)) = (durable, &env.storage) {
             match storage.recover(vhost, &name) {

@@ -83,7 +83,11 @@ impl Paging {
             match storage.create(&q.vhost, &q.name, q.durable) {
                 Ok(s) => self.store = Some(s),
                 Err(e) => {
-                    tracing::error!("queue '{}' in vhost '{}': cannot open its message store: {e}", q.name, q.vhost);
+                    tracing::error!(
+                        "queue '{}' in vhost '{}': cannot open its message store: {e}",
+                        q.name,
+                        q.vhost
+                    );
                     self.failed = true;
                 }
             }
@@ -106,7 +110,11 @@ impl Paging {
         }
         let Some(store) = self.open(ctx) else {
             // No store configured (or it failed): keep it in memory.
-            return if persist && self.failed { Stored::Failed } else { Stored::No };
+            return if persist && self.failed {
+                Stored::Failed
+            } else {
+                Stored::No
+            };
         };
         let rec = MessageRecord {
             seq,
@@ -180,7 +188,11 @@ impl Paging {
                 Err(e) => {
                     // Only a corrupt store could get here (it was accepted
                     // once): drop it from the log rather than loop on it.
-                    tracing::error!("queue '{}': dropping unreadable stored message {}: {e}", ctx.queue.name, m.seq);
+                    tracing::error!(
+                        "queue '{}': dropping unreadable stored message {}: {e}",
+                        ctx.queue.name,
+                        m.seq
+                    );
                     store.remove(m.seq, m.persistent);
                     continue;
                 }

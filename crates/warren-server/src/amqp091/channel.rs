@@ -43,7 +43,10 @@ pub struct AfterSync {
 #[derive(Debug, Clone, Copy)]
 pub enum SyncedReply {
     /// basic.ack or basic.nack for publish `seq`.
-    Confirm { seq: u64, ack: bool },
+    Confirm {
+        seq: u64,
+        ack: bool,
+    },
     TxCommitOk,
 }
 

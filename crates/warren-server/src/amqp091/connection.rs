@@ -301,12 +301,10 @@ impl Driver {
             }
             self.sent_since_tick = false;
         }
-        if self.conn.blocked {
-            if self.conn.ctx.broker.publishing_blocked().is_none() {
-                self.conn.blocked = false;
-                if self.conn.caps.connection_blocked {
-                    self.conn.send(0, ConnectionUnblocked {});
-                }
+        if self.conn.blocked && self.conn.ctx.broker.publishing_blocked().is_none() {
+            self.conn.blocked = false;
+            if self.conn.caps.connection_blocked {
+                self.conn.send(0, ConnectionUnblocked {});
             }
         }
     }

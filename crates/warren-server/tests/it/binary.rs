@@ -11,7 +11,7 @@ use lapin::{Connection, ConnectionProperties, Event};
 
 use crate::common::*;
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -19,7 +19,7 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn spawn(port: u16, dir: &std::path::Path) -> Child {
+pub fn spawn(port: u16, dir: &std::path::Path) -> Child {
     Command::new(env!("CARGO_BIN_EXE_warren"))
         .args(["--amqp-listen", &format!("127.0.0.1:{port}"), "--data-dir"])
         .arg(dir)
@@ -31,7 +31,7 @@ fn spawn(port: u16, dir: &std::path::Path) -> Child {
 
 /// Read the child's stdout until a line contains `what` (on a blocking
 /// thread); returns the child and what it printed up to then.
-async fn wait_for_line(mut child: Child, what: &'static str) -> (Child, String) {
+pub async fn wait_for_line(mut child: Child, what: &'static str) -> (Child, String) {
     tokio::task::spawn_blocking(move || {
         let out = child.stdout.take().unwrap();
         let mut lines = BufReader::new(out).lines();

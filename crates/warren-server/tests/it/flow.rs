@@ -75,3 +75,142 @@ async fn memory_alarm_blocks_publishers_until_queues_drain() {
     assert!(unblocked);
     within(pubs).await.unwrap();
 }
+
+/// Publish `n` 1 KB messages to `queue` without waiting (a blocked
+/// connection just stops reading them).
+fn flood(ch: &lapin::Channel, queue: &'static str, n: usize) -> tokio::task::JoinHandle<()> {
+    let ch = ch.clone();
+    tokio::spawn(async move {
+        let body = vec![7u8; 1024];
+        for _ in 0..n {
+            if ch
+                .basic_publish(
+                    "".into(),
+                    queue.into(),
+                    BasicPublishOptions::default(),
+                    &body,
+                    BasicProperties::default(),
+                )
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+    })
+}
+
+async fn next_blocked(events: &mut (impl futures_lite::Stream<Item = Event> + Unpin)) -> String {
+    within(async {
+        while let Some(ev) = events.next().await {
+            if let Event::ConnectionBlocked(reason) = ev {
+                return reason.to_string();
+            }
+        }
+        panic!("events ended");
+    })
+    .await
+}
+
+async fn next_unblocked(events: &mut (impl futures_lite::Stream<Item = Event> + Unpin)) {
+    within(async {
+        while let Some(ev) = events.next().await {
+            if matches!(ev, Event::ConnectionUnblocked) {
+                return;
+            }
+        }
+        panic!("events ended");
+    })
+    .await
+}
+
+async fn count(ch: &lapin::Channel, queue: &str) -> u32 {
+    within(ch.queue_declare(
+        queue.into(),
+        QueueDeclareOptions {
+            passive: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap()
+    .message_count()
+}
+
+#[tokio::test]
+async fn raising_the_memory_watermark_lets_blocked_publishers_go_on() {
+    let b = Broker::start_with(|c| c.memory_high_watermark_bytes = 64 * 1024).await;
+    let publisher = b.lapin().await;
+    let mut events = publisher.events_listener();
+    let ch = publisher.create_channel().await.unwrap();
+    declare(&ch, "mem", FieldTable::default()).await;
+    let pubs = flood(&ch, "mem", 300);
+    assert_eq!(next_blocked(&mut events).await, "low on memory");
+
+    // Blocked: the count stops growing short of 300...
+    let (_c2, other) = b.channel().await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let stuck = count(&other, "mem").await;
+    assert!(stuck < 300, "{stuck}");
+    // ...while a consumer still receives.
+    let m = within(other.basic_get("mem".into(), BasicGetOptions { no_ack: true }))
+        .await
+        .unwrap();
+    assert!(m.is_some());
+
+    // rabbitmqctl set_vm_memory_high_watermark, in effect.
+    b.running
+        .as_ref()
+        .unwrap()
+        .ctx
+        .broker
+        .alarms
+        .set_memory_limit(1 << 30);
+    next_unblocked(&mut events).await;
+    within(pubs).await.unwrap();
+    within(async {
+        while count(&other, "mem").await < 299 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_disk_alarm_blocks_publishers_until_space_is_back() {
+    // A limit no disk meets: the alarm is on from the start.
+    let b = Broker::start_with(|c| c.disk_free_limit_bytes = u64::MAX / 2).await;
+    let publisher = b.lapin().await;
+    let mut events = publisher.events_listener();
+    let ch = publisher.create_channel().await.unwrap();
+    declare(&ch, "disk", FieldTable::default()).await;
+    let pubs = flood(&ch, "disk", 50);
+    assert_eq!(next_blocked(&mut events).await, "low on disk");
+
+    let (_c2, other) = b.channel().await;
+    let before = count(&other, "disk").await;
+    assert!(before < 50, "{before}");
+    if before > 0 {
+        // Consuming goes on under the alarm.
+        let m = within(other.basic_get("disk".into(), BasicGetOptions { no_ack: true }))
+            .await
+            .unwrap();
+        assert!(m.is_some());
+    }
+    b.running
+        .as_ref()
+        .unwrap()
+        .ctx
+        .broker
+        .alarms
+        .set_disk_free_limit(0);
+    next_unblocked(&mut events).await;
+    within(pubs).await.unwrap();
+    within(async {
+        while count(&other, "disk").await + u32::from(before > 0) < 50 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+}

@@ -7,6 +7,7 @@ mod amqprs_client;
 mod binary;
 mod common;
 mod consumers;
+mod durability;
 mod errors;
 mod exchanges;
 mod flow;
