@@ -105,7 +105,11 @@ impl Syncer {
                 // Clear first: a write that lands during the sync asks again.
                 s.dirty.store(false, Ordering::SeqCst);
                 if let Err(e) = s.sync() {
-                    tracing::error!("message store sync failed: {e}");
+                    // Confirms wait until a later round succeeds; back off
+                    // so a failing disk is not retried in a tight loop.
+                    tracing::error!("message store sync failed (retrying): {e}");
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                    self.request(&s);
                 }
             }
             let waiters = std::mem::take(&mut self.state.lock().waiters);
