@@ -18,32 +18,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-60}
 BACKLOG=${2:-2000000}
-OUT=bench/out
-mkdir -p "$OUT"
-ANCHOR=../shared/anchors/rabbitmq-node.sh
-WARREN_PORT=5680
-RABBIT_PORT=5673
-
-if [ ! -d "$OUT/lib" ]; then
-  cp ../shared/anchors/perftest-pom.xml "$OUT/pom.xml"
-  mvn -q -f "$OUT/pom.xml" dependency:copy-dependencies -DoutputDirectory=lib
-fi
-
-cargo build --release -p warren-server
-rm -rf "$OUT/warren-data"
-./target/release/warren --amqp-listen 127.0.0.1:$WARREN_PORT --data-dir "$OUT/warren-data" > "$OUT/warren.log" 2>&1 &
-WARREN_PID=$!
+source bench/lib.sh
+fetch_perftest
 SAMPLER=
-cleanup() {
-  [ -n "$SAMPLER" ] && kill "$SAMPLER" 2>/dev/null || true
-  kill "$WARREN_PID" 2>/dev/null || true
-  $ANCHOR stop anchor >/dev/null 2>&1 || true
-}
-trap cleanup EXIT
-$ANCHOR start anchor $RABBIT_PORT 5553 15673 25673
-RABBIT_PID=$(pgrep -f "beam.smp.*-home /tmp/rmq-anchor" | head -1 || true)
-[ -n "$RABBIT_PID" ] || { echo "cannot find the RabbitMQ node's process" >&2; exit 1; }
-sleep 2
+stop_sampler() { if [ -n "$SAMPLER" ]; then kill "$SAMPLER" 2>/dev/null || true; fi; }
+EXTRA_CLEANUP=stop_sampler
+start_brokers
 
 perftest() { # file port args...
   local f=$1 port=$2; shift 2
@@ -79,7 +59,6 @@ for b in warren rabbitmq; do
   echo "   publish ${R[E-$b-pub]} msg/s, drain ${R[E-$b-drain]} msg/s, peak RSS ${R[E-$b-rss]} KiB"
 done
 
-ratio() { python3 -c "print(f'{$1/$2:.2f}')"; }
 mib() { python3 -c "print(f'{$1/1024:.0f}')"; }
 cat <<TABLE | tee "$OUT/durable-summary.md"
 

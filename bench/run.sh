@@ -16,30 +16,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-30}
-OUT=bench/out
-mkdir -p "$OUT"
-ANCHOR=../shared/anchors/rabbitmq-node.sh
-WARREN_PORT=5680
-RABBIT_PORT=5673
-
-# Load generator: PerfTest from Maven Central.
-if [ ! -d "$OUT/lib" ]; then
-  cp ../shared/anchors/perftest-pom.xml "$OUT/pom.xml"
-  mvn -q -f "$OUT/pom.xml" dependency:copy-dependencies -DoutputDirectory=lib
-fi
-perftest() { java -cp "$OUT/lib/*" com.rabbitmq.perf.PerfTest -h "amqp://guest:guest@127.0.0.1:$1" "${@:2}"; }
-
-cargo build --release -p warren-server
-rm -rf "$OUT/warren-data"
-./target/release/warren --amqp-listen 127.0.0.1:$WARREN_PORT --data-dir "$OUT/warren-data" > "$OUT/warren.log" 2>&1 &
-WARREN_PID=$!
-cleanup() { kill "$WARREN_PID" 2>/dev/null || true; $ANCHOR stop anchor >/dev/null 2>&1 || true; }
-trap cleanup EXIT
-$ANCHOR start anchor $RABBIT_PORT 5553 15673 25673
-# The node's Erlang VM (its command line has -home /tmp/rmq-anchor).
-RABBIT_PID=$(pgrep -f "beam.smp.*-home /tmp/rmq-anchor" | head -1 || true)
-[ -n "$RABBIT_PID" ] || { echo "cannot find the RabbitMQ node's process" >&2; exit 1; }
-sleep 2
+source bench/lib.sh
+fetch_perftest
+start_brokers
 
 # field NAME FILE: the number after "NAME" in PerfTest's summary.
 rate() { grep "$1 rate avg" "$2" | grep -o '[0-9]*' | tail -1; }
@@ -69,7 +48,6 @@ CW=$(python3 bench/idle_connections.py 127.0.0.1 $WARREN_PORT "$WARREN_PID" 5000
 CR=$(python3 bench/idle_connections.py 127.0.0.1 $RABBIT_PORT "$RABBIT_PID" 5000 | tee "$OUT/C-rabbitmq.txt")
 kib() { echo "$1" | grep -o 'per_connection_kib=[0-9.]*' | cut -d= -f2; }
 
-ratio() { python3 -c "print(f'{$1/$2:.2f}')"; }
 cat <<TABLE | tee "$OUT/summary.md"
 
 | workload | Warren | RabbitMQ 3.10 | ratio |

@@ -28,6 +28,24 @@ fn durable() -> QueueDeclareOptions {
     }
 }
 
+/// A broker on `dir` (kept across restarts).
+async fn start_in(dir: &std::path::Path) -> Broker {
+    let d = dir.to_path_buf();
+    Broker::start_with(move |c| c.data_dir = d).await
+}
+
+async fn declare_durable(ch: &Channel, name: &str, args: FieldTable) -> lapin::Queue {
+    within(ch.queue_declare(name.into(), durable(), args))
+        .await
+        .unwrap()
+}
+
+async fn confirms(ch: &Channel) {
+    within(ch.confirm_select(ConfirmSelectOptions::default()))
+        .await
+        .unwrap();
+}
+
 async fn publish(ch: &Channel, queue: &str, body: &[u8], props: BasicProperties) {
     within(ch.basic_publish(
         "".into(),
@@ -76,12 +94,8 @@ async fn confirmed_messages_survive_sigkill_exactly_once() {
         .await
         .unwrap();
     let ch = within(conn.create_channel()).await.unwrap();
-    within(ch.queue_declare("kept".into(), durable(), FieldTable::default()))
-        .await
-        .unwrap();
-    within(ch.confirm_select(ConfirmSelectOptions::default()))
-        .await
-        .unwrap();
+    declare_durable(&ch, "kept", FieldTable::default()).await;
+    confirms(&ch).await;
 
     // Publish with up to 200 unconfirmed, recording every confirmed number;
     // the broker is killed while this runs.
@@ -161,16 +175,11 @@ async fn confirmed_messages_survive_sigkill_exactly_once() {
 #[tokio::test]
 async fn restart_keeps_persistent_unacked_redelivered_and_drops_transient() {
     let dir = temp_dir("durable");
-    let d = dir.clone();
-    let mut b = Broker::start_with(move |c| c.data_dir = d).await;
+    let mut b = start_in(&dir).await;
     {
         let (_c, ch) = b.channel().await;
-        within(ch.queue_declare("dq".into(), durable(), FieldTable::default()))
-            .await
-            .unwrap();
-        within(ch.confirm_select(ConfirmSelectOptions::default()))
-            .await
-            .unwrap();
+        declare_durable(&ch, "dq", FieldTable::default()).await;
+        confirms(&ch).await;
         for (body, p) in [
             ("p1", persistent()),
             ("t1", BasicProperties::default()),
@@ -196,8 +205,7 @@ async fn restart_keeps_persistent_unacked_redelivered_and_drops_transient() {
         }
         b.stop().await;
     }
-    let d = dir.clone();
-    let b2 = Broker::start_with(move |c| c.data_dir = d).await;
+    let b2 = start_in(&dir).await;
     let (_c, ch) = b2.channel().await;
     let q = within(ch.queue_declare(
         "dq".into(),
@@ -226,14 +234,11 @@ async fn restart_keeps_persistent_unacked_redelivered_and_drops_transient() {
 async fn a_deep_backlog_is_paged_out_and_drains_in_order() {
     const N: u32 = 20_000;
     let dir = temp_dir("deep");
-    let d = dir.clone();
-    let mut b = Broker::start_with(move |c| c.data_dir = d).await;
+    let mut b = start_in(&dir).await;
     let body = vec![b'x'; 1000];
     {
         let (_c, ch) = b.channel().await;
-        within(ch.queue_declare("deep".into(), durable(), FieldTable::default()))
-            .await
-            .unwrap();
+        declare_durable(&ch, "deep", FieldTable::default()).await;
         within(ch.queue_declare(
             "deep-t".into(),
             QueueDeclareOptions::default(),
@@ -241,9 +246,7 @@ async fn a_deep_backlog_is_paged_out_and_drains_in_order() {
         ))
         .await
         .unwrap();
-        within(ch.confirm_select(ConfirmSelectOptions::default()))
-            .await
-            .unwrap();
+        confirms(&ch).await;
         let mut pending = Vec::new();
         for n in 0..N {
             let mut m = n.to_be_bytes().to_vec();
@@ -287,8 +290,7 @@ async fn a_deep_backlog_is_paged_out_and_drains_in_order() {
         b.stop().await;
     }
     // The durable one comes back whole after a restart, in order.
-    let d = dir.clone();
-    let b2 = Broker::start_with(move |c| c.data_dir = d).await;
+    let b2 = start_in(&dir).await;
     let (_c, ch) = b2.channel().await;
     within(ch.basic_qos(500, BasicQosOptions::default()))
         .await
@@ -311,9 +313,7 @@ async fn a_deep_backlog_is_paged_out_and_drains_in_order() {
                 .unwrap();
         }
     }
-    let q = within(ch.queue_declare("deep".into(), durable(), FieldTable::default()))
-        .await
-        .unwrap();
+    let q = declare_durable(&ch, "deep", FieldTable::default()).await;
     assert_eq!(q.message_count(), 0);
     assert!(b2.running.as_ref().unwrap().ctx.broker.memory.bytes() < 1 << 20);
     drop(b);
@@ -322,13 +322,10 @@ async fn a_deep_backlog_is_paged_out_and_drains_in_order() {
 #[tokio::test]
 async fn ttl_max_length_and_dead_letters_act_on_stored_messages() {
     let dir = temp_dir("stored-rules");
-    let d = dir.clone();
-    let mut b = Broker::start_with(move |c| c.data_dir = d).await;
+    let mut b = start_in(&dir).await;
     {
         let (_c, ch) = b.channel().await;
-        within(ch.queue_declare("dead".into(), durable(), FieldTable::default()))
-            .await
-            .unwrap();
+        declare_durable(&ch, "dead", FieldTable::default()).await;
         within(ch.queue_declare(
             "short".into(),
             durable(),
@@ -341,12 +338,8 @@ async fn ttl_max_length_and_dead_letters_act_on_stored_messages() {
         .await
         .unwrap();
         // Past the in-memory window, so most of these are paged out.
-        within(ch.queue_declare("capped".into(), durable(), table(&[("x-max-length", i(5000))])))
-            .await
-            .unwrap();
-        within(ch.confirm_select(ConfirmSelectOptions::default()))
-            .await
-            .unwrap();
+        declare_durable(&ch, "capped", table(&[("x-max-length", i(5000))])).await;
+        confirms(&ch).await;
         publish_confirmed(&ch, "short", b"expires", persistent()).await;
         for n in 0u32..12_000 {
             publish(&ch, "capped", &n.to_be_bytes(), persistent()).await;
@@ -354,8 +347,7 @@ async fn ttl_max_length_and_dead_letters_act_on_stored_messages() {
         publish_confirmed(&ch, "capped", &12_000u32.to_be_bytes(), persistent()).await;
         b.stop().await;
     }
-    let d = dir.clone();
-    let b2 = Broker::start_with(move |c| c.data_dir = d).await;
+    let b2 = start_in(&dir).await;
     let (_c, ch) = b2.channel().await;
     // The TTL ran out across the restart: the message is dead-lettered.
     let dead = within(async {
@@ -384,15 +376,10 @@ async fn ttl_max_length_and_dead_letters_act_on_stored_messages() {
 #[tokio::test]
 async fn queue_delete_removes_its_files() {
     let dir = temp_dir("delete-files");
-    let d = dir.clone();
-    let b = Broker::start_with(move |c| c.data_dir = d).await;
+    let b = start_in(&dir).await;
     let (_c, ch) = b.channel().await;
-    within(ch.queue_declare("gone".into(), durable(), FieldTable::default()))
-        .await
-        .unwrap();
-    within(ch.confirm_select(ConfirmSelectOptions::default()))
-        .await
-        .unwrap();
+    declare_durable(&ch, "gone", FieldTable::default()).await;
+    confirms(&ch).await;
     publish_confirmed(&ch, "gone", b"x", persistent()).await;
     let stores = || std::fs::read_dir(dir.join("queues")).unwrap().count();
     assert_eq!(stores(), 1);

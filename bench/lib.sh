@@ -1,0 +1,40 @@
+# Shared by the bench scripts (sourced, from the repository root): where
+# output goes, PerfTest from Maven Central, and the two brokers on
+# loopback: Warren (release build, fresh data directory) and the RabbitMQ
+# 3.10 anchor. Both are stopped when the sourcing script exits.
+OUT=bench/out
+mkdir -p "$OUT"
+ANCHOR=../shared/anchors/rabbitmq-node.sh
+WARREN_PORT=5680
+RABBIT_PORT=5673
+WARREN_PID=
+EXTRA_CLEANUP=:
+
+fetch_perftest() {
+  if [ ! -d "$OUT/lib" ]; then
+    cp ../shared/anchors/perftest-pom.xml "$OUT/pom.xml"
+    mvn -q -f "$OUT/pom.xml" dependency:copy-dependencies -DoutputDirectory=lib
+  fi
+}
+
+cleanup() {
+  $EXTRA_CLEANUP
+  [ -n "$WARREN_PID" ] && kill "$WARREN_PID" 2>/dev/null || true
+  $ANCHOR stop anchor >/dev/null 2>&1 || true
+}
+
+# Start both brokers; sets WARREN_PID and RABBIT_PID.
+start_brokers() {
+  cargo build --release -p warren-server
+  rm -rf "$OUT/warren-data"
+  ./target/release/warren --amqp-listen 127.0.0.1:$WARREN_PORT --data-dir "$OUT/warren-data" > "$OUT/warren.log" 2>&1 &
+  WARREN_PID=$!
+  trap cleanup EXIT
+  $ANCHOR start anchor $RABBIT_PORT 5553 15673 25673
+  # The node's Erlang VM (its command line has -home /tmp/rmq-anchor).
+  RABBIT_PID=$(pgrep -f "beam.smp.*-home /tmp/rmq-anchor" | head -1 || true)
+  [ -n "$RABBIT_PID" ] || { echo "cannot find the RabbitMQ node's process" >&2; exit 1; }
+  sleep 2
+}
+
+ratio() { python3 -c "print(f'{$1/$2:.2f}')"; }
