@@ -36,6 +36,8 @@ const READ_CHUNK: usize = 256 << 10;
 const FLOW_PAUSE: Duration = Duration::from_millis(5);
 /// How much a connection reads ahead, unparsed, while its input is paused.
 const PAUSED_READ_MAX: usize = 1 << 20;
+/// Yield to the scheduler after a read of at least this much.
+const YIELD_AFTER: usize = 32 << 10;
 /// How long to wait for close-ok after sending connection.close.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -247,7 +249,15 @@ impl Driver {
                 }
                 r = self.stream.readable(), if can_read => {
                     r?;
-                    self.read_and_handle()?;
+                    if self.read_and_handle()? >= YIELD_AFTER {
+                        // A peer that keeps us busy must not keep the
+                        // worker: yielding lets the scheduler poll the I/O
+                        // driver, so other connections (even new ones
+                        // waiting to be accepted) are served meanwhile.
+                        // Without it one flooding publisher delayed another
+                        // connection's handshake by seconds.
+                        tokio::task::yield_now().await;
+                    }
                 }
                 w = self.stream.writable(), if !self.conn.wbuf.is_empty() => {
                     w?;
@@ -340,7 +350,8 @@ impl Driver {
         Ok(())
     }
 
-    fn read_and_handle(&mut self) -> std::io::Result<()> {
+    /// Read and handle input; returns how many bytes were read.
+    fn read_and_handle(&mut self) -> std::io::Result<usize> {
         // Read until a read comes back short of the space offered: another
         // read now would mostly find a trickle (or EAGAIN), and each one is
         // a syscall; whatever arrives meanwhile waits for the next wakeup.
@@ -361,7 +372,7 @@ impl Driver {
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     if total == 0 {
-                        return Ok(());
+                        return Ok(0);
                     }
                     break;
                 }
@@ -371,14 +382,14 @@ impl Driver {
         self.last_recv = Instant::now();
         if self.discard_input {
             self.rbuf.clear();
-            return Ok(());
+            return Ok(total);
         }
         if self.input_paused() {
             self.unprocessed = true;
-            return Ok(());
+            return Ok(total);
         }
         self.process_input(total);
-        Ok(())
+        Ok(total)
     }
 
     /// Is handling input on hold (memory alarm, flow control, or a write
