@@ -4,6 +4,7 @@
 //! same functions against an in-process Warren.
 
 pub mod amqp091;
+pub mod amqp10;
 pub mod options;
 pub mod report;
 pub mod scenario;
@@ -25,7 +26,9 @@ pub enum PerfError {
     Options(#[from] options::OptionError),
     #[error("AMQP 0-9-1: {0}")]
     Amqp091(#[from] amqp091::client::ClientError),
-    #[error("protocol {0:?} is not in warren-perf yet (it comes with the AMQP 1.0 and stream codecs)")]
+    #[error("AMQP 1.0: {0}")]
+    Amqp10(#[from] amqp10::conn::Amqp10Error),
+    #[error("protocol {0:?} is not in warren-perf yet (it comes with the stream codec)")]
     Unsupported(Protocol),
 }
 
@@ -35,7 +38,7 @@ const DRAIN_IDLE: Duration = Duration::from_secs(5);
 
 /// Run one workload; with `live`, print a line every second.
 pub async fn run_workload(opts: &Options, live: bool) -> Result<Summary, PerfError> {
-    if opts.protocol != Protocol::Amqp091 {
+    if opts.protocol == Protocol::Stream {
         return Err(PerfError::Unsupported(opts.protocol));
     }
     let uris = opts
@@ -111,7 +114,7 @@ pub async fn run_workload(opts: &Options, live: bool) -> Result<Summary, PerfErr
         }
     }
     if let Some(e) = first_error {
-        return Err(e.into());
+        return Err(e);
     }
     Ok(stats.summary(samples))
 }

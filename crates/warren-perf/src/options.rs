@@ -125,6 +125,10 @@ pub struct Options {
     /// Stream: where consumers start (first, last, next, an offset, or a timestamp).
     #[arg(long, default_value = "next")]
     pub offset: String,
+    /// AMQP 1.0: the address of a queue's node ({queue} is its name);
+    /// `/amq/queue/{queue}` for RabbitMQ 3.x, `/queues/{queue}` for 4.x.
+    #[arg(long, default_value = "/amq/queue/{queue}")]
+    pub amqp10_address: String,
     /// Run a named seed-003 sweep instead of one workload.
     #[arg(long, value_enum)]
     pub scenario: Option<Scenario>,

@@ -119,3 +119,24 @@ async fn a_refusing_broker_is_an_error_not_a_hang() {
     b.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefetch_one_still_flows() {
+    // Deliveries that arrive with consume-ok must be handled even though
+    // nothing more comes until they are acked (a stall this test caught).
+    let (b, dir) = broker().await;
+    let o = options(
+        b.amqp_addr.port(),
+        &["-C", "500", "-c", "10", "-q", "1", "-s", "50"],
+    );
+    let s = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        warren_perf::run_workload(&o, false),
+    )
+    .await
+    .expect("the run ends")
+    .unwrap();
+    assert_eq!((s.sent, s.confirmed, s.received), (500, 500, 500));
+    b.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}

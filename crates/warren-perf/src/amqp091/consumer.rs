@@ -80,15 +80,22 @@ pub async fn run(spec: ConsumerSpec, stats: Arc<Stats>, stop: Arc<AtomicBool>) -
         received: 0,
         latencies: Vec::new(),
     };
+    // Frames may already be buffered: set-up reads can take deliveries
+    // along with consume-ok, and with prefetch 1 nothing more comes until
+    // they are acked.
+    let mut got = 1;
     while !stop.load(Ordering::Relaxed) && (spec.messages == 0 || state.received < spec.messages) {
-        if c.try_read()? == 0 {
+        if got == 0 {
             c.ready(true, !c.wbuf.is_empty(), Duration::from_millis(50))
                 .await?;
             c.try_flush()?;
-            continue;
         }
+        got = c.try_read()?;
         let before = state.received;
         state.handle(&mut c, &spec, ack_every)?;
+        if state.received > before {
+            got = got.max(1);
+        }
         stats
             .received
             .fetch_add(state.received - before, Ordering::Relaxed);

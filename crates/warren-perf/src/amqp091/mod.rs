@@ -15,6 +15,7 @@ use warren_amqp091::{FieldTable, FieldValue, Method};
 
 use crate::options::{Options, QueueType, Uri};
 use crate::stats::Stats;
+use crate::PerfError;
 use client::{Client, ClientError, Result};
 
 /// Declare every queue of the run (idempotent for queues that exist with
@@ -62,8 +63,8 @@ pub fn spawn(
     queues: &[String],
     stats: &Arc<Stats>,
     stop: &Arc<AtomicBool>,
-    consumers: &mut JoinSet<Result<()>>,
-    producers: &mut JoinSet<Result<()>>,
+    consumers: &mut JoinSet<std::result::Result<(), PerfError>>,
+    producers: &mut JoinSet<std::result::Result<(), PerfError>>,
 ) {
     for i in 0..opts.consumers {
         let spec = consumer::ConsumerSpec {
@@ -75,7 +76,8 @@ pub fn spawn(
             ack_every: opts.ack_every,
             messages: opts.cmessages,
         };
-        consumers.spawn(consumer::run(spec, stats.clone(), stop.clone()));
+        let run = consumer::run(spec, stats.clone(), stop.clone());
+        consumers.spawn(async move { run.await.map_err(PerfError::from) });
     }
     for i in 0..opts.producers {
         let spec = producer::ProducerSpec {
@@ -88,6 +90,7 @@ pub fn spawn(
             rate: opts.rate,
             messages: opts.pmessages,
         };
-        producers.spawn(producer::run(spec, stats.clone(), stop.clone()));
+        let run = producer::run(spec, stats.clone(), stop.clone());
+        producers.spawn(async move { run.await.map_err(PerfError::from) });
     }
 }
