@@ -9,6 +9,7 @@ pub mod options;
 pub mod report;
 pub mod scenario;
 pub mod stats;
+pub mod stream;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -28,8 +29,8 @@ pub enum PerfError {
     Amqp091(#[from] amqp091::client::ClientError),
     #[error("AMQP 1.0: {0}")]
     Amqp10(#[from] amqp10::conn::Amqp10Error),
-    #[error("protocol {0:?} is not in warren-perf yet (it comes with the stream codec)")]
-    Unsupported(Protocol),
+    #[error("stream protocol: {0}")]
+    Stream(#[from] stream::conn::StreamError),
 }
 
 /// After the producers are done (count mode), how long the consumers may
@@ -38,9 +39,6 @@ const DRAIN_IDLE: Duration = Duration::from_secs(5);
 
 /// Run one workload; with `live`, print a line every second.
 pub async fn run_workload(opts: &Options, live: bool) -> Result<Summary, PerfError> {
-    if opts.protocol == Protocol::Stream {
-        return Err(PerfError::Unsupported(opts.protocol));
-    }
     let uris = opts
         .uris
         .iter()
@@ -51,19 +49,42 @@ pub async fn run_workload(opts: &Options, live: bool) -> Result<Summary, PerfErr
         (0..6).map(|_| char::from(b'a' + r.gen_range(0..26))).collect()
     };
     stats::clock();
-    let queues = amqp091::declare(opts, &uris[0], &run_id).await?;
+    let queues = match opts.protocol {
+        Protocol::Stream => stream::declare(opts, &uris[0], &run_id).await?,
+        _ => amqp091::declare(opts, &uris[0], &run_id).await?,
+    };
     let stats = Arc::new(Stats::new());
     let stop = Arc::new(AtomicBool::new(false));
     let (mut consumers, mut producers) = (JoinSet::new(), JoinSet::new());
-    amqp091::spawn(
-        opts,
-        &uris,
-        &queues,
-        &stats,
-        &stop,
-        &mut consumers,
-        &mut producers,
-    );
+    match opts.protocol {
+        Protocol::Amqp10 => amqp10::spawn(
+            opts,
+            &uris,
+            &queues,
+            &stats,
+            &stop,
+            &mut consumers,
+            &mut producers,
+        ),
+        Protocol::Stream => stream::spawn(
+            opts,
+            &uris,
+            &queues,
+            &stats,
+            &stop,
+            &mut consumers,
+            &mut producers,
+        )?,
+        Protocol::Amqp091 => amqp091::spawn(
+            opts,
+            &uris,
+            &queues,
+            &stats,
+            &stop,
+            &mut consumers,
+            &mut producers,
+        ),
+    }
 
     let started = Instant::now();
     let deadline = (opts.time > 0).then(|| started + Duration::from_secs(opts.time));

@@ -55,7 +55,8 @@ pub struct Options {
     /// Wire protocol.
     #[arg(short = 'P', long, value_enum, default_value = "amqp091")]
     pub protocol: Protocol,
-    /// Broker URI(s); connections go round-robin over them.
+    /// Broker URI(s), amqp:// or rabbitmq-stream://; connections go
+    /// round-robin over them.
     #[arg(
         short = 'h',
         long = "uri",
@@ -236,9 +237,11 @@ fn percent_decode(s: &str) -> Result<String, &'static str> {
 impl Uri {
     pub fn parse(s: &str) -> Result<Uri, OptionError> {
         let bad = |why| OptionError::Uri(s.to_string(), why);
-        let rest = s
-            .strip_prefix("amqp://")
-            .ok_or_else(|| bad("must start with amqp://"))?;
+        let (rest, default_port) = match (s.strip_prefix("amqp://"), s.strip_prefix("rabbitmq-stream://")) {
+            (Some(r), _) => (r, 5672),
+            (_, Some(r)) => (r, 5552),
+            _ => return Err(bad("must start with amqp:// or rabbitmq-stream://")),
+        };
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], Some(&rest[i + 1..])),
             None => (rest, None),
@@ -262,7 +265,7 @@ impl Uri {
                 &hostport[..i],
                 hostport[i + 1..].parse::<u16>().map_err(|_| bad("bad port"))?,
             ),
-            _ => (hostport, 5672),
+            _ => (hostport, default_port),
         };
         let host = host.trim_start_matches('[').trim_end_matches(']');
         if host.is_empty() {
@@ -376,6 +379,7 @@ mod tests {
             ("a@b", "p:w", "my vh")
         );
         assert!(Uri::parse("http://x").is_err());
+        assert_eq!(Uri::parse("rabbitmq-stream://h").unwrap().port, 5552);
         assert!(Uri::parse("amqp://x:notaport").is_err());
         assert!(Uri::parse("amqp://x/%zz").is_err());
     }

@@ -49,8 +49,9 @@ pub fn spawn(
     for i in 0..opts.consumers {
         let uri = uris[i as usize % uris.len()].clone();
         let addr = address(opts, &queues[i as usize % queues.len()]);
+        // AMQP 1.0 has no "unlimited" credit: -q 0 grants 1000.
         let (credit, autoack, ack_every, limit) = (
-            opts.qos.max(1),
+            if opts.qos == 0 { 1000 } else { opts.qos },
             opts.autoack,
             opts.ack_every.max(1),
             opts.cmessages,
@@ -211,11 +212,12 @@ async fn sender(
             stats.sent.fetch_add(n, Ordering::Relaxed);
         }
         let flushed = c.try_flush()?;
-        let got = c.try_read()?;
-        if got > 0 {
-            while let Some((p, _)) = c.parse_performative()? {
-                on_sender_frame(&mut c, p, &mut link, &mut outstanding, &stats);
-            }
+        let mut got = c.try_read()?;
+        // Parse whatever is buffered, new or not: set-up reads can leave
+        // the first flow (our credit) behind the attach.
+        while let Some((p, _)) = c.parse_performative()? {
+            on_sender_frame(&mut c, p, &mut link, &mut outstanding, &stats);
+            got = got.max(1);
         }
         if n > 0 || got > 0 {
             tokio::task::yield_now().await;
