@@ -5,6 +5,7 @@
 
 pub mod amqp091;
 pub mod amqp10;
+pub mod net;
 pub mod options;
 pub mod report;
 pub mod scenario;

@@ -7,13 +7,12 @@
 
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
+use bytes::Bytes;
 use warren_amqp091::frame::write_method;
 use warren_amqp091::methods::*;
 use warren_amqp091::{CodecError, FieldTable, FieldValue, Frame, FrameType, Method, PROTOCOL_HEADER};
 
+use crate::net::Socket;
 use crate::options::Uri;
 
 /// Largest frame we ask for (RabbitMQ's default).
@@ -39,10 +38,21 @@ pub enum ClientError {
 pub type Result<T> = std::result::Result<T, ClientError>;
 
 pub struct Client {
-    stream: TcpStream,
-    rbuf: BytesMut,
-    pub wbuf: BytesMut,
+    io: Socket,
     pub frame_max: u32,
+}
+
+impl std::ops::Deref for Client {
+    type Target = Socket;
+    fn deref(&self) -> &Socket {
+        &self.io
+    }
+}
+
+impl std::ops::DerefMut for Client {
+    fn deref_mut(&mut self) -> &mut Socket {
+        &mut self.io
+    }
 }
 
 fn closed_error(m: &Method) -> Option<ClientError> {
@@ -63,12 +73,8 @@ fn closed_error(m: &Method) -> Option<ClientError> {
 
 impl Client {
     pub async fn connect(uri: &Uri, name: &str) -> Result<Client> {
-        let stream = TcpStream::connect(uri.addr()).await?;
-        stream.set_nodelay(true)?;
         let mut c = Client {
-            stream,
-            rbuf: BytesMut::with_capacity(64 << 10),
-            wbuf: BytesMut::with_capacity(64 << 10),
+            io: Socket::connect(&uri.addr()).await?,
             frame_max: 4096,
         };
         c.wbuf.extend_from_slice(PROTOCOL_HEADER);
@@ -139,59 +145,10 @@ impl Client {
         write_method(&mut self.wbuf, channel, &m.into());
     }
 
-    /// Write everything buffered (waiting for the socket as needed).
-    pub async fn flush(&mut self) -> Result<()> {
-        if !self.wbuf.is_empty() {
-            self.stream.write_all(&self.wbuf).await?;
-            self.wbuf.clear();
-        }
-        Ok(())
-    }
-
-    /// Write what the socket takes now; true if the buffer is empty.
-    pub fn try_flush(&mut self) -> Result<bool> {
-        while !self.wbuf.is_empty() {
-            match self.stream.try_write(&self.wbuf) {
-                Ok(0) => return Err(std::io::Error::from(std::io::ErrorKind::WriteZero).into()),
-                Ok(n) => {
-                    let _ = self.wbuf.split_to(n);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(false),
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(true)
-    }
-
-    /// Read what the socket has now; Ok(0) if nothing (not EOF).
-    pub fn try_read(&mut self) -> Result<usize> {
-        self.rbuf.reserve(64 << 10);
-        match self.stream.try_read_buf(&mut self.rbuf) {
-            Ok(0) => Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into()),
-            Ok(n) => Ok(n),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(0),
-            Err(e) => Err(e.into()),
-        }
-    }
-
     /// The next whole frame already read, if any.
     pub fn parse(&mut self) -> Result<Option<Frame>> {
-        Ok(Frame::parse(&mut self.rbuf, self.frame_max.max(FRAME_MAX))?)
-    }
-
-    /// Wait until the socket is readable and/or writable (as asked).
-    pub async fn ready(&self, read: bool, write: bool, timeout: Duration) -> Result<()> {
-        let r = async {
-            tokio::select! {
-                r = self.stream.readable(), if read => r,
-                w = self.stream.writable(), if write => w,
-                _ = std::future::pending::<()>(), if !read && !write => Ok(()),
-            }
-        };
-        match tokio::time::timeout(timeout, r).await {
-            Ok(r) => Ok(r?),
-            Err(_) => Ok(()),
-        }
+        let max = self.frame_max.max(FRAME_MAX);
+        Ok(Frame::parse(&mut self.io.rbuf, max)?)
     }
 
     /// The next method frame on `channel` (set-up only: content frames and
@@ -214,7 +171,7 @@ impl Client {
             if tokio::time::Instant::now() >= deadline {
                 return Err(ClientError::Protocol("no reply from the broker in 30 s".into()));
             }
-            self.stream.readable().await?;
+            self.io.readable().await?;
             self.try_read()?;
         }
     }

@@ -86,8 +86,7 @@ pub async fn run(spec: ConsumerSpec, stats: Arc<Stats>, stop: Arc<AtomicBool>) -
     let mut got = 1;
     while !stop.load(Ordering::Relaxed) && (spec.messages == 0 || state.received < spec.messages) {
         if got == 0 {
-            c.ready(true, !c.wbuf.is_empty(), Duration::from_millis(50))
-                .await?;
+            c.ready(!c.wbuf.is_empty(), Duration::from_millis(50)).await?;
             c.try_flush()?;
         }
         got = c.try_read()?;

@@ -98,7 +98,8 @@ pub async fn run(spec: ProducerSpec, stats: Arc<Stats>, stop: Arc<AtomicBool>) -
             }
             write_method(&mut c.wbuf, 1, &publish);
             write_content_header_raw(&mut c.wbuf, 1, 60, body.len() as u64, &props);
-            write_body(&mut c.wbuf, 1, &body, c.frame_max);
+            let frame_max = c.frame_max;
+            write_body(&mut c.wbuf, 1, &body, frame_max);
             if confirms {
                 outstanding.push_back((next_seq, ts));
             }
@@ -127,7 +128,7 @@ pub async fn run(spec: ProducerSpec, stats: Arc<Stats>, stop: Arc<AtomicBool>) -
         let wait = rate_wait
             .unwrap_or(Duration::from_millis(50))
             .min(Duration::from_millis(50));
-        c.ready(true, !flushed, wait).await?;
+        c.ready(!flushed, wait).await?;
     }
     let _ = c.try_flush();
     c.close().await;

@@ -6,13 +6,12 @@
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 use warren_amqp10::frame::{write_frame, FrameType};
 use warren_amqp10::performative::{Begin, Close, Open};
 use warren_amqp10::sasl::{self, Sasl};
 use warren_amqp10::{CodecError, Frame, Performative, Value, AMQP_HEADER, SASL_HEADER};
 
+use crate::net::Socket;
 use crate::options::Uri;
 
 const MAX_FRAME: u32 = 131_072;
@@ -35,9 +34,7 @@ pub enum Amqp10Error {
 pub type Result<T> = std::result::Result<T, Amqp10Error>;
 
 pub struct Conn {
-    stream: TcpStream,
-    rbuf: BytesMut,
-    pub wbuf: BytesMut,
+    io: Socket,
     /// The largest frame the broker takes from us (its open's max-frame-size).
     pub peer_max_frame: u32,
     /// Session: the next transfer id we send, and how many more the peer
@@ -49,14 +46,23 @@ pub struct Conn {
     pub incoming_window: u32,
 }
 
+impl std::ops::Deref for Conn {
+    type Target = Socket;
+    fn deref(&self) -> &Socket {
+        &self.io
+    }
+}
+
+impl std::ops::DerefMut for Conn {
+    fn deref_mut(&mut self) -> &mut Socket {
+        &mut self.io
+    }
+}
+
 impl Conn {
     pub async fn connect(uri: &Uri, name: &str) -> Result<Conn> {
-        let stream = TcpStream::connect(uri.addr()).await?;
-        stream.set_nodelay(true)?;
         let mut c = Conn {
-            stream,
-            rbuf: BytesMut::with_capacity(64 << 10),
-            wbuf: BytesMut::with_capacity(64 << 10),
+            io: Socket::connect(&uri.addr()).await?,
             peer_max_frame: 512,
             next_outgoing_id: 0,
             remote_incoming_window: 0,
@@ -132,7 +138,7 @@ impl Conn {
             if tokio::time::Instant::now() >= deadline {
                 return Err(Amqp10Error::Protocol("no protocol header from the broker".into()));
             }
-            self.stream.readable().await?;
+            self.io.readable().await?;
             self.try_read()?;
         }
         let got = self.rbuf.split_to(8);
@@ -158,43 +164,10 @@ impl Conn {
         write_frame(&mut self.wbuf, FrameType::Amqp, channel, &[&perf, payload]);
     }
 
-    pub async fn flush(&mut self) -> Result<()> {
-        if !self.wbuf.is_empty() {
-            self.stream.write_all(&self.wbuf).await?;
-            self.wbuf.clear();
-        }
-        Ok(())
-    }
-
-    /// Write what the socket takes now; true if the buffer is empty.
-    pub fn try_flush(&mut self) -> Result<bool> {
-        while !self.wbuf.is_empty() {
-            match self.stream.try_write(&self.wbuf) {
-                Ok(0) => return Err(std::io::Error::from(std::io::ErrorKind::WriteZero).into()),
-                Ok(n) => {
-                    let _ = self.wbuf.split_to(n);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(false),
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(true)
-    }
-
-    pub fn try_read(&mut self) -> Result<usize> {
-        self.rbuf.reserve(64 << 10);
-        match self.stream.try_read_buf(&mut self.rbuf) {
-            Ok(0) => Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into()),
-            Ok(n) => Ok(n),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(0),
-            Err(e) => Err(e.into()),
-        }
-    }
-
     /// The next whole frame already read (heartbeats skipped).
     pub fn parse(&mut self) -> Result<Option<Frame>> {
         loop {
-            match Frame::parse(&mut self.rbuf, MAX_FRAME)? {
+            match Frame::parse(&mut self.io.rbuf, MAX_FRAME)? {
                 Some(f) if f.body.is_empty() => continue,
                 other => return Ok(other),
             }
@@ -230,7 +203,7 @@ impl Conn {
             if tokio::time::Instant::now() >= deadline {
                 return Err(Amqp10Error::Protocol("no reply from the broker in 30 s".into()));
             }
-            self.stream.readable().await?;
+            self.io.readable().await?;
             self.try_read()?;
         }
     }
@@ -245,22 +218,9 @@ impl Conn {
             if tokio::time::Instant::now() >= deadline {
                 return Err(Amqp10Error::Protocol("no reply from the broker in 30 s".into()));
             }
-            self.stream.readable().await?;
+            self.io.readable().await?;
             self.try_read()?;
         }
-    }
-
-    pub async fn ready(&self, write: bool, timeout: Duration) -> Result<()> {
-        let r = async {
-            tokio::select! {
-                r = self.stream.readable() => r,
-                w = self.stream.writable(), if write => w,
-            }
-        };
-        if let Ok(r) = tokio::time::timeout(timeout, r).await {
-            r?;
-        }
-        Ok(())
     }
 
     /// close, waiting briefly for the broker's close.
@@ -269,14 +229,14 @@ impl Conn {
         let _ = tokio::time::timeout(Duration::from_secs(2), async {
             self.flush().await?;
             loop {
-                match Frame::parse(&mut self.rbuf, MAX_FRAME)? {
+                match Frame::parse(&mut self.io.rbuf, MAX_FRAME)? {
                     Some(f) => {
                         if let Ok((Performative::Close(_), _)) = Performative::decode(&f.body) {
                             return Ok::<_, Amqp10Error>(());
                         }
                     }
                     None => {
-                        self.stream.readable().await?;
+                        self.io.readable().await?;
                         self.try_read()?;
                     }
                 }

@@ -4,12 +4,11 @@
 
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
+use bytes::Bytes;
 use warren_stream::command::{code, parse_frame, Command, Response};
 use warren_stream::CodecError;
 
+use crate::net::Socket;
 use crate::options::Uri;
 
 const FRAME_MAX: u32 = 1 << 20;
@@ -30,22 +29,29 @@ pub enum StreamError {
 pub type Result<T> = std::result::Result<T, StreamError>;
 
 pub struct Conn {
-    stream: TcpStream,
-    rbuf: BytesMut,
-    pub wbuf: BytesMut,
+    io: Socket,
     next_correlation: u32,
     /// Responses read while waiting for another (set-up only).
     parked: Vec<Response>,
 }
 
+impl std::ops::Deref for Conn {
+    type Target = Socket;
+    fn deref(&self) -> &Socket {
+        &self.io
+    }
+}
+
+impl std::ops::DerefMut for Conn {
+    fn deref_mut(&mut self) -> &mut Socket {
+        &mut self.io
+    }
+}
+
 impl Conn {
     pub async fn connect(uri: &Uri, name: &str) -> Result<Conn> {
-        let stream = TcpStream::connect(uri.addr()).await?;
-        stream.set_nodelay(true)?;
         let mut c = Conn {
-            stream,
-            rbuf: BytesMut::with_capacity(64 << 10),
-            wbuf: BytesMut::with_capacity(64 << 10),
+            io: Socket::connect(&uri.addr()).await?,
             next_correlation: 1,
             parked: Vec::new(),
         };
@@ -146,7 +152,7 @@ impl Conn {
             if let Some(c) = self.parse()? {
                 return Ok(c);
             }
-            self.stream.readable().await?;
+            self.io.readable().await?;
             self.try_read()?;
         }
     }
@@ -176,55 +182,10 @@ impl Conn {
     pub fn parse(&mut self) -> Result<Option<Command>> {
         // Deliver frames carry whole chunks, which the broker does not cut
         // to frame-max; accept large ones, but not without bound.
-        match parse_frame(&mut self.rbuf, 64 << 20)? {
+        match parse_frame(&mut self.io.rbuf, 64 << 20)? {
             Some(f) => Ok(Some(Command::decode(f)?)),
             None => Ok(None),
         }
-    }
-
-    pub async fn flush(&mut self) -> Result<()> {
-        if !self.wbuf.is_empty() {
-            self.stream.write_all(&self.wbuf).await?;
-            self.wbuf.clear();
-        }
-        Ok(())
-    }
-
-    pub fn try_flush(&mut self) -> Result<bool> {
-        while !self.wbuf.is_empty() {
-            match self.stream.try_write(&self.wbuf) {
-                Ok(0) => return Err(std::io::Error::from(std::io::ErrorKind::WriteZero).into()),
-                Ok(n) => {
-                    let _ = self.wbuf.split_to(n);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(false),
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(true)
-    }
-
-    pub fn try_read(&mut self) -> Result<usize> {
-        self.rbuf.reserve(64 << 10);
-        match self.stream.try_read_buf(&mut self.rbuf) {
-            Ok(0) => Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into()),
-            Ok(n) => Ok(n),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(0),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    pub async fn ready(&self, write: bool, timeout: Duration) -> Result<()> {
-        let r = async {
-            tokio::select! {
-                r = self.stream.readable() => r,
-                w = self.stream.writable(), if write => w,
-            }
-        };
-        if let Ok(r) = tokio::time::timeout(timeout, r).await {
-            r?;
-        }
-        Ok(())
     }
 
     /// Close, waiting briefly for the broker's response.
