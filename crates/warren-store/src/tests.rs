@@ -272,3 +272,123 @@ fn large_records_are_read_back_whole() {
     assert_eq!(&got[2].message.body[..], b"after");
     st.shutdown();
 }
+
+/// A seeded random walk over the store's calls, checked against a model
+/// after every restart: what comes back is exactly the persistent messages
+/// not yet removed, in order, with `redelivered` on those delivered.
+#[test]
+fn random_walk_against_a_model() {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    use std::collections::BTreeMap;
+
+    #[derive(Clone, Copy, PartialEq, Debug)]
+    enum Where {
+        Tail,
+        Window,
+        Delivered,
+    }
+    for seed in 0..20u64 {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let dir = tempfile::tempdir().unwrap();
+        let mut st = Storage::open(dir.path()).unwrap();
+        let mut s = st.create("/", b"q", true).unwrap();
+        // seq -> (persistent, where, delivered before a restart)
+        let mut model: BTreeMap<u64, (bool, Where, bool)> = BTreeMap::new();
+        let mut next = 0u64;
+        for step in 0..400 {
+            match rng.gen_range(0..100) {
+                0..=44 => {
+                    let persistent = rng.gen_bool(0.8);
+                    let tail_nonempty = model.values().any(|m| m.1 == Where::Tail);
+                    let to_tail = tail_nonempty || rng.gen_bool(0.3);
+                    // Messages kept only in the window are written when persistent.
+                    if to_tail || persistent {
+                        let b = body(next);
+                        s.append(&rec(next, persistent, &b), to_tail).unwrap();
+                        model.insert(
+                            next,
+                            (
+                                persistent,
+                                if to_tail { Where::Tail } else { Where::Window },
+                                false,
+                            ),
+                        );
+                    }
+                    next += 1;
+                }
+                45..=59 => {
+                    let mut out = Vec::new();
+                    let k = rng.gen_range(1..5);
+                    s.read_tail(k, u64::MAX, &mut out).unwrap();
+                    let expect: Vec<u64> = model
+                        .iter()
+                        .filter(|(_, m)| m.1 == Where::Tail)
+                        .map(|(&q, _)| q)
+                        .take(k)
+                        .collect();
+                    let got: Vec<u64> = out.iter().map(|l| l.message.seq).collect();
+                    assert_eq!(got, expect, "seed {seed} step {step}: tail order");
+                    for l in &out {
+                        assert_eq!(l.message.body, body(l.message.seq));
+                        let m = model.get_mut(&l.message.seq).unwrap();
+                        assert_eq!(l.redelivered, m.2, "seed {seed} step {step}: redelivered");
+                        m.1 = Where::Window;
+                    }
+                }
+                60..=74 => {
+                    // Deliver the oldest window message.
+                    if let Some((&q, m)) = model.iter_mut().find(|(_, m)| m.1 == Where::Window) {
+                        if !m.2 {
+                            s.delivered(q, m.0);
+                        }
+                        m.1 = Where::Delivered;
+                        m.2 = true;
+                    }
+                }
+                75..=89 => {
+                    // Ack (or expire, drop: all the same to the store) a random one.
+                    let gone: Vec<u64> = model
+                        .iter()
+                        .filter(|(_, m)| m.1 != Where::Tail)
+                        .map(|(&q, _)| q)
+                        .collect();
+                    if !gone.is_empty() {
+                        let q = gone[rng.gen_range(0..gone.len())];
+                        let (p, _, _) = model.remove(&q).unwrap();
+                        s.remove(q, p);
+                    }
+                }
+                90..=94 => {
+                    s.purge_tail(next);
+                    model.retain(|_, m| m.1 != Where::Tail);
+                }
+                _ => {
+                    // Restart: only persistent messages survive, all in the
+                    // tail, the delivered ones marked.
+                    st.shutdown();
+                    drop(s);
+                    st = Storage::open(dir.path()).unwrap();
+                    let (s2, r) = st.recover("/", b"q").unwrap().expect("store");
+                    s = s2;
+                    model.retain(|_, m| m.0);
+                    for m in model.values_mut() {
+                        m.1 = Where::Tail;
+                    }
+                    assert_eq!(
+                        r.messages,
+                        model.len() as u64,
+                        "seed {seed} step {step}: recovered count"
+                    );
+                    assert!(r.next_seq <= next);
+                }
+            }
+            assert_eq!(
+                s.tail_len(),
+                model.values().filter(|m| m.1 == Where::Tail).count() as u64,
+                "seed {seed} step {step}: tail length"
+            );
+        }
+        st.shutdown();
+    }
+}
