@@ -59,6 +59,9 @@ pub struct Config {
     pub disk_free_limit_bytes: u64,
     /// Most connections served at once; more wait in the accept queue.
     pub max_connections: usize,
+    /// AMQP 1.0: accept SASL ANONYMOUS (and no SASL at all) as the default
+    /// user. Off by default.
+    pub amqp10_anonymous: bool,
 }
 
 impl Default for Config {
@@ -78,6 +81,7 @@ impl Default for Config {
             memory_high_watermark_bytes: 0,
             disk_free_limit_bytes: 50_000_000,
             max_connections: 100_000,
+            amqp10_anonymous: false,
         }
     }
 }

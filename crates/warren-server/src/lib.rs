@@ -3,11 +3,13 @@
 //! thin shell over [`start`]; tests start brokers in-process the same way.
 
 pub mod amqp091;
+pub mod amqp10;
 pub mod config;
 pub mod definitions;
 pub mod disk_monitor;
 pub mod listener;
 pub mod reply_to;
+pub mod sniff;
 pub mod timers;
 
 use std::net::SocketAddr;

@@ -10,7 +10,12 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
 use crate::amqp091::connection;
+use crate::amqp10;
+use crate::sniff::{self, Protocol};
 use crate::ServerCtx;
+
+/// A peer that sends no protocol header in this long is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub async fn accept_loop(tcp: TcpListener, ctx: Arc<ServerCtx>, mut shutdown: watch::Receiver<bool>) {
     let limit = Arc::new(Semaphore::new(ctx.config.max_connections));
@@ -29,7 +34,14 @@ pub async fn accept_loop(tcp: TcpListener, ctx: Arc<ServerCtx>, mut shutdown: wa
                 let ctx = ctx.clone();
                 let rx = shutdown.clone();
                 tasks.spawn(async move {
-                    connection::serve(stream, peer, ctx, rx).await;
+                    // Both protocols share the port: the header decides.
+                    match sniff::sniff(&stream, HANDSHAKE_TIMEOUT).await {
+                        Some(Protocol::Amqp10Sasl | Protocol::Amqp10) => {
+                            amqp10::connection::serve(stream, peer, ctx, rx).await
+                        }
+                        Some(Protocol::Amqp091) => connection::serve(stream, peer, ctx, rx).await,
+                        None => {}
+                    }
                     drop(permit);
                 });
             }

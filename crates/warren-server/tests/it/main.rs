@@ -3,6 +3,7 @@
 //! a few tests of the `warren` binary itself. One test binary, so the
 //! clients are compiled and linked once.
 
+mod amqp10;
 mod amqprs_client;
 mod binary;
 mod common;

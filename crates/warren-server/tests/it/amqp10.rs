@@ -1,0 +1,116 @@
+//! AMQP 1.0 on the AMQP port, with the real fe2o3-amqp client: the header
+//! picks the protocol, SASL PLAIN logs in (a wrong password is refused),
+//! connections and sessions open and close cleanly, and a link, not yet
+//! served, is refused with a clear error instead of a hang. 0-9-1 clients
+//! on the same port are unaffected.
+
+use fe2o3_amqp::{Connection, Sender, Session};
+
+use crate::common::*;
+
+fn url(b: &Broker, user: &str, pass: &str) -> String {
+    format!("amqp://{user}:{pass}@127.0.0.1:{}", b.port)
+}
+
+#[tokio::test]
+async fn sasl_plain_open_begin_end_close() {
+    let b = Broker::start().await;
+    let mut conn = within(Connection::open(
+        "warren-test",
+        url(&b, "guest", "guest").as_str(),
+    ))
+    .await
+    .expect("AMQP 1.0 connection opens");
+    let mut session = within(Session::begin(&mut conn)).await.expect("session begins");
+    within(session.end()).await.expect("session ends");
+    within(conn.close()).await.expect("connection closes");
+    // 0-9-1 still works on the same port.
+    let (_c, ch) = b.channel().await;
+    declare(&ch, "still-091", Default::default()).await;
+}
+
+#[tokio::test]
+async fn a_wrong_password_is_refused() {
+    let b = Broker::start().await;
+    let r = within(Connection::open("warren-test", url(&b, "guest", "nope").as_str())).await;
+    assert!(r.is_err(), "login with a wrong password must fail");
+}
+
+#[tokio::test]
+async fn links_are_refused_with_not_implemented_for_now() {
+    let b = Broker::start().await;
+    let mut conn = within(Connection::open(
+        "warren-test",
+        url(&b, "guest", "guest").as_str(),
+    ))
+    .await
+    .unwrap();
+    let mut session = within(Session::begin(&mut conn)).await.unwrap();
+    let r = within(Sender::attach(&mut session, "s", "/queues/q")).await;
+    let e = match r {
+        Ok(_) => panic!("attach must be refused"),
+        Err(e) => format!("{e:?}"),
+    };
+    assert!(
+        e.contains("not-implemented") || e.contains("NotImplemented"),
+        "{e}"
+    );
+    let _ = within(session.end()).await;
+    let _ = within(conn.close()).await;
+}
+
+/// Raw bytes: after a proper login and open, a frame over max-frame-size
+/// closes the connection with amqp:connection:framing-error.
+#[tokio::test]
+async fn an_oversized_frame_is_a_framing_error() {
+    use bytes::BytesMut;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use warren_amqp10::frame::{write_frame, FrameType};
+    use warren_amqp10::performative::{Open, Performative};
+    use warren_amqp10::sasl::Sasl;
+    use warren_amqp10::{Frame, AMQP_HEADER, SASL_HEADER};
+
+    let b = Broker::start().await;
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", b.port))
+        .await
+        .unwrap();
+    let mut out = BytesMut::new();
+    out.extend_from_slice(SASL_HEADER);
+    let init = Sasl::plain("guest", "guest").to_value().to_bytes();
+    write_frame(&mut out, FrameType::Sasl, 0, &[&init]);
+    out.extend_from_slice(AMQP_HEADER);
+    let mut open = BytesMut::new();
+    Performative::Open(Open {
+        container_id: "raw".into(),
+        ..Default::default()
+    })
+    .encode(&mut open);
+    write_frame(&mut out, FrameType::Amqp, 0, &[&open]);
+    // A frame header announcing 16 MiB.
+    out.extend_from_slice(&[0x01, 0, 0, 0, 2, 0, 0, 0]);
+    s.write_all(&out).await.unwrap();
+    let mut buf = BytesMut::new();
+    let mut frames = Vec::new();
+    within(async {
+        loop {
+            let n = s.read_buf(&mut buf).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            // Skip the two 8-byte protocol headers as they come.
+            while buf.len() >= 8 && (&buf[..4] == b"AMQP") {
+                let _ = buf.split_to(8);
+            }
+            while let Ok(Some(f)) = Frame::parse(&mut buf, 1 << 20) {
+                frames.push(f);
+            }
+        }
+    })
+    .await;
+    let last = frames.last().expect("frames from the broker");
+    let (p, _) = Performative::decode(&last.body).unwrap();
+    let Performative::Close(c) = p else {
+        panic!("expected close, got {p:?}")
+    };
+    assert_eq!(c.error.unwrap().condition, "amqp:connection:framing-error");
+}
