@@ -12,6 +12,7 @@ pub mod frame;
 pub mod messaging;
 pub mod performative;
 pub mod sasl;
+pub mod serial;
 pub mod value;
 
 pub use error::CodecError;

@@ -2,4 +2,5 @@
 //! from 0-9-1 by its protocol header; see `sniff.rs`). One task per
 //! connection ([`connection`]); sessions are plain state inside it.
 
+pub mod address;
 pub mod connection;
