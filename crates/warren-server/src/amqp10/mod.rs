@@ -4,3 +4,4 @@
 
 pub mod address;
 pub mod connection;
+pub mod convert;
