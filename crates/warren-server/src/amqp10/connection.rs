@@ -2,12 +2,12 @@
 //! layer (PLAIN; ANONYMOUS when configured), the connection (open, close,
 //! idle time-out with empty frames) and its sessions (begin, end).
 //!
-//! Links are not served yet: an attach is answered, as the spec requires,
-//! with an attach carrying no terminus followed by a detach with
-//! `amqp:not-implemented`, so a client learns at once and clearly. Issue 5
-//! adds sending and receiving links on the queue types.
+//! Links: a client's sending link publishes (see [`super::publish`]).
+//! Receiving links are not served yet: such an attach is answered, as the
+//! spec requires, with an attach carrying no terminus followed by a detach
+//! with `amqp:not-implemented`, so a client learns at once and clearly.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,12 +15,19 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use warren_amqp10::frame::{write_frame, write_heartbeat, FrameType, MIN_MAX_FRAME_SIZE};
-use warren_amqp10::performative::{AmqpError, Attach, Begin, Close, Detach, End, Open, Role};
+use warren_amqp10::messaging::{self, Outcome};
+use warren_amqp10::performative::{
+    AmqpError, Attach, Begin, Close, Detach, Disposition, End, Flow, Open, Role, Transfer,
+};
 use warren_amqp10::sasl::{self, Sasl};
 use warren_amqp10::{CodecError, Frame, Performative, Value, AMQP_HEADER, SASL_HEADER};
-use warren_core::User;
+use warren_core::queue::SyncTicket;
+use warren_core::{User, VHost};
+use warren_store::SyncWaiter;
+
+use super::publish::{self, Publisher};
 
 use crate::ServerCtx;
 
@@ -52,6 +59,27 @@ impl From<CodecError> for Fatal {
 struct Session {
     /// The channel we send on for this session.
     outgoing: u16,
+    /// Session flow control (§2.5.6): the next transfer id we expect and
+    /// how many more we take before widening the window.
+    next_incoming_id: u32,
+    incoming_window: u32,
+    publishers: HashMap<u32, Publisher>,
+}
+
+/// Our incoming window per session, reopened when half is used.
+const INCOMING_WINDOW: u32 = 65_535;
+
+/// Wakes the connection after an fsync round (settlements of persistent
+/// messages wait for it).
+#[derive(Default)]
+struct SyncWake {
+    notify: Notify,
+}
+
+impl SyncWaiter for SyncWake {
+    fn synced(&self) {
+        self.notify.notify_one();
+    }
 }
 
 struct Conn {
@@ -69,6 +97,15 @@ struct Conn {
     last_recv: Instant,
     /// Sessions by the peer's channel.
     sessions: HashMap<u16, Session>,
+    id: u64,
+    vhost: Option<Arc<VHost>>,
+    /// Settlements decided in this batch: (our channel, delivery-id, outcome).
+    settles: Vec<(u16, u32, Outcome)>,
+    /// Settlements waiting for fsync, in order.
+    unsynced: VecDeque<(u16, u32, Outcome, Vec<SyncTicket>)>,
+    wake: Arc<SyncWake>,
+    /// A resource alarm closed our incoming windows.
+    blocked: bool,
 }
 
 pub async fn serve(
@@ -90,7 +127,14 @@ pub async fn serve(
         last_sent: Instant::now(),
         last_recv: Instant::now(),
         sessions: HashMap::new(),
+        id: 0,
+        vhost: None,
+        settles: Vec::new(),
+        unsynced: VecDeque::new(),
+        wake: Arc::new(SyncWake::default()),
+        blocked: false,
     };
+    c.id = c.ctx.broker.next_id();
     let opened = tokio::time::timeout(HANDSHAKE_TIMEOUT, c.handshake()).await;
     let user = match opened {
         Ok(Ok(Some(u))) => u,
@@ -240,8 +284,9 @@ impl Conn {
             .and_then(|h| h.strip_prefix("vhost:"))
             .unwrap_or(&self.ctx.config.default_vhost)
             .to_string();
-        if let Err(e) = self.ctx.broker.open_vhost(&user, &vhost) {
-            return Err(Fatal(AmqpError::new(condition::UNAUTHORIZED, e.to_string())));
+        match self.ctx.broker.open_vhost(&user, &vhost) {
+            Ok(vh) => self.vhost = Some(vh),
+            Err(e) => return Err(Fatal(AmqpError::new(condition::UNAUTHORIZED, e.to_string()))),
         }
         self.peer_max_frame = open.max_frame_size.unwrap_or(u32::MAX).max(MIN_MAX_FRAME_SIZE);
         self.channel_max = open
@@ -315,10 +360,13 @@ impl Conn {
                     return Ok(());
                 }
             }
+            self.after_batch();
             if self.flush().await.is_err() {
                 return Ok(());
             }
+            let wake = self.wake.clone();
             tokio::select! {
+                _ = wake.notify.notified() => {}
                 _ = shutdown.changed() => {
                     return Err(Fatal(AmqpError::new(condition::FORCED, "broker forced connection closure with reason 'shutdown'")));
                 }
@@ -334,6 +382,7 @@ impl Conn {
                     if self.send_idle.is_some_and(|d| self.last_sent.elapsed() >= d) {
                         write_heartbeat(&mut self.wbuf);
                     }
+                    self.check_alarm();
                 }
             }
         }
@@ -355,13 +404,21 @@ impl Conn {
                     )));
                 }
                 // We answer on the same channel number the peer used.
-                self.sessions.insert(channel, Session { outgoing: channel });
+                self.sessions.insert(
+                    channel,
+                    Session {
+                        outgoing: channel,
+                        next_incoming_id: b.next_outgoing_id,
+                        incoming_window: INCOMING_WINDOW,
+                        publishers: HashMap::new(),
+                    },
+                );
                 self.send(
                     channel,
                     &Performative::Begin(Begin {
                         remote_channel: Some(channel),
                         next_outgoing_id: 0,
-                        incoming_window: 65_535,
+                        incoming_window: if self.blocked { 0 } else { INCOMING_WINDOW },
                         outgoing_window: 65_535,
                         handle_max: Some(b.handle_max.unwrap_or(u32::MAX).min(255)),
                         ..Default::default()
@@ -381,6 +438,10 @@ impl Conn {
                     )));
                 };
                 let out = s.outgoing;
+                if a.role == Role::Sender {
+                    self.attach_publisher(channel, a);
+                    return Ok(false);
+                }
                 // §2.6.3: a refused link is attached with no terminus, then
                 // detached with the reason.
                 let role = if a.role == Role::Sender {
@@ -405,13 +466,14 @@ impl Conn {
                         closed: true,
                         error: Some(AmqpError::new(
                             condition::NOT_IMPLEMENTED,
-                            "links are not served yet: use AMQP 0-9-1 on this port",
+                            "receiving links are not served yet: consume over AMQP 0-9-1",
                         )),
                     }),
                 );
             }
             Performative::Detach(d) => {
-                if let Some(s) = self.sessions.get(&channel) {
+                if let Some(s) = self.sessions.get_mut(&channel) {
+                    s.publishers.remove(&d.handle);
                     let out = s.outgoing;
                     self.send(
                         out,
@@ -426,9 +488,10 @@ impl Conn {
             Performative::Open(_) => {
                 return Err(Fatal(AmqpError::new(condition::ILLEGAL_STATE, "a second open")));
             }
-            // Flow, transfer and disposition need links; with none attached
-            // they name a handle that does not exist.
-            Performative::Flow(_) | Performative::Transfer(_) | Performative::Disposition(_) => {
+            Performative::Transfer(t) => self.transfer(channel, t, _payload)?,
+            // Our publishing links take no flow or disposition from the
+            // client beyond what the session already tracks.
+            Performative::Flow(_) | Performative::Disposition(_) => {
                 if !self.sessions.contains_key(&channel) {
                     return Err(Fatal(AmqpError::new(
                         condition::ILLEGAL_STATE,
@@ -438,6 +501,229 @@ impl Conn {
             }
         }
         Ok(false)
+    }
+
+    /// A client's sending link: resolve and check its target, attach,
+    /// and grant credit (unless an alarm is on).
+    fn attach_publisher(&mut self, channel: u16, a: Attach) {
+        let Some(vh) = self.vhost.clone() else { return };
+        let address = a.target.as_ref().and_then(messaging::address);
+        let out = self.sessions.get(&channel).map_or(channel, |s| s.outgoing);
+        match publish::attach_target(&vh, address.as_deref(), self.id) {
+            Ok(target) => {
+                self.send(
+                    out,
+                    &Performative::Attach(Attach {
+                        name: a.name,
+                        handle: a.handle,
+                        role: Role::Receiver,
+                        snd_settle_mode: a.snd_settle_mode,
+                        rcv_settle_mode: Some(0),
+                        source: a.source,
+                        target: a.target,
+                        max_message_size: Some(self.ctx.config.max_message_size),
+                        ..Default::default()
+                    }),
+                );
+                let mut p = Publisher::new(target, a.initial_delivery_count.unwrap_or(0));
+                if !self.blocked {
+                    p.credit = publish::LINK_CREDIT;
+                }
+                let (credit, dc) = (p.credit, p.delivery_count);
+                if let Some(s) = self.sessions.get_mut(&channel) {
+                    s.publishers.insert(a.handle, p);
+                }
+                self.send_flow(channel, Some((a.handle, dc, credit)));
+            }
+            Err(e) => {
+                self.send(
+                    out,
+                    &Performative::Attach(Attach {
+                        name: a.name,
+                        handle: a.handle,
+                        role: Role::Receiver,
+                        source: a.source,
+                        ..Default::default()
+                    }),
+                );
+                self.send(
+                    out,
+                    &Performative::Detach(Detach {
+                        handle: a.handle,
+                        closed: true,
+                        error: Some(e),
+                    }),
+                );
+            }
+        }
+    }
+
+    /// A flow for the session on `channel`, with a link's (handle,
+    /// delivery-count, credit) if given.
+    fn send_flow(&mut self, channel: u16, link: Option<(u32, u32, u32)>) {
+        let Some(s) = self.sessions.get(&channel) else {
+            return;
+        };
+        let f = Flow {
+            next_incoming_id: Some(s.next_incoming_id),
+            incoming_window: if self.blocked { 0 } else { s.incoming_window },
+            next_outgoing_id: 0,
+            outgoing_window: 65_535,
+            handle: link.map(|l| l.0),
+            delivery_count: link.map(|l| l.1),
+            link_credit: link.map(|l| l.2),
+            ..Default::default()
+        };
+        let out = s.outgoing;
+        self.send(out, &Performative::Flow(f));
+    }
+
+    fn transfer(&mut self, channel: u16, t: Transfer, payload: Bytes) -> Result<(), Fatal> {
+        let Some(vh) = self.vhost.clone() else {
+            return Ok(());
+        };
+        let max = self.ctx.config.max_message_size;
+        let Some(s) = self.sessions.get_mut(&channel) else {
+            return Err(Fatal(AmqpError::new(
+                condition::ILLEGAL_STATE,
+                "transfer outside a session",
+            )));
+        };
+        s.next_incoming_id = s.next_incoming_id.wrapping_add(1);
+        if s.incoming_window == 0 {
+            return Err(Fatal(AmqpError::new(
+                "amqp:session:window-violation",
+                "transfer beyond the incoming window",
+            )));
+        }
+        s.incoming_window -= 1;
+        let out = s.outgoing;
+        let Some(p) = s.publishers.get_mut(&t.handle) else {
+            return Err(Fatal(AmqpError::new(
+                "amqp:session:unattached-handle",
+                format!("transfer on handle {} which is not attached", t.handle),
+            )));
+        };
+        if p.credit == 0 && t.delivery_id.is_some() {
+            return Err(Fatal(AmqpError::new(
+                "amqp:link:transfer-limit-exceeded",
+                "transfer without link credit",
+            )));
+        }
+        let Some((delivery_id, settled, message)) = p.transfer(&t, payload, max).map_err(Fatal)? else {
+            return Ok(());
+        };
+        let target = p.target.clone();
+        let published =
+            publish::publish(&self.ctx, &vh, &target, delivery_id, settled, &message).map_err(Fatal)?;
+        if let Some(outcome) = published.outcome {
+            if published.tickets.is_empty() && self.unsynced.is_empty() {
+                self.settles.push((out, delivery_id, outcome));
+            } else {
+                self.unsynced
+                    .push_back((out, delivery_id, outcome, published.tickets));
+            }
+        }
+        Ok(())
+    }
+
+    /// After a batch of frames: settle what is on disk, merged into
+    /// dispositions over contiguous ids; top up credit and windows.
+    fn after_batch(&mut self) {
+        while let Some((out, id, outcome, tickets)) = self.unsynced.front() {
+            if !tickets.iter().all(|t| t.is_synced()) {
+                break;
+            }
+            self.settles.push((*out, *id, *outcome));
+            self.unsynced.pop_front();
+        }
+        if !self.unsynced.is_empty() {
+            if let Some(storage) = &self.ctx.broker.config.storage {
+                storage.syncer().wait(self.wake.clone());
+            }
+        }
+        let settles = std::mem::take(&mut self.settles);
+        let mut i = 0;
+        while i < settles.len() {
+            let (out, first, outcome) = settles[i];
+            let mut last = first;
+            let mut j = i + 1;
+            while j < settles.len()
+                && settles[j].0 == out
+                && settles[j].2 == outcome
+                && settles[j].1 == last.wrapping_add(1)
+            {
+                last = settles[j].1;
+                j += 1;
+            }
+            self.send(
+                out,
+                &Performative::Disposition(Disposition {
+                    role: Role::Receiver,
+                    first,
+                    last: (last != first).then_some(last),
+                    settled: true,
+                    state: Some(publish::state(outcome)),
+                    batchable: false,
+                }),
+            );
+            i = j;
+        }
+        self.check_alarm();
+        if self.blocked {
+            return;
+        }
+        let channels: Vec<u16> = self.sessions.keys().copied().collect();
+        for ch in channels {
+            let mut flows = Vec::new();
+            let mut window = false;
+            if let Some(s) = self.sessions.get_mut(&ch) {
+                if s.incoming_window < INCOMING_WINDOW / 2 {
+                    s.incoming_window = INCOMING_WINDOW;
+                    window = true;
+                }
+                for (h, p) in s.publishers.iter_mut() {
+                    if p.credit < publish::LINK_CREDIT / 2 {
+                        p.credit = publish::LINK_CREDIT;
+                        flows.push((*h, p.delivery_count, p.credit));
+                    }
+                }
+            }
+            if window && flows.is_empty() {
+                self.send_flow(ch, None);
+            }
+            for f in flows {
+                self.send_flow(ch, Some(f));
+            }
+        }
+    }
+
+    /// Resource alarms close every session's incoming window (a flow with
+    /// incoming-window 0) and take publishing links' credit; consuming goes
+    /// on. Both come back when the alarm clears.
+    fn check_alarm(&mut self) {
+        let blocked = self.ctx.broker.publishing_blocked().is_some();
+        if blocked == self.blocked {
+            return;
+        }
+        self.blocked = blocked;
+        let channels: Vec<u16> = self.sessions.keys().copied().collect();
+        for ch in channels {
+            let mut links = Vec::new();
+            if let Some(s) = self.sessions.get_mut(&ch) {
+                s.incoming_window = INCOMING_WINDOW;
+                for (h, p) in s.publishers.iter_mut() {
+                    p.credit = if blocked { 0 } else { publish::LINK_CREDIT };
+                    links.push((*h, p.delivery_count, p.credit));
+                }
+            }
+            if links.is_empty() {
+                self.send_flow(ch, None);
+            }
+            for l in links {
+                self.send_flow(ch, Some(l));
+            }
+        }
     }
 
     async fn close_with(&mut self, error: Option<AmqpError>) {

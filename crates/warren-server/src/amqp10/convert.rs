@@ -156,7 +156,10 @@ pub fn to_amqp10(raw_properties: &Bytes, body: &[u8], redelivered: bool, out: &m
         vec![
             Value::Bool(p.delivery_mode == Some(2)),
             opt(p.priority, Value::Ubyte),
-            opt(p.expiration.as_ref().and_then(|e| e.to_str_lossy().parse().ok()), Value::Uint),
+            opt(
+                p.expiration.as_ref().and_then(|e| e.to_str_lossy().parse().ok()),
+                Value::Uint,
+            ),
             Value::Bool(!redelivered),
         ],
     )
@@ -171,8 +174,12 @@ pub fn to_amqp10(raw_properties: &Bytes, body: &[u8], redelivered: bool, out: &m
             Value::Null,
             s(&p.reply_to),
             s(&p.correlation_id),
-            opt(p.content_type.as_ref(), |x| Value::Symbol(x.to_str_lossy().into_owned())),
-            opt(p.content_encoding.as_ref(), |x| Value::Symbol(x.to_str_lossy().into_owned())),
+            opt(p.content_type.as_ref(), |x| {
+                Value::Symbol(x.to_str_lossy().into_owned())
+            }),
+            opt(p.content_encoding.as_ref(), |x| {
+                Value::Symbol(x.to_str_lossy().into_owned())
+            }),
             Value::Null,
             opt(p.timestamp, |t| Value::Timestamp(t as i64 * 1000)),
         ],
@@ -199,7 +206,11 @@ mod tests {
     #[test]
     fn a_1_0_message_maps_to_0_9_1_and_back() {
         let mut m = BytesMut::new();
-        composite(HEADER, vec![Value::Bool(true), Value::Ubyte(3), Value::Uint(5000)]).encode(&mut m);
+        composite(
+            HEADER,
+            vec![Value::Bool(true), Value::Ubyte(3), Value::Uint(5000)],
+        )
+        .encode(&mut m);
         composite(
             PROPERTIES,
             vec![
@@ -215,7 +226,10 @@ mod tests {
         .encode(&mut m);
         Value::described(
             APPLICATION_PROPERTIES,
-            Value::Map(vec![(Value::string("k"), Value::Long(7)), (Value::string("s"), Value::string("v"))]),
+            Value::Map(vec![
+                (Value::string("k"), Value::Long(7)),
+                (Value::string("s"), Value::string("v")),
+            ]),
         )
         .encode(&mut m);
         Value::described(DATA, Value::Binary(Bytes::from_static(b"hel"))).encode(&mut m);
@@ -229,8 +243,14 @@ mod tests {
         assert_eq!((p.delivery_mode, p.priority), (Some(2), Some(3)));
         assert_eq!(p.expiration.as_ref().map(|e| e.to_string()), Some("5000".into()));
         assert_eq!(p.message_id.as_ref().map(|e| e.to_string()), Some("id-1".into()));
-        assert_eq!(p.correlation_id.as_ref().map(|e| e.to_string()), Some("42".into()));
-        assert_eq!(p.content_type.as_ref().map(|e| e.to_string()), Some("text/plain".into()));
+        assert_eq!(
+            p.correlation_id.as_ref().map(|e| e.to_string()),
+            Some("42".into())
+        );
+        assert_eq!(
+            p.content_type.as_ref().map(|e| e.to_string()),
+            Some("text/plain".into())
+        );
         let h = p.headers.as_ref().unwrap();
         assert_eq!(h.get("k"), Some(&FieldValue::I64(7)));
 
@@ -240,7 +260,10 @@ mod tests {
         let again = from_amqp10(&out).unwrap();
         assert_eq!(&again.body[..], b"hello");
         assert_eq!(again.properties.delivery_mode, Some(2));
-        assert_eq!(again.properties.headers.as_ref().unwrap().get("s"), Some(&FieldValue::LongStr(Bytes::from_static(b"v"))));
+        assert_eq!(
+            again.properties.headers.as_ref().unwrap().get("s"),
+            Some(&FieldValue::LongStr(Bytes::from_static(b"v")))
+        );
         assert_eq!(again.properties.message_id, p.message_id);
     }
 

@@ -5,3 +5,4 @@
 pub mod address;
 pub mod connection;
 pub mod convert;
+pub mod publish;

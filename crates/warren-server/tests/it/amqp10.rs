@@ -1,8 +1,9 @@
 //! AMQP 1.0 on the AMQP port, with the real fe2o3-amqp client: the header
 //! picks the protocol, SASL PLAIN logs in (a wrong password is refused),
-//! connections and sessions open and close cleanly, and a link, not yet
-//! served, is refused with a clear error instead of a hang. 0-9-1 clients
-//! on the same port are unaffected.
+//! connections and sessions open and close cleanly, publishing links
+//! deliver to queues that 0-9-1 consumers read, and a receiving link, not
+//! yet served, is refused with a clear error instead of a hang. 0-9-1
+//! clients on the same port are unaffected.
 
 use fe2o3_amqp::{Connection, Sender, Session};
 
@@ -37,8 +38,20 @@ async fn a_wrong_password_is_refused() {
 }
 
 #[tokio::test]
-async fn links_are_refused_with_not_implemented_for_now() {
+async fn publishing_over_1_0_reaches_0_9_1_consumers() {
+    use lapin::options::BasicGetOptions;
     let b = Broker::start().await;
+    let (_c, ch) = b.channel().await;
+    declare(&ch, "from-10", Default::default()).await;
+    within(ch.queue_bind(
+        "from-10".into(),
+        "amq.direct".into(),
+        "k".into(),
+        Default::default(),
+        Default::default(),
+    ))
+    .await
+    .unwrap();
     let mut conn = within(Connection::open(
         "warren-test",
         url(&b, "guest", "guest").as_str(),
@@ -46,7 +59,67 @@ async fn links_are_refused_with_not_implemented_for_now() {
     .await
     .unwrap();
     let mut session = within(Session::begin(&mut conn)).await.unwrap();
-    let r = within(Sender::attach(&mut session, "s", "/queues/q")).await;
+    // Every address form that reaches the queue.
+    for (n, addr) in [
+        "/queues/from-10",
+        "/amq/queue/from-10",
+        "/exchanges/amq.direct/k",
+        "/queue/from-10",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut sender = within(Sender::attach(&mut session, format!("s{n}"), addr))
+            .await
+            .unwrap();
+        for i in 0..10 {
+            let outcome = within(sender.send(format!("{addr} {i}"))).await.unwrap();
+            assert!(outcome.is_accepted(), "{addr}: {outcome:?}");
+        }
+        within(sender.close()).await.unwrap();
+        for i in 0..10 {
+            let m = within(ch.basic_get("from-10".into(), BasicGetOptions { no_ack: true }))
+                .await
+                .unwrap()
+                .expect("the message arrived");
+            assert_eq!(m.delivery.data, format!("{addr} {i}").as_bytes());
+        }
+    }
+    // Nothing routed: released, as RabbitMQ 4 does.
+    let mut sender = within(Sender::attach(
+        &mut session,
+        "nowhere",
+        "/exchanges/amq.direct/nobody",
+    ))
+    .await
+    .unwrap();
+    let outcome = within(sender.send("lost")).await;
+    assert!(format!("{outcome:?}").contains("Released"), "{outcome:?}");
+    let _ = within(sender.close()).await;
+    // A queue that does not exist: the attach is refused with not-found.
+    let r = within(Sender::attach(&mut session, "nq", "/queues/no-such-queue")).await;
+    let e = match r {
+        Ok(_) => panic!("attach to a missing queue must be refused"),
+        Err(e) => format!("{e:?}"),
+    };
+    assert!(e.contains("NotFound") || e.contains("not-found"), "{e}");
+    let _ = within(session.end()).await;
+    let _ = within(conn.close()).await;
+}
+
+#[tokio::test]
+async fn receiving_links_are_refused_with_not_implemented_for_now() {
+    let b = Broker::start().await;
+    let (_c, ch) = b.channel().await;
+    declare(&ch, "q", Default::default()).await;
+    let mut conn = within(Connection::open(
+        "warren-test",
+        url(&b, "guest", "guest").as_str(),
+    ))
+    .await
+    .unwrap();
+    let mut session = within(Session::begin(&mut conn)).await.unwrap();
+    let r = within(fe2o3_amqp::Receiver::attach(&mut session, "r", "/queues/q")).await;
     let e = match r {
         Ok(_) => panic!("attach must be refused"),
         Err(e) => format!("{e:?}"),

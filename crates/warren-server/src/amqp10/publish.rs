@@ -1,0 +1,221 @@
+//! Publishing over AMQP 1.0: a client's sending link (our receiving end)
+//! to a target address. Transfers are assembled (multi-frame, aborted),
+//! converted, routed and enqueued; each unsettled one is settled with its
+//! outcome (§3.4): accepted once every queue took it (and, for persistent
+//! messages on durable queues, once it is on disk), released when nothing
+//! was routed, rejected when a queue refused it. Credit is granted per
+//! link and topped up as messages arrive, never while a resource alarm is
+//! on, so an alarm stops exactly the publishing links.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use warren_amqp10::messaging::{self, Outcome};
+use warren_amqp10::performative::{AmqpError, Transfer};
+use warren_core::message::Message;
+use warren_core::queue::{PublishOutcome, Queue, SyncTicket};
+use warren_core::VHost;
+
+use super::address::{self, Target};
+use super::convert;
+use crate::ServerCtx;
+
+/// Credit a publishing link holds; topped up below half.
+pub const LINK_CREDIT: u32 = 500;
+
+/// A message arriving in more than one frame.
+#[derive(Debug)]
+struct Partial {
+    delivery_id: u32,
+    settled: bool,
+    buf: BytesMut,
+}
+
+#[derive(Debug)]
+pub struct Publisher {
+    pub target: Target,
+    /// Credit left, and the delivery-count it counts from (§2.6.7).
+    pub credit: u32,
+    pub delivery_count: u32,
+    partial: Option<Partial>,
+}
+
+/// What became of one complete transfer.
+#[derive(Debug)]
+pub struct Published {
+    pub delivery_id: u32,
+    /// None when the sender settled it already (no disposition owed).
+    pub outcome: Option<Outcome>,
+    /// Persistent messages on durable queues: settle once these are synced.
+    pub tickets: Vec<SyncTicket>,
+}
+
+impl Publisher {
+    pub fn new(target: Target, delivery_count: u32) -> Publisher {
+        Publisher {
+            target,
+            credit: 0,
+            delivery_count,
+            partial: None,
+        }
+    }
+
+    /// Take one transfer frame; Some once the message is complete.
+    pub fn transfer(
+        &mut self,
+        t: &Transfer,
+        payload: Bytes,
+        max_message_size: u64,
+    ) -> Result<Option<(u32, bool, Bytes)>, AmqpError> {
+        let mut p = match self.partial.take() {
+            Some(p) => p,
+            None => Partial {
+                delivery_id: t.delivery_id.ok_or_else(|| {
+                    AmqpError::new(
+                        "amqp:invalid-field",
+                        "the first transfer of a delivery needs a delivery-id",
+                    )
+                })?,
+                settled: t.settled.unwrap_or(false),
+                buf: BytesMut::new(),
+            },
+        };
+        if t.aborted {
+            // §2.6.14: an aborted delivery is discarded, unsettled.
+            self.take_credit();
+            return Ok(None);
+        }
+        if (p.buf.len() + payload.len()) as u64 > max_message_size {
+            return Err(AmqpError::new(
+                "amqp:link:message-size-exceeded",
+                format!("message larger than the maximum of {max_message_size} bytes"),
+            ));
+        }
+        p.buf.extend_from_slice(&payload);
+        if t.more {
+            self.partial = Some(p);
+            return Ok(None);
+        }
+        self.take_credit();
+        Ok(Some((p.delivery_id, p.settled, p.buf.freeze())))
+    }
+
+    fn take_credit(&mut self) {
+        self.credit = self.credit.saturating_sub(1);
+        self.delivery_count = self.delivery_count.wrapping_add(1);
+    }
+}
+
+/// Resolve a target address at attach, checking that it exists.
+pub fn attach_target(vh: &VHost, address: Option<&str>, connection: u64) -> Result<Target, AmqpError> {
+    let target = address::target(address).map_err(|e| AmqpError::new("amqp:invalid-field", e.to_string()))?;
+    check(vh, &target, connection)?;
+    Ok(target)
+}
+
+fn check(vh: &VHost, target: &Target, connection: u64) -> Result<(), AmqpError> {
+    match target {
+        Target::Queue(q) => vh
+            .queue(q.as_bytes(), connection)
+            .map(|_| ())
+            .map_err(|e| AmqpError::new("amqp:not-found", e.to_string())),
+        Target::Exchange { exchange, .. } => vh
+            .check_exchange(exchange.as_bytes())
+            .map_err(|e| AmqpError::new("amqp:not-found", e.to_string())),
+        Target::PerMessage => Ok(()),
+    }
+}
+
+/// Route and enqueue one complete message.
+pub fn publish(
+    ctx: &Arc<ServerCtx>,
+    vh: &Arc<VHost>,
+    target: &Target,
+    delivery_id: u32,
+    settled: bool,
+    message: &[u8],
+) -> Result<Published, AmqpError> {
+    let c = convert::from_amqp10(message).map_err(|e| AmqpError::new("amqp:decode-error", e.to_string()))?;
+    let target = match target {
+        Target::PerMessage => {
+            let to = c.to.as_deref();
+            match address::target(to) {
+                Ok(Target::PerMessage) | Err(_) => {
+                    return Ok(Published {
+                        delivery_id,
+                        outcome: (!settled).then_some(Outcome::Released),
+                        tickets: Vec::new(),
+                    })
+                }
+                Ok(t) => t,
+            }
+        }
+        t => t.clone(),
+    };
+    let (exchange, key) = match &target {
+        Target::Queue(q) => (String::new(), q.clone()),
+        Target::Exchange {
+            exchange,
+            routing_key,
+        } => (exchange.clone(), routing_key.clone()),
+        Target::PerMessage => unreachable!("resolved above"),
+    };
+    let raw = c.properties.to_bytes();
+    let (msg, _) = Message::from_publish(exchange.as_str().into(), key.as_str().into(), raw, c.body)
+        .map_err(|e| AmqpError::new("amqp:invalid-field", e.to_string()))?;
+    let msg = Arc::new(msg);
+    let mut queues: Vec<Arc<Queue>> = Vec::new();
+    let headers = c.properties.headers.as_ref();
+    if vh
+        .route(exchange.as_bytes(), &[key.as_bytes()], headers, &mut queues)
+        .is_err()
+    {
+        return Ok(Published {
+            delivery_id,
+            outcome: (!settled).then_some(Outcome::Released),
+            tickets: Vec::new(),
+        });
+    }
+    if queues.is_empty() {
+        // RabbitMQ 4 releases a message that no queue took.
+        return Ok(Published {
+            delivery_id,
+            outcome: (!settled).then_some(Outcome::Released),
+            tickets: Vec::new(),
+        });
+    }
+    let mut tickets = Vec::new();
+    let mut accepted = true;
+    for q in &queues {
+        let (outcome, mut effects) = q.publish(msg.clone());
+        if let Some(t) = effects.sync.take() {
+            tickets.push(t);
+        }
+        let timers = &ctx.timers;
+        vh.apply(q, effects, &mut |q| timers.arm(vh, q));
+        if outcome == PublishOutcome::Rejected {
+            accepted = false;
+        }
+    }
+    Ok(Published {
+        delivery_id,
+        outcome: (!settled).then_some(if accepted {
+            Outcome::Accepted
+        } else {
+            Outcome::Rejected
+        }),
+        tickets,
+    })
+}
+
+/// The delivery state for an outcome.
+pub fn state(o: Outcome) -> warren_amqp10::Value {
+    use warren_amqp10::composite::composite;
+    match o {
+        Outcome::Accepted => messaging::accepted(),
+        Outcome::Released => messaging::released(),
+        Outcome::Rejected => composite(messaging::REJECTED, vec![]),
+        Outcome::Modified => composite(messaging::MODIFIED, vec![]),
+        Outcome::Received => composite(messaging::RECEIVED, vec![]),
+    }
+}
