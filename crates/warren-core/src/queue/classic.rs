@@ -197,6 +197,7 @@ impl ClassicQueue {
 
     fn deliver_to(&mut self, ctx: &mut Ctx, i: usize, entry: Entry) {
         let c = &mut self.consumers[i];
+        c.spec.took_credit();
         if c.spec.no_ack {
             ctx.queue.memory.sub(entry.message.memory_size());
             self.paging.forget(&entry);

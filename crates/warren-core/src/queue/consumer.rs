@@ -68,6 +68,59 @@ impl ChannelLimit {
     }
 }
 
+/// AMQP 1.0 link credit (§2.6.7), owned by the queue: it counts each
+/// delivery under its own lock, so deliveries in flight to the connection
+/// can never take a link past what the receiver granted. The front end
+/// only sets credit from the receiver's flow, against this delivery-count.
+#[derive(Debug, Default)]
+pub struct LinkCredit {
+    state: parking_lot::Mutex<(u32, u32)>,
+}
+
+impl LinkCredit {
+    pub fn new(delivery_count: u32) -> LinkCredit {
+        LinkCredit {
+            state: parking_lot::Mutex::new((delivery_count, 0)),
+        }
+    }
+
+    /// (delivery-count, credit) now.
+    pub fn get(&self) -> (u32, u32) {
+        *self.state.lock()
+    }
+
+    /// A flow from the receiver: its delivery-count (None before it has
+    /// seen one) and link-credit. Credit = theirs + granted - ours
+    /// (serial-number arithmetic), never negative.
+    pub fn flow(&self, their_count: Option<u32>, link_credit: u32) -> u32 {
+        let mut s = self.state.lock();
+        let theirs = their_count.unwrap_or(s.0);
+        let limit = theirs.wrapping_add(link_credit);
+        let ahead = limit.wrapping_sub(s.0);
+        s.1 = if ahead < (1 << 31) { ahead } else { 0 };
+        s.1
+    }
+
+    /// Drain: use up what is left, as if delivered (§2.6.7). Returns the
+    /// new delivery-count.
+    pub fn drain(&self) -> u32 {
+        let mut s = self.state.lock();
+        s.0 = s.0.wrapping_add(s.1);
+        s.1 = 0;
+        s.0
+    }
+
+    fn has(&self) -> bool {
+        self.state.lock().1 > 0
+    }
+
+    fn take(&self) {
+        let mut s = self.state.lock();
+        s.0 = s.0.wrapping_add(1);
+        s.1 = s.1.saturating_sub(1);
+    }
+}
+
 /// What basic.consume asks of a queue.
 #[derive(Debug, Clone)]
 pub struct ConsumerSpec {
@@ -83,6 +136,17 @@ pub struct ConsumerSpec {
     pub priority: i32,
     pub sink: Arc<dyn DeliverySink>,
     pub channel_limit: Option<Arc<ChannelLimit>>,
+    /// AMQP 1.0 receivers: deliveries are limited by link credit.
+    pub link_credit: Option<Arc<LinkCredit>>,
+}
+
+impl ConsumerSpec {
+    /// Count one delivery against link credit (under the queue's lock).
+    pub(crate) fn took_credit(&self) {
+        if let Some(c) = &self.link_credit {
+            c.take();
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -95,6 +159,11 @@ impl Consumer {
     /// May this consumer take one more message right now (prefetch only;
     /// sink room is checked separately because it has a side effect).
     pub fn has_credit(&self) -> bool {
+        if let Some(c) = &self.spec.link_credit {
+            if !c.has() {
+                return false;
+            }
+        }
         if self.spec.no_ack {
             return true;
         }

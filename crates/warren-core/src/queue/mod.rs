@@ -29,7 +29,7 @@ use crate::message::MessageRef;
 
 pub use args::{Overflow, QueueConfig, EQUIVALENCE_ARGS};
 pub use classic::ClassicQueue;
-pub use consumer::{ChannelLimit, ConsumerSpec, Delivery, DeliverySink, FlowWaiter};
+pub use consumer::{ChannelLimit, ConsumerSpec, Delivery, DeliverySink, FlowWaiter, LinkCredit};
 pub use dead_letter::{DeadLetter, Reason};
 pub use paging::{WINDOW_BYTES, WINDOW_MAX};
 pub use warren_store::{Storage, SyncTicket};

@@ -136,6 +136,7 @@ pub fn basic_consume(conn: &mut Conn, ch: &mut Channel, m: BasicConsume) -> Resu
         // Every acknowledging consumer counts against the channel-wide
         // limit, so a global basic.qos applies whenever it is set.
         channel_limit: (!m.no_ack).then(|| ch.limit.clone()),
+        link_credit: None,
     };
     // Deliveries the queue makes now wait in the outbox, which is drained
     // only after this method's replies are written: consume-ok goes first.

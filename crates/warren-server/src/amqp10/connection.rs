@@ -2,12 +2,13 @@
 //! layer (PLAIN; ANONYMOUS when configured), the connection (open, close,
 //! idle time-out with empty frames) and its sessions (begin, end).
 //!
-//! Links: a client's sending link publishes (see [`super::publish`]).
-//! Receiving links are not served yet: such an attach is answered, as the
-//! spec requires, with an attach carrying no terminus followed by a detach
-//! with `amqp:not-implemented`, so a client learns at once and clearly.
+//! Links: a client's sending link publishes (see [`super::publish`]); a
+//! client's receiving link consumes from a queue, with link credit that
+//! the queue itself counts (`LinkCredit`), so deliveries in flight can
+//! never exceed what the receiver granted; drain and echo are answered
+//! after the deliveries already counted have gone out.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,11 +24,13 @@ use warren_amqp10::performative::{
 };
 use warren_amqp10::sasl::{self, Sasl};
 use warren_amqp10::{CodecError, Frame, Performative, Value, AMQP_HEADER, SASL_HEADER};
-use warren_core::queue::SyncTicket;
+use warren_core::queue::{ConsumerSpec, Delivery, Effects, Entry, LinkCredit, Queue, Settle, SyncTicket};
 use warren_core::{User, VHost};
 use warren_store::SyncWaiter;
 
 use super::publish::{self, Publisher};
+use super::{address, convert};
+use crate::amqp091::outbox::{OutItem, Outbox};
 
 use crate::ServerCtx;
 
@@ -41,7 +44,6 @@ mod condition {
     pub const FRAMING_ERROR: &str = "amqp:connection:framing-error";
     pub const FORCED: &str = "amqp:connection:forced";
     pub const DECODE_ERROR: &str = "amqp:decode-error";
-    pub const NOT_IMPLEMENTED: &str = "amqp:not-implemented";
     pub const UNAUTHORIZED: &str = "amqp:unauthorized-access";
     pub const RESOURCE_LIMIT: &str = "amqp:resource-limit-exceeded";
     pub const ILLEGAL_STATE: &str = "amqp:illegal-state";
@@ -64,6 +66,22 @@ struct Session {
     next_incoming_id: u32,
     incoming_window: u32,
     publishers: HashMap<u32, Publisher>,
+    receivers: HashMap<u32, Receiver>,
+    /// Outgoing (§2.5.6): our next transfer id and delivery-id, and how
+    /// many transfers the peer still takes.
+    next_outgoing_id: u32,
+    next_delivery_id: u32,
+    remote_incoming_window: u32,
+    /// Deliveries waiting for the peer's window to open.
+    held: VecDeque<Delivery>,
+}
+
+/// A client's receiving link: a consumer on a queue whose credit the
+/// queue counts.
+struct Receiver {
+    queue: Arc<Queue>,
+    consumer_id: u64,
+    credit: Arc<LinkCredit>,
 }
 
 /// Our incoming window per session, reopened when half is used.
@@ -106,6 +124,15 @@ struct Conn {
     wake: Arc<SyncWake>,
     /// A resource alarm closed our incoming windows.
     blocked: bool,
+    /// Where queues leave deliveries for this connection's receivers.
+    outbox: Arc<Outbox>,
+    /// Receiving links by consumer id: (peer's channel, handle).
+    consumers: HashMap<u64, (u16, u32)>,
+    /// Unsettled deliveries by delivery-id: (channel, handle, queue,
+    /// consumer, entry), for dispositions and requeue on detach.
+    unsettled: BTreeMap<u32, (u16, u32, Arc<Queue>, u64, Entry)>,
+    /// Flows to answer for receiving links: (channel, handle, drain).
+    link_replies: Vec<(u16, u32, bool)>,
 }
 
 pub async fn serve(
@@ -133,6 +160,10 @@ pub async fn serve(
         unsynced: VecDeque::new(),
         wake: Arc::new(SyncWake::default()),
         blocked: false,
+        outbox: Outbox::new(),
+        consumers: HashMap::new(),
+        unsettled: BTreeMap::new(),
+        link_replies: Vec::new(),
     };
     c.id = c.ctx.broker.next_id();
     let opened = tokio::time::timeout(HANDSHAKE_TIMEOUT, c.handshake()).await;
@@ -146,6 +177,7 @@ pub async fn serve(
     };
     tracing::debug!(peer = %c.peer, user = %user.name, "AMQP 1.0 connection open");
     let result = c.run(&mut shutdown).await;
+    c.teardown();
     match result {
         Ok(()) => {}
         Err(Fatal(e)) => {
@@ -365,8 +397,10 @@ impl Conn {
                 return Ok(());
             }
             let wake = self.wake.clone();
+            let outbox = self.outbox.clone();
             tokio::select! {
                 _ = wake.notify.notified() => {}
+                _ = outbox.notify.notified() => {}
                 _ = shutdown.changed() => {
                     return Err(Fatal(AmqpError::new(condition::FORCED, "broker forced connection closure with reason 'shutdown'")));
                 }
@@ -411,6 +445,11 @@ impl Conn {
                         next_incoming_id: b.next_outgoing_id,
                         incoming_window: INCOMING_WINDOW,
                         publishers: HashMap::new(),
+                        receivers: HashMap::new(),
+                        next_outgoing_id: 0,
+                        next_delivery_id: 0,
+                        remote_incoming_window: b.incoming_window,
+                        held: VecDeque::new(),
                     },
                 );
                 self.send(
@@ -426,54 +465,36 @@ impl Conn {
                 );
             }
             Performative::End(_) => {
-                if let Some(s) = self.sessions.remove(&channel) {
+                if let Some(mut s) = self.sessions.remove(&channel) {
+                    for (h, r) in s.receivers.drain() {
+                        self.stop_receiver(channel, h, r);
+                    }
                     self.send(s.outgoing, &Performative::End(End::default()));
                 }
             }
             Performative::Attach(a) => {
-                let Some(s) = self.sessions.get(&channel) else {
+                if !self.sessions.contains_key(&channel) {
                     return Err(Fatal(AmqpError::new(
                         condition::ILLEGAL_STATE,
                         "attach outside a session",
                     )));
-                };
-                let out = s.outgoing;
+                }
                 if a.role == Role::Sender {
                     self.attach_publisher(channel, a);
-                    return Ok(false);
-                }
-                // §2.6.3: a refused link is attached with no terminus, then
-                // detached with the reason.
-                let role = if a.role == Role::Sender {
-                    Role::Receiver
                 } else {
-                    Role::Sender
-                };
-                self.send(
-                    out,
-                    &Performative::Attach(Attach {
-                        name: a.name,
-                        handle: a.handle,
-                        role,
-                        initial_delivery_count: (role == Role::Sender).then_some(0),
-                        ..Default::default()
-                    }),
-                );
-                self.send(
-                    out,
-                    &Performative::Detach(Detach {
-                        handle: a.handle,
-                        closed: true,
-                        error: Some(AmqpError::new(
-                            condition::NOT_IMPLEMENTED,
-                            "receiving links are not served yet: consume over AMQP 0-9-1",
-                        )),
-                    }),
-                );
+                    self.attach_receiver(channel, a);
+                }
             }
             Performative::Detach(d) => {
                 if let Some(s) = self.sessions.get_mut(&channel) {
                     s.publishers.remove(&d.handle);
+                    let r = s.receivers.remove(&d.handle);
+                    if let Some(r) = r {
+                        self.stop_receiver(channel, d.handle, r);
+                    }
+                    let Some(s) = self.sessions.get(&channel) else {
+                        return Ok(false);
+                    };
                     let out = s.outgoing;
                     self.send(
                         out,
@@ -489,16 +510,8 @@ impl Conn {
                 return Err(Fatal(AmqpError::new(condition::ILLEGAL_STATE, "a second open")));
             }
             Performative::Transfer(t) => self.transfer(channel, t, _payload)?,
-            // Our publishing links take no flow or disposition from the
-            // client beyond what the session already tracks.
-            Performative::Flow(_) | Performative::Disposition(_) => {
-                if !self.sessions.contains_key(&channel) {
-                    return Err(Fatal(AmqpError::new(
-                        condition::ILLEGAL_STATE,
-                        "frame outside a session",
-                    )));
-                }
-            }
+            Performative::Flow(f) => self.flow(channel, f)?,
+            Performative::Disposition(d) => self.disposition(d),
         }
         Ok(false)
     }
@@ -630,6 +643,7 @@ impl Conn {
     /// After a batch of frames: settle what is on disk, merged into
     /// dispositions over contiguous ids; top up credit and windows.
     fn after_batch(&mut self) {
+        self.drain_outbox();
         while let Some((out, id, outcome, tickets)) = self.unsynced.front() {
             if !tickets.iter().all(|t| t.is_synced()) {
                 break;
@@ -724,6 +738,342 @@ impl Conn {
                 self.send_flow(ch, Some(l));
             }
         }
+    }
+
+    /// The connection is gone: every receiving link's consumer goes, and
+    /// what it had not settled goes back to its queue.
+    fn teardown(&mut self) {
+        let channels: Vec<u16> = self.sessions.keys().copied().collect();
+        for ch in channels {
+            let receivers: Vec<(u32, Receiver)> = self
+                .sessions
+                .get_mut(&ch)
+                .map(|s| s.receivers.drain().collect())
+                .unwrap_or_default();
+            for (h, r) in receivers {
+                self.stop_receiver(ch, h, r);
+            }
+        }
+        // Deliveries that raced with the close go back too.
+        self.consumers.clear();
+        self.drain_outbox();
+    }
+
+    /// A client's receiving link: a consumer on the source queue, with
+    /// credit the queue counts.
+    fn attach_receiver(&mut self, channel: u16, a: Attach) {
+        let Some(vh) = self.vhost.clone() else { return };
+        let out = self.sessions.get(&channel).map_or(channel, |s| s.outgoing);
+        let address = a.source.as_ref().and_then(messaging::address);
+        let queue = address::source(address.as_deref())
+            .map_err(|e| AmqpError::new("amqp:invalid-field", e.to_string()))
+            .and_then(|q| {
+                vh.queue(q.as_bytes(), self.id)
+                    .map_err(|e| AmqpError::new("amqp:not-found", e.to_string()))
+            });
+        let queue = match queue {
+            Ok(q) => q,
+            Err(e) => {
+                self.send(
+                    out,
+                    &Performative::Attach(Attach {
+                        name: a.name,
+                        handle: a.handle,
+                        role: Role::Sender,
+                        target: a.target,
+                        initial_delivery_count: Some(0),
+                        ..Default::default()
+                    }),
+                );
+                self.send(
+                    out,
+                    &Performative::Detach(Detach {
+                        handle: a.handle,
+                        closed: true,
+                        error: Some(e),
+                    }),
+                );
+                return;
+            }
+        };
+        let settled = a.snd_settle_mode == Some(1);
+        let consumer_id = self.ctx.broker.next_id();
+        let credit = Arc::new(LinkCredit::new(0));
+        let spec = ConsumerSpec {
+            id: consumer_id,
+            connection_id: self.id,
+            channel,
+            tag: a.handle.to_string().into(),
+            no_ack: settled,
+            exclusive: false,
+            prefetch: 0,
+            priority: 0,
+            sink: self.outbox.clone(),
+            channel_limit: None,
+            link_credit: Some(credit.clone()),
+        };
+        self.send(
+            out,
+            &Performative::Attach(Attach {
+                name: a.name,
+                handle: a.handle,
+                role: Role::Sender,
+                snd_settle_mode: Some(if settled { 1 } else { 0 }),
+                rcv_settle_mode: Some(0),
+                source: a.source,
+                target: a.target,
+                initial_delivery_count: Some(0),
+                ..Default::default()
+            }),
+        );
+        match queue.consume(spec) {
+            Ok(effects) => {
+                vh.apply(&queue, effects, &mut |q| self.ctx.timers.arm(&vh, q));
+                self.consumers.insert(consumer_id, (channel, a.handle));
+                if let Some(s) = self.sessions.get_mut(&channel) {
+                    s.receivers.insert(
+                        a.handle,
+                        Receiver {
+                            queue,
+                            consumer_id,
+                            credit,
+                        },
+                    );
+                }
+            }
+            Err(e) => {
+                self.send(
+                    out,
+                    &Performative::Detach(Detach {
+                        handle: a.handle,
+                        closed: true,
+                        error: Some(AmqpError::new("amqp:resource-locked", e.to_string())),
+                    }),
+                );
+            }
+        }
+    }
+
+    /// A receiving link went away: cancel its consumer and give back what
+    /// it had not settled (§2.6.12: detach requeues unsettled deliveries).
+    fn stop_receiver(&mut self, channel: u16, handle: u32, r: Receiver) {
+        let (_, effects) = r.queue.cancel(r.consumer_id);
+        self.apply(&r.queue, effects);
+        self.consumers.remove(&r.consumer_id);
+        let ids: Vec<u32> = self
+            .unsettled
+            .iter()
+            .filter(|(_, u)| u.0 == channel && u.1 == handle)
+            .map(|(&id, _)| id)
+            .collect();
+        let mut entries = Vec::new();
+        for id in ids {
+            if let Some(u) = self.unsettled.remove(&id) {
+                entries.push(u.4);
+            }
+        }
+        if !entries.is_empty() {
+            let effects = r.queue.settle(Some(r.consumer_id), entries, Settle::Requeue);
+            self.apply(&r.queue, effects);
+        }
+    }
+
+    fn apply(&self, queue: &Arc<Queue>, effects: Effects) {
+        if let Some(vh) = self.vhost.as_ref() {
+            vh.apply(queue, effects, &mut |q| self.ctx.timers.arm(vh, q));
+        }
+    }
+
+    /// A flow from the client: its session window, and for a receiving
+    /// link new credit (counted against the queue's delivery-count),
+    /// drain and echo (§2.7.4).
+    fn flow(&mut self, channel: u16, f: Flow) -> Result<(), Fatal> {
+        let Some(s) = self.sessions.get_mut(&channel) else {
+            return Err(Fatal(AmqpError::new(
+                condition::ILLEGAL_STATE,
+                "flow outside a session",
+            )));
+        };
+        // §2.5.6: remote-incoming-window = next-incoming-id + incoming-window - next-outgoing-id.
+        let next_in = f.next_incoming_id.unwrap_or(0);
+        s.remote_incoming_window = next_in
+            .wrapping_add(f.incoming_window)
+            .wrapping_sub(s.next_outgoing_id);
+        let Some(h) = f.handle else { return Ok(()) };
+        if let Some(r) = s.receivers.get_mut(&h) {
+            r.credit.flow(f.delivery_count, f.link_credit.unwrap_or(0));
+            let q = r.queue.clone();
+            let effects = q.pump();
+            self.apply(&q, effects);
+            if f.drain || f.echo {
+                self.link_replies.push((channel, h, f.drain));
+            }
+        } else if !s.publishers.contains_key(&h) {
+            return Err(Fatal(AmqpError::new(
+                "amqp:session:unattached-handle",
+                format!("flow for handle {h} which is not attached"),
+            )));
+        }
+        Ok(())
+    }
+
+    /// A disposition from the client (as receiver): settle deliveries
+    /// first..=last with their queues.
+    fn disposition(&mut self, d: Disposition) {
+        if d.role != Role::Receiver {
+            return; // our publishing links settle on receipt
+        }
+        let last = d.last.unwrap_or(d.first);
+        let how = match d.state.as_ref().and_then(messaging::outcome) {
+            Some(Outcome::Accepted) | None => Settle::Ack,
+            Some(Outcome::Rejected) => Settle::Discard,
+            Some(Outcome::Released) | Some(Outcome::Modified) | Some(Outcome::Received) => Settle::Requeue,
+        };
+        if !d.settled && how == Settle::Ack && d.state.is_none() {
+            return; // nothing decided yet
+        }
+        let mut groups: Vec<(Arc<Queue>, u64, Vec<Entry>)> = Vec::new();
+        let ids: Vec<u32> = if d.first <= last {
+            self.unsettled.range(d.first..=last).map(|(&id, _)| id).collect()
+        } else {
+            // The range wraps (serial numbers).
+            self.unsettled
+                .range(d.first..)
+                .chain(self.unsettled.range(..=last))
+                .map(|(&id, _)| id)
+                .collect()
+        };
+        for id in ids {
+            let Some((_, _, q, consumer, entry)) = self.unsettled.remove(&id) else {
+                continue;
+            };
+            match groups
+                .iter_mut()
+                .find(|g| Arc::ptr_eq(&g.0, &q) && g.1 == consumer)
+            {
+                Some(g) => g.2.push(entry),
+                None => groups.push((q, consumer, vec![entry])),
+            }
+        }
+        for (q, consumer, entries) in groups {
+            let effects = q.settle(Some(consumer), entries, how);
+            self.apply(&q, effects);
+        }
+    }
+
+    /// Turn what queues left in the outbox into transfers (within the
+    /// peer's session window), then answer drains.
+    fn drain_outbox(&mut self) {
+        let (items, waiting) = self.outbox.drain();
+        for item in items {
+            if let OutItem::Deliver(d) = item {
+                let Some(&(channel, _)) = self.consumers.get(&d.consumer_id) else {
+                    // The link went away first: give it back.
+                    if !d.no_ack {
+                        let effects = d
+                            .queue
+                            .settle(Some(d.consumer_id), vec![d.entry], Settle::Requeue);
+                        self.apply(&d.queue, effects);
+                    }
+                    continue;
+                };
+                if let Some(s) = self.sessions.get_mut(&channel) {
+                    s.held.push_back(d);
+                }
+            }
+        }
+        for w in waiting {
+            if let Some(q) = w.upgrade() {
+                let effects = q.pump();
+                self.apply(&q, effects);
+            }
+        }
+        let channels: Vec<u16> = self.sessions.keys().copied().collect();
+        for ch in channels {
+            self.send_held(ch);
+        }
+        // Drain and echo are answered after the deliveries already
+        // counted against the credit have gone out as transfers.
+        for (ch, h, drain) in std::mem::take(&mut self.link_replies) {
+            let Some(r) = self.sessions.get(&ch).and_then(|s| s.receivers.get(&h)) else {
+                continue;
+            };
+            let (delivery_count, credit) = if drain {
+                (r.credit.drain(), 0)
+            } else {
+                r.credit.get()
+            };
+            self.send_flow_link(ch, h, delivery_count, credit, drain);
+        }
+    }
+
+    /// Send held deliveries as transfers while the peer's window allows.
+    fn send_held(&mut self, ch: u16) {
+        let max_frame = self.peer_max_frame as usize;
+        loop {
+            let Some(s) = self.sessions.get_mut(&ch) else {
+                return;
+            };
+            if s.remote_incoming_window == 0 {
+                return;
+            }
+            let Some(d) = s.held.pop_front() else { return };
+            let Some(&(_, handle)) = self.consumers.get(&d.consumer_id) else {
+                continue;
+            };
+            let mut payload = BytesMut::new();
+            convert::to_amqp10(
+                &d.entry.message.raw_properties,
+                &d.entry.message.body,
+                d.entry.redelivered,
+                &mut payload,
+            );
+            let id = s.next_delivery_id;
+            s.next_delivery_id = s.next_delivery_id.wrapping_add(1);
+            let out = s.outgoing;
+            let chunk = max_frame.saturating_sub(128).max(256);
+            let frames = payload.len().div_ceil(chunk).max(1);
+            for (k, part) in payload.chunks(chunk).enumerate() {
+                let first = k == 0;
+                let t = Performative::Transfer(Transfer {
+                    handle,
+                    delivery_id: first.then_some(id),
+                    delivery_tag: first.then(|| Bytes::copy_from_slice(&id.to_be_bytes())),
+                    message_format: first.then_some(0),
+                    settled: first.then_some(d.no_ack),
+                    more: k + 1 < frames,
+                    ..Default::default()
+                });
+                let mut body = BytesMut::new();
+                t.encode(&mut body);
+                write_frame(&mut self.wbuf, FrameType::Amqp, out, &[&body, part]);
+            }
+            if let Some(s) = self.sessions.get_mut(&ch) {
+                s.next_outgoing_id = s.next_outgoing_id.wrapping_add(frames as u32);
+                s.remote_incoming_window = s.remote_incoming_window.saturating_sub(frames as u32);
+            }
+            if !d.no_ack {
+                self.unsettled
+                    .insert(id, (ch, handle, d.queue, d.consumer_id, d.entry));
+            }
+        }
+    }
+
+    fn send_flow_link(&mut self, ch: u16, handle: u32, delivery_count: u32, credit: u32, drain: bool) {
+        let Some(s) = self.sessions.get(&ch) else { return };
+        let f = Flow {
+            next_incoming_id: Some(s.next_incoming_id),
+            incoming_window: if self.blocked { 0 } else { s.incoming_window },
+            next_outgoing_id: s.next_outgoing_id,
+            outgoing_window: 65_535,
+            handle: Some(handle),
+            delivery_count: Some(delivery_count),
+            link_credit: Some(credit),
+            drain,
+            ..Default::default()
+        };
+        let out = s.outgoing;
+        self.send(out, &Performative::Flow(f));
     }
 
     async fn close_with(&mut self, error: Option<AmqpError>) {

@@ -1,9 +1,9 @@
 //! AMQP 1.0 on the AMQP port, with the real fe2o3-amqp client: the header
 //! picks the protocol, SASL PLAIN logs in (a wrong password is refused),
 //! connections and sessions open and close cleanly, publishing links
-//! deliver to queues that 0-9-1 consumers read, and a receiving link, not
-//! yet served, is refused with a clear error instead of a hang. 0-9-1
-//! clients on the same port are unaffected.
+//! deliver to queues that 0-9-1 consumers read, receiving links consume
+//! what 0-9-1 publishers sent (with credit and settlement, and requeue on
+//! detach). 0-9-1 clients on the same port are unaffected.
 
 use fe2o3_amqp::{Connection, Sender, Session};
 
@@ -108,10 +108,24 @@ async fn publishing_over_1_0_reaches_0_9_1_consumers() {
 }
 
 #[tokio::test]
-async fn receiving_links_are_refused_with_not_implemented_for_now() {
+async fn receiving_over_1_0_with_credit_and_settlement() {
+    use fe2o3_amqp::Receiver;
+    use lapin::options::BasicPublishOptions;
     let b = Broker::start().await;
     let (_c, ch) = b.channel().await;
-    declare(&ch, "q", Default::default()).await;
+    declare(&ch, "to-10", Default::default()).await;
+    // Published over 0-9-1, received over 1.0.
+    for i in 0..50 {
+        within(ch.basic_publish(
+            "".into(),
+            "to-10".into(),
+            BasicPublishOptions::default(),
+            format!("m{i}").as_bytes(),
+            lapin::BasicProperties::default(),
+        ))
+        .await
+        .unwrap();
+    }
     let mut conn = within(Connection::open(
         "warren-test",
         url(&b, "guest", "guest").as_str(),
@@ -119,15 +133,64 @@ async fn receiving_links_are_refused_with_not_implemented_for_now() {
     .await
     .unwrap();
     let mut session = within(Session::begin(&mut conn)).await.unwrap();
-    let r = within(fe2o3_amqp::Receiver::attach(&mut session, "r", "/queues/q")).await;
-    let e = match r {
-        Ok(_) => panic!("attach must be refused"),
-        Err(e) => format!("{e:?}"),
-    };
-    assert!(
-        e.contains("not-implemented") || e.contains("NotImplemented"),
-        "{e}"
-    );
+    let mut receiver = within(Receiver::attach(&mut session, "r", "/queues/to-10"))
+        .await
+        .unwrap();
+    for i in 0..25 {
+        let d: fe2o3_amqp::link::delivery::Delivery<
+            fe2o3_amqp::types::messaging::Body<fe2o3_amqp::types::primitives::Value>,
+        > = within(receiver.recv()).await.unwrap();
+        let body = format!("{:?}", d.body());
+        assert!(
+            body.contains(&format!("m{i}")) || body.contains(&format!("{:?}", format!("m{i}").as_bytes())),
+            "{body}"
+        );
+        within(receiver.accept(&d)).await.unwrap();
+    }
+    // Detach with the rest unconsumed: nothing is lost.
+    within(receiver.close()).await.unwrap();
+    let q = declare(&ch, "to-10", Default::default()).await;
+    assert_eq!(q.message_count(), 25);
+    let _ = within(session.end()).await;
+    let _ = within(conn.close()).await;
+}
+
+#[tokio::test]
+async fn unsettled_deliveries_are_requeued_when_the_link_detaches() {
+    use fe2o3_amqp::Receiver;
+    use lapin::options::BasicPublishOptions;
+    let b = Broker::start().await;
+    let (_c, ch) = b.channel().await;
+    declare(&ch, "requeue-10", Default::default()).await;
+    for i in 0..5 {
+        within(ch.basic_publish(
+            "".into(),
+            "requeue-10".into(),
+            BasicPublishOptions::default(),
+            format!("r{i}").as_bytes(),
+            lapin::BasicProperties::default(),
+        ))
+        .await
+        .unwrap();
+    }
+    let mut conn = within(Connection::open(
+        "warren-test",
+        url(&b, "guest", "guest").as_str(),
+    ))
+    .await
+    .unwrap();
+    let mut session = within(Session::begin(&mut conn)).await.unwrap();
+    let mut receiver = within(Receiver::attach(&mut session, "r", "/queues/requeue-10"))
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        let _d: fe2o3_amqp::link::delivery::Delivery<
+            fe2o3_amqp::types::messaging::Body<fe2o3_amqp::types::primitives::Value>,
+        > = within(receiver.recv()).await.unwrap();
+    }
+    within(receiver.close()).await.unwrap();
+    let q = declare(&ch, "requeue-10", Default::default()).await;
+    assert_eq!(q.message_count(), 5, "received but unsettled messages came back");
     let _ = within(session.end()).await;
     let _ = within(conn.close()).await;
 }
