@@ -424,7 +424,7 @@ async fn a_receiver_at_credit_two_never_gets_more_and_never_stalls() {
                     }),
                 );
             }
-            if received % 1000 == 0 {
+            if received.is_multiple_of(1000) {
                 // Now and then, wait a little: with no credit left, nothing
                 // may arrive.
                 let extra = transfers(&mut s, &mut buf, 1, Some(std::time::Duration::from_millis(30))).await;
