@@ -442,3 +442,111 @@ async fn a_receiver_at_credit_two_never_gets_more_and_never_stalls() {
     .await;
     assert_eq!(received, N);
 }
+
+type AnyBody = fe2o3_amqp::link::delivery::Delivery<
+    fe2o3_amqp::types::messaging::Body<fe2o3_amqp::types::primitives::Value>,
+>;
+
+#[tokio::test]
+async fn outcomes_reject_dead_letters_release_requeues_accept_removes() {
+    use fe2o3_amqp::Receiver;
+    use lapin::options::BasicPublishOptions;
+    let b = Broker::start().await;
+    let (_c, ch) = b.channel().await;
+    declare(&ch, "dlq", Default::default()).await;
+    declare(
+        &ch,
+        "outcomes",
+        table(&[
+            ("x-dead-letter-exchange", s("")),
+            ("x-dead-letter-routing-key", s("dlq")),
+        ]),
+    )
+    .await;
+    for i in 0..3 {
+        within(ch.basic_publish(
+            "".into(),
+            "outcomes".into(),
+            BasicPublishOptions::default(),
+            format!("o{i}").as_bytes(),
+            lapin::BasicProperties::default(),
+        ))
+        .await
+        .unwrap();
+    }
+    let mut conn = within(Connection::open(
+        "warren-test",
+        url(&b, "guest", "guest").as_str(),
+    ))
+    .await
+    .unwrap();
+    let mut session = within(Session::begin(&mut conn)).await.unwrap();
+    let mut receiver = within(Receiver::attach(&mut session, "r", "/queues/outcomes"))
+        .await
+        .unwrap();
+    let d0: AnyBody = within(receiver.recv()).await.unwrap();
+    let d1: AnyBody = within(receiver.recv()).await.unwrap();
+    let d2: AnyBody = within(receiver.recv()).await.unwrap();
+    within(receiver.reject(&d0, None)).await.unwrap();
+    within(receiver.accept(&d2)).await.unwrap();
+    within(receiver.release(&d1)).await.unwrap();
+    within(receiver.close()).await.unwrap();
+    let _ = within(session.end()).await;
+    let _ = within(conn.close()).await;
+    let dlq = declare(&ch, "dlq", Default::default()).await;
+    assert_eq!(dlq.message_count(), 1, "the rejected one was dead-lettered");
+    let q = within(ch.basic_get(
+        "outcomes".into(),
+        lapin::options::BasicGetOptions { no_ack: true },
+    ))
+    .await
+    .unwrap()
+    .expect("the released one is back");
+    assert_eq!(q.delivery.data, b"o1");
+    assert!(q.delivery.redelivered);
+    let dead = within(ch.basic_get("dlq".into(), lapin::options::BasicGetOptions { no_ack: true }))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(dead.delivery.data, b"o0");
+}
+
+#[tokio::test]
+async fn a_10_mb_message_crosses_in_many_frames_both_ways() {
+    use fe2o3_amqp::types::primitives::Binary;
+    use fe2o3_amqp::{Receiver, Sender};
+    let b = Broker::start().await;
+    let (_c, ch) = b.channel().await;
+    declare(&ch, "big", Default::default()).await;
+    let mut conn = within(Connection::open(
+        "warren-test",
+        url(&b, "guest", "guest").as_str(),
+    ))
+    .await
+    .unwrap();
+    let mut session = within(Session::begin(&mut conn)).await.unwrap();
+    let payload: Vec<u8> = (0..10 << 20).map(|i| (i % 253) as u8).collect();
+    let mut sender = within(Sender::attach(&mut session, "big-s", "/queues/big"))
+        .await
+        .unwrap();
+    let outcome = within(sender.send(Binary::from(payload.clone()))).await.unwrap();
+    assert!(outcome.is_accepted());
+    within(sender.close()).await.unwrap();
+    let mut receiver = within(Receiver::attach(&mut session, "big-r", "/queues/big"))
+        .await
+        .unwrap();
+    let d: fe2o3_amqp::link::delivery::Delivery<fe2o3_amqp::types::messaging::Body<Binary>> =
+        within(receiver.recv()).await.unwrap();
+    let got = match d.body() {
+        fe2o3_amqp::types::messaging::Body::Data(batch) => {
+            batch.iter().flat_map(|d| d.0.to_vec()).collect::<Vec<u8>>()
+        }
+        other => panic!("expected data sections, got {other:?}"),
+    };
+    assert_eq!(got.len(), payload.len());
+    assert!(got == payload, "the body arrived intact");
+    within(receiver.accept(&d)).await.unwrap();
+    within(receiver.close()).await.unwrap();
+    let _ = within(session.end()).await;
+    let _ = within(conn.close()).await;
+}
