@@ -1,0 +1,363 @@
+//! Receiving links (a client consuming): attach as a consumer whose link
+//! credit the queue counts, flows (credit, drain, echo), dispositions,
+//! turning the outbox into transfers within the session window, and
+//! giving unsettled deliveries back when a link or the connection goes.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use warren_amqp10::frame::{write_frame, FrameType};
+use warren_amqp10::messaging::{self, Outcome};
+use warren_amqp10::performative::{
+    AmqpError, Attach, Detach, Disposition, Flow, Performative, Role, Transfer,
+};
+use warren_core::queue::{ConsumerSpec, Effects, Entry, LinkCredit, Queue, Settle};
+
+use super::{condition, Conn, Fatal, Receiver};
+use crate::amqp091::outbox::OutItem;
+use crate::amqp10::{address, convert};
+
+impl Conn {
+    /// The connection is gone: every receiving link's consumer goes, and
+    /// what it had not settled goes back to its queue.
+    pub(super) fn teardown(&mut self) {
+        let channels: Vec<u16> = self.sessions.keys().copied().collect();
+        for ch in channels {
+            let receivers: Vec<(u32, Receiver)> = self
+                .sessions
+                .get_mut(&ch)
+                .map(|s| s.receivers.drain().collect())
+                .unwrap_or_default();
+            for (h, r) in receivers {
+                self.stop_receiver(ch, h, r);
+            }
+        }
+        // Deliveries that raced with the close go back too.
+        self.consumers.clear();
+        self.drain_outbox();
+    }
+
+    /// A client's receiving link: a consumer on the source queue, with
+    /// credit the queue counts.
+    pub(super) fn attach_receiver(&mut self, channel: u16, a: Attach) {
+        let Some(vh) = self.vhost.clone() else { return };
+        let out = self.sessions.get(&channel).map_or(channel, |s| s.outgoing);
+        let address = a.source.as_ref().and_then(messaging::address);
+        let queue = address::source(address.as_deref())
+            .map_err(|e| AmqpError::new("amqp:invalid-field", e.to_string()))
+            .and_then(|q| {
+                vh.queue(q.as_bytes(), self.id)
+                    .map_err(|e| AmqpError::new("amqp:not-found", e.to_string()))
+            });
+        let queue = match queue {
+            Ok(q) => q,
+            Err(e) => {
+                self.send(
+                    out,
+                    &Performative::Attach(Attach {
+                        name: a.name,
+                        handle: a.handle,
+                        role: Role::Sender,
+                        target: a.target,
+                        initial_delivery_count: Some(0),
+                        ..Default::default()
+                    }),
+                );
+                self.send(
+                    out,
+                    &Performative::Detach(Detach {
+                        handle: a.handle,
+                        closed: true,
+                        error: Some(e),
+                    }),
+                );
+                return;
+            }
+        };
+        let settled = a.snd_settle_mode == Some(1);
+        let consumer_id = self.ctx.broker.next_id();
+        let credit = Arc::new(LinkCredit::new(0));
+        let spec = ConsumerSpec {
+            id: consumer_id,
+            connection_id: self.id,
+            channel,
+            tag: a.handle.to_string().into(),
+            no_ack: settled,
+            exclusive: false,
+            prefetch: 0,
+            priority: 0,
+            sink: self.outbox.clone(),
+            channel_limit: None,
+            link_credit: Some(credit.clone()),
+        };
+        self.send(
+            out,
+            &Performative::Attach(Attach {
+                name: a.name,
+                handle: a.handle,
+                role: Role::Sender,
+                snd_settle_mode: Some(if settled { 1 } else { 0 }),
+                rcv_settle_mode: Some(0),
+                source: a.source,
+                target: a.target,
+                initial_delivery_count: Some(0),
+                ..Default::default()
+            }),
+        );
+        match queue.consume(spec) {
+            Ok(effects) => {
+                vh.apply(&queue, effects, &mut |q| self.ctx.timers.arm(&vh, q));
+                self.consumers.insert(consumer_id, (channel, a.handle));
+                if let Some(s) = self.sessions.get_mut(&channel) {
+                    s.receivers.insert(
+                        a.handle,
+                        Receiver {
+                            queue,
+                            consumer_id,
+                            credit,
+                        },
+                    );
+                }
+            }
+            Err(e) => {
+                self.send(
+                    out,
+                    &Performative::Detach(Detach {
+                        handle: a.handle,
+                        closed: true,
+                        error: Some(AmqpError::new("amqp:resource-locked", e.to_string())),
+                    }),
+                );
+            }
+        }
+    }
+
+    /// A receiving link went away: cancel its consumer and give back what
+    /// it had not settled (§2.6.12: detach requeues unsettled deliveries).
+    pub(super) fn stop_receiver(&mut self, channel: u16, handle: u32, r: Receiver) {
+        let (_, effects) = r.queue.cancel(r.consumer_id);
+        self.apply(&r.queue, effects);
+        self.consumers.remove(&r.consumer_id);
+        let ids: Vec<u32> = self
+            .unsettled
+            .iter()
+            .filter(|(_, u)| u.0 == channel && u.1 == handle)
+            .map(|(&id, _)| id)
+            .collect();
+        let mut entries = Vec::new();
+        for id in ids {
+            if let Some(u) = self.unsettled.remove(&id) {
+                entries.push(u.4);
+            }
+        }
+        if !entries.is_empty() {
+            let effects = r.queue.settle(Some(r.consumer_id), entries, Settle::Requeue);
+            self.apply(&r.queue, effects);
+        }
+    }
+
+    pub(super) fn apply(&self, queue: &Arc<Queue>, effects: Effects) {
+        if let Some(vh) = self.vhost.as_ref() {
+            vh.apply(queue, effects, &mut |q| self.ctx.timers.arm(vh, q));
+        }
+    }
+
+    /// A flow from the client: its session window, and for a receiving
+    /// link new credit (counted against the queue's delivery-count),
+    /// drain and echo (§2.7.4).
+    pub(super) fn flow(&mut self, channel: u16, f: Flow) -> Result<(), Fatal> {
+        let Some(s) = self.sessions.get_mut(&channel) else {
+            return Err(Fatal(AmqpError::new(
+                condition::ILLEGAL_STATE,
+                "flow outside a session",
+            )));
+        };
+        // §2.5.6: remote-incoming-window = next-incoming-id + incoming-window - next-outgoing-id.
+        let next_in = f.next_incoming_id.unwrap_or(0);
+        s.remote_incoming_window = next_in
+            .wrapping_add(f.incoming_window)
+            .wrapping_sub(s.next_outgoing_id);
+        let Some(h) = f.handle else { return Ok(()) };
+        if let Some(r) = s.receivers.get_mut(&h) {
+            r.credit.flow(f.delivery_count, f.link_credit.unwrap_or(0));
+            let q = r.queue.clone();
+            let effects = q.pump();
+            self.apply(&q, effects);
+            if f.drain || f.echo {
+                self.link_replies.push((channel, h, f.drain));
+            }
+        } else if !s.publishers.contains_key(&h) {
+            return Err(Fatal(AmqpError::new(
+                "amqp:session:unattached-handle",
+                format!("flow for handle {h} which is not attached"),
+            )));
+        }
+        Ok(())
+    }
+
+    /// A disposition from the client (as receiver): settle deliveries
+    /// first..=last with their queues.
+    pub(super) fn disposition(&mut self, d: Disposition) {
+        if d.role != Role::Receiver {
+            return; // our publishing links settle on receipt
+        }
+        let last = d.last.unwrap_or(d.first);
+        let how = match d.state.as_ref().and_then(messaging::outcome) {
+            Some(Outcome::Accepted) | None => Settle::Ack,
+            Some(Outcome::Rejected) => Settle::Discard,
+            Some(Outcome::Released) | Some(Outcome::Modified) | Some(Outcome::Received) => Settle::Requeue,
+        };
+        if !d.settled && how == Settle::Ack && d.state.is_none() {
+            return; // nothing decided yet
+        }
+        let mut groups: Vec<(Arc<Queue>, u64, Vec<Entry>)> = Vec::new();
+        let ids: Vec<u32> = if d.first <= last {
+            self.unsettled.range(d.first..=last).map(|(&id, _)| id).collect()
+        } else {
+            // The range wraps (serial numbers).
+            self.unsettled
+                .range(d.first..)
+                .chain(self.unsettled.range(..=last))
+                .map(|(&id, _)| id)
+                .collect()
+        };
+        for id in ids {
+            let Some((_, _, q, consumer, entry)) = self.unsettled.remove(&id) else {
+                continue;
+            };
+            match groups
+                .iter_mut()
+                .find(|g| Arc::ptr_eq(&g.0, &q) && g.1 == consumer)
+            {
+                Some(g) => g.2.push(entry),
+                None => groups.push((q, consumer, vec![entry])),
+            }
+        }
+        for (q, consumer, entries) in groups {
+            let effects = q.settle(Some(consumer), entries, how);
+            self.apply(&q, effects);
+        }
+    }
+
+    /// Turn what queues left in the outbox into transfers (within the
+    /// peer's session window), then answer drains.
+    pub(super) fn drain_outbox(&mut self) {
+        let (items, waiting) = self.outbox.drain();
+        for item in items {
+            if let OutItem::Deliver(d) = item {
+                let Some(&(channel, _)) = self.consumers.get(&d.consumer_id) else {
+                    // The link went away first: give it back.
+                    if !d.no_ack {
+                        let effects = d
+                            .queue
+                            .settle(Some(d.consumer_id), vec![d.entry], Settle::Requeue);
+                        self.apply(&d.queue, effects);
+                    }
+                    continue;
+                };
+                if let Some(s) = self.sessions.get_mut(&channel) {
+                    s.held.push_back(d);
+                }
+            }
+        }
+        for w in waiting {
+            if let Some(q) = w.upgrade() {
+                let effects = q.pump();
+                self.apply(&q, effects);
+            }
+        }
+        let channels: Vec<u16> = self.sessions.keys().copied().collect();
+        for ch in channels {
+            self.send_held(ch);
+        }
+        // Drain and echo are answered after the deliveries already
+        // counted against the credit have gone out as transfers.
+        for (ch, h, drain) in std::mem::take(&mut self.link_replies) {
+            let Some(r) = self.sessions.get(&ch).and_then(|s| s.receivers.get(&h)) else {
+                continue;
+            };
+            let (delivery_count, credit) = if drain {
+                (r.credit.drain(), 0)
+            } else {
+                r.credit.get()
+            };
+            self.send_flow_link(ch, h, delivery_count, credit, drain);
+        }
+    }
+
+    /// Send held deliveries as transfers while the peer's window allows.
+    pub(super) fn send_held(&mut self, ch: u16) {
+        let max_frame = self.peer_max_frame as usize;
+        loop {
+            let Some(s) = self.sessions.get_mut(&ch) else {
+                return;
+            };
+            if s.remote_incoming_window == 0 {
+                return;
+            }
+            let Some(d) = s.held.pop_front() else { return };
+            let Some(&(_, handle)) = self.consumers.get(&d.consumer_id) else {
+                continue;
+            };
+            let mut payload = BytesMut::new();
+            convert::to_amqp10(
+                &d.entry.message.raw_properties,
+                &d.entry.message.body,
+                d.entry.redelivered,
+                &mut payload,
+            );
+            let id = s.next_delivery_id;
+            s.next_delivery_id = s.next_delivery_id.wrapping_add(1);
+            let out = s.outgoing;
+            let chunk = max_frame.saturating_sub(128).max(256);
+            let frames = payload.len().div_ceil(chunk).max(1);
+            for (k, part) in payload.chunks(chunk).enumerate() {
+                let first = k == 0;
+                let t = Performative::Transfer(Transfer {
+                    handle,
+                    delivery_id: first.then_some(id),
+                    delivery_tag: first.then(|| Bytes::copy_from_slice(&id.to_be_bytes())),
+                    message_format: first.then_some(0),
+                    settled: first.then_some(d.no_ack),
+                    more: k + 1 < frames,
+                    ..Default::default()
+                });
+                let mut body = BytesMut::new();
+                t.encode(&mut body);
+                write_frame(&mut self.wbuf, FrameType::Amqp, out, &[&body, part]);
+            }
+            if let Some(s) = self.sessions.get_mut(&ch) {
+                s.next_outgoing_id = s.next_outgoing_id.wrapping_add(frames as u32);
+                s.remote_incoming_window = s.remote_incoming_window.saturating_sub(frames as u32);
+            }
+            if !d.no_ack {
+                self.unsettled
+                    .insert(id, (ch, handle, d.queue, d.consumer_id, d.entry));
+            }
+        }
+    }
+
+    pub(super) fn send_flow_link(
+        &mut self,
+        ch: u16,
+        handle: u32,
+        delivery_count: u32,
+        credit: u32,
+        drain: bool,
+    ) {
+        let Some(s) = self.sessions.get(&ch) else { return };
+        let f = Flow {
+            next_incoming_id: Some(s.next_incoming_id),
+            incoming_window: if self.blocked { 0 } else { s.incoming_window },
+            next_outgoing_id: s.next_outgoing_id,
+            outgoing_window: 65_535,
+            handle: Some(handle),
+            delivery_count: Some(delivery_count),
+            link_credit: Some(credit),
+            drain,
+            ..Default::default()
+        };
+        let out = s.outgoing;
+        self.send(out, &Performative::Flow(f));
+    }
+}
