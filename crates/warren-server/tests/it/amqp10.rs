@@ -7,6 +7,7 @@
 
 use fe2o3_amqp::{Connection, Sender, Session};
 
+use crate::amqp10_raw::{transfers, RawReceiver};
 use crate::common::*;
 
 fn url(b: &Broker, user: &str, pass: &str) -> String {
@@ -257,14 +258,7 @@ async fn an_oversized_frame_is_a_framing_error() {
 /// frames, so every transfer is counted.
 #[tokio::test]
 async fn a_receiver_at_credit_two_never_gets_more_and_never_stalls() {
-    use bytes::BytesMut;
     use lapin::options::BasicPublishOptions;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use warren_amqp10::frame::{write_frame, FrameType};
-    use warren_amqp10::messaging;
-    use warren_amqp10::performative::{Attach, Begin, Disposition, Flow, Open, Performative, Role};
-    use warren_amqp10::sasl::Sasl;
-    use warren_amqp10::{Frame, AMQP_HEADER, SASL_HEADER};
 
     const N: u32 = 100_000;
     // 100,000 round trips take a while in a debug build.
@@ -294,148 +288,39 @@ async fn a_receiver_at_credit_two_never_gets_more_and_never_stalls() {
     })
     .await;
 
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", b.port))
-        .await
-        .unwrap();
-    let mut out = BytesMut::new();
-    let frame = |out: &mut BytesMut, p: Performative| {
-        let mut body = BytesMut::new();
-        p.encode(&mut body);
-        write_frame(out, FrameType::Amqp, 0, &[&body]);
-    };
-    out.extend_from_slice(SASL_HEADER);
-    write_frame(
-        &mut out,
-        FrameType::Sasl,
-        0,
-        &[&Sasl::plain("guest", "guest").to_value().to_bytes()],
-    );
-    out.extend_from_slice(AMQP_HEADER);
-    frame(
-        &mut out,
-        Performative::Open(Open {
-            container_id: "credit-2".into(),
-            ..Default::default()
-        }),
-    );
-    frame(
-        &mut out,
-        Performative::Begin(Begin {
-            next_outgoing_id: 0,
-            incoming_window: 1_000_000,
-            outgoing_window: 1_000_000,
-            ..Default::default()
-        }),
-    );
-    frame(
-        &mut out,
-        Performative::Attach(Attach {
-            name: "r".into(),
-            handle: 0,
-            role: Role::Receiver,
-            snd_settle_mode: Some(0),
-            rcv_settle_mode: Some(0),
-            source: Some(messaging::source("/queues/credit-2")),
-            target: Some(messaging::target("me")),
-            ..Default::default()
-        }),
-    );
-    let flow = |out: &mut BytesMut, next_in: u32, delivery_count: u32, credit: u32| {
-        frame(
-            out,
-            Performative::Flow(Flow {
-                next_incoming_id: Some(next_in),
-                incoming_window: 1_000_000,
-                next_outgoing_id: 0,
-                outgoing_window: 1_000_000,
-                handle: Some(0),
-                delivery_count: Some(delivery_count),
-                link_credit: Some(credit),
-                ..Default::default()
-            }),
-        )
-    };
-    s.write_all(&out).await.unwrap();
-    out.clear();
-
-    let mut buf = BytesMut::new();
+    let mut r = RawReceiver::attach(b.port, "/queues/credit-2").await;
     let mut received = 0u32;
-    let mut next_in = 0u32;
-    // Read frames until `want` transfers came; returns them in order.
-    async fn transfers(
-        s: &mut tokio::net::TcpStream,
-        buf: &mut BytesMut,
-        want: usize,
-        wait: Option<std::time::Duration>,
-    ) -> Vec<(u32, bytes::Bytes)> {
-        let mut got = Vec::new();
-        loop {
-            if buf.len() >= 8 && &buf[..4] == b"AMQP" {
-                let _ = buf.split_to(8);
-                continue;
-            }
-            match Frame::parse(buf, 1 << 20).unwrap() {
-                Some(f) if f.kind == FrameType::Amqp && !f.body.is_empty() => {
-                    if let (Performative::Transfer(t), payload) = Performative::decode(&f.body).unwrap() {
-                        got.push((t.delivery_id.unwrap(), payload));
-                    }
-                    continue;
-                }
-                Some(_) => continue,
-                None => {}
-            }
-            if got.len() >= want {
-                return got;
-            }
-            let read = s.read_buf(buf);
-            match wait {
-                Some(d) => match tokio::time::timeout(d, read).await {
-                    Ok(n) => assert!(n.unwrap() > 0, "the broker hung up"),
-                    Err(_) => return got,
-                },
-                None => assert!(read.await.unwrap() > 0, "the broker hung up"),
-            }
-        }
-    }
     long(async {
         while received < N {
             // Grant 2 from where we are; the next transfers must be exactly
             // two, and nothing else may come until the next grant.
-            flow(&mut out, next_in, received, 2);
-            s.write_all(&out).await.unwrap();
-            out.clear();
-            let got = transfers(&mut s, &mut buf, 2, None).await;
+            r.flow(received, 2, false).await;
+            let got = r.read(None, |f| transfers(f).len() >= 2).await;
+            let got = transfers(&got);
             assert_eq!(
                 got.len(),
                 2,
                 "more transfers than the credit of 2 after {received}"
             );
-            for (id, payload) in got {
-                let body = messaging::data_body(&payload).unwrap();
+            for (id, body) in got {
                 assert_eq!(
                     u32::from_be_bytes(body[..4].try_into().unwrap()),
                     received,
                     "order"
                 );
                 received += 1;
-                next_in = next_in.wrapping_add(1);
-                frame(
-                    &mut out,
-                    Performative::Disposition(Disposition {
-                        role: Role::Receiver,
-                        first: id,
-                        last: None,
-                        settled: true,
-                        state: Some(messaging::accepted()),
-                        batchable: false,
-                    }),
-                );
+                r.accept(id);
             }
             if received.is_multiple_of(1000) {
                 // Now and then, wait a little: with no credit left, nothing
                 // may arrive.
-                let extra = transfers(&mut s, &mut buf, 1, Some(std::time::Duration::from_millis(30))).await;
-                assert!(extra.is_empty(), "a transfer without credit after {received}");
+                let extra = r
+                    .read(Some(std::time::Duration::from_millis(30)), |_| false)
+                    .await;
+                assert!(
+                    transfers(&extra).is_empty(),
+                    "a transfer without credit after {received}"
+                );
             }
         }
     })
@@ -549,4 +434,70 @@ async fn a_10_mb_message_crosses_in_many_frames_both_ways() {
     within(receiver.close()).await.unwrap();
     let _ = within(session.end()).await;
     let _ = within(conn.close()).await;
+}
+
+/// Drain (§2.7.4): with credit left over and fewer messages than credit,
+/// the broker sends what there is, then a flow with the delivery-count
+/// advanced by the unused credit and credit 0.
+#[tokio::test]
+async fn drain_sends_what_there_is_then_uses_up_the_credit() {
+    use lapin::options::BasicPublishOptions;
+    use warren_amqp10::performative::Performative;
+    let b = Broker::start().await;
+    let (_c, ch) = b.channel().await;
+    declare(&ch, "drain", Default::default()).await;
+    for i in 0..3u32 {
+        within(ch.basic_publish(
+            "".into(),
+            "drain".into(),
+            BasicPublishOptions::default(),
+            &i.to_be_bytes(),
+            lapin::BasicProperties::default(),
+        ))
+        .await
+        .unwrap();
+    }
+    let mut r = within(RawReceiver::attach(b.port, "/queues/drain")).await;
+    r.flow(0, 10, true).await;
+    let frames = within(r.read(None, |f| {
+        f.iter()
+            .any(|(p, _)| matches!(p, Performative::Flow(fl) if fl.handle == Some(0) && fl.drain))
+    }))
+    .await;
+    assert_eq!(transfers(&frames).len(), 3, "the three messages first");
+    let flow = frames
+        .iter()
+        .find_map(|(p, _)| match p {
+            Performative::Flow(f) if f.handle == Some(0) => Some(f.clone()),
+            _ => None,
+        })
+        .unwrap();
+    // Transfers before the flow, delivery-count 0 + 10, credit 0.
+    let flow_at = frames
+        .iter()
+        .position(|(p, _)| matches!(p, Performative::Flow(f) if f.handle == Some(0)))
+        .unwrap();
+    let last_transfer = frames
+        .iter()
+        .rposition(|(p, _)| matches!(p, Performative::Transfer(_)))
+        .unwrap();
+    assert!(
+        last_transfer < flow_at,
+        "the drain answer comes after the transfers"
+    );
+    assert_eq!((flow.delivery_count, flow.link_credit), (Some(10), Some(0)));
+    // Nothing more without new credit.
+    within(ch.basic_publish(
+        "".into(),
+        "drain".into(),
+        BasicPublishOptions::default(),
+        b"late",
+        lapin::BasicProperties::default(),
+    ))
+    .await
+    .unwrap();
+    let extra = r
+        .read(Some(std::time::Duration::from_millis(200)), |_| false)
+        .await;
+    assert!(transfers(&extra).is_empty());
 }

@@ -4,6 +4,7 @@
 //! clients are compiled and linked once.
 
 mod amqp10;
+mod amqp10_raw;
 mod amqprs_client;
 mod binary;
 mod common;
