@@ -24,7 +24,7 @@ use warren_amqp10::performative::{
 };
 use warren_amqp10::sasl::{self, Sasl};
 use warren_amqp10::{CodecError, Frame, Performative, Value, AMQP_HEADER, SASL_HEADER};
-use warren_core::queue::{Delivery, Entry, LinkCredit, Queue, SyncTicket};
+use warren_core::queue::{Delivery, Entry, FlowWaiter, LinkCredit, Queue, SyncTicket};
 use warren_core::{User, VHost};
 use warren_store::SyncWaiter;
 
@@ -630,6 +630,17 @@ impl Conn {
         let target = p.target.clone();
         let published =
             publish::publish(&self.ctx, &vh, &target, delivery_id, settled, &message).map_err(Fatal)?;
+        if let Some(p) = self
+            .sessions
+            .get_mut(&channel)
+            .and_then(|s| s.publishers.get_mut(&t.handle))
+        {
+            for q in &published.flow {
+                if !p.throttled_by.iter().any(|x| Arc::ptr_eq(x, q)) {
+                    p.throttled_by.push(q.clone());
+                }
+            }
+        }
         if let Some(outcome) = published.outcome {
             if published.tickets.is_empty() && self.unsynced.is_empty() {
                 self.settles.push((out, delivery_id, outcome));
@@ -698,6 +709,13 @@ impl Conn {
                     window = true;
                 }
                 for (h, p) in s.publishers.iter_mut() {
+                    // Still throttled by a queue over its mark? (It wakes
+                    // us through the outbox when it drains.)
+                    let waiter: Arc<dyn FlowWaiter> = self.outbox.clone();
+                    p.throttled_by.retain(|q| q.wait_for_drain(waiter.clone()));
+                    if !p.throttled_by.is_empty() {
+                        continue;
+                    }
                     if p.credit < publish::LINK_CREDIT / 2 {
                         p.credit = publish::LINK_CREDIT;
                         flows.push((*h, p.delivery_count, p.credit));

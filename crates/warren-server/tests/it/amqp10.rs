@@ -501,3 +501,88 @@ async fn drain_sends_what_there_is_then_uses_up_the_credit() {
         .await;
     assert!(transfers(&extra).is_empty());
 }
+
+/// Per-link flow control: a link feeding a queue whose consumer has
+/// fallen behind stops getting credit; a link to another queue on the
+/// same session keeps going; the slow link resumes once its queue drains.
+#[tokio::test]
+async fn a_slow_queue_slows_only_the_links_that_feed_it() {
+    use fe2o3_amqp::Sender;
+    use lapin::options::{BasicConsumeOptions, BasicQosOptions};
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Arc;
+    let b = Broker::start().await;
+    let (_c, ch) = b.channel().await;
+    declare(&ch, "slow", Default::default()).await;
+    declare(&ch, "fast", Default::default()).await;
+    // A consumer that takes one message and never acks it: the queue has a
+    // consumer and a growing backlog.
+    within(ch.basic_qos(1, BasicQosOptions::default())).await.unwrap();
+    let _stuck = within(ch.basic_consume(
+        "slow".into(),
+        "stuck".into(),
+        BasicConsumeOptions::default(),
+        Default::default(),
+    ))
+    .await
+    .unwrap();
+    // (It will take the first message published and hold it.)
+
+    let mut conn = within(Connection::open(
+        "warren-test",
+        url(&b, "guest", "guest").as_str(),
+    ))
+    .await
+    .unwrap();
+    let mut session = within(Session::begin(&mut conn)).await.unwrap();
+    let mut to_slow = within(Sender::attach(&mut session, "to-slow", "/queues/slow"))
+        .await
+        .unwrap();
+    let mut to_fast = within(Sender::attach(&mut session, "to-fast", "/queues/fast"))
+        .await
+        .unwrap();
+    let sent = Arc::new(AtomicU32::new(0));
+    let counter = sent.clone();
+    let slow = tokio::spawn(async move {
+        for i in 0..6000u32 {
+            to_slow.send(format!("s{i}")).await.unwrap();
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+        to_slow
+    });
+    // Wait until the slow link stops making progress.
+    let mut last = 0;
+    within(async {
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            let now = sent.load(Ordering::Relaxed);
+            if now == last && now > 0 {
+                break;
+            }
+            last = now;
+        }
+    })
+    .await;
+    let held = sent.load(Ordering::Relaxed);
+    assert!(held < 6000, "the slow link was not slowed ({held} sent)");
+    // The other link on the same session is not held back.
+    for i in 0..200 {
+        assert!(within(to_fast.send(format!("f{i}"))).await.unwrap().is_accepted());
+    }
+    assert_eq!(
+        sent.load(Ordering::Relaxed),
+        held,
+        "the slow link stayed held meanwhile"
+    );
+    // The consumer goes away: the queue lets its publishers go.
+    within(ch.basic_cancel("stuck".into(), Default::default()))
+        .await
+        .unwrap();
+    let to_slow = tokio::time::timeout(std::time::Duration::from_secs(30), slow)
+        .await
+        .expect("the slow link resumed and finished")
+        .unwrap();
+    drop(to_slow);
+    let q = declare(&ch, "fast", Default::default()).await;
+    assert_eq!(q.message_count(), 200);
+}
