@@ -194,6 +194,23 @@ pub enum Performative {
     Close(Close),
 }
 
+impl Performative {
+    /// The performative's name, as the spec writes it (for errors).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Performative::Open(_) => "open",
+            Performative::Begin(_) => "begin",
+            Performative::Attach(_) => "attach",
+            Performative::Flow(_) => "flow",
+            Performative::Transfer(_) => "transfer",
+            Performative::Disposition(_) => "disposition",
+            Performative::Detach(_) => "detach",
+            Performative::End(_) => "end",
+            Performative::Close(_) => "close",
+        }
+    }
+}
+
 fn role(f: &Fields, i: usize) -> Result<Role, CodecError> {
     match f.opt_bool(i)? {
         Some(true) => Ok(Role::Receiver),

@@ -8,7 +8,7 @@
 //! never exceed what the receiver granted; drain and echo are answered
 //! after the deliveries already counted have gone out.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -59,6 +59,28 @@ impl From<CodecError> for Fatal {
     }
 }
 
+/// An error, scoped as AMQP 1.0 scopes them (§2.8.15-2.8.17): a link
+/// error detaches that link, a session error ends that session, anything
+/// else closes the connection. Other links and sessions go on.
+#[derive(Debug)]
+enum Failure {
+    Link(u32, AmqpError),
+    Session(AmqpError),
+    Connection(Fatal),
+}
+
+impl From<Fatal> for Failure {
+    fn from(f: Fatal) -> Failure {
+        Failure::Connection(f)
+    }
+}
+
+impl From<CodecError> for Failure {
+    fn from(e: CodecError) -> Failure {
+        Failure::Connection(e.into())
+    }
+}
+
 struct Session {
     /// The channel we send on for this session.
     outgoing: u16,
@@ -75,6 +97,19 @@ struct Session {
     remote_incoming_window: u32,
     /// Deliveries waiting for the peer's window to open.
     held: VecDeque<Delivery>,
+    /// The highest handle we said we take (§2.7.1 handle-max).
+    handle_max: u32,
+    /// Handles we detached, waiting for the peer's detach: frames on them
+    /// are dropped meanwhile (§2.6.5), they are not reused yet.
+    detached: HashSet<u32>,
+}
+
+impl Session {
+    fn in_use(&self, handle: u32) -> bool {
+        self.publishers.contains_key(&handle)
+            || self.receivers.contains_key(&handle)
+            || self.detached.contains(&handle)
+    }
 }
 
 /// A client's receiving link: a consumer on a queue whose credit the
@@ -87,6 +122,8 @@ struct Receiver {
 
 /// Our incoming window per session, reopened when half is used.
 const INCOMING_WINDOW: u32 = 65_535;
+/// The most links a session may hold (handles 0..=HANDLE_MAX).
+const HANDLE_MAX: u32 = 255;
 
 /// Wakes the connection after an fsync round (settlements of persistent
 /// messages wait for it).
@@ -134,6 +171,9 @@ struct Conn {
     unsettled: BTreeMap<u32, (u16, u32, Arc<Queue>, u64, Entry)>,
     /// Flows to answer for receiving links: (channel, handle, drain).
     link_replies: Vec<(u16, u32, bool)>,
+    /// Sessions we ended with an error, waiting for the peer's end:
+    /// frames on them are dropped meanwhile (§2.5.5).
+    ending: HashSet<u16>,
 }
 
 pub async fn serve(
@@ -165,6 +205,7 @@ pub async fn serve(
         consumers: HashMap::new(),
         unsettled: BTreeMap::new(),
         link_replies: Vec::new(),
+        ending: HashSet::new(),
     };
     c.id = c.ctx.broker.next_id();
     let opened = tokio::time::timeout(HANDSHAKE_TIMEOUT, c.handshake()).await;
@@ -425,96 +466,200 @@ impl Conn {
 
     /// Handle one performative; true once the connection is closed.
     fn handle(&mut self, channel: u16, body: Bytes) -> Result<bool, Fatal> {
-        let (p, _payload) = Performative::decode(&body)?;
-        match p {
+        let (p, payload) = Performative::decode(&body)?;
+        if self.ending.contains(&channel) {
+            // We ended this session with an error: drop what the peer
+            // sent before it saw our end, until its end arrives.
+            if matches!(p, Performative::End(_)) {
+                self.ending.remove(&channel);
+            }
+            return Ok(false);
+        }
+        let result = match p {
             Performative::Close(_) => {
                 self.send(0, &Performative::Close(Close::default()));
                 return Ok(true);
             }
-            Performative::Begin(b) => {
-                if self.sessions.contains_key(&channel) || channel > self.channel_max {
-                    return Err(Fatal(AmqpError::new(
-                        condition::ILLEGAL_STATE,
-                        format!("begin on channel {channel}, which is in use or above channel-max"),
-                    )));
-                }
-                // We answer on the same channel number the peer used.
-                self.sessions.insert(
-                    channel,
-                    Session {
-                        outgoing: channel,
-                        next_incoming_id: b.next_outgoing_id,
-                        incoming_window: INCOMING_WINDOW,
-                        publishers: HashMap::new(),
-                        receivers: HashMap::new(),
-                        next_outgoing_id: 0,
-                        next_delivery_id: 0,
-                        remote_incoming_window: b.incoming_window,
-                        held: VecDeque::new(),
-                    },
-                );
-                self.send(
-                    channel,
-                    &Performative::Begin(Begin {
-                        remote_channel: Some(channel),
-                        next_outgoing_id: 0,
-                        incoming_window: if self.blocked { 0 } else { INCOMING_WINDOW },
-                        outgoing_window: 65_535,
-                        handle_max: Some(b.handle_max.unwrap_or(u32::MAX).min(255)),
-                        ..Default::default()
-                    }),
-                );
-            }
-            Performative::End(_) => {
-                if let Some(mut s) = self.sessions.remove(&channel) {
-                    for (h, r) in s.receivers.drain() {
-                        self.stop_receiver(channel, h, r);
-                    }
-                    self.send(s.outgoing, &Performative::End(End::default()));
-                }
-            }
-            Performative::Attach(a) => {
-                if !self.sessions.contains_key(&channel) {
-                    return Err(Fatal(AmqpError::new(
-                        condition::ILLEGAL_STATE,
-                        "attach outside a session",
-                    )));
-                }
-                if a.role == Role::Sender {
-                    self.attach_publisher(channel, a);
-                } else {
-                    self.attach_receiver(channel, a);
-                }
-            }
-            Performative::Detach(d) => {
-                if let Some(s) = self.sessions.get_mut(&channel) {
-                    s.publishers.remove(&d.handle);
-                    let r = s.receivers.remove(&d.handle);
-                    if let Some(r) = r {
-                        self.stop_receiver(channel, d.handle, r);
-                    }
-                    let Some(s) = self.sessions.get(&channel) else {
-                        return Ok(false);
-                    };
-                    let out = s.outgoing;
-                    self.send(
-                        out,
-                        &Performative::Detach(Detach {
-                            handle: d.handle,
-                            closed: d.closed,
-                            error: None,
-                        }),
-                    );
-                }
-            }
             Performative::Open(_) => {
                 return Err(Fatal(AmqpError::new(condition::ILLEGAL_STATE, "a second open")));
             }
-            Performative::Transfer(t) => self.transfer(channel, t, _payload)?,
-            Performative::Flow(f) => self.flow(channel, f)?,
-            Performative::Disposition(d) => self.disposition(d),
+            Performative::Begin(b) => {
+                self.begin(channel, b)?;
+                Ok(())
+            }
+            Performative::End(_) => {
+                if self.close_session(channel) {
+                    self.send(channel, &Performative::End(End::default()));
+                }
+                Ok(())
+            }
+            p if !self.sessions.contains_key(&channel) => {
+                return Err(Fatal(AmqpError::new(
+                    condition::ILLEGAL_STATE,
+                    format!("{} on channel {channel}, where no session is begun", p.name()),
+                )));
+            }
+            Performative::Attach(a) => self.attach(channel, a),
+            Performative::Detach(d) => self.detach(channel, d),
+            Performative::Transfer(t) => self.transfer(channel, t, payload),
+            Performative::Flow(f) => self.flow(channel, f),
+            Performative::Disposition(d) => {
+                self.disposition(d);
+                Ok(())
+            }
+        };
+        match result {
+            Ok(()) => {}
+            Err(Failure::Connection(f)) => return Err(f),
+            Err(Failure::Session(e)) => {
+                tracing::info!(peer = %self.peer, channel, "ending AMQP 1.0 session: {}: {:?}", e.condition, e.description);
+                self.close_session(channel);
+                self.send(channel, &Performative::End(End { error: Some(e) }));
+                self.ending.insert(channel);
+            }
+            Err(Failure::Link(handle, e)) => {
+                tracing::debug!(peer = %self.peer, channel, handle, "detaching AMQP 1.0 link: {}: {:?}", e.condition, e.description);
+                self.detach_link(channel, handle, Some(e));
+            }
         }
         Ok(false)
+    }
+
+    /// A session begins (§2.5.4); we answer on the channel the peer used.
+    fn begin(&mut self, channel: u16, b: Begin) -> Result<(), Fatal> {
+        if self.sessions.contains_key(&channel) || channel > self.channel_max {
+            return Err(Fatal(AmqpError::new(
+                condition::ILLEGAL_STATE,
+                format!("begin on channel {channel}, which is in use or above channel-max"),
+            )));
+        }
+        if b.remote_channel.is_some() {
+            return Err(Fatal(AmqpError::new(
+                condition::ILLEGAL_STATE,
+                "begin with a remote-channel: Warren does not begin sessions",
+            )));
+        }
+        let handle_max = b.handle_max.unwrap_or(u32::MAX).min(HANDLE_MAX);
+        self.sessions.insert(
+            channel,
+            Session {
+                outgoing: channel,
+                next_incoming_id: b.next_outgoing_id,
+                incoming_window: INCOMING_WINDOW,
+                publishers: HashMap::new(),
+                receivers: HashMap::new(),
+                next_outgoing_id: 0,
+                next_delivery_id: 0,
+                remote_incoming_window: b.incoming_window,
+                held: VecDeque::new(),
+                handle_max,
+                detached: HashSet::new(),
+            },
+        );
+        self.send(
+            channel,
+            &Performative::Begin(Begin {
+                remote_channel: Some(channel),
+                next_outgoing_id: 0,
+                incoming_window: if self.blocked { 0 } else { INCOMING_WINDOW },
+                outgoing_window: 65_535,
+                handle_max: Some(handle_max),
+                ..Default::default()
+            }),
+        );
+        Ok(())
+    }
+
+    /// The session on `channel` goes: its receiving links give back what
+    /// they hold. False if there was none.
+    fn close_session(&mut self, channel: u16) -> bool {
+        let handles: Vec<u32> = match self.sessions.get(&channel) {
+            Some(s) => s.receivers.keys().copied().collect(),
+            None => return false,
+        };
+        for h in handles {
+            self.stop_receiver(channel, h);
+        }
+        self.sessions.remove(&channel);
+        true
+    }
+
+    /// Attach (§2.6.3): the handle must be free and within handle-max.
+    fn attach(&mut self, channel: u16, a: Attach) -> Result<(), Failure> {
+        let Some(s) = self.sessions.get(&channel) else {
+            return Ok(());
+        };
+        if a.handle > s.handle_max {
+            // §2.7.1: a handle beyond handle-max is a framing error.
+            return Err(Fatal(AmqpError::new(
+                condition::FRAMING_ERROR,
+                format!("attach on handle {} above handle-max {}", a.handle, s.handle_max),
+            ))
+            .into());
+        }
+        if s.in_use(a.handle) {
+            return Err(Failure::Session(AmqpError::new(
+                "amqp:session:handle-in-use",
+                format!("handle {} is already attached", a.handle),
+            )));
+        }
+        if a.role == Role::Sender {
+            self.attach_publisher(channel, a);
+        } else {
+            self.attach_receiver(channel, a);
+        }
+        Ok(())
+    }
+
+    /// The peer detaches a link, or answers our detach.
+    fn detach(&mut self, channel: u16, d: Detach) -> Result<(), Failure> {
+        let Some(s) = self.sessions.get_mut(&channel) else {
+            return Ok(());
+        };
+        if s.detached.remove(&d.handle) {
+            return Ok(()); // the answer to ours
+        }
+        if !s.in_use(d.handle) {
+            return Err(Failure::Session(AmqpError::new(
+                "amqp:session:unattached-handle",
+                format!("detach of handle {}, which is not attached", d.handle),
+            )));
+        }
+        if let Some(e) = &d.error {
+            tracing::debug!(peer = %self.peer, channel, handle = d.handle, "peer detached a link: {}: {:?}", e.condition, e.description);
+        }
+        self.detach_link(channel, d.handle, None);
+        // Our detach was the answer: the handle is free again.
+        if let Some(s) = self.sessions.get_mut(&channel) {
+            s.detached.remove(&d.handle);
+        }
+        Ok(())
+    }
+
+    /// End a link from our side (or answer the peer's detach): a
+    /// receiving link gives back what it holds.
+    fn detach_link(&mut self, channel: u16, handle: u32, error: Option<AmqpError>) {
+        let Some(s) = self.sessions.get_mut(&channel) else {
+            return;
+        };
+        s.publishers.remove(&handle);
+        let receiver = s.receivers.contains_key(&handle);
+        if receiver {
+            self.stop_receiver(channel, handle);
+        }
+        let Some(s) = self.sessions.get_mut(&channel) else {
+            return;
+        };
+        s.detached.insert(handle);
+        let out = s.outgoing;
+        self.send(
+            out,
+            &Performative::Detach(Detach {
+                handle,
+                closed: true,
+                error,
+            }),
+        );
     }
 
     /// A client's sending link: resolve and check its target, attach,
@@ -550,6 +695,8 @@ impl Conn {
                 self.send_flow(channel, Some((a.handle, dc, credit)));
             }
             Err(e) => {
+                // §2.6.3: refusing a link is an attach with a null
+                // terminus followed at once by a detach with the error.
                 self.send(
                     out,
                     &Performative::Attach(Attach {
@@ -560,14 +707,7 @@ impl Conn {
                         ..Default::default()
                     }),
                 );
-                self.send(
-                    out,
-                    &Performative::Detach(Detach {
-                        handle: a.handle,
-                        closed: true,
-                        error: Some(e),
-                    }),
-                );
+                self.detach_link(channel, a.handle, Some(e));
             }
         }
     }
@@ -592,44 +732,53 @@ impl Conn {
         self.send(out, &Performative::Flow(f));
     }
 
-    fn transfer(&mut self, channel: u16, t: Transfer, payload: Bytes) -> Result<(), Fatal> {
+    fn transfer(&mut self, channel: u16, t: Transfer, payload: Bytes) -> Result<(), Failure> {
         let Some(vh) = self.vhost.clone() else {
             return Ok(());
         };
         let max = self.ctx.config.max_message_size;
         let Some(s) = self.sessions.get_mut(&channel) else {
-            return Err(Fatal(AmqpError::new(
-                condition::ILLEGAL_STATE,
-                "transfer outside a session",
-            )));
+            return Ok(());
         };
         s.next_incoming_id = s.next_incoming_id.wrapping_add(1);
+        // §2.5.6. While an alarm holds the window at 0 this still counts
+        // down what we had granted before: transfers the peer sent before
+        // it saw the closed window were within the rules.
         if s.incoming_window == 0 {
-            return Err(Fatal(AmqpError::new(
+            return Err(Failure::Session(AmqpError::new(
                 "amqp:session:window-violation",
                 "transfer beyond the incoming window",
             )));
         }
         s.incoming_window -= 1;
         let out = s.outgoing;
+        if s.detached.contains(&t.handle) {
+            return Ok(()); // sent before the peer saw our detach
+        }
         let Some(p) = s.publishers.get_mut(&t.handle) else {
-            return Err(Fatal(AmqpError::new(
+            return Err(Failure::Session(AmqpError::new(
                 "amqp:session:unattached-handle",
                 format!("transfer on handle {} which is not attached", t.handle),
             )));
         };
         if p.credit == 0 && t.delivery_id.is_some() {
-            return Err(Fatal(AmqpError::new(
-                "amqp:link:transfer-limit-exceeded",
-                "transfer without link credit",
-            )));
+            return Err(Failure::Link(
+                t.handle,
+                AmqpError::new(
+                    "amqp:link:transfer-limit-exceeded",
+                    "transfer without link credit",
+                ),
+            ));
         }
-        let Some((delivery_id, settled, message)) = p.transfer(&t, payload, max).map_err(Fatal)? else {
+        let Some((delivery_id, settled, message)) = p
+            .transfer(&t, payload, max)
+            .map_err(|e| Failure::Link(t.handle, e))?
+        else {
             return Ok(());
         };
         let target = p.target.clone();
-        let published =
-            publish::publish(&self.ctx, &vh, &target, delivery_id, settled, &message).map_err(Fatal)?;
+        let published = publish::publish(&self.ctx, &vh, &target, delivery_id, settled, &message)
+            .map_err(|e| Failure::Link(t.handle, e))?;
         if let Some(p) = self
             .sessions
             .get_mut(&channel)
@@ -732,8 +881,10 @@ impl Conn {
     }
 
     /// Resource alarms close every session's incoming window (a flow with
-    /// incoming-window 0) and take publishing links' credit; consuming goes
-    /// on. Both come back when the alarm clears.
+    /// incoming-window 0, seed 000 point 22) and stop topping up the
+    /// publishing links' credit; consuming goes on. A peer that sends on
+    /// past what it had been granted is disconnected (see `transfer`).
+    /// When the alarm clears, every session gets its full window again.
     fn check_alarm(&mut self) {
         let blocked = self.ctx.broker.publishing_blocked().is_some();
         if blocked == self.blocked {
@@ -742,20 +893,12 @@ impl Conn {
         self.blocked = blocked;
         let channels: Vec<u16> = self.sessions.keys().copied().collect();
         for ch in channels {
-            let mut links = Vec::new();
-            if let Some(s) = self.sessions.get_mut(&ch) {
-                s.incoming_window = INCOMING_WINDOW;
-                for (h, p) in s.publishers.iter_mut() {
-                    p.credit = if blocked { 0 } else { publish::LINK_CREDIT };
-                    links.push((*h, p.delivery_count, p.credit));
+            if !blocked {
+                if let Some(s) = self.sessions.get_mut(&ch) {
+                    s.incoming_window = INCOMING_WINDOW;
                 }
             }
-            if links.is_empty() {
-                self.send_flow(ch, None);
-            }
-            for l in links {
-                self.send_flow(ch, Some(l));
-            }
+            self.send_flow(ch, None);
         }
     }
 

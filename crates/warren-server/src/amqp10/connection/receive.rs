@@ -8,12 +8,10 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use warren_amqp10::frame::{write_frame, FrameType};
 use warren_amqp10::messaging::{self, Outcome};
-use warren_amqp10::performative::{
-    AmqpError, Attach, Detach, Disposition, Flow, Performative, Role, Transfer,
-};
+use warren_amqp10::performative::{AmqpError, Attach, Disposition, Flow, Performative, Role, Transfer};
 use warren_core::queue::{ConsumerSpec, Effects, Entry, LinkCredit, Queue, Settle};
 
-use super::{condition, Conn, Fatal, Receiver};
+use super::{Conn, Failure, Receiver};
 use crate::amqp091::outbox::OutItem;
 use crate::amqp10::{address, convert};
 
@@ -23,14 +21,7 @@ impl Conn {
     pub(super) fn teardown(&mut self) {
         let channels: Vec<u16> = self.sessions.keys().copied().collect();
         for ch in channels {
-            let receivers: Vec<(u32, Receiver)> = self
-                .sessions
-                .get_mut(&ch)
-                .map(|s| s.receivers.drain().collect())
-                .unwrap_or_default();
-            for (h, r) in receivers {
-                self.stop_receiver(ch, h, r);
-            }
+            self.close_session(ch);
         }
         // Deliveries that raced with the close go back too.
         self.consumers.clear();
@@ -63,14 +54,7 @@ impl Conn {
                         ..Default::default()
                     }),
                 );
-                self.send(
-                    out,
-                    &Performative::Detach(Detach {
-                        handle: a.handle,
-                        closed: true,
-                        error: Some(e),
-                    }),
-                );
+                self.detach_link(channel, a.handle, Some(e));
                 return;
             }
         };
@@ -120,21 +104,34 @@ impl Conn {
                 }
             }
             Err(e) => {
-                self.send(
-                    out,
-                    &Performative::Detach(Detach {
-                        handle: a.handle,
-                        closed: true,
-                        error: Some(AmqpError::new("amqp:resource-locked", e.to_string())),
-                    }),
-                );
+                let e = AmqpError::new("amqp:resource-locked", e.to_string());
+                self.detach_link(channel, a.handle, Some(e));
             }
         }
     }
 
     /// A receiving link went away: cancel its consumer and give back what
-    /// it had not settled (§2.6.12: detach requeues unsettled deliveries).
-    pub(super) fn stop_receiver(&mut self, channel: u16, handle: u32, r: Receiver) {
+    /// it had not settled, and what was waiting for the session window
+    /// (§2.6.12: detach requeues unsettled deliveries).
+    pub(super) fn stop_receiver(&mut self, channel: u16, handle: u32) {
+        let Some(s) = self.sessions.get_mut(&channel) else {
+            return;
+        };
+        let Some(r) = s.receivers.remove(&handle) else {
+            return;
+        };
+        let mut entries = Vec::new();
+        s.held.retain(|d| {
+            if d.consumer_id != r.consumer_id {
+                return true;
+            }
+            // A pre-settled delivery the queue has already let go of is
+            // lost with the link, as in RabbitMQ.
+            if !d.no_ack {
+                entries.push(d.entry.clone());
+            }
+            false
+        });
         let (_, effects) = r.queue.cancel(r.consumer_id);
         self.apply(&r.queue, effects);
         self.consumers.remove(&r.consumer_id);
@@ -144,13 +141,13 @@ impl Conn {
             .filter(|(_, u)| u.0 == channel && u.1 == handle)
             .map(|(&id, _)| id)
             .collect();
-        let mut entries = Vec::new();
         for id in ids {
             if let Some(u) = self.unsettled.remove(&id) {
                 entries.push(u.4);
             }
         }
         if !entries.is_empty() {
+            entries.sort_by_key(|e| e.seq);
             let effects = r.queue.settle(Some(r.consumer_id), entries, Settle::Requeue);
             self.apply(&r.queue, effects);
         }
@@ -165,18 +162,18 @@ impl Conn {
     /// A flow from the client: its session window, and for a receiving
     /// link new credit (counted against the queue's delivery-count),
     /// drain and echo (§2.7.4).
-    pub(super) fn flow(&mut self, channel: u16, f: Flow) -> Result<(), Fatal> {
+    pub(super) fn flow(&mut self, channel: u16, f: Flow) -> Result<(), Failure> {
         let Some(s) = self.sessions.get_mut(&channel) else {
-            return Err(Fatal(AmqpError::new(
-                condition::ILLEGAL_STATE,
-                "flow outside a session",
-            )));
+            return Ok(());
         };
         // §2.5.6: remote-incoming-window = next-incoming-id + incoming-window - next-outgoing-id.
+        // A null next-incoming-id means the peer has seen none of our
+        // transfers yet: it counts from our initial next-outgoing-id, 0.
+        // The ids are serial numbers: next-incoming-id is at most a little
+        // behind ours (transfers in flight), so their difference is small.
         let next_in = f.next_incoming_id.unwrap_or(0);
-        s.remote_incoming_window = next_in
-            .wrapping_add(f.incoming_window)
-            .wrapping_sub(s.next_outgoing_id);
+        let behind = next_in.wrapping_sub(s.next_outgoing_id) as i32 as i64;
+        s.remote_incoming_window = (f.incoming_window as i64 + behind).clamp(0, u32::MAX as i64) as u32;
         let Some(h) = f.handle else { return Ok(()) };
         if let Some(r) = s.receivers.get_mut(&h) {
             r.credit.flow(f.delivery_count, f.link_credit.unwrap_or(0));
@@ -186,8 +183,8 @@ impl Conn {
             if f.drain || f.echo {
                 self.link_replies.push((channel, h, f.drain));
             }
-        } else if !s.publishers.contains_key(&h) {
-            return Err(Fatal(AmqpError::new(
+        } else if !s.publishers.contains_key(&h) && !s.detached.contains(&h) {
+            return Err(Failure::Session(AmqpError::new(
                 "amqp:session:unattached-handle",
                 format!("flow for handle {h} which is not attached"),
             )));
@@ -281,7 +278,9 @@ impl Conn {
             } else {
                 r.credit.get()
             };
-            self.send_flow_link(ch, h, delivery_count, credit, drain);
+            // §2.7.4 available: what the queue holds ready for the link.
+            let available = r.queue.stats().ready.min(u32::MAX as u64) as u32;
+            self.send_flow_link(ch, h, delivery_count, credit, drain, available);
         }
     }
 
@@ -344,6 +343,7 @@ impl Conn {
         delivery_count: u32,
         credit: u32,
         drain: bool,
+        available: u32,
     ) {
         let Some(s) = self.sessions.get(&ch) else { return };
         let f = Flow {
@@ -354,6 +354,7 @@ impl Conn {
             handle: Some(handle),
             delivery_count: Some(delivery_count),
             link_credit: Some(credit),
+            available: Some(available),
             drain,
             ..Default::default()
         };
