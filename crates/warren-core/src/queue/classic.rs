@@ -303,6 +303,7 @@ impl QueueType for ClassicQueue {
             seq,
             message: msg,
             redelivered: false,
+            delivery_count: 0,
             expires_at: ttl.map(|t| ctx.now + Duration::from_millis(t)),
             stored,
         });

@@ -41,6 +41,9 @@ pub struct Entry {
     pub seq: u64,
     pub message: MessageRef,
     pub redelivered: bool,
+    /// Failed delivery attempts the consumer reported (AMQP 1.0's
+    /// modified outcome with delivery-failed); kept in memory only.
+    pub delivery_count: u32,
     pub expires_at: Option<Instant>,
     /// Written to the queue's store (so leaving the queue is recorded there).
     pub stored: bool,

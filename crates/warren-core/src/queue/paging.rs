@@ -201,6 +201,7 @@ impl Paging {
                 seq: m.seq,
                 message: msg,
                 redelivered: l.redelivered,
+                delivery_count: 0,
                 expires_at: deadline(ctx.now, wall, m.expires_at_ms),
                 stored: true,
             });

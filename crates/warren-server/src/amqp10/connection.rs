@@ -37,6 +37,8 @@ mod receive;
 
 /// Largest frame we accept (and announce in open).
 const MAX_FRAME: u32 = 131_072;
+/// The RabbitMQ release whose AMQP 1.0 behaviour Warren follows.
+const RABBITMQ_VERSION: &str = "4.1.0";
 /// How long the opening sequence may take (RabbitMQ's handshake_timeout).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -97,6 +99,9 @@ struct Session {
     remote_incoming_window: u32,
     /// Deliveries waiting for the peer's window to open.
     held: VecDeque<Delivery>,
+    /// Our unsettled deliveries by delivery-id, for dispositions and
+    /// requeue on detach.
+    unsettled: BTreeMap<u32, Unsettled>,
     /// The highest handle we said we take (§2.7.1 handle-max).
     handle_max: u32,
     /// Handles we detached, waiting for the peer's detach: frames on them
@@ -110,6 +115,14 @@ impl Session {
             || self.receivers.contains_key(&handle)
             || self.detached.contains(&handle)
     }
+}
+
+/// A delivery sent on a receiving link and not settled yet.
+struct Unsettled {
+    handle: u32,
+    queue: Arc<Queue>,
+    consumer_id: u64,
+    entry: Entry,
 }
 
 /// A client's receiving link: a consumer on a queue whose credit the
@@ -166,9 +179,6 @@ struct Conn {
     outbox: Arc<Outbox>,
     /// Receiving links by consumer id: (peer's channel, handle).
     consumers: HashMap<u64, (u16, u32)>,
-    /// Unsettled deliveries by delivery-id: (channel, handle, queue,
-    /// consumer, entry), for dispositions and requeue on detach.
-    unsettled: BTreeMap<u32, (u16, u32, Arc<Queue>, u64, Entry)>,
     /// Flows to answer for receiving links: (channel, handle, drain).
     link_replies: Vec<(u16, u32, bool)>,
     /// Sessions we ended with an error, waiting for the peer's end:
@@ -203,7 +213,6 @@ pub async fn serve(
         blocked: false,
         outbox: Outbox::new(),
         consumers: HashMap::new(),
-        unsettled: BTreeMap::new(),
         link_replies: Vec::new(),
         ending: HashSet::new(),
     };
@@ -379,10 +388,19 @@ impl Conn {
                 max_frame_size: Some(MAX_FRAME),
                 channel_max: Some(self.channel_max),
                 idle_time_out: (idle > 0).then_some(idle),
+                // RabbitMQ's own AMQP 1.0 clients refuse a broker whose
+                // product is not "RabbitMQ" at version 4 or later: Warren
+                // names the RabbitMQ version whose behaviour it follows,
+                // and itself under "platform".
                 properties: Some(Value::Map(vec![
-                    (Value::symbol("product"), Value::string("Warren")),
-                    (Value::symbol("version"), Value::string(env!("CARGO_PKG_VERSION"))),
+                    (Value::symbol("product"), Value::string("RabbitMQ")),
+                    (Value::symbol("version"), Value::string(RABBITMQ_VERSION)),
+                    (
+                        Value::symbol("platform"),
+                        Value::string(concat!("Warren ", env!("CARGO_PKG_VERSION"))),
+                    ),
                 ])),
+                offered_capabilities: vec!["LINK_PAIR_V1_0".into(), "ANONYMOUS-RELAY".into()],
                 ..Default::default()
             }),
         );
@@ -504,7 +522,7 @@ impl Conn {
             Performative::Transfer(t) => self.transfer(channel, t, payload),
             Performative::Flow(f) => self.flow(channel, f),
             Performative::Disposition(d) => {
-                self.disposition(d);
+                self.disposition(channel, d);
                 Ok(())
             }
         };
@@ -552,6 +570,7 @@ impl Conn {
                 next_delivery_id: 0,
                 remote_incoming_window: b.incoming_window,
                 held: VecDeque::new(),
+                unsettled: BTreeMap::new(),
                 handle_max,
                 detached: HashSet::new(),
             },
@@ -762,13 +781,16 @@ impl Conn {
             )));
         };
         if p.credit == 0 && t.delivery_id.is_some() {
-            return Err(Failure::Link(
-                t.handle,
-                AmqpError::new(
-                    "amqp:link:transfer-limit-exceeded",
-                    "transfer without link credit",
-                ),
-            ));
+            let e = AmqpError::new(
+                "amqp:link:transfer-limit-exceeded",
+                "transfer without link credit",
+            );
+            // Under an alarm the peer was told to stop: one that sends on
+            // past its credit is disconnected (seed 000, point 22).
+            if self.blocked {
+                return Err(Fatal(e).into());
+            }
+            return Err(Failure::Link(t.handle, e));
         }
         let Some((delivery_id, settled, message)) = p
             .transfer(&t, payload, max)

@@ -1,19 +1,36 @@
 //! Converting messages between AMQP 1.0 and the broker's message (which
-//! keeps AMQP 0-9-1 properties), after RabbitMQ 4's mapping (mc_amqpl):
-//! header durable/priority/ttl <-> delivery-mode/priority/expiration; the
-//! properties section <-> the 0-9-1 property fields; application-properties
-//! <-> headers; data sections <-> the body.
+//! keeps AMQP 0-9-1 properties), as RabbitMQ 4 maps them (its mc_amqpl):
+//!
+//! - header: durable / priority / ttl <-> delivery-mode / priority /
+//!   expiration. A message without `durable` is durable (RabbitMQ 4's
+//!   choice); first-acquirer and delivery-count come from the queue.
+//! - properties <-> the 0-9-1 property fields (ids: strings as they are,
+//!   ulong as decimal, uuid as `urn:uuid:...`; binary or over-long ids go
+//!   to `x-message-id` / `x-correlation-id` headers); group-id <-> app-id;
+//!   creation-time <-> timestamp (ms <-> s).
+//! - application-properties <-> headers; message-annotations with `x-`
+//!   keys <-> `x-` headers (`x-cc` <-> `CC`). A 1.0 consumer also gets
+//!   `x-exchange` and `x-routing-key`.
+//! - body: data sections <-> the body. Any other body (amqp-value,
+//!   amqp-sequence) is kept as its encoded sections, marked with the 0-9-1
+//!   `type` property `amqp-1.0`, so a 1.0 consumer gets it back as sent and
+//!   a 0-9-1 consumer gets the encoded bytes, as from RabbitMQ 4.
 //!
 //! A 1.0 message is converted once, at publish; a delivery to a 1.0
-//! consumer is converted back. (RabbitMQ 4 keeps the 1.0 bare message
-//! unaltered for 1.0 consumers; Warren does not yet, so 1.0 sections with
-//! no 0-9-1 counterpart, such as footers, are not carried.)
+//! consumer is converted back. Sections with no 0-9-1 counterpart
+//! (delivery-annotations, a footer after data sections, subject, to,
+//! absolute-expiry-time) are not carried.
 
 use bytes::{Bytes, BytesMut};
 use warren_amqp091::{BasicProperties, FieldTable, FieldValue, ShortStr};
 use warren_amqp10::composite::{composite, opt};
-use warren_amqp10::messaging::{self, APPLICATION_PROPERTIES, DATA, HEADER, PROPERTIES};
+use warren_amqp10::messaging::{
+    AMQP_SEQUENCE, AMQP_VALUE, APPLICATION_PROPERTIES, DATA, FOOTER, HEADER, MESSAGE_ANNOTATIONS, PROPERTIES,
+};
 use warren_amqp10::{CodecError, Value};
+
+/// The 0-9-1 `type` that marks a body holding encoded 1.0 body sections.
+pub const AMQP10_TYPE: &str = "amqp-1.0";
 
 /// A 1.0 message as the broker stores it.
 #[derive(Debug)]
@@ -26,6 +43,18 @@ pub struct Converted {
     pub subject: Option<String>,
 }
 
+/// What a 1.0 delivery says besides the stored message: where it was
+/// published and what the queue knows of earlier attempts.
+#[derive(Debug, Clone, Copy)]
+pub struct DeliveryInfo<'a> {
+    pub exchange: &'a str,
+    pub routing_key: &'a str,
+    pub redelivered: bool,
+    /// Failed attempts (the modified outcome's delivery-failed).
+    pub delivery_count: u32,
+}
+
+/// A 1.0 value as a 0-9-1 field value (None: no counterpart, dropped).
 fn field_value(v: &Value) -> Option<FieldValue> {
     Some(match v {
         Value::Bool(b) => FieldValue::Bool(*b),
@@ -41,11 +70,25 @@ fn field_value(v: &Value) -> Option<FieldValue> {
         Value::Double(x) => FieldValue::F64(*x),
         Value::Timestamp(ms) => FieldValue::Timestamp((*ms / 1000) as u64),
         Value::String(s) | Value::Symbol(s) => FieldValue::LongStr(Bytes::from(s.clone())),
-        Value::Binary(b) => FieldValue::Bytes(b.clone()),
+        Value::Binary(b) => FieldValue::LongStr(b.clone()),
+        Value::Uuid(u) => FieldValue::LongStr(Bytes::from(urn_uuid(u))),
+        Value::List(items) | Value::Array(items) => {
+            FieldValue::Array(items.iter().filter_map(field_value).collect())
+        }
+        Value::Map(pairs) => {
+            let mut t = FieldTable::new();
+            for (k, v) in pairs {
+                if let (Some(k), Some(v)) = (key_str(k), field_value(v)) {
+                    t.insert(k, v);
+                }
+            }
+            FieldValue::Table(t)
+        }
         _ => return None,
     })
 }
 
+/// A 0-9-1 field value as a 1.0 value.
 fn value_of(f: &FieldValue) -> Option<Value> {
     Some(match f {
         FieldValue::Bool(b) => Value::Bool(*b),
@@ -59,23 +102,30 @@ fn value_of(f: &FieldValue) -> Option<Value> {
         FieldValue::F32(x) => Value::Float(*x),
         FieldValue::F64(x) => Value::Double(*x),
         FieldValue::Timestamp(s) => Value::Timestamp(*s as i64 * 1000),
-        FieldValue::LongStr(b) => match std::str::from_utf8(b) {
-            Ok(s) => Value::String(s.to_string()),
-            Err(_) => Value::Binary(b.clone()),
-        },
+        FieldValue::LongStr(b) => long_str(b),
         FieldValue::Bytes(b) => Value::Binary(b.clone()),
+        FieldValue::Array(items) => Value::List(items.iter().filter_map(value_of).collect()),
+        FieldValue::Table(t) => Value::Map(
+            t.iter()
+                .filter_map(|(k, v)| Some((Value::String(k.to_str_lossy().into_owned()), value_of(v)?)))
+                .collect(),
+        ),
         _ => return None,
     })
 }
 
-/// An id property (message-id, correlation-id): string, ulong, uuid or
-/// binary in 1.0; a short string in 0-9-1.
-fn id_string(v: &Value) -> Option<ShortStr> {
+/// A 0-9-1 long string: utf8 when it is short text, binary otherwise
+/// (RabbitMQ 4's rule: valid UTF-8, no NUL, at most 4096 bytes).
+fn long_str(b: &Bytes) -> Value {
+    match std::str::from_utf8(b) {
+        Ok(s) if b.len() <= 4096 && !s.contains('\0') => Value::String(s.to_string()),
+        _ => Value::Binary(b.clone()),
+    }
+}
+
+fn key_str(v: &Value) -> Option<&str> {
     match v {
-        Value::String(s) => Some(s.as_str().into()),
-        Value::Ulong(n) => Some(n.to_string().into()),
-        Value::Uuid(u) => Some(u.iter().map(|b| format!("{b:02x}")).collect::<String>().into()),
-        Value::Binary(b) => std::str::from_utf8(b).ok().map(ShortStr::from),
+        Value::String(s) | Value::Symbol(s) if s.len() <= 255 => Some(s),
         _ => None,
     }
 }
@@ -87,18 +137,79 @@ fn str_of(v: &Value) -> Option<String> {
     }
 }
 
+fn short(s: &str) -> Option<ShortStr> {
+    (s.len() <= 255).then(|| ShortStr::from(s))
+}
+
+fn urn_uuid(u: &[u8; 16]) -> String {
+    let h: String = u.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "urn:uuid:{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
+}
+
+fn parse_urn_uuid(s: &str) -> Option<[u8; 16]> {
+    let hex: String = s
+        .strip_prefix("urn:uuid:")?
+        .chars()
+        .filter(|&c| c != '-')
+        .collect();
+    if hex.len() != 32 || s.len() != 9 + 36 {
+        return None;
+    }
+    let mut u = [0u8; 16];
+    for (i, b) in u.iter_mut().enumerate() {
+        *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(u)
+}
+
+/// A 1.0 message-id or correlation-id: the 0-9-1 property when it fits a
+/// short string, else a header (`x-message-id` / `x-correlation-id`).
+fn message_id(v: &Value, header: &str, headers: &mut FieldTable) -> Option<ShortStr> {
+    match v {
+        Value::String(s) if s.len() <= 255 => Some(s.as_str().into()),
+        Value::String(s) => {
+            headers.insert(header, FieldValue::LongStr(Bytes::from(s.clone())));
+            None
+        }
+        Value::Ulong(n) => Some(n.to_string().into()),
+        Value::Uuid(u) => Some(urn_uuid(u).into()),
+        Value::Binary(b) => {
+            headers.insert(header, FieldValue::Bytes(b.clone()));
+            None
+        }
+        _ => None,
+    }
+}
+
 /// Read a 1.0 message (its sections, in order).
 pub fn from_amqp10(message: &[u8]) -> Result<Converted, CodecError> {
     let mut p = BasicProperties::default();
     let mut headers = FieldTable::new();
-    let mut body = BytesMut::new();
+    let mut data = BytesMut::new();
     let mut to = None;
     let mut subject = None;
-    for (code, v) in messaging::sections(message)? {
-        match (code, &v) {
+    let mut durable = true;
+    // Where the first non-data body section starts, if any.
+    let mut encoded_body: Option<usize> = None;
+    let mut rest = message;
+    while !rest.is_empty() {
+        let at = message.len() - rest.len();
+        let v = Value::decode(&mut rest)?;
+        let Some((code, v)) = v.as_described() else {
+            return Err(CodecError::invalid("message", "a section is not described"));
+        };
+        match (code, v) {
             (HEADER, Value::List(f)) => {
-                let durable = matches!(f.first(), Some(Value::Bool(true)));
-                p.delivery_mode = Some(if durable { 2 } else { 1 });
+                if let Some(Value::Bool(d)) = f.first() {
+                    durable = *d;
+                }
                 if let Some(Value::Ubyte(pr)) = f.get(1) {
                     p.priority = Some(*pr);
                 }
@@ -106,50 +217,97 @@ pub fn from_amqp10(message: &[u8]) -> Result<Converted, CodecError> {
                     p.expiration = Some(ttl.to_string().into());
                 }
             }
+            (MESSAGE_ANNOTATIONS, Value::Map(pairs)) => {
+                for (k, v) in pairs {
+                    let Value::Symbol(k) = k else { continue };
+                    if k.len() > 255 || !k.starts_with("x-") || skipped_annotation(k) {
+                        continue;
+                    }
+                    let name = if k == "x-cc" { "CC" } else { k.as_str() };
+                    if let Some(v) = field_value(v) {
+                        headers.insert(name, v);
+                    }
+                }
+            }
             (PROPERTIES, Value::List(f)) => {
                 let get = |i: usize| f.get(i).filter(|v| !v.is_null());
-                p.message_id = get(0).and_then(id_string);
+                p.message_id = get(0).and_then(|v| message_id(v, "x-message-id", &mut headers));
                 p.user_id = get(1).and_then(|v| match v {
-                    Value::Binary(b) => std::str::from_utf8(b).ok().map(ShortStr::from),
+                    Value::Binary(b) => std::str::from_utf8(b).ok().and_then(short),
                     _ => None,
                 });
                 to = get(2).and_then(str_of);
                 subject = get(3).and_then(str_of);
-                p.reply_to = get(4).and_then(str_of).map(ShortStr::from);
-                p.correlation_id = get(5).and_then(id_string);
-                p.content_type = get(6).and_then(str_of).map(ShortStr::from);
-                p.content_encoding = get(7).and_then(str_of).map(ShortStr::from);
+                p.reply_to = get(4).and_then(str_of).as_deref().and_then(short);
+                p.correlation_id = get(5).and_then(|v| message_id(v, "x-correlation-id", &mut headers));
+                p.content_type = get(6).and_then(str_of).as_deref().and_then(short);
+                p.content_encoding = get(7).and_then(str_of).as_deref().and_then(short);
                 if let Some(Value::Timestamp(ms)) = get(9) {
                     p.timestamp = Some((*ms / 1000) as u64);
                 }
+                p.app_id = get(10).and_then(str_of).as_deref().and_then(short);
             }
             (APPLICATION_PROPERTIES, Value::Map(pairs)) => {
                 for (k, v) in pairs {
-                    if let (Some(k), Some(v)) = (str_of(k), field_value(v)) {
-                        headers.insert(&k, v);
+                    if let (Value::String(k), Some(v)) = (k, field_value(v)) {
+                        if k.len() <= 255 {
+                            headers.insert(k, v);
+                        }
                     }
                 }
             }
-            (DATA, Value::Binary(b)) => body.extend_from_slice(b),
-            (messaging::AMQP_VALUE, Value::Binary(b)) => body.extend_from_slice(b),
-            (messaging::AMQP_VALUE, Value::String(s)) => body.extend_from_slice(s.as_bytes()),
+            (DATA, Value::Binary(b)) if encoded_body.is_none() => data.extend_from_slice(b),
+            (DATA | AMQP_VALUE | AMQP_SEQUENCE, _) => {
+                encoded_body.get_or_insert(at);
+            }
             _ => {}
         }
     }
+    p.delivery_mode = Some(if durable { 2 } else { 1 });
+    let body = match encoded_body {
+        // The body sections (and any footer) as they came.
+        Some(at) => {
+            p.kind = Some(AMQP10_TYPE.into());
+            Bytes::copy_from_slice(&message[at..])
+        }
+        None => data.freeze(),
+    };
     if !headers.is_empty() {
         p.headers = Some(headers);
     }
     Ok(Converted {
         properties: p,
-        body: body.freeze(),
+        body,
         to,
         subject,
     })
 }
 
-/// Write a stored message as a 1.0 message: header, properties,
-/// application-properties, one data section.
-pub fn to_amqp10(raw_properties: &Bytes, body: &[u8], redelivered: bool, out: &mut BytesMut) {
+/// Annotations RabbitMQ does not turn into headers: its own routing
+/// annotations and the 0-9-1 property stand-ins.
+fn skipped_annotation(k: &str) -> bool {
+    k.starts_with("x-basic-") || matches!(k, "x-routing-key" | "x-exchange" | "x-death" | "x-opt-deaths")
+}
+
+/// Is `body` a run of encoded 1.0 body sections (and a footer)?
+fn encoded_sections(body: &[u8]) -> bool {
+    let mut rest = body;
+    let mut any = false;
+    while !rest.is_empty() {
+        let Ok(v) = Value::decode(&mut rest) else {
+            return false;
+        };
+        match v.as_described() {
+            Some((DATA | AMQP_VALUE | AMQP_SEQUENCE | FOOTER, _)) => any = true,
+            _ => return false,
+        }
+    }
+    any
+}
+
+/// Write a stored message as a 1.0 message: header, message-annotations,
+/// properties, application-properties, then the body.
+pub fn to_amqp10(raw_properties: &Bytes, body: &[u8], info: DeliveryInfo, out: &mut BytesMut) {
     let p = BasicProperties::decode(raw_properties.clone()).unwrap_or_default();
     composite(
         HEADER,
@@ -160,20 +318,69 @@ pub fn to_amqp10(raw_properties: &Bytes, body: &[u8], redelivered: bool, out: &m
                 p.expiration.as_ref().and_then(|e| e.to_str_lossy().parse().ok()),
                 Value::Uint,
             ),
-            Value::Bool(!redelivered),
+            Value::Bool(!info.redelivered && info.delivery_count == 0),
+            opt(
+                (info.delivery_count > 0).then_some(info.delivery_count),
+                Value::Uint,
+            ),
         ],
     )
     .encode(out);
+
+    let mut annotations = vec![
+        (Value::symbol("x-exchange"), Value::string(info.exchange)),
+        (Value::symbol("x-routing-key"), Value::string(info.routing_key)),
+    ];
+    let mut app = Vec::new();
+    if let Some(h) = &p.headers {
+        for (k, v) in h.iter() {
+            let k = k.to_str_lossy();
+            if k.starts_with("x-") {
+                if let Some(v) = value_of(v) {
+                    annotations.push((Value::Symbol(k.into_owned()), v));
+                }
+            } else if k == "CC" && matches!(v, FieldValue::Array(_)) {
+                if let Some(v) = value_of(v) {
+                    annotations.push((Value::symbol("x-cc"), v));
+                }
+            } else if !matches!(v, FieldValue::Array(_) | FieldValue::Table(_)) {
+                if let Some(v) = value_of(v) {
+                    app.push((Value::String(k.into_owned()), v));
+                }
+            }
+        }
+    }
+    let amqp10_body = p
+        .kind
+        .as_ref()
+        .is_some_and(|t| t.as_bytes() == AMQP10_TYPE.as_bytes());
+    if let (Some(t), false) = (&p.kind, amqp10_body) {
+        annotations.push((
+            Value::symbol("x-basic-type"),
+            Value::String(t.to_str_lossy().into_owned()),
+        ));
+    }
+    Value::described(MESSAGE_ANNOTATIONS, Value::Map(annotations)).encode(out);
+
     let s = |v: &Option<ShortStr>| opt(v.as_ref(), |x| Value::String(x.to_str_lossy().into_owned()));
+    let id = |v: &Option<ShortStr>| {
+        opt(v.as_ref(), |x| {
+            let x = x.to_str_lossy();
+            match parse_urn_uuid(&x) {
+                Some(u) => Value::Uuid(u),
+                None => Value::String(x.into_owned()),
+            }
+        })
+    };
     let props = composite(
         PROPERTIES,
         vec![
-            s(&p.message_id),
+            id(&p.message_id),
             opt(p.user_id.as_ref(), |u| Value::Binary(u.clone().into_bytes())),
             Value::Null,
             Value::Null,
             s(&p.reply_to),
-            s(&p.correlation_id),
+            id(&p.correlation_id),
             opt(p.content_type.as_ref(), |x| {
                 Value::Symbol(x.to_str_lossy().into_owned())
             }),
@@ -182,26 +389,78 @@ pub fn to_amqp10(raw_properties: &Bytes, body: &[u8], redelivered: bool, out: &m
             }),
             Value::Null,
             opt(p.timestamp, |t| Value::Timestamp(t as i64 * 1000)),
+            s(&p.app_id),
         ],
     );
     if matches!(props.as_described(), Some((_, Value::List(l))) if !l.is_empty()) {
         props.encode(out);
     }
-    if let Some(h) = &p.headers {
-        let pairs: Vec<(Value, Value)> = h
-            .iter()
-            .filter_map(|(k, v)| Some((Value::String(k.to_str_lossy().into_owned()), value_of(v)?)))
-            .collect();
-        if !pairs.is_empty() {
-            Value::described(APPLICATION_PROPERTIES, Value::Map(pairs)).encode(out);
+    if !app.is_empty() {
+        Value::described(APPLICATION_PROPERTIES, Value::Map(app)).encode(out);
+    }
+    if amqp10_body && encoded_sections(body) {
+        out.extend_from_slice(body);
+    } else {
+        Value::described(DATA, Value::Binary(Bytes::copy_from_slice(body))).encode(out);
+    }
+}
+
+/// The modified outcome's message-annotations (§3.4.5), merged into a
+/// stored message's properties as `x-` headers (RabbitMQ takes only
+/// `x-` keys). Returns None when nothing changes.
+pub fn merge_annotations(raw_properties: &Bytes, annotations: &Value) -> Option<Bytes> {
+    let Value::Map(pairs) = annotations else {
+        return None;
+    };
+    let mut p = BasicProperties::decode(raw_properties.clone()).ok()?;
+    let mut headers = p.headers.take().unwrap_or_default();
+    let mut changed = false;
+    for (k, v) in pairs {
+        let Value::Symbol(k) = k else { continue };
+        if k.len() > 255 || !k.starts_with("x-") || skipped_annotation(k) {
+            continue;
+        }
+        if let Some(v) = field_value(v) {
+            headers.insert(k, v);
+            changed = true;
         }
     }
-    Value::described(DATA, Value::Binary(Bytes::copy_from_slice(body))).encode(out);
+    if !changed {
+        return None;
+    }
+    p.headers = Some(headers);
+    Some(p.to_bytes())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use warren_amqp10::messaging;
+
+    fn info() -> DeliveryInfo<'static> {
+        DeliveryInfo {
+            exchange: "",
+            routing_key: "q",
+            redelivered: false,
+            delivery_count: 0,
+        }
+    }
+
+    fn sections(b: &[u8]) -> Vec<(u64, Value)> {
+        messaging::sections(b).unwrap()
+    }
+
+    fn section(b: &[u8], code: u64) -> Option<Value> {
+        sections(b).into_iter().find(|s| s.0 == code).map(|s| s.1)
+    }
+
+    fn map_get<'a>(m: &'a Value, key: &str) -> Option<&'a Value> {
+        let Value::Map(pairs) = m else { return None };
+        pairs
+            .iter()
+            .find(|(k, _)| matches!(k, Value::String(s) | Value::Symbol(s) if s == key))
+            .map(|(_, v)| v)
+    }
 
     #[test]
     fn a_1_0_message_maps_to_0_9_1_and_back() {
@@ -209,6 +468,15 @@ mod tests {
         composite(
             HEADER,
             vec![Value::Bool(true), Value::Ubyte(3), Value::Uint(5000)],
+        )
+        .encode(&mut m);
+        Value::described(
+            MESSAGE_ANNOTATIONS,
+            Value::Map(vec![
+                (Value::symbol("x-opt-tenant"), Value::string("t1")),
+                (Value::symbol("x-routing-key"), Value::string("dropped")),
+                (Value::symbol("not-x"), Value::string("dropped")),
+            ]),
         )
         .encode(&mut m);
         composite(
@@ -221,6 +489,10 @@ mod tests {
                 Value::string("replies"),
                 Value::Ulong(42),
                 Value::symbol("text/plain"),
+                Value::Null,
+                Value::Null,
+                Value::Timestamp(1_700_000_000_123),
+                Value::string("group"),
             ],
         )
         .encode(&mut m);
@@ -240,6 +512,7 @@ mod tests {
         assert_eq!(c.to.as_deref(), Some("/queues/q"));
         assert_eq!(c.subject.as_deref(), Some("subj"));
         let p = &c.properties;
+        assert_eq!(p.kind, None, "data sections are a plain body");
         assert_eq!((p.delivery_mode, p.priority), (Some(2), Some(3)));
         assert_eq!(p.expiration.as_ref().map(|e| e.to_string()), Some("5000".into()));
         assert_eq!(p.message_id.as_ref().map(|e| e.to_string()), Some("id-1".into()));
@@ -251,27 +524,151 @@ mod tests {
             p.content_type.as_ref().map(|e| e.to_string()),
             Some("text/plain".into())
         );
+        assert_eq!(p.timestamp, Some(1_700_000_000));
+        assert_eq!(p.app_id.as_ref().map(|e| e.to_string()), Some("group".into()));
         let h = p.headers.as_ref().unwrap();
         assert_eq!(h.get("k"), Some(&FieldValue::I64(7)));
+        assert_eq!(
+            h.get("x-opt-tenant"),
+            Some(&FieldValue::LongStr(Bytes::from_static(b"t1")))
+        );
+        assert_eq!(h.get("x-routing-key"), None);
+        assert_eq!(h.get("not-x"), None);
 
         // And back, as a 1.0 consumer gets it.
         let mut out = BytesMut::new();
-        to_amqp10(&p.to_bytes(), &c.body, false, &mut out);
+        to_amqp10(&p.to_bytes(), &c.body, info(), &mut out);
         let again = from_amqp10(&out).unwrap();
         assert_eq!(&again.body[..], b"hello");
         assert_eq!(again.properties.delivery_mode, Some(2));
-        assert_eq!(
-            again.properties.headers.as_ref().unwrap().get("s"),
-            Some(&FieldValue::LongStr(Bytes::from_static(b"v")))
-        );
+        let h = again.properties.headers.as_ref().unwrap();
+        assert_eq!(h.get("s"), Some(&FieldValue::LongStr(Bytes::from_static(b"v"))));
         assert_eq!(again.properties.message_id, p.message_id);
+        let ma = section(&out, MESSAGE_ANNOTATIONS).unwrap();
+        assert_eq!(map_get(&ma, "x-opt-tenant"), Some(&Value::string("t1")));
+        assert_eq!(map_get(&ma, "x-routing-key"), Some(&Value::string("q")));
+        assert_eq!(map_get(&ma, "x-exchange"), Some(&Value::string("")));
+        let ap = section(&out, APPLICATION_PROPERTIES).unwrap();
+        assert!(
+            map_get(&ap, "x-opt-tenant").is_none(),
+            "x- headers are annotations"
+        );
+    }
+
+    #[test]
+    fn an_amqp_value_body_survives_the_round_trip() {
+        let mut m = BytesMut::new();
+        let body = Value::Map(vec![(Value::string("a"), Value::Int(1))]);
+        Value::described(AMQP_VALUE, body.clone()).encode(&mut m);
+        let c = from_amqp10(&m).unwrap();
+        assert_eq!(
+            c.properties.kind.as_ref().map(|k| k.to_string()),
+            Some(AMQP10_TYPE.into())
+        );
+        assert_eq!(&c.body[..], &m[..], "a 0-9-1 consumer gets the encoded section");
+        let mut out = BytesMut::new();
+        to_amqp10(&c.properties.to_bytes(), &c.body, info(), &mut out);
+        assert_eq!(section(&out, AMQP_VALUE), Some(body));
+        assert!(section(&out, DATA).is_none());
+        assert!(section(&out, MESSAGE_ANNOTATIONS).is_some_and(|ma| map_get(&ma, "x-basic-type").is_none()));
+    }
+
+    #[test]
+    fn a_0_9_1_message_that_only_claims_to_be_1_0_gets_a_data_section() {
+        let p = BasicProperties {
+            kind: Some(AMQP10_TYPE.into()),
+            ..Default::default()
+        };
+        let mut out = BytesMut::new();
+        to_amqp10(&p.to_bytes(), b"not sections", info(), &mut out);
+        assert_eq!(
+            section(&out, DATA),
+            Some(Value::Binary(Bytes::from_static(b"not sections")))
+        );
+    }
+
+    #[test]
+    fn ids_durability_and_delivery_counts() {
+        // No header: durable, as RabbitMQ 4 has it.
+        let mut m = BytesMut::new();
+        let uuid = [0x12u8; 16];
+        composite(
+            PROPERTIES,
+            vec![
+                Value::Uuid(uuid),
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Binary(Bytes::from_static(b"\x00\x01")),
+            ],
+        )
+        .encode(&mut m);
+        Value::described(DATA, Value::Binary(Bytes::from_static(b"x"))).encode(&mut m);
+        let c = from_amqp10(&m).unwrap();
+        assert_eq!(c.properties.delivery_mode, Some(2));
+        assert_eq!(
+            c.properties.message_id.as_ref().map(|s| s.to_string()),
+            Some("urn:uuid:12121212-1212-1212-1212-121212121212".into())
+        );
+        assert_eq!(c.properties.correlation_id, None);
+        assert_eq!(
+            c.properties.headers.as_ref().unwrap().get("x-correlation-id"),
+            Some(&FieldValue::Bytes(Bytes::from_static(b"\x00\x01")))
+        );
+        let mut out = BytesMut::new();
+        let i = DeliveryInfo {
+            redelivered: true,
+            delivery_count: 2,
+            ..info()
+        };
+        to_amqp10(&c.properties.to_bytes(), &c.body, i, &mut out);
+        let Some(Value::List(h)) = section(&out, HEADER) else {
+            panic!()
+        };
+        assert_eq!(h.get(3), Some(&Value::Bool(false)), "first-acquirer");
+        assert_eq!(h.get(4), Some(&Value::Uint(2)), "delivery-count");
+        let Some(Value::List(props)) = section(&out, PROPERTIES) else {
+            panic!()
+        };
+        assert_eq!(props.first(), Some(&Value::Uuid(uuid)), "the uuid comes back");
+
+        // durable=false is transient.
+        let mut m = BytesMut::new();
+        composite(HEADER, vec![Value::Bool(false)]).encode(&mut m);
+        assert_eq!(from_amqp10(&m).unwrap().properties.delivery_mode, Some(1));
+    }
+
+    #[test]
+    fn modified_annotations_merge_into_x_headers() {
+        let mut h = FieldTable::new();
+        h.insert("k", FieldValue::I32(1));
+        let p = BasicProperties {
+            headers: Some(h),
+            ..Default::default()
+        };
+        let ann = Value::Map(vec![
+            (Value::symbol("x-opt-reason"), Value::string("busy")),
+            (Value::symbol("plain"), Value::string("ignored")),
+        ]);
+        let merged = merge_annotations(&p.to_bytes(), &ann).unwrap();
+        let p = BasicProperties::decode(merged).unwrap();
+        let h = p.headers.unwrap();
+        assert_eq!(h.get("k"), Some(&FieldValue::I32(1)));
+        assert_eq!(
+            h.get("x-opt-reason"),
+            Some(&FieldValue::LongStr(Bytes::from_static(b"busy")))
+        );
+        assert_eq!(h.get("plain"), None);
+        assert!(merge_annotations(&Bytes::new(), &Value::Map(vec![])).is_none());
     }
 
     #[test]
     fn a_bare_body_and_garbage() {
         let mut m = BytesMut::new();
-        Value::described(messaging::AMQP_VALUE, Value::string("text")).encode(&mut m);
-        assert_eq!(&from_amqp10(&m).unwrap().body[..], b"text");
+        Value::described(AMQP_VALUE, Value::string("text")).encode(&mut m);
+        let c = from_amqp10(&m).unwrap();
+        assert_eq!(&c.body[..], &m[..]);
         assert!(from_amqp10(&[0xff]).is_err());
         assert!(from_amqp10(&[0x40]).is_err(), "a section must be described");
     }

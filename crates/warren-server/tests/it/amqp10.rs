@@ -40,6 +40,7 @@ async fn a_wrong_password_is_refused() {
 
 #[tokio::test]
 async fn publishing_over_1_0_reaches_0_9_1_consumers() {
+    use fe2o3_amqp::types::messaging::Data;
     use lapin::options::BasicGetOptions;
     let b = Broker::start().await;
     let (_c, ch) = b.channel().await;
@@ -74,7 +75,8 @@ async fn publishing_over_1_0_reaches_0_9_1_consumers() {
             .await
             .unwrap();
         for i in 0..10 {
-            let outcome = within(sender.send(format!("{addr} {i}"))).await.unwrap();
+            let body = Data::from(format!("{addr} {i}").into_bytes());
+            let outcome = within(sender.send(body)).await.unwrap();
             assert!(outcome.is_accepted(), "{addr}: {outcome:?}");
         }
         within(sender.close()).await.unwrap();
@@ -398,6 +400,7 @@ async fn outcomes_reject_dead_letters_release_requeues_accept_removes() {
 
 #[tokio::test]
 async fn a_10_mb_message_crosses_in_many_frames_both_ways() {
+    use fe2o3_amqp::types::messaging::Data;
     use fe2o3_amqp::types::primitives::Binary;
     use fe2o3_amqp::{Receiver, Sender};
     let b = Broker::start().await;
@@ -414,7 +417,9 @@ async fn a_10_mb_message_crosses_in_many_frames_both_ways() {
     let mut sender = within(Sender::attach(&mut session, "big-s", "/queues/big"))
         .await
         .unwrap();
-    let outcome = within(sender.send(Binary::from(payload.clone()))).await.unwrap();
+    let outcome = within(sender.send(Data(Binary::from(payload.clone()))))
+        .await
+        .unwrap();
     assert!(outcome.is_accepted());
     within(sender.close()).await.unwrap();
     let mut receiver = within(Receiver::attach(&mut session, "big-r", "/queues/big"))

@@ -4,7 +4,9 @@
 //! clients are compiled and linked once.
 
 mod amqp10;
+mod amqp10_messages;
 mod amqp10_raw;
+mod amqp10_session;
 mod amqprs_client;
 mod binary;
 mod common;

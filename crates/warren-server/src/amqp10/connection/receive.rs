@@ -9,9 +9,11 @@ use bytes::{Bytes, BytesMut};
 use warren_amqp10::frame::{write_frame, FrameType};
 use warren_amqp10::messaging::{self, Outcome};
 use warren_amqp10::performative::{AmqpError, Attach, Disposition, Flow, Performative, Role, Transfer};
+use warren_amqp10::Value;
+use warren_core::message::Message;
 use warren_core::queue::{ConsumerSpec, Effects, Entry, LinkCredit, Queue, Settle};
 
-use super::{Conn, Failure, Receiver};
+use super::{Conn, Failure, Receiver, Unsettled};
 use crate::amqp091::outbox::OutItem;
 use crate::amqp10::{address, convert};
 
@@ -132,20 +134,20 @@ impl Conn {
             }
             false
         });
-        let (_, effects) = r.queue.cancel(r.consumer_id);
-        self.apply(&r.queue, effects);
-        self.consumers.remove(&r.consumer_id);
-        let ids: Vec<u32> = self
+        let ids: Vec<u32> = s
             .unsettled
             .iter()
-            .filter(|(_, u)| u.0 == channel && u.1 == handle)
+            .filter(|(_, u)| u.handle == handle)
             .map(|(&id, _)| id)
             .collect();
         for id in ids {
-            if let Some(u) = self.unsettled.remove(&id) {
-                entries.push(u.4);
+            if let Some(u) = s.unsettled.remove(&id) {
+                entries.push(u.entry);
             }
         }
+        let (_, effects) = r.queue.cancel(r.consumer_id);
+        self.apply(&r.queue, effects);
+        self.consumers.remove(&r.consumer_id);
         if !entries.is_empty() {
             entries.sort_by_key(|e| e.seq);
             let effects = r.queue.settle(Some(r.consumer_id), entries, Settle::Requeue);
@@ -193,46 +195,81 @@ impl Conn {
     }
 
     /// A disposition from the client (as receiver): settle deliveries
-    /// first..=last with their queues.
-    pub(super) fn disposition(&mut self, d: Disposition) {
+    /// first..=last with their queues (§3.4): accepted acks, rejected
+    /// dead-letters (or drops), released requeues, modified requeues or,
+    /// with undeliverable-here, dead-letters as RabbitMQ does; its
+    /// delivery-failed counts an attempt and its message-annotations are
+    /// merged into the message. An outcome the client left unsettled is
+    /// settled by us (receiver settle mode first).
+    pub(super) fn disposition(&mut self, channel: u16, d: Disposition) {
         if d.role != Role::Receiver {
             return; // our publishing links settle on receipt
         }
         let last = d.last.unwrap_or(d.first);
-        let how = match d.state.as_ref().and_then(messaging::outcome) {
-            Some(Outcome::Accepted) | None => Settle::Ack,
+        let state = d.state.as_ref();
+        let mut modify = Modify::default();
+        let how = match state.and_then(messaging::outcome) {
+            Some(Outcome::Accepted) => Settle::Ack,
             Some(Outcome::Rejected) => Settle::Discard,
-            Some(Outcome::Released) | Some(Outcome::Modified) | Some(Outcome::Received) => Settle::Requeue,
+            Some(Outcome::Released) => Settle::Requeue,
+            Some(Outcome::Modified) => {
+                modify = Modify::from_state(state);
+                if modify.undeliverable_here {
+                    Settle::Discard
+                } else {
+                    Settle::Requeue
+                }
+            }
+            // No terminal outcome: settling applies the source's default
+            // outcome (released); unsettled, nothing is decided yet.
+            Some(Outcome::Received) | None if d.settled => Settle::Requeue,
+            Some(Outcome::Received) | None => return,
         };
-        if !d.settled && how == Settle::Ack && d.state.is_none() {
-            return; // nothing decided yet
-        }
-        let mut groups: Vec<(Arc<Queue>, u64, Vec<Entry>)> = Vec::new();
+        let Some(s) = self.sessions.get_mut(&channel) else {
+            return;
+        };
         let ids: Vec<u32> = if d.first <= last {
-            self.unsettled.range(d.first..=last).map(|(&id, _)| id).collect()
+            s.unsettled.range(d.first..=last).map(|(&id, _)| id).collect()
         } else {
-            // The range wraps (serial numbers).
-            self.unsettled
+            // The range wraps (serial numbers, §2.8.10).
+            s.unsettled
                 .range(d.first..)
-                .chain(self.unsettled.range(..=last))
+                .chain(s.unsettled.range(..=last))
                 .map(|(&id, _)| id)
                 .collect()
         };
+        let mut groups: Vec<(Arc<Queue>, u64, Vec<Entry>)> = Vec::new();
         for id in ids {
-            let Some((_, _, q, consumer, entry)) = self.unsettled.remove(&id) else {
+            let Some(u) = s.unsettled.remove(&id) else {
                 continue;
             };
+            let mut entry = u.entry;
+            modify.apply(&u.queue, &mut entry);
             match groups
                 .iter_mut()
-                .find(|g| Arc::ptr_eq(&g.0, &q) && g.1 == consumer)
+                .find(|g| Arc::ptr_eq(&g.0, &u.queue) && g.1 == u.consumer_id)
             {
                 Some(g) => g.2.push(entry),
-                None => groups.push((q, consumer, vec![entry])),
+                None => groups.push((u.queue, u.consumer_id, vec![entry])),
             }
         }
+        let out = s.outgoing;
         for (q, consumer, entries) in groups {
             let effects = q.settle(Some(consumer), entries, how);
             self.apply(&q, effects);
+        }
+        if !d.settled {
+            self.send(
+                out,
+                &Performative::Disposition(Disposition {
+                    role: Role::Sender,
+                    first: d.first,
+                    last: d.last,
+                    settled: true,
+                    state: d.state,
+                    batchable: false,
+                }),
+            );
         }
     }
 
@@ -299,12 +336,14 @@ impl Conn {
                 continue;
             };
             let mut payload = BytesMut::new();
-            convert::to_amqp10(
-                &d.entry.message.raw_properties,
-                &d.entry.message.body,
-                d.entry.redelivered,
-                &mut payload,
-            );
+            let m = &d.entry.message;
+            let info = convert::DeliveryInfo {
+                exchange: &m.exchange.to_str_lossy(),
+                routing_key: &m.routing_key.to_str_lossy(),
+                redelivered: d.entry.redelivered,
+                delivery_count: d.entry.delivery_count,
+            };
+            convert::to_amqp10(&m.raw_properties, &m.body, info, &mut payload);
             let id = s.next_delivery_id;
             s.next_delivery_id = s.next_delivery_id.wrapping_add(1);
             let out = s.outgoing;
@@ -330,8 +369,17 @@ impl Conn {
                 s.remote_incoming_window = s.remote_incoming_window.saturating_sub(frames as u32);
             }
             if !d.no_ack {
-                self.unsettled
-                    .insert(id, (ch, handle, d.queue, d.consumer_id, d.entry));
+                if let Some(s) = self.sessions.get_mut(&ch) {
+                    s.unsettled.insert(
+                        id,
+                        Unsettled {
+                            handle,
+                            queue: d.queue,
+                            consumer_id: d.consumer_id,
+                            entry: d.entry,
+                        },
+                    );
+                }
             }
         }
     }
@@ -360,5 +408,44 @@ impl Conn {
         };
         let out = s.outgoing;
         self.send(out, &Performative::Flow(f));
+    }
+}
+
+/// The modified outcome's fields (§3.4.5).
+#[derive(Debug, Default)]
+struct Modify {
+    delivery_failed: bool,
+    undeliverable_here: bool,
+    annotations: Option<Value>,
+}
+
+impl Modify {
+    fn from_state(state: Option<&Value>) -> Modify {
+        let Some((_, Value::List(f))) = state.and_then(Value::as_described) else {
+            return Modify::default();
+        };
+        Modify {
+            delivery_failed: matches!(f.first(), Some(Value::Bool(true))),
+            undeliverable_here: matches!(f.get(1), Some(Value::Bool(true))),
+            annotations: f.get(2).filter(|v| !v.is_null()).cloned(),
+        }
+    }
+
+    /// Count the failed attempt and merge the annotations into the
+    /// message (a new copy; the queue's memory gauge follows the size).
+    fn apply(&self, queue: &Queue, entry: &mut Entry) {
+        if self.delivery_failed {
+            entry.delivery_count = entry.delivery_count.saturating_add(1);
+        }
+        let Some(a) = &self.annotations else { return };
+        let old = &entry.message;
+        let Some(raw) = convert::merge_annotations(&old.raw_properties, a) else {
+            return;
+        };
+        let mut m = Message::clone(old);
+        m.raw_properties = raw;
+        queue.memory.sub(old.memory_size());
+        queue.memory.add(m.memory_size());
+        entry.message = Arc::new(m);
     }
 }
