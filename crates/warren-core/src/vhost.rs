@@ -365,6 +365,20 @@ impl VHost {
         Ok(())
     }
 
+    /// The bindings from exchange `source` to `destination` (all of them
+    /// when `destination` is None), for the management API's lookups.
+    pub fn bindings_from(&self, source: &[u8], destination: Option<&Destination>) -> Vec<Binding> {
+        let t = self.topology.read();
+        let Some(x) = t.exchanges.get(source) else {
+            return Vec::new();
+        };
+        x.bindings()
+            .iter()
+            .filter(|b| destination.is_none_or(|d| &b.destination == d))
+            .cloned()
+            .collect()
+    }
+
     /// Remove a binding. Unbinding what is not bound (even from a missing
     /// queue or exchange) succeeds, as in RabbitMQ.
     pub fn unbind(&self, source: &ShortStr, binding: &Binding) -> Result<(), BrokerError> {

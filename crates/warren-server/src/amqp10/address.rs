@@ -36,7 +36,12 @@ fn bad(address: &str, why: &'static str) -> AddressError {
     }
 }
 
-/// RFC 3986 percent-decoding of one path segment.
+/// RFC 3986 percent-decoding of one path segment (`whole` names the
+/// address in errors).
+pub fn decode_segment(segment: &str, whole: &str) -> Result<String, AddressError> {
+    decode(segment, whole)
+}
+
 fn decode(segment: &str, whole: &str) -> Result<String, AddressError> {
     let b = segment.as_bytes();
     let mut out = Vec::with_capacity(b.len());

@@ -33,6 +33,7 @@ use crate::amqp091::outbox::Outbox;
 
 use crate::ServerCtx;
 
+mod management;
 mod receive;
 
 /// Largest frame we accept (and announce in open).
@@ -102,6 +103,8 @@ struct Session {
     /// Our unsettled deliveries by delivery-id, for dispositions and
     /// requeue on detach.
     unsettled: BTreeMap<u32, Unsettled>,
+    /// Response links of the management node, by handle.
+    responders: HashMap<u32, management::Responder>,
     /// The highest handle we said we take (§2.7.1 handle-max).
     handle_max: u32,
     /// Handles we detached, waiting for the peer's detach: frames on them
@@ -113,6 +116,7 @@ impl Session {
     fn in_use(&self, handle: u32) -> bool {
         self.publishers.contains_key(&handle)
             || self.receivers.contains_key(&handle)
+            || self.responders.contains_key(&handle)
             || self.detached.contains(&handle)
     }
 }
@@ -181,6 +185,9 @@ struct Conn {
     consumers: HashMap<u64, (u16, u32)>,
     /// Flows to answer for receiving links: (channel, handle, drain).
     link_replies: Vec<(u16, u32, bool)>,
+    /// Exclusive queues this connection declared (through the management
+    /// node): deleted when it closes.
+    exclusive: Vec<Arc<Queue>>,
     /// Sessions we ended with an error, waiting for the peer's end:
     /// frames on them are dropped meanwhile (§2.5.5).
     ending: HashSet<u16>,
@@ -215,6 +222,7 @@ pub async fn serve(
         consumers: HashMap::new(),
         link_replies: Vec::new(),
         ending: HashSet::new(),
+        exclusive: Vec::new(),
     };
     c.id = c.ctx.broker.next_id();
     let opened = tokio::time::timeout(HANDSHAKE_TIMEOUT, c.handshake()).await;
@@ -571,6 +579,7 @@ impl Conn {
                 remote_incoming_window: b.incoming_window,
                 held: VecDeque::new(),
                 unsettled: BTreeMap::new(),
+                responders: HashMap::new(),
                 handle_max,
                 detached: HashSet::new(),
             },
@@ -622,10 +631,20 @@ impl Conn {
                 format!("handle {} is already attached", a.handle),
             )));
         }
-        if a.role == Role::Sender {
-            self.attach_publisher(channel, a);
-        } else {
-            self.attach_receiver(channel, a);
+        let node = match a.role {
+            Role::Sender => a.target.as_ref(),
+            Role::Receiver => a.source.as_ref(),
+        }
+        .and_then(messaging::address);
+        match a.role {
+            Role::Sender if management::is_node(node.as_deref()) => {
+                self.attach_management_requests(channel, a)
+            }
+            Role::Sender => self.attach_publisher(channel, a),
+            Role::Receiver if management::is_node(node.as_deref()) => {
+                self.attach_management_responses(channel, a)
+            }
+            Role::Receiver => self.attach_receiver(channel, a),
         }
         Ok(())
     }
@@ -662,6 +681,7 @@ impl Conn {
             return;
         };
         s.publishers.remove(&handle);
+        s.responders.remove(&handle);
         let receiver = s.receivers.contains_key(&handle);
         if receiver {
             self.stop_receiver(channel, handle);
@@ -798,6 +818,15 @@ impl Conn {
         else {
             return Ok(());
         };
+        if let Some(name) = p.management.clone() {
+            self.management_request(channel, t.handle, &name, &message)?;
+            // RabbitMQ's clients send requests settled; others get them
+            // accepted (the answer is the response message).
+            if !settled {
+                self.settles.push((out, delivery_id, Outcome::Accepted));
+            }
+            return Ok(());
+        }
         let target = p.target.clone();
         let published = publish::publish(&self.ctx, &vh, &target, delivery_id, settled, &message)
             .map_err(|e| Failure::Link(t.handle, e))?;
@@ -879,7 +908,16 @@ impl Conn {
                     s.incoming_window = INCOMING_WINDOW;
                     window = true;
                 }
+                let backlog: usize = s.responders.values().map(|r| r.pending.len()).sum();
                 for (h, p) in s.publishers.iter_mut() {
+                    if p.management.is_some() {
+                        // Requests wait for their responses to be read.
+                        if backlog < management::BACKLOG && p.credit < management::CREDIT / 2 {
+                            p.credit = management::CREDIT;
+                            flows.push((*h, p.delivery_count, p.credit));
+                        }
+                        continue;
+                    }
                     // Still throttled by a queue over its mark? (It wakes
                     // us through the outbox when it drains.)
                     let waiter: Arc<dyn FlowWaiter> = self.outbox.clone();

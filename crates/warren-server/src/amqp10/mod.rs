@@ -5,4 +5,5 @@
 pub mod address;
 pub mod connection;
 pub mod convert;
+pub mod management;
 pub mod publish;

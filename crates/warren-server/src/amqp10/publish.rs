@@ -43,6 +43,10 @@ pub struct Publisher {
     /// Queues over their backlog mark that this link published into: its
     /// credit is not topped up until they drain (per-link flow control).
     pub throttled_by: Vec<Arc<Queue>>,
+    /// A request link of the management node: its link name, which pairs
+    /// it with the response link (its messages are requests, not
+    /// publishes, and `target` is unused).
+    pub management: Option<String>,
 }
 
 /// What became of one complete transfer.
@@ -65,6 +69,15 @@ impl Publisher {
             delivery_count,
             partial: None,
             throttled_by: Vec::new(),
+            management: None,
+        }
+    }
+
+    /// The request link of a management link pair named `name`.
+    pub fn management(name: String, delivery_count: u32) -> Publisher {
+        Publisher {
+            management: Some(name),
+            ..Publisher::new(Target::PerMessage, delivery_count)
         }
     }
 

@@ -4,6 +4,7 @@
 //! clients are compiled and linked once.
 
 mod amqp10;
+mod amqp10_management;
 mod amqp10_messages;
 mod amqp10_raw;
 mod amqp10_session;

@@ -28,6 +28,13 @@ impl Conn {
         // Deliveries that raced with the close go back too.
         self.consumers.clear();
         self.drain_outbox();
+        if let Some(vh) = self.vhost.clone() {
+            for q in self.exclusive.drain(..) {
+                if vh.remove_queue_if_same(&q) {
+                    vh.destroy_queue(&q);
+                }
+            }
+        }
     }
 
     /// A client's receiving link: a consumer on the source queue, with
@@ -176,7 +183,15 @@ impl Conn {
         let next_in = f.next_incoming_id.unwrap_or(0);
         let behind = next_in.wrapping_sub(s.next_outgoing_id) as i32 as i64;
         s.remote_incoming_window = (f.incoming_window as i64 + behind).clamp(0, u32::MAX as i64) as u32;
-        let Some(h) = f.handle else { return Ok(()) };
+        let Some(h) = f.handle else {
+            self.send_held(channel);
+            self.send_responses(channel);
+            return Ok(());
+        };
+        if s.responders.contains_key(&h) {
+            self.responder_flow(channel, h, &f);
+            return Ok(());
+        }
         if let Some(r) = s.receivers.get_mut(&h) {
             r.credit.flow(f.delivery_count, f.link_credit.unwrap_or(0));
             let q = r.queue.clone();
@@ -303,6 +318,7 @@ impl Conn {
         let channels: Vec<u16> = self.sessions.keys().copied().collect();
         for ch in channels {
             self.send_held(ch);
+            self.send_responses(ch);
         }
         // Drain and echo are answered after the deliveries already
         // counted against the credit have gone out as transfers.

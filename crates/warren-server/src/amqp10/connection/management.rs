@@ -1,0 +1,252 @@
+//! The links of RabbitMQ 4's management node (`/management`): a client
+//! attaches a pair with one name, a sending link for requests and a
+//! receiving link for responses. Requests are answered in order on the
+//! response link of the same name, pre-settled, as credit and the
+//! session window allow. Responses waiting for credit are bounded: past
+//! `BACKLOG` the request link gets no new credit, so a client that asks
+//! without reading slows itself down, not the broker.
+
+use std::collections::VecDeque;
+
+use bytes::{Bytes, BytesMut};
+use warren_amqp10::frame::{write_frame, FrameType};
+use warren_amqp10::performative::{AmqpError, Attach, Flow, Performative, Role, Transfer};
+
+use super::{Conn, Failure};
+use crate::amqp10::management;
+use crate::amqp10::publish::Publisher;
+
+/// Credit a request link holds.
+pub(super) const CREDIT: u32 = 8;
+/// Responses waiting for credit past which requests get no more credit.
+pub(super) const BACKLOG: usize = 16;
+
+/// The response half of a management link pair (our sending end).
+#[derive(Debug)]
+pub(super) struct Responder {
+    pub name: String,
+    pub delivery_count: u32,
+    pub credit: u32,
+    pub pending: VecDeque<Bytes>,
+}
+
+impl Conn {
+    /// The client's request link: we are its receiver.
+    pub(super) fn attach_management_requests(&mut self, channel: u16, a: Attach) {
+        let Some(s) = self.sessions.get_mut(&channel) else {
+            return;
+        };
+        let out = s.outgoing;
+        let mut p = Publisher::management(a.name.clone(), a.initial_delivery_count.unwrap_or(0));
+        if !self.blocked {
+            p.credit = CREDIT;
+        }
+        let (dc, credit) = (p.delivery_count, p.credit);
+        s.publishers.insert(a.handle, p);
+        self.send(
+            out,
+            &Performative::Attach(Attach {
+                name: a.name,
+                handle: a.handle,
+                role: Role::Receiver,
+                snd_settle_mode: a.snd_settle_mode,
+                rcv_settle_mode: Some(0),
+                source: a.source,
+                target: a.target,
+                max_message_size: Some(self.ctx.config.max_message_size),
+                properties: a.properties,
+                ..Default::default()
+            }),
+        );
+        self.send_flow(channel, Some((a.handle, dc, credit)));
+    }
+
+    /// The client's response link: we send on it, pre-settled.
+    pub(super) fn attach_management_responses(&mut self, channel: u16, a: Attach) {
+        let Some(s) = self.sessions.get_mut(&channel) else {
+            return;
+        };
+        let out = s.outgoing;
+        s.responders.insert(
+            a.handle,
+            Responder {
+                name: a.name.clone(),
+                delivery_count: 0,
+                credit: 0,
+                pending: VecDeque::new(),
+            },
+        );
+        self.send(
+            out,
+            &Performative::Attach(Attach {
+                name: a.name,
+                handle: a.handle,
+                role: Role::Sender,
+                snd_settle_mode: Some(1),
+                rcv_settle_mode: Some(0),
+                source: a.source,
+                target: a.target,
+                initial_delivery_count: Some(0),
+                properties: a.properties,
+                ..Default::default()
+            }),
+        );
+    }
+
+    /// One complete request from the link `handle` named `name`: carry it
+    /// out and queue the response on the paired link.
+    pub(super) fn management_request(
+        &mut self,
+        channel: u16,
+        handle: u32,
+        name: &str,
+        message: &[u8],
+    ) -> Result<(), Failure> {
+        let Some(vh) = self.vhost.clone() else {
+            return Ok(());
+        };
+        let Some(s) = self.sessions.get(&channel) else {
+            return Ok(());
+        };
+        // The pair shares a name; a lone response link serves any.
+        let responder = s
+            .responders
+            .iter()
+            .find(|(_, r)| r.name == name)
+            .or_else(|| {
+                (s.responders.len() == 1)
+                    .then(|| s.responders.iter().next())
+                    .flatten()
+            })
+            .map(|(&h, _)| h);
+        let Some(responder) = responder else {
+            return Err(Failure::Link(
+                handle,
+                AmqpError::new(
+                    "amqp:illegal-state",
+                    "a management request needs a response link (source /management) attached first",
+                ),
+            ));
+        };
+        let mut out = BytesMut::new();
+        match management::parse(message) {
+            Ok(req) => {
+                let done = management::handle(&vh, self.id, management::NODE, &req);
+                if let Some(q) = done.exclusive {
+                    self.exclusive.push(q);
+                }
+                if let Some(q) = done.created.filter(|q| q.needs_timer()) {
+                    self.ctx.timers.arm(&vh, &q);
+                }
+                if let Some(r) = done.response {
+                    tracing::debug!(method = %req.method, path = %req.path, status = r.status, "management request");
+                    management::encode(req.message_id.as_ref(), &r, &mut out);
+                }
+            }
+            Err(e) => {
+                let r = management::Response {
+                    status: 400,
+                    body: warren_amqp10::Value::String(e),
+                };
+                management::encode(None, &r, &mut out);
+            }
+        }
+        if let Some(r) = self
+            .sessions
+            .get_mut(&channel)
+            .and_then(|s| s.responders.get_mut(&responder))
+        {
+            r.pending.push_back(out.freeze());
+        }
+        self.send_responses(channel);
+        Ok(())
+    }
+
+    /// A flow for a response link: credit (§2.6.7), drain and echo.
+    pub(super) fn responder_flow(&mut self, channel: u16, handle: u32, f: &Flow) {
+        let Some(s) = self.sessions.get_mut(&channel) else {
+            return;
+        };
+        let Some(r) = s.responders.get_mut(&handle) else {
+            return;
+        };
+        let theirs = f.delivery_count.unwrap_or(r.delivery_count);
+        let ahead = theirs
+            .wrapping_add(f.link_credit.unwrap_or(0))
+            .wrapping_sub(r.delivery_count);
+        r.credit = if ahead < 1 << 31 { ahead } else { 0 };
+        self.send_responses(channel);
+        let Some(r) = self
+            .sessions
+            .get_mut(&channel)
+            .and_then(|s| s.responders.get_mut(&handle))
+        else {
+            return;
+        };
+        if f.drain {
+            r.delivery_count = r.delivery_count.wrapping_add(r.credit);
+            r.credit = 0;
+        }
+        if f.drain || f.echo {
+            let (dc, credit, available) = (r.delivery_count, r.credit, r.pending.len() as u32);
+            self.send_flow_link(channel, handle, dc, credit, f.drain, available);
+        }
+    }
+
+    /// Send waiting responses while credit and the peer's window allow.
+    pub(super) fn send_responses(&mut self, channel: u16) {
+        let max_frame = self.peer_max_frame as usize;
+        let Some(s) = self.sessions.get_mut(&channel) else {
+            return;
+        };
+        let out = s.outgoing;
+        let handles: Vec<u32> = s.responders.keys().copied().collect();
+        for handle in handles {
+            loop {
+                let Some(s) = self.sessions.get_mut(&channel) else {
+                    return;
+                };
+                if s.remote_incoming_window == 0 {
+                    return;
+                }
+                let Some(r) = s.responders.get_mut(&handle) else {
+                    break;
+                };
+                if r.credit == 0 {
+                    break;
+                }
+                let Some(payload) = r.pending.pop_front() else {
+                    break;
+                };
+                r.credit -= 1;
+                r.delivery_count = r.delivery_count.wrapping_add(1);
+                let id = s.next_delivery_id;
+                s.next_delivery_id = s.next_delivery_id.wrapping_add(1);
+                let chunk = max_frame.saturating_sub(128).max(256);
+                let frames = payload.len().div_ceil(chunk).max(1);
+                s.next_outgoing_id = s.next_outgoing_id.wrapping_add(frames as u32);
+                s.remote_incoming_window = s.remote_incoming_window.saturating_sub(frames as u32);
+                for (k, part) in payload.chunks(chunk).enumerate() {
+                    let first = k == 0;
+                    let t = Performative::Transfer(Transfer {
+                        handle,
+                        delivery_id: first.then_some(id),
+                        delivery_tag: first.then(|| Bytes::copy_from_slice(&id.to_be_bytes())),
+                        message_format: first.then_some(0),
+                        settled: first.then_some(true),
+                        more: k + 1 < frames,
+                        ..Default::default()
+                    });
+                    let mut body = BytesMut::new();
+                    t.encode(&mut body);
+                    write_frame(&mut self.wbuf, FrameType::Amqp, out, &[&body, part]);
+                }
+            }
+        }
+    }
+}
+
+/// Is this terminus the management node?
+pub(super) fn is_node(address: Option<&str>) -> bool {
+    address == Some(management::ADDRESS)
+}

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The Python interop checks (python-qpid-proton and RabbitMQ's own
+# rabbitmq-amqp-python-client, from PyPI) against a Warren started here
+# on a free loopback port with a fresh data directory. Used by .ci/run.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+venv=${WARREN_PY_VENV:-target/py-venv}
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv" || { apt-get update -qq && apt-get install -y -qq python3-venv && python3 -m venv "$venv"; }
+fi
+"$venv/bin/pip" install -q --disable-pip-version-check -r tests/python/requirements.txt
+cargo build -q -p warren-server --bin warren
+data=$(mktemp -d)
+port=$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+target/debug/warren --amqp-listen "127.0.0.1:$port" --data-dir "$data" --log warn &
+pid=$!
+trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$data"' EXIT
+for _ in $(seq 100); do
+  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+  sleep 0.1
+done
+timeout 600 "$venv/bin/python" tests/python/amqp10_interop.py "$port"
