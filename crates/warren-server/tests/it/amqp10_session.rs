@@ -211,3 +211,72 @@ async fn a_sender_waits_out_an_alarm_and_resumes() {
     let _ = within(session.end()).await;
     let _ = within(conn.close()).await;
 }
+
+/// RFC 1982 serial numbers across the wrap (§2.8.9-2.8.10): a sending
+/// link whose delivery-count and delivery-ids pass 2^32 - 1 is credited
+/// and settled as if nothing happened, the settlements merged into one
+/// disposition whose range wraps.
+#[tokio::test]
+async fn delivery_ids_and_counts_wrap_as_serial_numbers() {
+    use warren_amqp10::performative::{Disposition, Flow};
+    let b = Broker::start().await;
+    let (_c, ch) = b.channel().await;
+    declare(&ch, "wrap-out", Default::default()).await;
+    declare(&ch, "wrap-in", Default::default()).await;
+    let mut r = within(RawReceiver::attach(b.port, "/queues/wrap-out")).await;
+    let start = u32::MAX - 1;
+    r.send_on(
+        0,
+        Performative::Attach(Attach {
+            initial_delivery_count: Some(start),
+            ..match sender_attach(1, "/queues/wrap-in") {
+                Performative::Attach(a) => a,
+                _ => unreachable!(),
+            }
+        }),
+    );
+    r.flush().await;
+    let granted = |f: &[(Performative, Bytes)]| {
+        f.iter().find_map(|(p, _)| match p {
+            Performative::Flow(Flow {
+                handle: Some(1),
+                delivery_count,
+                link_credit,
+                ..
+            }) => Some((*delivery_count, *link_credit)),
+            _ => None,
+        })
+    };
+    let frames = within(r.read(None, |f| granted(f).is_some())).await;
+    assert_eq!(
+        granted(&frames).unwrap().0,
+        Some(start),
+        "credit counts from the sender's delivery-count"
+    );
+    // Five transfers: delivery-ids MAX-1, MAX, 0, 1, 2.
+    for k in 0..5u32 {
+        r.transfer(0, 1, start.wrapping_add(k), format!("w{k}").as_bytes());
+    }
+    r.flush().await;
+    let settled = |f: &[(Performative, Bytes)]| {
+        f.iter()
+            .filter_map(|(p, _)| match p {
+                Performative::Disposition(Disposition {
+                    first,
+                    last,
+                    settled: true,
+                    ..
+                }) => Some((*first, last.unwrap_or(*first))),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    let frames = within(r.read(None, |f| settled(f).iter().any(|&(_, l)| l == 2))).await;
+    assert_eq!(
+        settled(&frames),
+        vec![(start, 2)],
+        "one disposition over the wrap"
+    );
+    let q = declare(&ch, "wrap-in", Default::default()).await;
+    assert_eq!(q.message_count(), 5);
+}
