@@ -663,6 +663,44 @@ mod tests {
         assert!(merge_annotations(&Bytes::new(), &Value::Map(vec![])).is_none());
     }
 
+    /// Random bytes, and random cuts and flips of a real message, never
+    /// panic the decoder or the encoder behind it.
+    #[test]
+    fn random_input_is_an_error_not_a_panic() {
+        let mut real = BytesMut::new();
+        composite(HEADER, vec![Value::Bool(true)]).encode(&mut real);
+        Value::described(
+            MESSAGE_ANNOTATIONS,
+            Value::Map(vec![(Value::symbol("x-a"), Value::List(vec![Value::Int(1)]))]),
+        )
+        .encode(&mut real);
+        Value::described(AMQP_VALUE, Value::Map(vec![(Value::string("k"), Value::Long(1))]))
+            .encode(&mut real);
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for i in 0..20_000 {
+            let mut m = if i % 2 == 0 {
+                real.to_vec()
+            } else {
+                (0..next() % 64).map(|_| next() as u8).collect()
+            };
+            if !m.is_empty() {
+                let at = next() as usize % m.len();
+                m[at] ^= next() as u8;
+                m.truncate(next() as usize % (m.len() + 1));
+            }
+            if let Ok(c) = from_amqp10(&m) {
+                let mut out = BytesMut::new();
+                to_amqp10(&c.properties.to_bytes(), &c.body, info(), &mut out);
+            }
+        }
+    }
+
     #[test]
     fn a_bare_body_and_garbage() {
         let mut m = BytesMut::new();
