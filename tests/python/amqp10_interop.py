@@ -175,16 +175,18 @@ def proton_every_address_form_and_bodies_as_sent():
         except SendException:
             pass
         s.close()
-        r = c.create_receiver(f"/queues/{q}", credit=10)
-        for m in sent:
+        # And every source form: two messages through each.
+        sources = [f"/queues/{q}", f"/amq/queue/{q}", f"/queue/{q}"]
+        for k, m in enumerate(sent):
+            r = c.create_receiver(sources[k // 2], credit=1)
             got = r.receive(timeout=5)
             r.accept()
+            r.close()
             assert got.body == m.body, (got.body, m.body)
             assert got.id == m.id, (got.id, m.id)
             if m.properties:
                 assert got.properties == m.properties, (got.properties, m.properties)
             assert got.durable, "a message without a header is durable"
-        r.close()
     finally:
         c.close()
         mgmt.delete_queue(q)
