@@ -760,7 +760,7 @@ impl Conn {
         let f = Flow {
             next_incoming_id: Some(s.next_incoming_id),
             incoming_window: if self.blocked { 0 } else { s.incoming_window },
-            next_outgoing_id: 0,
+            next_outgoing_id: s.next_outgoing_id,
             outgoing_window: 65_535,
             handle: link.map(|l| l.0),
             delivery_count: link.map(|l| l.1),

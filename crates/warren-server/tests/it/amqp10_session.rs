@@ -280,3 +280,31 @@ async fn delivery_ids_and_counts_wrap_as_serial_numbers() {
     let q = declare(&ch, "wrap-in", Default::default()).await;
     assert_eq!(q.message_count(), 5);
 }
+
+/// Our flows tell the truth about our side of the session: after n
+/// transfers, next-outgoing-id is n (§2.5.6), on every flow.
+#[tokio::test]
+async fn flows_carry_our_next_outgoing_id() {
+    use warren_amqp10::performative::Flow;
+    let b = Broker::start().await;
+    let (_c, ch) = b.channel().await;
+    declare(&ch, "ids-out", Default::default()).await;
+    declare(&ch, "ids-in", Default::default()).await;
+    publish(&ch, "ids-out", 3).await;
+    let mut r = within(RawReceiver::attach(b.port, "/queues/ids-out")).await;
+    r.flow(0, 3, false).await;
+    within(r.read(None, |f| transfers(f).len() >= 3)).await;
+    // A sending link now: its credit comes in a session flow.
+    r.send_on(0, sender_attach(1, "/queues/ids-in"));
+    r.flush().await;
+    let frames = within(r.read(None, |f| {
+        f.iter()
+            .any(|(p, _)| matches!(p, Performative::Flow(Flow { handle: Some(1), .. })))
+    }))
+    .await;
+    let next_out = frames.iter().find_map(|(p, _)| match p {
+        Performative::Flow(f) if f.handle == Some(1) => Some(f.next_outgoing_id),
+        _ => None,
+    });
+    assert_eq!(next_out, Some(3));
+}
