@@ -55,7 +55,7 @@ pub struct DeliveryInfo<'a> {
 }
 
 /// A 1.0 value as a 0-9-1 field value (None: no counterpart, dropped).
-fn field_value(v: &Value) -> Option<FieldValue> {
+pub fn field_value(v: &Value) -> Option<FieldValue> {
     Some(match v {
         Value::Bool(b) => FieldValue::Bool(*b),
         Value::Ubyte(x) => FieldValue::U8(*x),
@@ -89,7 +89,7 @@ fn field_value(v: &Value) -> Option<FieldValue> {
 }
 
 /// A 0-9-1 field value as a 1.0 value.
-fn value_of(f: &FieldValue) -> Option<Value> {
+pub fn value_of(f: &FieldValue) -> Option<Value> {
     Some(match f {
         FieldValue::Bool(b) => Value::Bool(*b),
         FieldValue::I8(x) => Value::Byte(*x),

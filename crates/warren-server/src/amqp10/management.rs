@@ -16,7 +16,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use base64::Engine;
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use warren_amqp091::{FieldTable, FieldValue, ShortStr};
 use warren_amqp10::composite::composite;
 use warren_amqp10::messaging::{self, AMQP_VALUE, APPLICATION_PROPERTIES, PROPERTIES};
@@ -26,7 +26,7 @@ use warren_core::queue::Queue;
 use warren_core::vhost::{ExchangeDecl, QueueDecl};
 use warren_core::{BrokerError, VHost};
 
-use super::address;
+use super::{address, convert};
 
 /// The node's address.
 pub const ADDRESS: &str = "/management";
@@ -230,7 +230,7 @@ fn arguments(body: &Value) -> Result<FieldTable, Response> {
                 let (Value::String(k) | Value::Symbol(k)) = k else {
                     return Err(Response::error(400, "argument names must be strings"));
                 };
-                let v = field_value(v)
+                let v = convert::field_value(v)
                     .ok_or_else(|| Response::error(400, format!("argument '{k}' has an unsupported type")))?;
                 t.insert(k, v);
             }
@@ -240,71 +240,8 @@ fn arguments(body: &Value) -> Result<FieldTable, Response> {
     Ok(t)
 }
 
-fn field_value(v: &Value) -> Option<FieldValue> {
-    Some(match v {
-        Value::Bool(b) => FieldValue::Bool(*b),
-        Value::Byte(x) => FieldValue::I8(*x),
-        Value::Ubyte(x) => FieldValue::U8(*x),
-        Value::Short(x) => FieldValue::I16(*x),
-        Value::Ushort(x) => FieldValue::U16(*x),
-        Value::Int(x) => FieldValue::I32(*x),
-        Value::Uint(x) => FieldValue::I64(*x as i64),
-        Value::Long(x) => FieldValue::I64(*x),
-        Value::Ulong(x) => FieldValue::I64(i64::try_from(*x).ok()?),
-        Value::Float(x) => FieldValue::F32(*x),
-        Value::Double(x) => FieldValue::F64(*x),
-        Value::String(s) | Value::Symbol(s) => FieldValue::LongStr(Bytes::from(s.clone())),
-        Value::Binary(b) => FieldValue::Bytes(b.clone()),
-        Value::Timestamp(ms) => FieldValue::Timestamp((*ms / 1000) as u64),
-        Value::List(items) | Value::Array(items) => {
-            FieldValue::Array(items.iter().map(field_value).collect::<Option<_>>()?)
-        }
-        Value::Map(_) => {
-            let mut t = FieldTable::new();
-            if let Value::Map(pairs) = v {
-                for (k, v) in pairs {
-                    let (Value::String(k) | Value::Symbol(k)) = k else {
-                        return None;
-                    };
-                    t.insert(k, field_value(v)?);
-                }
-            }
-            FieldValue::Table(t)
-        }
-        _ => return None,
-    })
-}
-
-fn value_of(f: &FieldValue) -> Value {
-    match f {
-        FieldValue::Bool(b) => Value::Bool(*b),
-        FieldValue::I8(x) => Value::Byte(*x),
-        FieldValue::U8(x) => Value::Ubyte(*x),
-        FieldValue::I16(x) => Value::Short(*x),
-        FieldValue::U16(x) => Value::Ushort(*x),
-        FieldValue::I32(x) => Value::Int(*x),
-        FieldValue::U32(x) => Value::Uint(*x),
-        FieldValue::I64(x) => Value::Long(*x),
-        FieldValue::F32(x) => Value::Float(*x),
-        FieldValue::F64(x) => Value::Double(*x),
-        FieldValue::LongStr(b) => match std::str::from_utf8(b) {
-            Ok(s) => Value::String(s.to_string()),
-            Err(_) => Value::Binary(b.clone()),
-        },
-        FieldValue::Bytes(b) => Value::Binary(b.clone()),
-        FieldValue::Timestamp(s) => Value::Timestamp(*s as i64 * 1000),
-        FieldValue::Array(items) => Value::List(items.iter().map(value_of).collect()),
-        FieldValue::Table(t) => table_value(t),
-        FieldValue::Decimal(..) | FieldValue::Void => Value::Null,
-    }
-}
-
 fn table_value(t: &FieldTable) -> Value {
-    Value::Map(
-        t.iter()
-            .map(|(k, v)| (Value::String(k.to_str_lossy().into_owned()), value_of(v)))
-            .collect(),
-    )
+    convert::value_of(&FieldValue::Table(t.clone())).unwrap_or(Value::Map(Vec::new()))
 }
 
 fn queue_info(vh: &VHost, node: &str, q: &Queue) -> Value {
@@ -469,48 +406,80 @@ fn location(source: &str, b: &Binding) -> String {
     )
 }
 
-fn list_bindings(vh: &VHost, query: &str) -> Response {
-    let mut src = None;
-    let mut dest = None;
-    let mut key = None;
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        let v = match address::decode_segment(v, query) {
-            Ok(v) => v,
-            Err(e) => return Response::error(400, e.to_string()),
-        };
-        match k {
-            "src" => src = Some(v),
-            "dstq" => dest = Some(Destination::Queue(v.as_str().into())),
-            "dste" => dest = Some(Destination::Exchange(v.as_str().into())),
-            "key" => key = Some(v),
-            _ => return Response::error(400, format!("unknown query parameter '{k}'")),
+/// A binding named by `key=value` pairs (a query string's, or a binding
+/// path's `src=..;dstq=..;key=..;args=..`), values percent-encoded.
+#[derive(Default)]
+struct BindingSpec {
+    source: Option<String>,
+    destination: Option<Destination>,
+    key: Option<String>,
+    args: Option<String>,
+}
+
+impl BindingSpec {
+    fn parse<'a>(pairs: impl Iterator<Item = &'a str>, whole: &str) -> Result<BindingSpec, Response> {
+        let mut b = BindingSpec::default();
+        for pair in pairs.filter(|p| !p.is_empty()) {
+            let Some((k, v)) = pair.split_once('=') else {
+                return Err(Response::error(400, format!("bad binding path {whole}")));
+            };
+            let v = address::decode_segment(v, whole).map_err(|e| Response::error(400, e.to_string()))?;
+            match k {
+                "src" => b.source = Some(v),
+                "dstq" => b.destination = Some(Destination::Queue(v.as_str().into())),
+                "dste" => b.destination = Some(Destination::Exchange(v.as_str().into())),
+                "key" => b.key = Some(v),
+                "args" => b.args = Some(v),
+                _ => {
+                    return Err(Response::error(
+                        400,
+                        format!("unknown binding field '{k}' in {whole}"),
+                    ))
+                }
+            }
         }
+        Ok(b)
     }
-    let (Some(src), Some(dest)) = (src, dest) else {
+
+    /// The bindings it names (any key and arguments where it names none).
+    fn matching(&self, vh: &VHost, source: &str, destination: &Destination) -> Vec<Binding> {
+        vh.bindings_from(source.as_bytes(), Some(destination))
+            .into_iter()
+            .filter(|b| {
+                self.key
+                    .as_ref()
+                    .is_none_or(|k| b.routing_key.as_bytes() == k.as_bytes())
+            })
+            .filter(|b| self.args.as_ref().is_none_or(|a| &args_token(&b.arguments) == a))
+            .collect()
+    }
+}
+
+fn list_bindings(vh: &VHost, query: &str) -> Response {
+    let spec = match BindingSpec::parse(query.split('&'), query) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let (Some(src), Some(dest)) = (&spec.source, &spec.destination) else {
         return Response::error(400, "GET /bindings needs src and dstq or dste");
     };
-    let list = vh
-        .bindings_from(src.as_bytes(), Some(&dest))
+    let list = spec
+        .matching(vh, src, dest)
         .into_iter()
-        .filter(|b| {
-            key.as_ref()
-                .is_none_or(|k| b.routing_key.as_bytes() == k.as_bytes())
-        })
         .map(|b| {
             let (dk, dv) = match &b.destination {
                 Destination::Queue(q) => ("destination_queue", q),
                 Destination::Exchange(x) => ("destination_exchange", x),
             };
             Value::Map(vec![
-                (Value::string("source"), Value::string(&src)),
+                (Value::string("source"), Value::string(src)),
                 (Value::string(dk), Value::String(dv.to_str_lossy().into_owned())),
                 (
                     Value::string("binding_key"),
                     Value::String(b.routing_key.to_str_lossy().into_owned()),
                 ),
                 (Value::string("arguments"), table_value(&b.arguments)),
-                (Value::string("location"), Value::String(location(&src, &b))),
+                (Value::string("location"), Value::String(location(src, &b))),
             ])
         })
         .collect();
@@ -520,35 +489,15 @@ fn list_bindings(vh: &VHost, query: &str) -> Response {
 /// DELETE /bindings/src=..;dstq=..;key=..;args=..: removing what is not
 /// bound succeeds, as in RabbitMQ.
 fn unbind(vh: &VHost, spec: &str, whole: &str) -> Response {
-    let mut src = None;
-    let mut dest = None;
-    let mut key = None;
-    let mut args = None;
-    for part in spec.split(';') {
-        let Some((k, v)) = part.split_once('=') else {
-            return Response::error(400, format!("bad binding path {whole}"));
-        };
-        let v = match address::decode_segment(v, whole) {
-            Ok(v) => v,
-            Err(e) => return Response::error(400, e.to_string()),
-        };
-        match k {
-            "src" => src = Some(v),
-            "dstq" => dest = Some(Destination::Queue(v.as_str().into())),
-            "dste" => dest = Some(Destination::Exchange(v.as_str().into())),
-            "key" => key = Some(v),
-            "args" => args = Some(v),
-            _ => return Response::error(400, format!("bad binding path {whole}")),
-        }
-    }
-    let (Some(src), Some(dest), Some(key), Some(args)) = (src, dest, key, args) else {
+    let spec = match BindingSpec::parse(spec.split(';'), whole) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let (Some(src), Some(dest), Some(_), Some(_)) = (&spec.source, &spec.destination, &spec.key, &spec.args)
+    else {
         return Response::error(400, format!("bad binding path {whole}"));
     };
-    let found = vh
-        .bindings_from(src.as_bytes(), Some(&dest))
-        .into_iter()
-        .find(|b| b.routing_key.as_bytes() == key.as_bytes() && args_token(&b.arguments) == args);
-    if let Some(b) = found {
+    for b in spec.matching(vh, src, dest) {
         if let Err(e) = vh.unbind(&src.as_str().into(), &b) {
             return broker_error(e);
         }

@@ -3,6 +3,8 @@
 //! HTTP method as subject and the path as `to`, answers with the status
 //! as subject. (tests/python drives it with RabbitMQ's own client.)
 
+use fe2o3_amqp::connection::ConnectionHandle;
+use fe2o3_amqp::session::SessionHandle;
 use fe2o3_amqp::types::messaging::{Body, Message, MessageId, Properties};
 use fe2o3_amqp::types::primitives::{OrderedMap, Value};
 use fe2o3_amqp::{Connection, Receiver, Sender, Session};
@@ -16,6 +18,29 @@ struct Node {
 }
 
 impl Node {
+    /// A connection and session with a request and a response link (the
+    /// names differ: fe2o3-amqp refuses two links of one name, and a lone
+    /// response link serves any request link).
+    async fn open(b: &Broker) -> (ConnectionHandle<()>, SessionHandle<()>, Node) {
+        let url = format!("amqp://guest:guest@127.0.0.1:{}", b.port);
+        let mut conn = within(Connection::open("warren-test", url.as_str()))
+            .await
+            .unwrap();
+        let mut session = within(Session::begin(&mut conn)).await.unwrap();
+        let sender = within(Sender::attach(&mut session, "requests", "/management"))
+            .await
+            .unwrap();
+        let receiver = within(Receiver::attach(&mut session, "responses", "/management"))
+            .await
+            .unwrap();
+        let node = Node {
+            sender,
+            receiver,
+            next_id: 0,
+        };
+        (conn, session, node)
+    }
+
     async fn request(&mut self, method: &str, path: &str, body: Value) -> (String, Value) {
         self.next_id += 1;
         let id = format!("req-{}", self.next_id);
@@ -65,22 +90,7 @@ fn field<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
 #[tokio::test]
 async fn the_management_node_declares_binds_purges_and_deletes() {
     let b = Broker::start().await;
-    let url = format!("amqp://guest:guest@127.0.0.1:{}", b.port);
-    let mut conn = within(Connection::open("warren-test", url.as_str()))
-        .await
-        .unwrap();
-    let mut session = within(Session::begin(&mut conn)).await.unwrap();
-    let sender = within(Sender::attach(&mut session, "mgmt-requests", "/management"))
-        .await
-        .unwrap();
-    let receiver = within(Receiver::attach(&mut session, "mgmt-responses", "/management"))
-        .await
-        .unwrap();
-    let mut node = Node {
-        sender,
-        receiver,
-        next_id: 0,
-    };
+    let (mut conn, mut session, mut node) = Node::open(&b).await;
 
     let mut args = OrderedMap::new();
     args.insert(Value::String("x-max-length".into()), Value::Long(10));
@@ -175,22 +185,7 @@ async fn the_management_node_declares_binds_purges_and_deletes() {
 #[tokio::test]
 async fn an_exclusive_queue_declared_through_the_node_goes_with_its_connection() {
     let b = Broker::start().await;
-    let url = format!("amqp://guest:guest@127.0.0.1:{}", b.port);
-    let mut conn = within(Connection::open("warren-test", url.as_str()))
-        .await
-        .unwrap();
-    let mut session = within(Session::begin(&mut conn)).await.unwrap();
-    let sender = within(Sender::attach(&mut session, "p-req", "/management"))
-        .await
-        .unwrap();
-    let receiver = within(Receiver::attach(&mut session, "p-resp", "/management"))
-        .await
-        .unwrap();
-    let mut node = Node {
-        sender,
-        receiver,
-        next_id: 0,
-    };
+    let (mut conn, mut session, mut node) = Node::open(&b).await;
     let decl = map(&[("exclusive", Value::Bool(true)), ("durable", Value::Bool(false))]);
     assert_eq!(node.request("PUT", "/queues/mine", decl).await.0, "201");
     let (_c, ch) = b.channel().await;

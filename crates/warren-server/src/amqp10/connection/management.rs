@@ -9,9 +9,9 @@
 use std::collections::VecDeque;
 
 use bytes::{Bytes, BytesMut};
-use warren_amqp10::frame::{write_frame, FrameType};
-use warren_amqp10::performative::{AmqpError, Attach, Flow, Performative, Role, Transfer};
+use warren_amqp10::performative::{AmqpError, Attach, Flow, Performative, Role};
 
+use super::receive::write_transfer;
 use super::{Conn, Failure};
 use crate::amqp10::management;
 use crate::amqp10::publish::Publisher;
@@ -222,25 +222,9 @@ impl Conn {
                 r.delivery_count = r.delivery_count.wrapping_add(1);
                 let id = s.next_delivery_id;
                 s.next_delivery_id = s.next_delivery_id.wrapping_add(1);
-                let chunk = max_frame.saturating_sub(128).max(256);
-                let frames = payload.len().div_ceil(chunk).max(1);
-                s.next_outgoing_id = s.next_outgoing_id.wrapping_add(frames as u32);
-                s.remote_incoming_window = s.remote_incoming_window.saturating_sub(frames as u32);
-                for (k, part) in payload.chunks(chunk).enumerate() {
-                    let first = k == 0;
-                    let t = Performative::Transfer(Transfer {
-                        handle,
-                        delivery_id: first.then_some(id),
-                        delivery_tag: first.then(|| Bytes::copy_from_slice(&id.to_be_bytes())),
-                        message_format: first.then_some(0),
-                        settled: first.then_some(true),
-                        more: k + 1 < frames,
-                        ..Default::default()
-                    });
-                    let mut body = BytesMut::new();
-                    t.encode(&mut body);
-                    write_frame(&mut self.wbuf, FrameType::Amqp, out, &[&body, part]);
-                }
+                let frames = write_transfer(&mut self.wbuf, out, max_frame, handle, id, true, &payload);
+                s.next_outgoing_id = s.next_outgoing_id.wrapping_add(frames);
+                s.remote_incoming_window = s.remote_incoming_window.saturating_sub(frames);
             }
         }
     }

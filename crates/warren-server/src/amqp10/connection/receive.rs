@@ -363,26 +363,10 @@ impl Conn {
             let id = s.next_delivery_id;
             s.next_delivery_id = s.next_delivery_id.wrapping_add(1);
             let out = s.outgoing;
-            let chunk = max_frame.saturating_sub(128).max(256);
-            let frames = payload.len().div_ceil(chunk).max(1);
-            for (k, part) in payload.chunks(chunk).enumerate() {
-                let first = k == 0;
-                let t = Performative::Transfer(Transfer {
-                    handle,
-                    delivery_id: first.then_some(id),
-                    delivery_tag: first.then(|| Bytes::copy_from_slice(&id.to_be_bytes())),
-                    message_format: first.then_some(0),
-                    settled: first.then_some(d.no_ack),
-                    more: k + 1 < frames,
-                    ..Default::default()
-                });
-                let mut body = BytesMut::new();
-                t.encode(&mut body);
-                write_frame(&mut self.wbuf, FrameType::Amqp, out, &[&body, part]);
-            }
+            let frames = write_transfer(&mut self.wbuf, out, max_frame, handle, id, d.no_ack, &payload);
             if let Some(s) = self.sessions.get_mut(&ch) {
-                s.next_outgoing_id = s.next_outgoing_id.wrapping_add(frames as u32);
-                s.remote_incoming_window = s.remote_incoming_window.saturating_sub(frames as u32);
+                s.next_outgoing_id = s.next_outgoing_id.wrapping_add(frames);
+                s.remote_incoming_window = s.remote_incoming_window.saturating_sub(frames);
             }
             if !d.no_ack {
                 if let Some(s) = self.sessions.get_mut(&ch) {
@@ -464,4 +448,43 @@ impl Modify {
         queue.memory.add(m.memory_size());
         entry.message = Arc::new(m);
     }
+}
+
+/// Write one delivery as transfer frames that fit the peer's max-frame-size
+/// (§2.6.14: `more` on all but the last; delivery-id, tag, format and
+/// settled on the first). Returns how many frames (transfer-ids) it took.
+pub(super) fn write_transfer(
+    wbuf: &mut BytesMut,
+    channel: u16,
+    max_frame: usize,
+    handle: u32,
+    delivery_id: u32,
+    settled: bool,
+    payload: &[u8],
+) -> u32 {
+    // Room for the frame header and the transfer performative.
+    let chunk = max_frame.saturating_sub(128).max(256);
+    let frames = payload.len().div_ceil(chunk).max(1);
+    let mut parts = payload.chunks(chunk);
+    for k in 0..frames {
+        let first = k == 0;
+        let t = Performative::Transfer(Transfer {
+            handle,
+            delivery_id: first.then_some(delivery_id),
+            delivery_tag: first.then(|| Bytes::copy_from_slice(&delivery_id.to_be_bytes())),
+            message_format: first.then_some(0),
+            settled: first.then_some(settled),
+            more: k + 1 < frames,
+            ..Default::default()
+        });
+        let mut body = BytesMut::new();
+        t.encode(&mut body);
+        write_frame(
+            wbuf,
+            FrameType::Amqp,
+            channel,
+            &[&body, parts.next().unwrap_or(&[])],
+        );
+    }
+    frames as u32
 }
