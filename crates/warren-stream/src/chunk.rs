@@ -108,11 +108,13 @@ pub struct Chunk {
 }
 
 impl Chunk {
-    /// Parse a chunk as a Deliver frame carries it (header, bloom, data,
-    /// maybe the trailer). With `check_crc` the data's CRC-32 must match.
+    /// Parse a chunk as a Deliver frame carries it: the header, then the
+    /// data (RabbitMQ sends neither the bloom filter nor the trailer, but
+    /// leaves their sizes in the header, so they are not skipped here).
+    /// With `check_crc` the data's CRC-32 must match.
     pub fn parse(b: &Bytes, check_crc: bool) -> Result<Chunk, CodecError> {
         let header = ChunkHeader::parse(b)?;
-        let start = HEADER_SIZE + header.bloom_size as usize;
+        let start = HEADER_SIZE;
         let end = start + header.data_length as usize;
         if b.len() < end {
             return Err(CodecError::Truncated("chunk data"));

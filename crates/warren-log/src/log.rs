@@ -1,0 +1,620 @@
+//! The writer's side of a stream log: appending chunks, rolling segments
+//! over, applying retention, and recovering after a crash.
+//!
+//! One `Log` per stream, owned by whoever serialises its writes. Readers
+//! ([`crate::Reader`]) share only the [`View`]: the list of segments and
+//! how much of the newest is written, behind a lock held for a copy.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use warren_stream::chunk::{ChunkHeader, Entry, HEADER_SIZE};
+
+use crate::bloom;
+use crate::error::{LogError, Result};
+use crate::files::{self, IndexRecord, FILE_HEADER, INDEX_MAGIC, INDEX_RECORD, SEGMENT_MAGIC};
+use crate::tracking::{Delta, Tracking};
+
+/// Chunk types (osiris.hrl).
+pub const CHUNK_USER: u8 = 0;
+pub const CHUNK_TRACKING_DELTA: u8 = 1;
+pub const CHUNK_TRACKING_SNAPSHOT: u8 = 2;
+/// osiris writes format version 0 (a first byte of 0x50).
+const CHUNK_VERSION: u8 = 0;
+
+/// Retention and segment sizes (RabbitMQ's stream arguments).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// x-stream-max-segment-size-bytes (osiris: 500 MB).
+    pub max_segment_bytes: u64,
+    /// osiris's max_segment_size_chunks (256,000).
+    pub max_segment_chunks: u64,
+    /// x-max-length-bytes: whole old segments go past this.
+    pub max_bytes: Option<u64>,
+    /// x-max-age, in milliseconds: segments whose newest chunk is older go.
+    pub max_age_ms: Option<u64>,
+    /// x-stream-filter-size-bytes.
+    pub filter_size: u8,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            max_segment_bytes: 500_000_000,
+            max_segment_chunks: 256_000,
+            max_bytes: None,
+            max_age_ms: None,
+            filter_size: bloom::DEFAULT_SIZE,
+        }
+    }
+}
+
+/// A segment as readers and retention see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentMeta {
+    /// Its name: the chunk id of its first chunk.
+    pub first_offset: u64,
+    /// Bytes written (and visible to readers), header included.
+    pub len: u64,
+    pub chunks: u64,
+    pub first: Option<IndexRecord>,
+    pub last: Option<IndexRecord>,
+}
+
+/// What readers share with the writer.
+#[derive(Debug, Clone, Default)]
+pub struct ViewState {
+    pub segments: Vec<SegmentMeta>,
+    /// The offset the next record will get.
+    pub next_offset: u64,
+}
+
+#[derive(Debug)]
+pub struct View {
+    pub dir: PathBuf,
+    pub state: RwLock<ViewState>,
+}
+
+impl View {
+    pub fn snapshot(&self) -> ViewState {
+        self.state.read().expect("view lock").clone()
+    }
+}
+
+/// A message to append: a simple entry or a producer's sub-batch, and its
+/// filter value (publish v2).
+#[derive(Debug, Clone)]
+pub struct Message {
+    pub entry: Entry,
+    pub filter: Option<Bytes>,
+}
+
+/// Where a chunk went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    pub chunk_id: u64,
+    pub records: u32,
+    pub timestamp: i64,
+}
+
+pub struct Log {
+    dir: PathBuf,
+    config: Config,
+    epoch: u64,
+    view: Arc<View>,
+    /// The newest segment's files.
+    segment: File,
+    index: File,
+    tracking: Tracking,
+}
+
+impl std::fmt::Debug for Log {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Log").field("dir", &self.dir).finish()
+    }
+}
+
+fn create_files(dir: &Path, first_offset: u64) -> Result<(File, File)> {
+    let (sp, ip) = files::names(dir, first_offset);
+    let open = |p: &Path, magic: &[u8; 8]| -> Result<File> {
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(p)
+            .map_err(|e| LogError::io(p, e))?;
+        f.write_all_at(magic, 0).map_err(|e| LogError::io(p, e))?;
+        Ok(f)
+    };
+    let s = open(&sp, SEGMENT_MAGIC)?;
+    let i = open(&ip, INDEX_MAGIC)?;
+    Ok((s, i))
+}
+
+fn open_rw(p: &Path) -> Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(p)
+        .map_err(|e| LogError::io(p, e))
+}
+
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+/// Read a chunk's header at `pos` and check the chunk is whole (and, with
+/// `crc`, that its data matches): its total size, or None.
+pub(crate) fn read_chunk_header(f: &File, pos: u64, file_len: u64, crc: bool) -> Option<(ChunkHeader, u64)> {
+    if pos + HEADER_SIZE as u64 > file_len {
+        return None;
+    }
+    let mut h = [0u8; HEADER_SIZE];
+    f.read_exact_at(&mut h, pos).ok()?;
+    let header = ChunkHeader::parse(&h).ok()?;
+    let total = HEADER_SIZE as u64
+        + header.bloom_size as u64
+        + header.data_length as u64
+        + header.trailer_length as u64;
+    if pos + total > file_len {
+        return None;
+    }
+    if crc {
+        let mut data = vec![0u8; header.data_length as usize];
+        f.read_exact_at(&mut data, pos + HEADER_SIZE as u64 + header.bloom_size as u64)
+            .ok()?;
+        if crc32fast::hash(&data) != header.crc {
+            return None;
+        }
+    }
+    Some((header, total))
+}
+
+impl Log {
+    /// Open the log in `dir` (created if missing), recovering what a crash
+    /// left: index records whose chunk is not whole or fails its CRC are
+    /// cut, with the segment after them.
+    pub fn open(dir: &Path, config: Config) -> Result<Log> {
+        std::fs::create_dir_all(dir).map_err(|e| LogError::io(dir, e))?;
+        let mut firsts = files::list(dir)?;
+        if firsts.is_empty() {
+            create_files(dir, 0)?;
+            sync_dir(dir);
+            firsts.push(0);
+        }
+        let mut segments = Vec::new();
+        let last_name = *firsts.last().expect("one segment at least");
+        for &first in &firsts[..firsts.len() - 1] {
+            segments.push(Self::meta_of_sealed(dir, first)?);
+        }
+        let (meta, segment, index, next, tracking) = Self::recover_last(dir, last_name)?;
+        segments.push(meta);
+        let epoch = 1;
+        let view = Arc::new(View {
+            dir: dir.to_path_buf(),
+            state: RwLock::new(ViewState {
+                segments,
+                next_offset: next,
+            }),
+        });
+        Ok(Log {
+            dir: dir.to_path_buf(),
+            config,
+            epoch,
+            view,
+            segment,
+            index,
+            tracking,
+        })
+    }
+
+    /// A segment that is no longer written: its first and last index
+    /// records and its length, read from disk.
+    fn meta_of_sealed(dir: &Path, first: u64) -> Result<SegmentMeta> {
+        let (sp, ip) = files::names(dir, first);
+        let len = std::fs::metadata(&sp).map_err(|e| LogError::io(&sp, e))?.len();
+        let mut idx = File::open(&ip).map_err(|e| LogError::io(&ip, e))?;
+        files::check_magic(&mut idx, &ip, INDEX_MAGIC)?;
+        let ilen = idx.metadata().map_err(|e| LogError::io(&ip, e))?.len();
+        let chunks = files::index_len(ilen);
+        let (first_rec, last_rec) = if chunks == 0 {
+            (None, None)
+        } else {
+            (
+                Some(files::index_record_at(&idx, &ip, 0)?),
+                Some(files::index_record_at(&idx, &ip, chunks - 1)?),
+            )
+        };
+        Ok(SegmentMeta {
+            first_offset: first,
+            len,
+            chunks,
+            first: first_rec,
+            last: last_rec,
+        })
+    }
+
+    /// The newest segment: check its chunks from the end, cut a torn tail,
+    /// and rebuild the tracking state from its chunks (its first chunk is
+    /// a snapshot whenever there was state to carry over).
+    fn recover_last(dir: &Path, first: u64) -> Result<(SegmentMeta, File, File, u64, Tracking)> {
+        let (sp, ip) = files::names(dir, first);
+        let mut segment = open_rw(&sp)?;
+        files::check_magic(&mut segment, &sp, SEGMENT_MAGIC)?;
+        let mut index = open_rw(&ip)?;
+        files::check_magic(&mut index, &ip, INDEX_MAGIC)?;
+        let mut records = files::read_index(&ip)?;
+        let seg_len = segment.metadata().map_err(|e| LogError::io(&sp, e))?.len();
+        // Drop index records whose chunk did not make it whole.
+        let mut end = FILE_HEADER;
+        let mut next = first;
+        while let Some(r) = records.last() {
+            match read_chunk_header(&segment, r.position as u64, seg_len, true) {
+                Some((h, total)) if h.first_offset == r.chunk_id => {
+                    end = r.position as u64 + total;
+                    next = h.first_offset + h.num_records as u64;
+                    break;
+                }
+                _ => {
+                    tracing::warn!(segment = %sp.display(), chunk = r.chunk_id, "cutting a torn chunk at the tail of the stream log");
+                    records.pop();
+                }
+            }
+        }
+        let index_end = FILE_HEADER + (records.len() * INDEX_RECORD) as u64;
+        index.set_len(index_end).map_err(|e| LogError::io(&ip, e))?;
+        if seg_len != end {
+            // A chunk written without its index record was never confirmed.
+            segment.set_len(end).map_err(|e| LogError::io(&sp, e))?;
+        }
+        let mut tracking = Tracking::default();
+        for r in &records {
+            let Some((h, _)) = read_chunk_header(&segment, r.position as u64, end, false) else {
+                continue;
+            };
+            let body_at = r.position as u64 + HEADER_SIZE as u64 + h.bloom_size as u64;
+            match h.chunk_type {
+                CHUNK_USER if h.trailer_length > 0 => {
+                    let mut t = vec![0u8; h.trailer_length as usize];
+                    if segment
+                        .read_exact_at(&mut t, body_at + h.data_length as u64)
+                        .is_ok()
+                    {
+                        tracking.apply_delta(h.first_offset, &t);
+                    }
+                }
+                CHUNK_TRACKING_DELTA | CHUNK_TRACKING_SNAPSHOT => {
+                    let mut d = vec![0u8; h.data_length as usize];
+                    if segment.read_exact_at(&mut d, body_at).is_err() || d.len() < 4 {
+                        continue;
+                    }
+                    // One simple entry: a 4-byte length, then the body.
+                    let body = &d[4..];
+                    if h.chunk_type == CHUNK_TRACKING_SNAPSHOT {
+                        tracking.load_snapshot(body);
+                    } else {
+                        tracking.apply_delta(h.first_offset, body);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let meta = SegmentMeta {
+            first_offset: first,
+            len: end,
+            chunks: records.len() as u64,
+            first: records.first().copied(),
+            last: records.last().copied(),
+        };
+        Ok((meta, segment, index, next, tracking))
+    }
+
+    pub fn view(&self) -> Arc<View> {
+        self.view.clone()
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Retention can change after creation (policies).
+    pub fn set_config(&mut self, config: Config) {
+        self.config = config;
+    }
+
+    pub fn next_offset(&self) -> u64 {
+        self.view.state.read().expect("view lock").next_offset
+    }
+
+    /// The first offset still in the log (the next offset when it is empty).
+    pub fn first_offset(&self) -> u64 {
+        let v = self.view.state.read().expect("view lock");
+        v.segments
+            .iter()
+            .find_map(|s| s.first.map(|r| r.chunk_id))
+            .unwrap_or(v.next_offset)
+    }
+
+    /// Bytes of the log on disk.
+    pub fn bytes(&self) -> u64 {
+        let v = self.view.state.read().expect("view lock");
+        v.segments.iter().map(|s| s.len).sum()
+    }
+
+    pub fn tracking(&self) -> &Tracking {
+        &self.tracking
+    }
+
+    /// The last publishing id stored for producer `reference`.
+    pub fn sequence(&self, reference: &str) -> Option<u64> {
+        self.tracking.sequences.get(reference).map(|s| s.1)
+    }
+
+    /// The offset consumer `reference` stored.
+    pub fn stored_offset(&self, reference: &str) -> Option<u64> {
+        self.tracking.offsets.get(reference).copied()
+    }
+
+    /// Append one user chunk of `messages`, carrying `delta` (producers'
+    /// publishing ids, consumers' offsets) in its trailer.
+    pub fn append(&mut self, messages: &[Message], delta: &Delta, now_ms: i64) -> Result<Appended> {
+        let mut data = BytesMut::new();
+        let mut records = 0u32;
+        let mut filter = bloom::Builder::new(self.config.filter_size);
+        let mut any_filter = false;
+        for m in messages {
+            match &m.entry {
+                Entry::Simple(b) => {
+                    data.put_u32(b.len() as u32 & 0x7fff_ffff);
+                    data.put_slice(b);
+                }
+                Entry::SubBatch {
+                    compression,
+                    records,
+                    uncompressed_length,
+                    body,
+                } => {
+                    data.put_u8(0x80 | ((compression & 0x07) << 4));
+                    data.put_u16(*records);
+                    data.put_u32(*uncompressed_length);
+                    data.put_u32(body.len() as u32);
+                    data.put_slice(body);
+                }
+            }
+            records += m.entry.records();
+            any_filter |= m.filter.is_some();
+            filter.add(m.filter.as_deref());
+        }
+        let bloom = if any_filter { filter.finish() } else { None };
+        let trailer = delta.encode();
+        let at = self.write_chunk(
+            CHUNK_USER,
+            messages.len() as u16,
+            records,
+            &data,
+            bloom.as_deref().unwrap_or(&[]),
+            &trailer,
+            now_ms,
+        )?;
+        self.tracking.apply(at.chunk_id, delta);
+        Ok(at)
+    }
+
+    /// Write a tracking delta on its own (a consumer stored an offset and
+    /// no messages were written with it). It takes an offset.
+    pub fn append_tracking(&mut self, delta: &Delta, now_ms: i64) -> Result<Appended> {
+        let body = delta.encode();
+        let mut data = BytesMut::with_capacity(body.len() + 4);
+        data.put_u32(body.len() as u32);
+        data.put_slice(&body);
+        let at = self.write_chunk(CHUNK_TRACKING_DELTA, 1, 1, &data, &[], &[], now_ms)?;
+        self.tracking.apply(at.chunk_id, delta);
+        Ok(at)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write_chunk(
+        &mut self,
+        chunk_type: u8,
+        entries: u16,
+        records: u32,
+        data: &[u8],
+        bloom: &[u8],
+        trailer: &[u8],
+        now_ms: i64,
+    ) -> Result<Appended> {
+        if chunk_type != CHUNK_TRACKING_SNAPSHOT {
+            self.roll_if_full(now_ms)?;
+        }
+        let (seg_first, pos, chunk_id) = {
+            let v = self.view.state.read().expect("view lock");
+            let s = v.segments.last().expect("a segment");
+            (s.first_offset, s.len, v.next_offset)
+        };
+        if pos + (HEADER_SIZE + bloom.len() + data.len() + trailer.len()) as u64 > u32::MAX as u64 {
+            return Err(LogError::Corrupt {
+                path: self.dir.display().to_string(),
+                why: "a segment cannot grow past 4 GiB (lower x-stream-max-segment-size-bytes)".into(),
+            });
+        }
+        let header = ChunkHeader {
+            version: CHUNK_VERSION,
+            chunk_type,
+            num_entries: entries,
+            num_records: records,
+            timestamp: now_ms,
+            epoch: self.epoch,
+            first_offset: chunk_id,
+            crc: crc32fast::hash(data),
+            data_length: data.len() as u32,
+            trailer_length: trailer.len() as u32,
+            bloom_size: bloom.len() as u8,
+        };
+        let mut buf = BytesMut::with_capacity(HEADER_SIZE + bloom.len() + data.len() + trailer.len());
+        header.encode(&mut buf);
+        buf.put_slice(bloom);
+        buf.put_slice(data);
+        buf.put_slice(trailer);
+        let (sp, ip) = files::names(&self.dir, seg_first);
+        self.segment
+            .write_all_at(&buf, pos)
+            .map_err(|e| LogError::io(&sp, e))?;
+        let rec = IndexRecord {
+            chunk_id,
+            timestamp: now_ms,
+            epoch: self.epoch,
+            position: pos as u32,
+            chunk_type,
+        };
+        let chunks = {
+            let v = self.view.state.read().expect("view lock");
+            v.segments.last().expect("a segment").chunks
+        };
+        self.index
+            .write_all_at(&rec.encode(), FILE_HEADER + chunks * INDEX_RECORD as u64)
+            .map_err(|e| LogError::io(&ip, e))?;
+        // Only now do readers see it.
+        let mut v = self.view.state.write().expect("view lock");
+        let s = v.segments.last_mut().expect("a segment");
+        s.len = pos + buf.len() as u64;
+        s.chunks += 1;
+        s.first.get_or_insert(rec);
+        s.last = Some(rec);
+        v.next_offset = chunk_id + records as u64;
+        Ok(Appended {
+            chunk_id,
+            records,
+            timestamp: now_ms,
+        })
+    }
+
+    /// Start a new segment once the newest is full: named after the next
+    /// offset, opening with a snapshot of the tracking state, then apply
+    /// retention (osiris does it at roll-over too).
+    fn roll_if_full(&mut self, now_ms: i64) -> Result<()> {
+        let (full, next) = {
+            let v = self.view.state.read().expect("view lock");
+            let s = v.segments.last().expect("a segment");
+            (
+                s.chunks > 0
+                    && (s.len >= self.config.max_segment_bytes || s.chunks >= self.config.max_segment_chunks),
+                v.next_offset,
+            )
+        };
+        if !full {
+            return Ok(());
+        }
+        self.sync()?;
+        let (segment, index) = create_files(&self.dir, next)?;
+        sync_dir(&self.dir);
+        self.segment = segment;
+        self.index = index;
+        self.view
+            .state
+            .write()
+            .expect("view lock")
+            .segments
+            .push(SegmentMeta {
+                first_offset: next,
+                len: FILE_HEADER,
+                chunks: 0,
+                first: None,
+                last: None,
+            });
+        self.apply_retention(now_ms)?;
+        if !self.tracking.is_empty() {
+            let first = self.first_offset();
+            let body = self.tracking.snapshot(first);
+            let mut data = BytesMut::with_capacity(body.len() + 4);
+            data.put_u32(body.len() as u32);
+            data.put_slice(&body);
+            self.write_chunk(CHUNK_TRACKING_SNAPSHOT, 1, 1, &data, &[], &[], now_ms)?;
+        }
+        Ok(())
+    }
+
+    /// Delete whole old segments past max-length-bytes or max-age; the
+    /// newest segment always stays. Returns how many went.
+    pub fn apply_retention(&mut self, now_ms: i64) -> Result<usize> {
+        let segs = self.view.state.read().expect("view lock").segments.clone();
+        if segs.len() < 2 {
+            return Ok(0);
+        }
+        let mut keep_from = 0;
+        if let Some(max) = self.config.max_bytes {
+            // Newest first: keep while they fit.
+            let mut budget = max.saturating_sub(segs.last().expect("a segment").len);
+            let mut i = segs.len() - 1;
+            while i > 0 {
+                let s = &segs[i - 1];
+                if s.len > budget {
+                    break;
+                }
+                budget -= s.len;
+                i -= 1;
+            }
+            keep_from = keep_from.max(i);
+        }
+        if let Some(age) = self.config.max_age_ms {
+            let limit = now_ms - age as i64;
+            let mut i = 0;
+            while i < segs.len() - 1 && segs[i].last.is_none_or(|l| l.timestamp < limit) {
+                i += 1;
+            }
+            keep_from = keep_from.max(i);
+        }
+        if keep_from == 0 {
+            return Ok(0);
+        }
+        // Readers stop seeing them first; their open files stay readable.
+        self.view
+            .state
+            .write()
+            .expect("view lock")
+            .segments
+            .drain(..keep_from);
+        for s in &segs[..keep_from] {
+            let (sp, ip) = files::names(&self.dir, s.first_offset);
+            let _ = std::fs::remove_file(&ip);
+            let _ = std::fs::remove_file(&sp);
+            tracing::debug!(segment = %sp.display(), "retention deleted a stream segment");
+        }
+        sync_dir(&self.dir);
+        Ok(keep_from)
+    }
+
+    /// fdatasync the newest segment and its index.
+    pub fn sync(&self) -> Result<()> {
+        let (sp, ip) = files::names(
+            &self.dir,
+            self.view
+                .state
+                .read()
+                .expect("view lock")
+                .segments
+                .last()
+                .expect("a segment")
+                .first_offset,
+        );
+        self.segment.sync_data().map_err(|e| LogError::io(&sp, e))?;
+        self.index.sync_data().map_err(|e| LogError::io(&ip, e))?;
+        Ok(())
+    }
+
+    /// Remove the whole log (the stream was deleted).
+    pub fn delete(self) -> Result<()> {
+        let dir = self.dir.clone();
+        drop(self);
+        std::fs::remove_dir_all(&dir).map_err(|e| LogError::io(&dir, e))
+    }
+}

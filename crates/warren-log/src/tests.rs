@@ -1,0 +1,430 @@
+//! The log on a temporary directory: exact bytes of what it writes,
+//! lookups by offset and timestamp across segments, retention, torn-tail
+//! recovery, and tracking state across restarts and retention.
+
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use bytes::Bytes;
+use warren_stream::chunk::{Chunk, Entry, HEADER_SIZE};
+
+use crate::bloom::Matcher;
+use crate::files;
+use crate::{Config, Delta, Log, Message, Reader, Start, CHUNK_USER};
+
+fn msg(s: &str) -> Message {
+    Message {
+        entry: Entry::Simple(Bytes::copy_from_slice(s.as_bytes())),
+        filter: None,
+    }
+}
+
+fn small() -> Config {
+    Config {
+        max_segment_chunks: 3,
+        ..Config::default()
+    }
+}
+
+/// Every message from `start`, with its offset (the client's view: records
+/// of a chunk from its first offset on).
+fn read_all(log: &Log, start: Start) -> Vec<(u64, String)> {
+    let mut r = Reader::new(log.view(), start, None).unwrap();
+    let mut out = Vec::new();
+    while let Some(c) = r.next_chunk().unwrap() {
+        let parsed = Chunk::parse(&c.bytes, true).unwrap();
+        for (k, e) in parsed.entries.iter().enumerate() {
+            if let Entry::Simple(b) = e {
+                out.push((
+                    c.header.first_offset + k as u64,
+                    String::from_utf8(b.to_vec()).unwrap(),
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_chunk_and_its_files_are_byte_for_byte_osiris() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), Config::default()).unwrap();
+    let delta = Delta {
+        sequences: vec![("p".into(), 9)],
+        offsets: vec![],
+    };
+    let at = log
+        .append(&[msg("ab"), msg("c")], &delta, 0x0102_0304_0506)
+        .unwrap();
+    assert_eq!(at.chunk_id, 0);
+    let (sp, ip) = files::names(dir.path(), 0);
+    assert!(sp.ends_with("00000000000000000000.segment"));
+    let seg = std::fs::read(&sp).unwrap();
+    let data = [0, 0, 0, 2, b'a', b'b', 0, 0, 0, 1, b'c'];
+    let trailer = [0, 1, b'p', 0, 0, 0, 0, 0, 0, 0, 9];
+    let crc = crc32fast::hash(&data).to_be_bytes();
+    let mut want = b"OSIL\0\0\0\x01".to_vec();
+    want.extend_from_slice(&[0x50, 0]); // magic 5, version 0; user chunk
+    want.extend_from_slice(&[0, 2]); // entries
+    want.extend_from_slice(&[0, 0, 0, 2]); // records
+    want.extend_from_slice(&0x0102_0304_0506i64.to_be_bytes());
+    want.extend_from_slice(&1u64.to_be_bytes()); // epoch
+    want.extend_from_slice(&0u64.to_be_bytes()); // chunk id
+    want.extend_from_slice(&crc);
+    want.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    want.extend_from_slice(&(trailer.len() as u32).to_be_bytes());
+    want.extend_from_slice(&[0, 0, 0, 0]); // bloom size, reserved
+    want.extend_from_slice(&data);
+    want.extend_from_slice(&trailer);
+    assert_eq!(seg, want);
+    let idx = std::fs::read(&ip).unwrap();
+    let mut want_idx = b"OSII\0\0\0\x01".to_vec();
+    want_idx.extend_from_slice(&0u64.to_be_bytes());
+    want_idx.extend_from_slice(&0x0102_0304_0506i64.to_be_bytes());
+    want_idx.extend_from_slice(&1u64.to_be_bytes());
+    want_idx.extend_from_slice(&8u32.to_be_bytes());
+    want_idx.push(CHUNK_USER);
+    assert_eq!(idx, want_idx);
+    // Delivered: header and data, no trailer.
+    let mut r = Reader::new(log.view(), Start::First, None).unwrap();
+    let c = r.next_chunk().unwrap().unwrap();
+    assert_eq!(&c.bytes[..], &want[8..8 + HEADER_SIZE + data.len()]);
+    assert!(r.next_chunk().unwrap().is_none());
+}
+
+#[test]
+fn offsets_and_timestamps_find_their_chunks_across_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), small()).unwrap();
+    // Chunks of 2 records at t = 1000, 2000, ...: offsets 0,2,4,...
+    for i in 0..10 {
+        log.append(
+            &[msg(&format!("m{}", 2 * i)), msg(&format!("m{}", 2 * i + 1))],
+            &Delta::default(),
+            1000 * (i + 1),
+        )
+        .unwrap();
+    }
+    assert!(
+        files::list(dir.path()).unwrap().len() >= 4,
+        "segments rolled over"
+    );
+    assert_eq!(log.next_offset(), 20);
+    let all = read_all(&log, Start::First);
+    assert_eq!(all.len(), 20);
+    assert_eq!(all[0], (0, "m0".into()));
+    assert_eq!(all[19], (19, "m19".into()));
+    // An offset starts at the chunk holding it.
+    assert_eq!(read_all(&log, Start::Offset(7))[0], (6, "m6".into()));
+    assert_eq!(read_all(&log, Start::Offset(6))[0], (6, "m6".into()));
+    assert_eq!(read_all(&log, Start::Offset(12)).len(), 8);
+    assert!(read_all(&log, Start::Offset(20)).is_empty(), "at the end: next");
+    assert!(read_all(&log, Start::Offset(999)).is_empty());
+    // Last: the newest chunk; next: nothing yet.
+    assert_eq!(
+        read_all(&log, Start::Last),
+        vec![(18, "m18".into()), (19, "m19".into())]
+    );
+    assert!(read_all(&log, Start::Next).is_empty());
+    // Timestamps: the first chunk at or after it.
+    assert_eq!(read_all(&log, Start::Timestamp(3000))[0], (4, "m4".into()));
+    assert_eq!(read_all(&log, Start::Timestamp(3500))[0], (6, "m6".into()));
+    assert_eq!(read_all(&log, Start::Timestamp(0))[0], (0, "m0".into()));
+    assert!(read_all(&log, Start::Timestamp(99_999)).is_empty());
+    // A reader at the end sees what comes next, across a roll-over.
+    let mut r = Reader::new(log.view(), Start::Next, None).unwrap();
+    assert!(r.next_chunk().unwrap().is_none());
+    for i in 0..4 {
+        log.append(&[msg(&format!("n{i}"))], &Delta::default(), 20_000)
+            .unwrap();
+    }
+    let mut got = Vec::new();
+    while let Some(c) = r.next_chunk().unwrap() {
+        got.push(c.header.first_offset);
+    }
+    assert_eq!(got.len(), 4, "{got:?}");
+}
+
+#[test]
+fn an_empty_log_starts_everything_at_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), Config::default()).unwrap();
+    for s in [
+        Start::First,
+        Start::Last,
+        Start::Next,
+        Start::Offset(5),
+        Start::Timestamp(1),
+    ] {
+        let mut r = Reader::new(log.view(), s, None).unwrap();
+        assert!(r.next_chunk().unwrap().is_none());
+    }
+    let mut r = Reader::new(log.view(), Start::Last, None).unwrap();
+    log.append(&[msg("first")], &Delta::default(), 1).unwrap();
+    assert_eq!(r.next_chunk().unwrap().unwrap().header.first_offset, 0);
+}
+
+#[test]
+fn retention_deletes_whole_old_segments_and_never_the_newest() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = "x".repeat(1000);
+    let mut log = Log::open(
+        dir.path(),
+        Config {
+            max_segment_bytes: 3000,
+            max_bytes: Some(7000),
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    // A reader holding the oldest segment open keeps reading it.
+    log.append(&[msg(&big)], &Delta::default(), 1).unwrap();
+    let mut early = Reader::new(log.view(), Start::First, None).unwrap();
+    for t in 2..30 {
+        log.append(&[msg(&big)], &Delta::default(), t).unwrap();
+    }
+    let on_disk: u64 = files::list(dir.path())
+        .unwrap()
+        .iter()
+        .map(|&f| std::fs::metadata(files::names(dir.path(), f).0).unwrap().len())
+        .sum();
+    assert!(on_disk <= 7000 + 3100, "{on_disk}");
+    assert!(log.first_offset() > 0);
+    let firsts = read_all(&log, Start::First);
+    assert_eq!(firsts[0].0, log.first_offset());
+    assert_eq!(firsts.last().unwrap().0, 28);
+    let mut n = 0;
+    while early.next_chunk().unwrap().is_some() {
+        n += 1;
+    }
+    assert!(n >= firsts.len(), "the early reader read on: {n}");
+
+    // max-age: everything older than the newest segment's chunks goes.
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(
+        dir.path(),
+        Config {
+            max_segment_chunks: 2,
+            max_age_ms: Some(500),
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    for t in 0..6 {
+        log.append(&[msg("old")], &Delta::default(), t).unwrap();
+    }
+    log.append(&[msg("new")], &Delta::default(), 10_000).unwrap();
+    log.append(&[msg("new")], &Delta::default(), 10_000).unwrap();
+    assert_eq!(
+        log.apply_retention(10_000).unwrap(),
+        0,
+        "already applied at roll-over"
+    );
+    let left: Vec<String> = read_all(&log, Start::First).into_iter().map(|m| m.1).collect();
+    assert_eq!(left, vec!["new", "new"]);
+    assert_eq!(
+        files::list(dir.path()).unwrap().len(),
+        1 + usize::from(log.view().snapshot().segments.len() > 1)
+    );
+}
+
+fn corrupt_last_chunk(dir: &Path, how: &str) {
+    let first = *files::list(dir).unwrap().last().unwrap();
+    let (sp, _) = files::names(dir, first);
+    let len = std::fs::metadata(&sp).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(&sp).unwrap();
+    match how {
+        "torn" => f.set_len(len - 3).unwrap(),
+        _ => f.write_all_at(&[0xff], len - 1).unwrap(),
+    }
+}
+
+#[test]
+fn a_torn_or_corrupt_tail_is_cut_on_recovery() {
+    for how in ["torn", "flipped"] {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut log = Log::open(dir.path(), Config::default()).unwrap();
+            for i in 0..5 {
+                log.append(&[msg(&format!("m{i}"))], &Delta::default(), i)
+                    .unwrap();
+            }
+        }
+        corrupt_last_chunk(dir.path(), how);
+        let mut log = Log::open(dir.path(), Config::default()).unwrap();
+        assert_eq!(log.next_offset(), 4, "{how}: the last chunk went");
+        let msgs: Vec<String> = read_all(&log, Start::First).into_iter().map(|m| m.1).collect();
+        assert_eq!(msgs, vec!["m0", "m1", "m2", "m3"]);
+        log.append(&[msg("after")], &Delta::default(), 9).unwrap();
+        drop(log);
+        let log = Log::open(dir.path(), Config::default()).unwrap();
+        assert_eq!(read_all(&log, Start::Offset(4)), vec![(4, "after".into())]);
+    }
+}
+
+#[test]
+fn a_chunk_without_its_index_record_is_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut log = Log::open(dir.path(), Config::default()).unwrap();
+        log.append(&[msg("kept")], &Delta::default(), 1).unwrap();
+        log.append(&[msg("unindexed")], &Delta::default(), 2).unwrap();
+    }
+    let (_, ip) = files::names(dir.path(), 0);
+    let len = std::fs::metadata(&ip).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&ip)
+        .unwrap()
+        .set_len(len - 29)
+        .unwrap();
+    let log = Log::open(dir.path(), Config::default()).unwrap();
+    assert_eq!(log.next_offset(), 1);
+    assert_eq!(read_all(&log, Start::First), vec![(0, "kept".into())]);
+}
+
+#[test]
+fn producer_sequences_and_stored_offsets_survive_restarts_and_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Config {
+        max_segment_chunks: 3,
+        max_bytes: Some(1),
+        ..Config::default()
+    };
+    {
+        let mut log = Log::open(dir.path(), cfg.clone()).unwrap();
+        let d = Delta {
+            sequences: vec![("producer-a".into(), 41)],
+            offsets: vec![],
+        };
+        log.append(&[msg("a")], &d, 1).unwrap();
+        let at = log
+            .append_tracking(
+                &Delta {
+                    sequences: vec![],
+                    offsets: vec![("consumer-x".into(), 0)],
+                },
+                2,
+            )
+            .unwrap();
+        assert_eq!(at.chunk_id, 1, "a stored offset takes an offset");
+        let d = Delta {
+            sequences: vec![("producer-a".into(), 42), ("producer-b".into(), 7)],
+            offsets: vec![],
+        };
+        log.append(&[msg("b")], &d, 3).unwrap();
+        assert_eq!(log.sequence("producer-a"), Some(42));
+    }
+    let mut log = Log::open(dir.path(), cfg.clone()).unwrap();
+    assert_eq!(log.sequence("producer-a"), Some(42));
+    assert_eq!(log.sequence("producer-b"), Some(7));
+    assert_eq!(log.stored_offset("consumer-x"), Some(0));
+    // Consumers skip the tracking chunk: offsets 0 and 2.
+    let offs: Vec<u64> = read_all(&log, Start::First).into_iter().map(|m| m.0).collect();
+    assert_eq!(offs, vec![0, 2]);
+    // Many roll-overs with retention at its tightest: only the newest
+    // segment stays, and the state rides in its snapshot.
+    for i in 0..10 {
+        log.append(&[msg("filler")], &Delta::default(), 10 + i).unwrap();
+    }
+    assert!(
+        log.first_offset() > 2,
+        "old segments went: {}",
+        log.first_offset()
+    );
+    drop(log);
+    let log = Log::open(dir.path(), cfg).unwrap();
+    assert_eq!(log.sequence("producer-a"), Some(42));
+    assert_eq!(log.sequence("producer-b"), Some(7));
+    assert_eq!(
+        log.stored_offset("consumer-x"),
+        None,
+        "below the first offset now"
+    );
+}
+
+#[test]
+fn filtered_readers_skip_chunks_without_their_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), Config::default()).unwrap();
+    let with = |s: &str, f: Option<&str>| Message {
+        entry: Entry::Simple(Bytes::copy_from_slice(s.as_bytes())),
+        filter: f.map(|f| Bytes::copy_from_slice(f.as_bytes())),
+    };
+    log.append(&[with("ca-1", Some("california"))], &Delta::default(), 1)
+        .unwrap();
+    log.append(&[with("tx-1", Some("texas"))], &Delta::default(), 2)
+        .unwrap();
+    log.append(&[with("none", None)], &Delta::default(), 3).unwrap();
+    let read = |values: &[&str], unfiltered: bool| {
+        let m = Matcher {
+            values: values.iter().map(|v| v.as_bytes().to_vec()).collect(),
+            match_unfiltered: unfiltered,
+        };
+        let mut r = Reader::new(log.view(), Start::First, Some(m)).unwrap();
+        let mut out = Vec::new();
+        while let Some(c) = r.next_chunk().unwrap() {
+            out.push(c.header.first_offset);
+        }
+        out
+    };
+    assert_eq!(read(&["california"], false), vec![0]);
+    assert_eq!(read(&["california"], true), vec![0, 2]);
+    assert_eq!(read(&[], false), vec![0, 1, 2]);
+    // The delivered chunk leaves the bloom filter out but its size in.
+    let mut r = Reader::new(log.view(), Start::First, None).unwrap();
+    let c = r.next_chunk().unwrap().unwrap();
+    assert_eq!(c.header.bloom_size, 16);
+    assert_eq!(c.bytes.len(), HEADER_SIZE + c.header.data_length as usize);
+    assert!(Chunk::parse(&c.bytes, true).is_ok());
+}
+
+/// Random damage anywhere in the files (not only the tail) never panics
+/// recovery or reading: the log opens or reports an error.
+#[test]
+fn random_damage_is_an_error_or_a_cut_never_a_panic() {
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for _ in 0..200 {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut log = Log::open(dir.path(), small()).unwrap();
+            for i in 0..7 {
+                let d = Delta {
+                    sequences: vec![(format!("p{}", i % 2), i)],
+                    offsets: vec![(format!("c{i}"), i)],
+                };
+                log.append(&[msg(&format!("m{i}"))], &d, i as i64).unwrap();
+            }
+        }
+        let names = files::list(dir.path()).unwrap();
+        let first = names[next() as usize % names.len()];
+        let (sp, ip) = files::names(dir.path(), first);
+        let p = if next() % 2 == 0 { sp } else { ip };
+        let len = std::fs::metadata(&p).unwrap().len();
+        let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        for _ in 0..1 + next() % 4 {
+            f.write_all_at(&[next() as u8], next() % len).unwrap();
+        }
+        if next() % 3 == 0 {
+            f.set_len(next() % (len + 1)).unwrap();
+        }
+        if let Ok(log) = Log::open(dir.path(), small()) {
+            for s in [Start::First, Start::Last, Start::Offset(3), Start::Timestamp(4)] {
+                if let Ok(mut r) = Reader::new(log.view(), s, None) {
+                    for _ in 0..20 {
+                        match r.next_chunk() {
+                            Ok(Some(_)) => {}
+                            _ => break,
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
