@@ -6,6 +6,7 @@ OUT=bench/out
 mkdir -p "$OUT"
 ANCHOR=../shared/anchors/rabbitmq-node.sh
 WARREN_PORT=5680
+WARREN_STREAM_PORT=5554
 RABBIT_PORT=5673
 WARREN_PID=
 EXTRA_CLEANUP=:
@@ -27,7 +28,7 @@ cleanup() {
 start_brokers() {
   cargo build --release -p warren-server
   rm -rf "$OUT/warren-data"
-  ./target/release/warren --amqp-listen 127.0.0.1:$WARREN_PORT --data-dir "$OUT/warren-data" > "$OUT/warren.log" 2>&1 &
+  ./target/release/warren --amqp-listen 127.0.0.1:$WARREN_PORT --stream-listen 127.0.0.1:$WARREN_STREAM_PORT --data-dir "$OUT/warren-data" > "$OUT/warren.log" 2>&1 &
   WARREN_PID=$!
   trap cleanup EXIT
   $ANCHOR start anchor $RABBIT_PORT 5553 15673 25673

@@ -12,7 +12,7 @@ fi
 cargo build -q -p warren-server --bin warren
 data=$(mktemp -d)
 port=$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-target/debug/warren --amqp-listen "127.0.0.1:$port" --data-dir "$data" --log warn &
+target/debug/warren --amqp-listen "127.0.0.1:$port" --stream-listen 127.0.0.1:0 --data-dir "$data" --log warn &
 pid=$!
 trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$data"' EXIT
 for _ in $(seq 100); do

@@ -28,6 +28,10 @@ pub struct BrokerConfig {
     pub disk_free_limit: u64,
     /// Where queues keep messages on disk; None keeps them all in memory.
     pub storage: Option<Arc<Storage>>,
+    /// Where streams keep their logs; None: no streams.
+    pub streams_dir: Option<std::path::PathBuf>,
+    /// How messages routed to a stream are encoded (AMQP 1.0).
+    pub stream_codec: Option<crate::queue::StreamCodec>,
 }
 
 impl Default for BrokerConfig {
@@ -37,6 +41,8 @@ impl Default for BrokerConfig {
             memory_high_watermark: 1 << 30,
             disk_free_limit: 50_000_000,
             storage: None,
+            streams_dir: None,
+            stream_codec: None,
         }
     }
 }
@@ -121,6 +127,8 @@ impl Broker {
                 let env = QueueEnv {
                     memory: self.memory.clone(),
                     storage: self.config.storage.clone(),
+                    streams_dir: self.config.streams_dir.clone(),
+                    stream_codec: self.config.stream_codec,
                 };
                 Arc::new(VHost::new(name, env, self.on_change.clone()))
             })

@@ -23,6 +23,9 @@ pub struct Cli {
     /// AMQP listener address.
     #[arg(long, env = "WARREN_AMQP_LISTEN")]
     pub amqp_listen: Option<SocketAddr>,
+    /// RabbitMQ Stream protocol listener address.
+    #[arg(long, env = "WARREN_STREAM_LISTEN")]
+    pub stream_listen: Option<SocketAddr>,
     /// A TOML configuration file.
     #[arg(long, env = "WARREN_CONFIG")]
     pub config: Option<PathBuf>,
@@ -62,6 +65,15 @@ pub struct Config {
     /// AMQP 1.0: accept SASL ANONYMOUS (and no SASL at all) as the default
     /// user. Off by default.
     pub amqp10_anonymous: bool,
+    /// The RabbitMQ Stream protocol listener (RabbitMQ's port 5552).
+    pub stream_listen: SocketAddr,
+    /// The host and port stream clients are told to connect to (metadata),
+    /// for brokers behind NAT or a load balancer. By default: the address
+    /// the client reached, and the listener's port.
+    pub stream_advertised_host: Option<String>,
+    pub stream_advertised_port: Option<u16>,
+    /// Largest stream protocol frame, offered in Tune (RabbitMQ: 1 MiB).
+    pub stream_frame_max: u32,
 }
 
 impl Default for Config {
@@ -82,6 +94,10 @@ impl Default for Config {
             disk_free_limit_bytes: 50_000_000,
             max_connections: 100_000,
             amqp10_anonymous: false,
+            stream_listen: "0.0.0.0:5552".parse().expect("static address"),
+            stream_advertised_host: None,
+            stream_advertised_port: None,
+            stream_frame_max: 1 << 20,
         }
     }
 }
@@ -130,6 +146,9 @@ impl Config {
         }
         if let Some(a) = cli.amqp_listen {
             c.amqp_listen = a;
+        }
+        if let Some(a) = cli.stream_listen {
+            c.stream_listen = a;
         }
         c.validate()?;
         Ok(c)

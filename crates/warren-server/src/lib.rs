@@ -10,6 +10,7 @@ pub mod disk_monitor;
 pub mod listener;
 pub mod reply_to;
 pub mod sniff;
+pub mod stream;
 pub mod timers;
 
 use std::net::SocketAddr;
@@ -42,12 +43,14 @@ pub enum StartError {
     },
 }
 
-/// A running broker: its AMQP address, and how to stop it.
+/// A running broker: its AMQP and stream addresses, and how to stop it.
 pub struct Running {
     pub amqp_addr: SocketAddr,
+    pub stream_addr: SocketAddr,
     pub ctx: Arc<ServerCtx>,
     shutdown: watch::Sender<bool>,
     listener: tokio::task::JoinHandle<()>,
+    stream_listener: tokio::task::JoinHandle<()>,
     storage: Arc<Storage>,
 }
 
@@ -56,6 +59,7 @@ impl Running {
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
         let _ = self.listener.await;
+        let _ = self.stream_listener.await;
         // Acks and pages still in buffers go to disk, and fsync covers them.
         let storage = self.storage.clone();
         let _ = tokio::task::spawn_blocking(move || storage.shutdown()).await;
@@ -102,6 +106,8 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             memory_high_watermark: config.memory_limit(),
             disk_free_limit: config.disk_free_limit_bytes,
             storage: Some(storage.clone()),
+            streams_dir: Some(config.data_dir.join("streams")),
+            stream_codec: Some(amqp10::convert::for_stream),
         },
         definitions::save_hook(store.clone(), weak.clone()),
     );
@@ -145,12 +151,34 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         addr: config.amqp_listen,
         source,
     })?;
-    tracing::info!("AMQP 0-9-1 listener on {amqp_addr}");
+    tracing::info!("AMQP 0-9-1 and 1.0 listener on {amqp_addr}");
+    let stcp = listen(config.stream_listen).map_err(|source| StartError::Listen {
+        addr: config.stream_listen,
+        source,
+    })?;
+    let stream_addr = stcp.local_addr().map_err(|source| StartError::Listen {
+        addr: config.stream_listen,
+        source,
+    })?;
+    tracing::info!("stream protocol listener on {stream_addr}");
     let (tx, rx) = watch::channel(false);
     disk_monitor::spawn(ctx.broker.clone(), config.data_dir.clone(), rx.clone());
-    let listener = tokio::spawn(listener::accept_loop(tcp, ctx.clone(), rx));
+    let listener = tokio::spawn(listener::accept_loop(
+        tcp,
+        ctx.clone(),
+        rx.clone(),
+        listener::Port::Amqp,
+    ));
+    let stream_listener = tokio::spawn(listener::accept_loop(
+        stcp,
+        ctx.clone(),
+        rx,
+        listener::Port::Stream,
+    ));
     Ok(Running {
         amqp_addr,
+        stream_addr,
+        stream_listener,
         ctx,
         shutdown: tx,
         listener,

@@ -17,7 +17,21 @@ use crate::ServerCtx;
 /// A peer that sends no protocol header in this long is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-pub async fn accept_loop(tcp: TcpListener, ctx: Arc<ServerCtx>, mut shutdown: watch::Receiver<bool>) {
+/// Which protocols a listener serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Port {
+    /// AMQP 0-9-1 and 1.0, told apart by the protocol header.
+    Amqp,
+    /// The RabbitMQ Stream protocol.
+    Stream,
+}
+
+pub async fn accept_loop(
+    tcp: TcpListener,
+    ctx: Arc<ServerCtx>,
+    mut shutdown: watch::Receiver<bool>,
+    port: Port,
+) {
     let limit = Arc::new(Semaphore::new(ctx.config.max_connections));
     let mut tasks = tokio::task::JoinSet::new();
     loop {
@@ -34,7 +48,12 @@ pub async fn accept_loop(tcp: TcpListener, ctx: Arc<ServerCtx>, mut shutdown: wa
                 let ctx = ctx.clone();
                 let rx = shutdown.clone();
                 tasks.spawn(async move {
-                    // Both protocols share the port: the header decides.
+                    if port == Port::Stream {
+                        crate::stream::connection::serve(stream, peer, ctx, rx).await;
+                        drop(permit);
+                        return;
+                    }
+                    // Both AMQP protocols share the port: the header decides.
                     match sniff::sniff(&stream, HANDSHAKE_TIMEOUT).await {
                         Some(Protocol::Amqp10Sasl | Protocol::Amqp10) => {
                             amqp10::connection::serve(stream, peer, ctx, rx).await

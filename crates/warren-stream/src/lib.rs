@@ -8,6 +8,7 @@
 pub mod chunk;
 pub mod command;
 pub mod error;
+pub mod publish;
 pub mod wire;
 
 pub use chunk::{Chunk, ChunkHeader, Entry};

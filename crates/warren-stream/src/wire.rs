@@ -75,6 +75,17 @@ impl Reader {
             .map_err(|_| CodecError::Invalid("string is not UTF-8".into()))
     }
 
+    /// A `string` as raw bytes (filter values need not be UTF-8); None
+    /// for null.
+    pub fn opt_string_bytes(&mut self) -> Result<Option<Bytes>, CodecError> {
+        self.need(2, "string length")?;
+        let n = self.buf.get_i16();
+        if n < 0 {
+            return Ok(None);
+        }
+        self.take(n as usize, "string").map(Some)
+    }
+
     pub fn string(&mut self) -> Result<String, CodecError> {
         Ok(self.opt_string()?.unwrap_or_default())
     }

@@ -31,6 +31,42 @@ pub struct QueueConfig {
     /// Highest priority honoured; None for a plain FIFO queue.
     pub max_priority: Option<u8>,
     pub single_active_consumer: bool,
+    /// x-queue-type.
+    pub kind: QueueKind,
+    /// A stream's own arguments.
+    pub stream: StreamArgs,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum QueueKind {
+    #[default]
+    Classic,
+    Stream,
+}
+
+/// x-max-age, x-stream-max-segment-size-bytes, x-stream-filter-size-bytes
+/// (x-max-length-bytes is shared with classic queues).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StreamArgs {
+    pub max_age_ms: Option<u64>,
+    pub max_segment_bytes: Option<u64>,
+    pub filter_size: Option<u8>,
+}
+
+/// An x-max-age value: a number and a unit, Y M D h m s (RabbitMQ's).
+pub fn parse_max_age(s: &str) -> Option<u64> {
+    let unit = s.chars().last()?;
+    let n: u64 = s[..s.len() - unit.len_utf8()].parse().ok()?;
+    let secs = match unit {
+        'Y' => 365 * 24 * 3600,
+        'M' => 30 * 24 * 3600,
+        'D' => 24 * 3600,
+        'h' => 3600,
+        'm' => 60,
+        's' => 1,
+        _ => return None,
+    };
+    n.checked_mul(secs * 1000)
 }
 
 fn invalid(arg: &str, queue: &ShortStr, vhost: &str, why: String) -> BrokerError {
@@ -132,8 +168,26 @@ impl QueueConfig {
                         ))
                     }
                 },
+                "x-max-age" => {
+                    let text = string(v, &key, queue, vhost)?;
+                    c.stream.max_age_ms = Some(
+                        parse_max_age(&text.to_str_lossy())
+                            .ok_or_else(|| invalid(&key, queue, vhost, "invalid_max_age".into()))?,
+                    );
+                }
+                "x-stream-max-segment-size-bytes" => {
+                    c.stream.max_segment_bytes = Some(non_negative(v, &key, queue, vhost)?.max(1))
+                }
+                "x-stream-filter-size-bytes" => {
+                    let n = integer(v, &key, queue, vhost)?;
+                    if !(16..=255).contains(&n) {
+                        return Err(invalid(&key, queue, vhost, "{out_of_range,16,255}".into()));
+                    }
+                    c.stream.filter_size = Some(n as u8);
+                }
                 "x-queue-type" => match v.as_bytes() {
                     Some(b"classic") => {}
+                    Some(b"stream") => c.kind = QueueKind::Stream,
                     Some(other) => {
                         return Err(invalid(
                             &key,
@@ -184,6 +238,9 @@ pub const EQUIVALENCE_ARGS: &[&str] = &[
     "x-queue-mode",
     "x-queue-version",
     "x-queue-master-locator",
+    "x-max-age",
+    "x-stream-max-segment-size-bytes",
+    "x-stream-filter-size-bytes",
 ];
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ mod classic;
 mod consumer;
 pub mod dead_letter;
 mod paging;
+pub mod stream;
 #[cfg(test)]
 mod tests;
 
@@ -27,11 +28,12 @@ use warren_amqp091::{FieldTable, ShortStr};
 use crate::error::BrokerError;
 use crate::message::MessageRef;
 
-pub use args::{Overflow, QueueConfig, EQUIVALENCE_ARGS};
+pub use args::{Overflow, QueueConfig, QueueKind, StreamArgs, EQUIVALENCE_ARGS};
 pub use classic::ClassicQueue;
 pub use consumer::{ChannelLimit, ConsumerSpec, Delivery, DeliverySink, FlowWaiter, LinkCredit};
 pub use dead_letter::{DeadLetter, Reason};
 pub use paging::{WINDOW_BYTES, WINDOW_MAX};
+pub use stream::{now_ms, StreamCodec, StreamLog, StreamQueue, StreamWaiter};
 pub use warren_store::{Storage, SyncTicket};
 
 /// A message in a queue: its position (`seq`, so a requeued message goes
@@ -110,6 +112,10 @@ pub struct QueueEnv {
     pub memory: Arc<MemoryGauge>,
     /// None keeps every message in memory (no data directory).
     pub storage: Option<Arc<Storage>>,
+    /// Where streams keep their logs; None: no streams.
+    pub streams_dir: Option<std::path::PathBuf>,
+    /// How a message routed to a stream is stored (AMQP 1.0 encoding).
+    pub stream_codec: Option<stream::StreamCodec>,
 }
 
 /// What a queue type's calls may use besides its own state.
@@ -180,6 +186,8 @@ pub struct Queue {
     pub arguments: FieldTable,
     pub config: QueueConfig,
     pub memory: Arc<MemoryGauge>,
+    /// A stream's log (x-queue-type: stream).
+    stream: Option<Arc<StreamLog>>,
     state: Mutex<Box<dyn QueueType>>,
 }
 
@@ -195,6 +203,18 @@ impl Queue {
         env: &QueueEnv,
     ) -> Result<Arc<Queue>, BrokerError> {
         let config = QueueConfig::from_arguments(&arguments, &name, vhost)?;
+        if config.kind == QueueKind::Stream {
+            return Self::new_stream(
+                name,
+                vhost,
+                durable,
+                auto_delete,
+                exclusive_owner,
+                arguments,
+                config,
+                env,
+            );
+        }
         let mut classic =
             ClassicQueue::new(&config, Instant::now(), paging::Paging::new(env.storage.clone()));
         let mut recovered = false;
@@ -230,6 +250,7 @@ impl Queue {
             arguments,
             config,
             memory,
+            stream: None,
             state: Mutex::new(state),
         });
         if recovered {
@@ -237,6 +258,73 @@ impl Queue {
             q.pump();
         }
         Ok(q)
+    }
+
+    /// A stream (x-queue-type: stream): durable, neither exclusive nor
+    /// auto-delete, as RabbitMQ requires; its log is opened (recovered)
+    /// from the streams directory.
+    #[allow(clippy::too_many_arguments)]
+    fn new_stream(
+        name: ShortStr,
+        vhost: &str,
+        durable: bool,
+        auto_delete: bool,
+        exclusive_owner: Option<u64>,
+        arguments: FieldTable,
+        config: QueueConfig,
+        env: &QueueEnv,
+    ) -> Result<Arc<Queue>, BrokerError> {
+        let refuse = |what: &str| {
+            BrokerError::PreconditionFailed(format!(
+                "invalid property '{what}' for queue '{name}' in vhost '{vhost}'"
+            ))
+        };
+        if !durable {
+            return Err(refuse("non-durable"));
+        }
+        if exclusive_owner.is_some() {
+            return Err(refuse("exclusive-owner"));
+        }
+        if auto_delete {
+            return Err(refuse("auto-delete"));
+        }
+        let Some(root) = &env.streams_dir else {
+            return Err(BrokerError::NotImplemented(
+                "streams need a data directory".into(),
+            ));
+        };
+        let defaults = warren_log::Config::default();
+        let log_config = warren_log::Config {
+            max_segment_bytes: config
+                .stream
+                .max_segment_bytes
+                .unwrap_or(defaults.max_segment_bytes),
+            max_bytes: config.max_length_bytes,
+            max_age_ms: config.stream.max_age_ms,
+            filter_size: config.stream.filter_size.unwrap_or(defaults.filter_size),
+            ..defaults
+        };
+        let log = StreamLog::open(root, vhost, &name.to_str_lossy(), log_config).map_err(|e| {
+            BrokerError::Internal(format!("cannot open stream '{name}' in vhost '{vhost}': {e}"))
+        })?;
+        let state: Box<dyn QueueType> = Box::new(StreamQueue::new(log.clone(), env.stream_codec));
+        Ok(Arc::new(Queue {
+            name,
+            vhost: vhost.to_string(),
+            durable,
+            auto_delete,
+            exclusive_owner,
+            arguments,
+            config,
+            memory: env.memory.clone(),
+            stream: Some(log),
+            state: Mutex::new(state),
+        }))
+    }
+
+    /// Is this queue a stream? Its log, if so.
+    pub fn stream(&self) -> Option<&Arc<StreamLog>> {
+        self.stream.as_ref()
     }
 
     fn with<R>(self: &Arc<Self>, f: impl FnOnce(&mut dyn QueueType, &mut Ctx) -> R) -> (R, Effects) {

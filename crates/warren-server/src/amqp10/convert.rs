@@ -405,6 +405,20 @@ pub fn to_amqp10(raw_properties: &Bytes, body: &[u8], info: DeliveryInfo, out: &
     }
 }
 
+/// A message routed to a stream, as the stream stores it: AMQP 1.0, so
+/// stream clients read it (RabbitMQ stores them so too).
+pub fn for_stream(m: &warren_core::message::Message) -> Bytes {
+    let mut out = BytesMut::new();
+    let info = DeliveryInfo {
+        exchange: &m.exchange.to_str_lossy(),
+        routing_key: &m.routing_key.to_str_lossy(),
+        redelivered: false,
+        delivery_count: 0,
+    };
+    to_amqp10(&m.raw_properties, &m.body, info, &mut out);
+    out.freeze()
+}
+
 /// The modified outcome's message-annotations (§3.4.5), merged into a
 /// stored message's properties as `x-` headers (RabbitMQ takes only
 /// `x-` keys). Returns None when nothing changes.

@@ -21,7 +21,13 @@ pub fn free_port() -> u16 {
 
 pub fn spawn(port: u16, dir: &std::path::Path) -> Child {
     Command::new(env!("CARGO_BIN_EXE_warren"))
-        .args(["--amqp-listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+        .args([
+            "--amqp-listen",
+            &format!("127.0.0.1:{port}"),
+            "--stream-listen",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
         .arg(dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -66,7 +72,7 @@ async fn sigterm_closes_connections_with_320() {
     let port = free_port();
     let (mut child, log) = wait_for_line(spawn(port, &dir), "listener on").await;
     assert!(
-        log.contains(&format!("AMQP 0-9-1 listener on 127.0.0.1:{port}")),
+        log.contains(&format!("AMQP 0-9-1 and 1.0 listener on 127.0.0.1:{port}")),
         "{log}"
     );
     let conn = within(Connection::connect(
@@ -103,7 +109,13 @@ async fn port_in_use_is_reported_clearly() {
         let dir = dir.clone();
         move || {
             Command::new(env!("CARGO_BIN_EXE_warren"))
-                .args(["--amqp-listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+                .args([
+                    "--amqp-listen",
+                    &format!("127.0.0.1:{port}"),
+                    "--stream-listen",
+                    "127.0.0.1:0",
+                    "--data-dir",
+                ])
                 .arg(&dir)
                 .output()
                 .unwrap()

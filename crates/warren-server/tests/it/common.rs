@@ -29,6 +29,7 @@ pub fn config(data_dir: PathBuf) -> Config {
     Config {
         data_dir,
         amqp_listen: "127.0.0.1:0".parse().unwrap(),
+        stream_listen: "127.0.0.1:0".parse().unwrap(),
         ..Config::default()
     }
 }

@@ -21,3 +21,4 @@ mod queues;
 mod raw;
 mod reply_to;
 mod restart;
+mod stream;

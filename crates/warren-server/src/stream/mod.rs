@@ -1,0 +1,21 @@
+//! The RabbitMQ Stream protocol front end (port 5552): one task per
+//! connection ([`connection`]) that authenticates, then serves
+//! publishers ([`publish`]: deduplication, one chunk per publisher per read
+//! batch, confirms once written) and subscriptions ([`subscribe`]: chunks
+//! read from the log as they are stored, within the subscription's chunk
+//! credit), and the topology commands ([`admin`]: create and delete,
+//! metadata, super streams, offsets, stats). Streams are queues of type
+//! stream in their virtual host (`warren_core::queue::stream`).
+
+pub mod admin;
+pub mod connection;
+pub mod publish;
+pub mod subscribe;
+
+/// Stream protocol response codes we send that `warren_stream` does not
+/// name (PROTOCOL.adoc, "Response Codes").
+pub mod code {
+    pub use warren_stream::command::code::*;
+    pub const OFFSET_NOT_FOUND: u16 = 0x13;
+    pub const NO_OFFSET: u16 = 0x13;
+}

@@ -1,0 +1,205 @@
+//! Publishers: DeclarePublisher / DeletePublisher / QueryPublisherSequence,
+//! and Publish frames. The entries of every Publish frame of a read batch
+//! are gathered per publisher and written as one chunk after the batch
+//! (one write, one confirm frame), so a client's pipelined frames cost one
+//! chunk, not one each. A named publisher is deduplicated: an entry whose
+//! publishing id is not above the last one stored for that name (in the
+//! log, so across reconnects and restarts) is confirmed but not stored
+//! again; the new last id rides in the chunk's trailer.
+
+use std::sync::Arc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use warren_core::queue::StreamLog;
+use warren_log::{Delta, Message};
+use warren_stream::command::{key, Command};
+use warren_stream::publish::{parse_publish, Published};
+
+use super::code;
+use super::connection::{response, Conn};
+
+/// How many publishers a connection may declare (RabbitMQ: 256, ids 0-255).
+pub const MAX_PUBLISHERS: usize = 256;
+
+pub struct Publisher {
+    pub stream: String,
+    pub log: Arc<StreamLog>,
+    pub reference: Option<String>,
+    /// Entries received in this batch, waiting to be written.
+    pending: Vec<Published>,
+    /// The last publishing id stored (named publishers), cached.
+    last_stored: Option<u64>,
+}
+
+impl Conn {
+    /// The log of stream `name` in this connection's vhost.
+    pub(super) fn stream_log(&self, name: &str) -> Result<Arc<StreamLog>, u16> {
+        let vh = self.vhost();
+        match vh.queue(name.as_bytes(), 0) {
+            Ok(q) => q.stream().cloned().ok_or(code::STREAM_DOES_NOT_EXIST),
+            Err(_) => Err(code::STREAM_DOES_NOT_EXIST),
+        }
+    }
+
+    pub(super) fn declare_publisher(
+        &mut self,
+        correlation_id: u32,
+        publisher_id: u8,
+        reference: Option<String>,
+        stream: &str,
+    ) {
+        let log = match self.stream_log(stream) {
+            Ok(l) => l,
+            Err(c) => return self.respond(key::DECLARE_PUBLISHER, correlation_id, c),
+        };
+        let taken = self.publishers.contains_key(&publisher_id)
+            || reference.as_ref().is_some_and(|r| {
+                self.publishers
+                    .values()
+                    .any(|p| p.stream == stream && p.reference.as_ref() == Some(r))
+            })
+            || reference.as_ref().is_some_and(|r| r.len() > 255);
+        if taken || self.publishers.len() >= MAX_PUBLISHERS {
+            return self.respond(key::DECLARE_PUBLISHER, correlation_id, code::PRECONDITION_FAILED);
+        }
+        let last_stored = reference.as_deref().and_then(|r| log.sequence(r));
+        self.publishers.insert(
+            publisher_id,
+            Publisher {
+                stream: stream.to_string(),
+                log,
+                reference,
+                pending: Vec::new(),
+                last_stored,
+            },
+        );
+        self.respond(key::DECLARE_PUBLISHER, correlation_id, code::OK);
+    }
+
+    pub(super) fn delete_publisher(&mut self, correlation_id: u32, publisher_id: u8) {
+        self.flush_publishers();
+        let c = if self.publishers.remove(&publisher_id).is_some() {
+            code::OK
+        } else {
+            code::PUBLISHER_DOES_NOT_EXIST
+        };
+        self.respond(key::DELETE_PUBLISHER, correlation_id, c);
+    }
+
+    pub(super) fn query_publisher_sequence(&mut self, correlation_id: u32, reference: &str, stream: &str) {
+        // What this connection has not written yet counts too.
+        self.flush_publishers();
+        let (c, seq) = match self.stream_log(stream) {
+            Ok(log) => (code::OK, log.sequence(reference).unwrap_or(0)),
+            Err(c) => (c, 0),
+        };
+        response(
+            &mut self.wbuf,
+            key::QUERY_PUBLISHER_SEQUENCE,
+            correlation_id,
+            c,
+            &seq.to_be_bytes(),
+        );
+    }
+
+    /// A Publish frame: entries wait in their publisher until the batch ends.
+    pub(super) fn publish(&mut self, f: Bytes) {
+        let (publisher_id, entries) = match parse_publish(f) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::debug!(peer = %self.peer, "malformed publish frame: {e}");
+                return;
+            }
+        };
+        match self.publishers.get_mut(&publisher_id) {
+            Some(p) => p.pending.extend(entries),
+            None => {
+                let errors = entries
+                    .iter()
+                    .map(|e| (e.publishing_id, code::PUBLISHER_DOES_NOT_EXIST))
+                    .collect();
+                Command::PublishError { publisher_id, errors }.encode(&mut self.wbuf);
+            }
+        }
+    }
+
+    /// Write each publisher's pending entries as one chunk and confirm
+    /// them (duplicates included), or report why not.
+    pub(super) fn flush_publishers(&mut self) {
+        let ids: Vec<u8> = self
+            .publishers
+            .iter()
+            .filter(|(_, p)| !p.pending.is_empty())
+            .map(|(&id, _)| id)
+            .collect();
+        for id in ids {
+            let Some(p) = self.publishers.get_mut(&id) else {
+                continue;
+            };
+            let pending = std::mem::take(&mut p.pending);
+            let mut confirmed = Vec::with_capacity(pending.len());
+            let mut messages = Vec::with_capacity(pending.len());
+            // Another connection may have published under the same name.
+            let mut last = match (&p.reference, p.last_stored) {
+                (Some(r), cached) => cached.max(p.log.sequence(r)),
+                (None, _) => None,
+            };
+            for e in pending {
+                confirmed.push(e.publishing_id);
+                if p.reference.is_some() && last.is_some_and(|l| e.publishing_id <= l) {
+                    continue; // a duplicate: confirmed, not stored again
+                }
+                if p.reference.is_some() {
+                    last = Some(e.publishing_id);
+                }
+                messages.push(Message {
+                    entry: e.entry,
+                    filter: e.filter.filter(|f| !f.is_empty()),
+                });
+            }
+            let mut result = Ok(());
+            if !messages.is_empty() {
+                let delta = Delta {
+                    sequences: match (&p.reference, last) {
+                        (Some(r), Some(l)) => vec![(r.clone(), l)],
+                        _ => Vec::new(),
+                    },
+                    offsets: Vec::new(),
+                };
+                if p.log.is_deleted() {
+                    result = Err(code::STREAM_DOES_NOT_EXIST);
+                } else if let Err(e) = p.log.append(&messages, &delta) {
+                    tracing::error!(stream = %p.stream, "cannot append to the stream log: {e}");
+                    result = Err(code::INTERNAL_ERROR);
+                }
+            }
+            match result {
+                Ok(()) => {
+                    p.last_stored = last;
+                    write_confirm(&mut self.wbuf, id, &confirmed);
+                }
+                Err(c) => {
+                    let errors = confirmed.into_iter().map(|i| (i, c)).collect();
+                    Command::PublishError {
+                        publisher_id: id,
+                        errors,
+                    }
+                    .encode(&mut self.wbuf);
+                }
+            }
+        }
+    }
+}
+
+/// A PublishConfirm frame without building a `Command`.
+fn write_confirm(out: &mut BytesMut, publisher_id: u8, ids: &[u64]) {
+    let at = warren_stream::command::begin_frame(out);
+    out.put_u16(key::PUBLISH_CONFIRM);
+    out.put_u16(1);
+    out.put_u8(publisher_id);
+    out.put_i32(ids.len() as i32);
+    for id in ids {
+        out.put_u64(*id);
+    }
+    warren_stream::command::end_frame(out, at);
+}

@@ -1,0 +1,327 @@
+//! The RabbitMQ Stream protocol with the real rabbitmq-stream-client crate:
+//! create and delete, publish with confirms, consume from every offset
+//! specification, deduplication across reconnects, server-side offset
+//! tracking across a restart, super streams, and 0-9-1 publishers feeding
+//! a stream that stream clients read.
+
+use std::time::Duration;
+
+use futures_lite::StreamExt;
+use rabbitmq_stream_client::error::StreamCreateError;
+use rabbitmq_stream_client::types::{ByteCapacity, Message, OffsetSpecification, ResponseCode};
+use rabbitmq_stream_client::Environment;
+
+use crate::common::*;
+
+impl Broker {
+    pub fn stream_port(&self) -> u16 {
+        self.running.as_ref().unwrap().stream_addr.port()
+    }
+
+    pub async fn stream_env(&self) -> Environment {
+        within(
+            Environment::builder()
+                .host("127.0.0.1")
+                .port(self.stream_port())
+                .build(),
+        )
+        .await
+        .expect("stream environment connects")
+    }
+}
+
+async fn publish(env: &Environment, stream: &str, bodies: impl IntoIterator<Item = String>) {
+    let producer = within(env.producer().build(stream)).await.unwrap();
+    let msgs: Vec<Message> = bodies
+        .into_iter()
+        .map(|b| Message::builder().body(b).build())
+        .collect();
+    let n = msgs.len();
+    let confirmed = within(producer.batch_send_with_confirm(msgs)).await.unwrap();
+    assert_eq!(confirmed.len(), n);
+    assert!(confirmed.iter().all(|c| c.confirmed()), "every message confirmed");
+    within(producer.close()).await.unwrap();
+}
+
+/// (offset, body) of the next `n` messages from `spec`.
+async fn consume(env: &Environment, stream: &str, spec: OffsetSpecification, n: usize) -> Vec<(u64, String)> {
+    let mut consumer = within(env.consumer().offset(spec).build(stream)).await.unwrap();
+    let mut out = Vec::new();
+    while out.len() < n {
+        let d = within(consumer.next())
+            .await
+            .expect("a delivery")
+            .expect("no error");
+        let body = String::from_utf8(d.message().data().unwrap_or_default().to_vec()).unwrap();
+        out.push((d.offset(), body));
+    }
+    let _ = within(consumer.handle().close()).await;
+    out
+}
+
+#[tokio::test]
+async fn publish_confirm_and_consume_from_every_offset_spec() {
+    let b = Broker::start().await;
+    let env = b.stream_env().await;
+    within(
+        env.stream_creator()
+            .max_length(ByteCapacity::GB(1))
+            .create("events"),
+    )
+    .await
+    .unwrap();
+    // Again: it exists.
+    let again = within(
+        env.stream_creator()
+            .max_length(ByteCapacity::GB(1))
+            .create("events"),
+    )
+    .await;
+    assert!(
+        matches!(
+            again,
+            Err(StreamCreateError::Create {
+                status: ResponseCode::StreamAlreadyExists,
+                ..
+            })
+        ),
+        "{again:?}"
+    );
+    publish(&env, "events", (0..100).map(|i| format!("e{i}"))).await;
+    let first = consume(&env, "events", OffsetSpecification::First, 100).await;
+    assert_eq!(first[0], (0, "e0".into()));
+    assert_eq!(first[99], (99, "e99".into()));
+    assert!(first.windows(2).all(|w| w[0].0 < w[1].0));
+    let mid = consume(&env, "events", OffsetSpecification::Offset(40), 1).await;
+    assert_eq!(
+        mid[0],
+        (40, "e40".into()),
+        "the client skips records before the offset"
+    );
+    // Last: the newest chunk (the 100 went as one chunk; this is another).
+    publish(&env, "events", ["tail".to_string()]).await;
+    let last = consume(&env, "events", OffsetSpecification::Last, 1).await;
+    assert_eq!(last[0], (100, "tail".into()));
+    let ts = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let by_time = consume(&env, "events", OffsetSpecification::Timestamp(ts - 60_000), 1).await;
+    assert_eq!(by_time[0].0, 0);
+
+    // Next: nothing until something is published.
+    let mut next = within(env.consumer().offset(OffsetSpecification::Next).build("events"))
+        .await
+        .unwrap();
+    nothing_within(300, next.next()).await;
+    publish(&env, "events", ["after".to_string()]).await;
+    let d = within(next.next()).await.unwrap().unwrap();
+    assert_eq!(d.offset(), 101);
+    assert_eq!(d.message().data(), Some(&b"after"[..]));
+    let _ = within(next.handle().close()).await;
+
+    within(env.delete_stream("events")).await.unwrap();
+    assert!(
+        within(env.delete_stream("events")).await.is_err(),
+        "deleting twice fails"
+    );
+    assert!(
+        within(env.producer().build("events")).await.is_err(),
+        "the stream is gone"
+    );
+}
+
+#[tokio::test]
+async fn a_named_producer_is_deduplicated_across_reconnects() {
+    let b = Broker::start().await;
+    let env = b.stream_env().await;
+    within(env.stream_creator().create("dedup")).await.unwrap();
+    let send = |ids: std::ops::Range<u64>| {
+        let env = env.clone();
+        async move {
+            let mut p = within(env.producer().name("orders").build("dedup"))
+                .await
+                .unwrap();
+            let msgs: Vec<Message> = ids
+                .map(|i| Message::builder().body(format!("o{i}")).publishing_id(i).build())
+                .collect();
+            let n = msgs.len();
+            let c = within(p.batch_send_with_confirm(msgs)).await.unwrap();
+            assert_eq!(c.len(), n, "duplicates are confirmed too");
+            within(p.close()).await.unwrap();
+        }
+    };
+    send(0..10).await;
+    // The same ids again, and some new: only the new ones are stored.
+    send(5..15).await;
+    let got = consume(&env, "dedup", OffsetSpecification::First, 15).await;
+    let bodies: Vec<String> = got.into_iter().map(|m| m.1).collect();
+    assert_eq!(bodies, (0..15).map(|i| format!("o{i}")).collect::<Vec<_>>());
+    let mut consumer = within(env.consumer().offset(OffsetSpecification::First).build("dedup"))
+        .await
+        .unwrap();
+    for _ in 0..15 {
+        within(consumer.next()).await.unwrap().unwrap();
+    }
+    nothing_within(300, consumer.next()).await;
+    let _ = within(consumer.handle().close()).await;
+}
+
+#[tokio::test]
+async fn stored_offsets_and_producer_sequences_survive_a_restart() {
+    let dir = temp_dir("stream-restart");
+    let d2 = dir.clone();
+    let mut b = Broker::start_with(move |c| c.data_dir = d2).await;
+    {
+        let env = b.stream_env().await;
+        within(env.stream_creator().create("tracked")).await.unwrap();
+        let mut p = within(env.producer().name("writer").build("tracked"))
+            .await
+            .unwrap();
+        for i in 0..5u64 {
+            let m = Message::builder().body(format!("t{i}")).publishing_id(i).build();
+            within(p.send_with_confirm(m)).await.unwrap();
+        }
+        within(p.close()).await.unwrap();
+        let consumer = within(
+            env.consumer()
+                .name("reader")
+                .offset(OffsetSpecification::First)
+                .build("tracked"),
+        )
+        .await
+        .unwrap();
+        within(consumer.store_offset(3)).await.unwrap();
+        // Stored offsets are read back (after the store is taken).
+        let mut stored = 0;
+        for _ in 0..50 {
+            stored = within(consumer.query_offset()).await.unwrap_or(u64::MAX);
+            if stored == 3 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(stored, 3);
+        let _ = within(consumer.handle().close()).await;
+    }
+    b.stop().await;
+    let d3 = dir.clone();
+    let b = Broker::start_with(move |c| c.data_dir = d3).await;
+    let env = b.stream_env().await;
+    let consumer = within(
+        env.consumer()
+            .name("reader")
+            .offset(OffsetSpecification::First)
+            .build("tracked"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(within(consumer.query_offset()).await.unwrap(), 3);
+    let _ = within(consumer.handle().close()).await;
+    // The producer's last id came back too: resending 0..5 stores nothing.
+    let mut p = within(env.producer().name("writer").build("tracked"))
+        .await
+        .unwrap();
+    for i in 0..5u64 {
+        let m = Message::builder()
+            .body(format!("again{i}"))
+            .publishing_id(i)
+            .build();
+        within(p.send_with_confirm(m)).await.unwrap();
+    }
+    within(p.close()).await.unwrap();
+    let all = consume(&env, "tracked", OffsetSpecification::First, 5).await;
+    assert!(all.iter().all(|m| m.1.starts_with('t')), "{all:?}");
+    let mut c = within(
+        env.consumer()
+            .offset(OffsetSpecification::Offset(all[4].0 + 1))
+            .build("tracked"),
+    )
+    .await
+    .unwrap();
+    nothing_within(300, c.next()).await;
+    let _ = within(c.handle().close()).await;
+}
+
+#[tokio::test]
+async fn super_streams_route_by_key_to_their_partitions() {
+    let b = Broker::start().await;
+    let env = b.stream_env().await;
+    within(env.stream_creator().create_super_stream("invoices", 3, None))
+        .await
+        .unwrap();
+    let client = within(rabbitmq_stream_client::Client::connect(
+        rabbitmq_stream_client::ClientOptions::builder()
+            .host("127.0.0.1")
+            .port(b.stream_port())
+            .build(),
+    ))
+    .await
+    .unwrap();
+    let parts = within(client.partitions("invoices".into())).await.unwrap();
+    assert_eq!(
+        parts.streams,
+        vec!["invoices-0".to_string(), "invoices-1".into(), "invoices-2".into()]
+    );
+    let route = within(client.route("1".into(), "invoices".into())).await.unwrap();
+    assert_eq!(route.streams, vec!["invoices-1".to_string()]);
+    let none = within(client.route("nope".into(), "invoices".into()))
+        .await
+        .unwrap();
+    assert!(none.streams.is_empty());
+    let _ = client.close().await;
+    within(env.delete_super_stream("invoices")).await.unwrap();
+    assert!(within(env.producer().build("invoices-0")).await.is_err());
+}
+
+/// Streams are queues: a 0-9-1 publisher routes into one (through an
+/// exchange), and stream clients read the messages, stored as AMQP 1.0.
+#[tokio::test]
+async fn amqp_0_9_1_publishers_feed_a_stream_that_stream_clients_read() {
+    use lapin::options::{BasicPublishOptions, QueueBindOptions, QueueDeclareOptions};
+    let b = Broker::start().await;
+    let (_c, ch) = b.channel().await;
+    within(ch.queue_declare(
+        "from-091".into(),
+        QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        table(&[("x-queue-type", s("stream"))]),
+    ))
+    .await
+    .unwrap();
+    within(ch.queue_bind(
+        "from-091".into(),
+        "amq.topic".into(),
+        "log.#".into(),
+        QueueBindOptions::default(),
+        Default::default(),
+    ))
+    .await
+    .unwrap();
+    for i in 0..20 {
+        within(ch.basic_publish(
+            "amq.topic".into(),
+            "log.info".into(),
+            BasicPublishOptions::default(),
+            format!("line {i}").as_bytes(),
+            lapin::BasicProperties::default().with_content_type("text/plain".into()),
+        ))
+        .await
+        .unwrap();
+    }
+    let env = b.stream_env().await;
+    let got = consume(&env, "from-091", OffsetSpecification::First, 20).await;
+    assert_eq!(got[0].1, "line 0");
+    assert_eq!(got[19].1, "line 19");
+    // A non-durable stream is refused, as in RabbitMQ.
+    let (_c2, ch2) = b.channel().await;
+    let r = within(ch2.queue_declare(
+        "transient-stream".into(),
+        QueueDeclareOptions::default(),
+        table(&[("x-queue-type", s("stream"))]),
+    ))
+    .await;
+    assert_eq!(amqp_error(&r.unwrap_err()).0, 406);
+}
