@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The Python interop checks (python-qpid-proton and RabbitMQ's own
-# rabbitmq-amqp-python-client, from PyPI) against a Warren started here
-# on a free loopback port with a fresh data directory. Used by .ci/run.
+# The Python interop checks against a Warren started here on free loopback
+# ports with a fresh data directory: AMQP 1.0 with python-qpid-proton and
+# RabbitMQ's rabbitmq-amqp-python-client, streams with rstream (all from
+# PyPI). Used by .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 venv=${WARREN_PY_VENV:-target/py-venv}
@@ -11,12 +12,21 @@ fi
 "$venv/bin/pip" install -q --disable-pip-version-check -r tests/python/requirements.txt
 cargo build -q -p warren-server --bin warren
 data=$(mktemp -d)
-port=$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-target/debug/warren --amqp-listen "127.0.0.1:$port" --stream-listen 127.0.0.1:0 --data-dir "$data" --log warn &
+free_port() { "$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port=$(free_port)
+sport=$(free_port)
+target/debug/warren --amqp-listen "127.0.0.1:$port" --stream-listen "127.0.0.1:$sport" --data-dir "$data" --log warn &
 pid=$!
 trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$data"' EXIT
 for _ in $(seq 100); do
-  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && (exec 3<>"/dev/tcp/127.0.0.1/$sport") 2>/dev/null && break
   sleep 0.1
 done
-timeout 600 "$venv/bin/python" tests/python/amqp10_interop.py "$port"
+out=$(mktemp)
+status=0
+timeout 600 "$venv/bin/python" tests/python/amqp10_interop.py "$port" | tee "$out" || status=1
+timeout 600 "$venv/bin/python" tests/python/stream_interop.py "$sport" | tee -a "$out" || status=1
+# One closing line for both scripts.
+awk '/^[0-9]+ passed, [0-9]+ failed$/ { p += $1; f += $3 } END { printf "%d passed, %d failed\n", p, f }' "$out"
+rm -f "$out"
+exit $status
