@@ -203,6 +203,16 @@ impl Reader {
     /// The next user chunk that passes the filter, or None at the end of
     /// what is written (call again once more is).
     pub fn next_chunk(&mut self) -> Result<Option<ChunkRead>> {
+        let mut buf = BytesMut::new();
+        Ok(self.next_chunk_into(&mut buf)?.map(|header| ChunkRead {
+            header,
+            bytes: buf.freeze(),
+        }))
+    }
+
+    /// Like [`Reader::next_chunk`], but append the chunk (header and data)
+    /// to `out`: a Deliver frame is built around it with no extra copy.
+    pub fn next_chunk_into(&mut self, out: &mut BytesMut) -> Result<Option<ChunkHeader>> {
         loop {
             let st = self.view.snapshot();
             let here = st.segments.iter().position(|s| s.first_offset == self.segment);
@@ -262,15 +272,16 @@ impl Reader {
                     continue;
                 }
             }
-            let mut buf = BytesMut::zeroed(HEADER_SIZE + header.data_length as usize);
-            f.read_exact_at(&mut buf[..HEADER_SIZE], pos)
-                .map_err(|e| LogError::io(&self.view.dir, e))?;
-            f.read_exact_at(&mut buf[HEADER_SIZE..], bloom_at + header.bloom_size as u64)
-                .map_err(|e| LogError::io(&self.view.dir, e))?;
-            return Ok(Some(ChunkRead {
-                header,
-                bytes: buf.freeze(),
-            }));
+            let start = out.len();
+            out.resize(start + HEADER_SIZE + header.data_length as usize, 0);
+            let read = f
+                .read_exact_at(&mut out[start..start + HEADER_SIZE], pos)
+                .and_then(|_| f.read_exact_at(&mut out[start + HEADER_SIZE..], bloom_at + header.bloom_size as u64));
+            if let Err(e) = read {
+                out.truncate(start);
+                return Err(LogError::io(&self.view.dir, e));
+            }
+            return Ok(Some(header));
         }
     }
 }

@@ -155,38 +155,44 @@ impl Conn {
             // A wake-up may mean more: look again.
             s.at_end = false;
             while s.credit > 0 && self.wbuf.len() < WRITE_HIGH {
-                let chunk = match s.reader.next_chunk() {
-                    Ok(Some(c)) => c,
-                    Ok(None) => {
-                        // Ask to be woken, then look once more (an append
-                        // may have come in between).
-                        s.log.wait(&waiter);
-                        match s.reader.next_chunk() {
-                            Ok(Some(c)) => c,
-                            _ => {
-                                s.at_end = true;
-                                break;
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        tracing::error!(stream = %s.stream, "reading the stream log: {e}");
-                        s.at_end = true;
-                        break;
-                    }
-                };
-                s.credit -= 1;
+                // The Deliver frame's head, then the chunk read straight
+                // after it; undone if there is no chunk.
                 let at = begin_frame(&mut self.wbuf);
                 self.wbuf.put_u16(key::DELIVER);
                 self.wbuf.put_u16(if v2 { 2 } else { 1 });
                 self.wbuf.put_u8(id);
+                let committed_at = self.wbuf.len();
                 if v2 {
-                    // The committed chunk id: everything written is.
-                    let committed = s.log.chunk_ids().map_or(chunk.header.first_offset, |c| c.1);
-                    self.wbuf.put_u64(committed);
+                    self.wbuf.put_u64(0); // the committed chunk id, below
                 }
-                self.wbuf.put_slice(&chunk.bytes);
-                end_frame(&mut self.wbuf, at);
+                let mut got = s.reader.next_chunk_into(&mut self.wbuf);
+                if matches!(got, Ok(None)) {
+                    // Ask to be woken, then look once more (an append may
+                    // have come in between).
+                    s.log.wait(&waiter);
+                    got = s.reader.next_chunk_into(&mut self.wbuf);
+                }
+                match got {
+                    Ok(Some(header)) => {
+                        if v2 {
+                            let committed = s.log.chunk_ids().map_or(header.first_offset, |c| c.1);
+                            self.wbuf[committed_at..committed_at + 8].copy_from_slice(&committed.to_be_bytes());
+                        }
+                        end_frame(&mut self.wbuf, at);
+                        s.credit -= 1;
+                    }
+                    Ok(None) => {
+                        self.wbuf.truncate(at);
+                        s.at_end = true;
+                        break;
+                    }
+                    Err(e) => {
+                        self.wbuf.truncate(at);
+                        tracing::error!(stream = %s.stream, "reading the stream log: {e}");
+                        s.at_end = true;
+                        break;
+                    }
+                }
             }
         }
     }
