@@ -9,6 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-60}
+# A fresh stream per run: the anchor keeps its streams between runs.
+RUN=$(date +%s)
 source bench/lib.sh
 cargo build --release -p warren-perf
 start_brokers
@@ -17,7 +19,7 @@ for size in 12 1000; do
     port=$WARREN_STREAM_PORT; [ $b = rabbitmq ] && port=5553
     echo "== stream ${size} B on $b"
     ./target/release/warren-perf -P stream -h "rabbitmq-stream://guest:guest@127.0.0.1:$port/%2f" \
-      -x 1 -y 1 -s "$size" -z "$SECS" --offset first -u "perf-stream-$size" \
+      -x 1 -y 1 -s "$size" -z "$SECS" --offset first -u "perf-stream-$size-$RUN" \
       --quiet --json "$OUT/stream-$size-$b.json" > "$OUT/stream-$size-$b.txt"
   done
 done

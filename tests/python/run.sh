@@ -25,7 +25,7 @@ done
 out=$(mktemp)
 status=0
 timeout 600 "$venv/bin/python" tests/python/amqp10_interop.py "$port" | tee "$out" || status=1
-timeout 600 "$venv/bin/python" tests/python/stream_interop.py "$sport" | tee -a "$out" || status=1
+timeout 600 "$venv/bin/python" tests/python/stream_interop.py "$sport" "$port" | tee -a "$out" || status=1
 # One closing line for both scripts.
 awk '/^[0-9]+ passed, [0-9]+ failed$/ { p += $1; f += $3 } END { printf "%d passed, %d failed\n", p, f }' "$out"
 rm -f "$out"

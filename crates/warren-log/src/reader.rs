@@ -276,7 +276,12 @@ impl Reader {
             out.resize(start + HEADER_SIZE + header.data_length as usize, 0);
             let read = f
                 .read_exact_at(&mut out[start..start + HEADER_SIZE], pos)
-                .and_then(|_| f.read_exact_at(&mut out[start + HEADER_SIZE..], bloom_at + header.bloom_size as u64));
+                .and_then(|_| {
+                    f.read_exact_at(
+                        &mut out[start + HEADER_SIZE..],
+                        bloom_at + header.bloom_size as u64,
+                    )
+                });
             if let Err(e) = read {
                 out.truncate(start);
                 return Err(LogError::io(&self.view.dir, e));

@@ -107,7 +107,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             disk_free_limit: config.disk_free_limit_bytes,
             storage: Some(storage.clone()),
             streams_dir: Some(config.data_dir.join("streams")),
-            stream_codec: Some(amqp10::convert::for_stream),
+            stream_codec: Some(amqp10::convert::STREAM_CODEC),
         },
         definitions::save_hook(store.clone(), weak.clone()),
     );

@@ -138,6 +138,10 @@ pub struct ConsumerSpec {
     pub channel_limit: Option<Arc<ChannelLimit>>,
     /// AMQP 1.0 receivers: deliveries are limited by link credit.
     pub link_credit: Option<Arc<LinkCredit>>,
+    /// The consumer's arguments (basic.consume's; an AMQP 1.0 source's
+    /// filters in the same terms): streams read x-stream-offset,
+    /// x-stream-filter and x-stream-match-unfiltered.
+    pub arguments: warren_amqp091::FieldTable,
 }
 
 impl ConsumerSpec {

@@ -15,6 +15,7 @@ mod consumer;
 pub mod dead_letter;
 mod paging;
 pub mod stream;
+mod stream_compression;
 #[cfg(test)]
 mod tests;
 

@@ -22,12 +22,29 @@ use sha2::{Digest, Sha256};
 use warren_log::{Appended, Config as LogConfig, Delta, Log, LogError, Message as LogMessage, View};
 use warren_stream::chunk::Entry as ChunkEntry;
 
-use super::{ConsumerSpec, Ctx, Entry, FlowWaiter, PublishOutcome, QueueStats, QueueType, Settle};
+use std::collections::VecDeque;
+
+use warren_amqp091::{BasicProperties, FieldTable, FieldValue};
+use warren_log::bloom::Matcher;
+use warren_log::{Reader, Start};
+use warren_stream::chunk::Chunk;
+
+use super::consumer::Consumer;
+use super::{
+    ConsumerSpec, Ctx, Delivery, DeliverySink, Entry, FlowWaiter, PublishOutcome, QueueStats, QueueType,
+    Settle,
+};
 use crate::error::BrokerError;
 use crate::message::Message;
 
-/// Turns a routed message into the bytes a stream stores (AMQP 1.0).
-pub type StreamCodec = fn(&Message) -> Bytes;
+/// How a stream stores routed messages and hands them to queue-interface
+/// consumers: AMQP 1.0 both ways (the server provides it, core has no
+/// AMQP 1.0 codec). `decode` yields None for bytes that are no message.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamCodec {
+    pub encode: fn(&Message) -> Bytes,
+    pub decode: fn(&[u8]) -> Option<Message>,
+}
 
 /// Told once that a stream has grown (a connection with subscriptions at
 /// the end of the log). Must not block or call back into the stream.
@@ -181,12 +198,142 @@ impl StreamLog {
     }
 }
 
+/// Wakes a consumer's connection when the stream grows: it then pumps the
+/// queue, as it does when its outbox has room again.
+struct SinkWake {
+    sink: Arc<dyn DeliverySink>,
+    queue: Weak<super::Queue>,
+}
+
+impl StreamWaiter for SinkWake {
+    fn grown(&self) {
+        self.sink.wait_for_room(self.queue.clone());
+    }
+}
+
+/// A queue-interface consumer of a stream: its reader and the records of
+/// the chunk it is in.
+struct StreamConsumer {
+    c: Consumer,
+    reader: Reader,
+    /// (offset, AMQP 1.0 message) not delivered yet.
+    buffered: VecDeque<(u64, Bytes)>,
+    /// Records below this offset are skipped (an offset spec starts at the
+    /// chunk holding it).
+    skip_below: u64,
+    wake: Arc<dyn StreamWaiter>,
+}
+
+impl std::fmt::Debug for StreamConsumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamConsumer")
+            .field("id", &self.c.spec.id)
+            .finish()
+    }
+}
+
+/// Where a consumer starts (x-stream-offset: first, last, next, an
+/// offset, a timestamp, or an interval back from now such as "30m").
+fn start_of(args: &FieldTable) -> Result<(Start, u64), String> {
+    let Some(v) = args.get("x-stream-offset") else {
+        return Ok((Start::Next, 0));
+    };
+    if let Some(n) = v.as_i64() {
+        let n = n.max(0) as u64;
+        return Ok((Start::Offset(n), n));
+    }
+    match v {
+        FieldValue::Timestamp(secs) => Ok((Start::Timestamp(*secs as i64 * 1000), 0)),
+        FieldValue::LongStr(b) => match &b[..] {
+            b"first" => Ok((Start::First, 0)),
+            b"last" => Ok((Start::Last, 0)),
+            b"next" => Ok((Start::Next, 0)),
+            other => {
+                let text = String::from_utf8_lossy(other);
+                let ms = super::args::parse_max_age(&text)
+                    .ok_or_else(|| format!("invalid x-stream-offset '{text}'"))?;
+                Ok((Start::Timestamp(now_ms() - ms as i64), 0))
+            }
+        },
+        other => Err(format!("invalid x-stream-offset of type {}", other.type_name())),
+    }
+}
+
+/// A consumer's filter (x-stream-filter: a string or an array of them;
+/// x-stream-match-unfiltered).
+fn matcher_of(args: &FieldTable) -> Option<Matcher> {
+    let values: Vec<Vec<u8>> = match args.get("x-stream-filter") {
+        Some(FieldValue::LongStr(b)) => vec![b.to_vec()],
+        Some(FieldValue::Array(items)) => items
+            .iter()
+            .filter_map(|v| v.as_bytes().map(|b| b.to_vec()))
+            .collect(),
+        _ => return None,
+    };
+    let match_unfiltered = args
+        .get("x-stream-match-unfiltered")
+        .and_then(|v| v.as_bool())
+        .unwrap_or(false);
+    Some(Matcher {
+        values,
+        match_unfiltered,
+    })
+}
+
+/// A chunk's records as (offset, message bytes): simple entries as they
+/// are, sub-batches opened (their records are `u32 length, message`).
+/// A compressed sub-batch this build cannot open is skipped, with a log.
+fn records(chunk: &Bytes) -> Vec<(u64, Bytes)> {
+    let Ok(parsed) = Chunk::parse(chunk, false) else {
+        return Vec::new();
+    };
+    let mut out = Vec::with_capacity(parsed.header.num_records as usize);
+    let mut offset = parsed.header.first_offset;
+    for e in parsed.entries {
+        match e {
+            ChunkEntry::Simple(b) => {
+                out.push((offset, b));
+                offset += 1;
+            }
+            ChunkEntry::SubBatch {
+                compression,
+                records,
+                body,
+                ..
+            } => {
+                let Some(plain) = super::stream_compression::decompress(compression, &body) else {
+                    tracing::warn!("skipping a sub-batch compressed with codec {compression}");
+                    offset += records as u64;
+                    continue;
+                };
+                let mut rest = &plain[..];
+                for _ in 0..records {
+                    if rest.len() < 4 {
+                        break;
+                    }
+                    let n = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+                    if rest.len() < 4 + n {
+                        break;
+                    }
+                    out.push((offset, Bytes::copy_from_slice(&rest[4..4 + n])));
+                    rest = &rest[4 + n..];
+                    offset += 1;
+                }
+                // Whatever the batch claimed, its records took these offsets.
+                offset = offset.max(out.last().map_or(offset, |l| l.0 + 1));
+            }
+        }
+    }
+    out
+}
+
 /// The queue-interface side of a stream.
 #[derive(Debug)]
 pub struct StreamQueue {
     log: Arc<StreamLog>,
     codec: Option<StreamCodec>,
     last_used: Instant,
+    consumers: Vec<StreamConsumer>,
 }
 
 impl StreamQueue {
@@ -195,21 +342,55 @@ impl StreamQueue {
             log,
             codec,
             last_used: Instant::now(),
+            consumers: Vec::new(),
+        }
+    }
+
+    /// The next message for consumer `i`, or None at the end of the log
+    /// (then the consumer's connection is woken when it grows).
+    fn next_message(&mut self, i: usize) -> Option<(u64, Bytes)> {
+        let sc = &mut self.consumers[i];
+        loop {
+            if let Some(m) = sc.buffered.pop_front() {
+                if m.0 < sc.skip_below {
+                    continue;
+                }
+                return Some(m);
+            }
+            let chunk = match sc.reader.next_chunk() {
+                Ok(Some(c)) => c,
+                Ok(None) => {
+                    self.log.wait(&sc.wake);
+                    // An append may have come in between.
+                    match sc.reader.next_chunk() {
+                        Ok(Some(c)) => c,
+                        _ => return None,
+                    }
+                }
+                Err(e) => {
+                    tracing::error!("stream '{}': reading for a consumer: {e}", self.log.name);
+                    return None;
+                }
+            };
+            sc.buffered.extend(records(&chunk.bytes));
         }
     }
 }
 
 impl QueueType for StreamQueue {
-    fn publish(&mut self, _ctx: &mut Ctx, msg: super::MessageRef) -> PublishOutcome {
-        let Some(encode) = self.codec else {
+    fn publish(&mut self, ctx: &mut Ctx, msg: super::MessageRef) -> PublishOutcome {
+        let Some(codec) = self.codec else {
             return PublishOutcome::Rejected;
         };
         let m = LogMessage {
-            entry: ChunkEntry::Simple(encode(&msg)),
+            entry: ChunkEntry::Simple((codec.encode)(&msg)),
             filter: None,
         };
         match self.log.append(&[m], &Delta::default()) {
-            Ok(_) => PublishOutcome::Enqueued,
+            Ok(_) => {
+                self.pump(ctx);
+                PublishOutcome::Enqueued
+            }
             Err(e) => {
                 tracing::error!("stream '{}': cannot append: {e}", self.log.name);
                 PublishOutcome::Rejected
@@ -217,24 +398,109 @@ impl QueueType for StreamQueue {
         }
     }
 
-    fn consume(&mut self, _ctx: &mut Ctx, _spec: ConsumerSpec) -> Result<(), BrokerError> {
-        Err(BrokerError::NotImplemented(format!(
-            "consuming stream '{}' over this protocol is not supported yet; use the stream protocol",
-            self.log.name
-        )))
+    fn consume(&mut self, ctx: &mut Ctx, spec: ConsumerSpec) -> Result<(), BrokerError> {
+        if self.codec.is_none() {
+            return Err(BrokerError::NotImplemented("no codec for stream messages".into()));
+        }
+        let limited = spec.prefetch > 0
+            || spec.link_credit.is_some()
+            || spec
+                .channel_limit
+                .as_ref()
+                .is_some_and(|l| l.limit.load(std::sync::atomic::Ordering::Relaxed) > 0);
+        if spec.no_ack || !limited {
+            return Err(BrokerError::PreconditionFailed(format!(
+                "stream queue '{}' in vhost '{}' needs a consumer prefetch (basic.qos) and manual acknowledgements",
+                self.log.name, self.log.vhost
+            )));
+        }
+        let (start, skip_below) = start_of(&spec.arguments).map_err(BrokerError::PreconditionFailed)?;
+        let reader = Reader::new(self.log.view(), start, matcher_of(&spec.arguments))
+            .map_err(|e| BrokerError::Internal(e.to_string()))?;
+        let wake: Arc<dyn StreamWaiter> = Arc::new(SinkWake {
+            sink: spec.sink.clone(),
+            queue: Arc::downgrade(ctx.queue),
+        });
+        self.consumers.push(StreamConsumer {
+            c: Consumer { spec, unacked: 0 },
+            reader,
+            buffered: VecDeque::new(),
+            skip_below,
+            wake,
+        });
+        self.pump(ctx);
+        Ok(())
     }
 
-    fn cancel(&mut self, _ctx: &mut Ctx, _consumer_id: u64) -> bool {
-        false
+    fn cancel(&mut self, _ctx: &mut Ctx, consumer_id: u64) -> bool {
+        let before = self.consumers.len();
+        self.consumers.retain(|c| c.c.spec.id != consumer_id);
+        self.consumers.len() != before
     }
 
-    fn settle(&mut self, _ctx: &mut Ctx, _consumer_id: Option<u64>, _entries: Vec<Entry>, _how: Settle) {}
+    /// Acks, nacks and rejects alike give the credit back: reading a stream
+    /// takes nothing from it.
+    fn settle(&mut self, ctx: &mut Ctx, consumer_id: Option<u64>, entries: Vec<Entry>, _how: Settle) {
+        let n = entries.len() as u32;
+        if let Some(sc) = self
+            .consumers
+            .iter_mut()
+            .find(|c| Some(c.c.spec.id) == consumer_id)
+        {
+            sc.c.unacked = sc.c.unacked.saturating_sub(n);
+            if let Some(l) = &sc.c.spec.channel_limit {
+                l.released(n);
+            }
+        }
+        self.pump(ctx);
+    }
 
     fn get(&mut self, _ctx: &mut Ctx, _no_ack: bool) -> Option<(Entry, u64)> {
         None
     }
 
-    fn pump(&mut self, _ctx: &mut Ctx) {}
+    fn pump(&mut self, ctx: &mut Ctx) {
+        let Some(codec) = self.codec else { return };
+        for i in 0..self.consumers.len() {
+            loop {
+                let c = &self.consumers[i].c;
+                if !c.has_credit() {
+                    break;
+                }
+                if !c.spec.sink.has_room() {
+                    c.spec.sink.wait_for_room(Arc::downgrade(ctx.queue));
+                    break;
+                }
+                let Some((offset, bytes)) = self.next_message(i) else {
+                    break;
+                };
+                let Some(message) = (codec.decode)(&bytes).map(|m| with_offset(m, offset)) else {
+                    continue;
+                };
+                let c = &mut self.consumers[i].c;
+                c.spec.took_credit();
+                c.unacked += 1;
+                if let Some(l) = &c.spec.channel_limit {
+                    l.taken();
+                }
+                c.spec.sink.deliver(Delivery {
+                    channel: c.spec.channel,
+                    consumer_tag: c.spec.tag.clone(),
+                    consumer_id: c.spec.id,
+                    no_ack: false,
+                    queue: ctx.queue.clone(),
+                    entry: Entry {
+                        seq: offset,
+                        message: Arc::new(message),
+                        redelivered: false,
+                        delivery_count: 0,
+                        expires_at: None,
+                        stored: false,
+                    },
+                });
+            }
+        }
+    }
 
     fn purge(&mut self, _ctx: &mut Ctx) -> u64 {
         0
@@ -248,15 +514,15 @@ impl QueueType for StreamQueue {
 
     fn delete(&mut self, _ctx: &mut Ctx) -> Vec<ConsumerSpec> {
         self.log.remove();
-        Vec::new()
+        self.consumers.drain(..).map(|c| c.c.spec).collect()
     }
 
     fn stats(&self) -> QueueStats {
         let (first, next, _) = self.log.extent();
         QueueStats {
             ready: next.saturating_sub(first),
-            unacked: 0,
-            consumers: 0,
+            unacked: self.consumers.iter().map(|c| c.c.unacked as u64).sum(),
+            consumers: self.consumers.len() as u32,
         }
     }
 
@@ -265,10 +531,23 @@ impl QueueType for StreamQueue {
     }
 
     fn idle_since(&self) -> Option<Instant> {
-        Some(self.last_used)
+        self.consumers.is_empty().then_some(self.last_used)
     }
 
     fn touch(&mut self, now: Instant) {
         self.last_used = now;
     }
+}
+
+/// The message with its stream offset in the `x-stream-offset` header, as
+/// RabbitMQ delivers stream messages over AMQP 0-9-1.
+fn with_offset(mut m: Message, offset: u64) -> Message {
+    let Ok(mut p) = BasicProperties::decode(m.raw_properties.clone()) else {
+        return m;
+    };
+    p.headers
+        .get_or_insert_with(FieldTable::new)
+        .insert("x-stream-offset", FieldValue::I64(offset as i64));
+    m.raw_properties = p.to_bytes();
+    m
 }

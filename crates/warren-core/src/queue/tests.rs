@@ -71,6 +71,7 @@ fn consumer(id: u64, sink: &Arc<Sink>, prefetch: u32) -> ConsumerSpec {
         sink: sink.clone(),
         channel_limit: None,
         link_credit: None,
+        arguments: Default::default(),
     }
 }
 

@@ -137,6 +137,7 @@ pub fn basic_consume(conn: &mut Conn, ch: &mut Channel, m: BasicConsume) -> Resu
         // limit, so a global basic.qos applies whenever it is set.
         channel_limit: (!m.no_ack).then(|| ch.limit.clone()),
         link_credit: None,
+        arguments: m.arguments.clone(),
     };
     // Deliveries the queue makes now wait in the outbox, which is drained
     // only after this method's replies are written: consume-ok goes first.

@@ -41,6 +41,10 @@ pub struct Converted {
     pub to: Option<String>,
     /// The `subject` property.
     pub subject: Option<String>,
+    /// The x-exchange and x-routing-key annotations (a message that went
+    /// through the broker before, e.g. into a stream).
+    pub exchange: Option<String>,
+    pub routing_key: Option<String>,
 }
 
 /// What a 1.0 delivery says besides the stored message: where it was
@@ -195,6 +199,8 @@ pub fn from_amqp10(message: &[u8]) -> Result<Converted, CodecError> {
     let mut data = BytesMut::new();
     let mut to = None;
     let mut subject = None;
+    let mut exchange = None;
+    let mut routing_key = None;
     let mut durable = true;
     // Where the first non-data body section starts, if any.
     let mut encoded_body: Option<usize> = None;
@@ -220,6 +226,11 @@ pub fn from_amqp10(message: &[u8]) -> Result<Converted, CodecError> {
             (MESSAGE_ANNOTATIONS, Value::Map(pairs)) => {
                 for (k, v) in pairs {
                     let Value::Symbol(k) = k else { continue };
+                    match (k.as_str(), v) {
+                        ("x-exchange", Value::String(x)) => exchange = Some(x.clone()),
+                        ("x-routing-key", Value::String(r)) => routing_key = Some(r.clone()),
+                        _ => {}
+                    }
                     if k.len() > 255 || !k.starts_with("x-") || skipped_annotation(k) {
                         continue;
                     }
@@ -280,6 +291,8 @@ pub fn from_amqp10(message: &[u8]) -> Result<Converted, CodecError> {
         body,
         to,
         subject,
+        exchange,
+        routing_key,
     })
 }
 
@@ -405,9 +418,15 @@ pub fn to_amqp10(raw_properties: &Bytes, body: &[u8], info: DeliveryInfo, out: &
     }
 }
 
-/// A message routed to a stream, as the stream stores it: AMQP 1.0, so
-/// stream clients read it (RabbitMQ stores them so too).
-pub fn for_stream(m: &warren_core::message::Message) -> Bytes {
+/// How streams store messages routed to them, and hand them to AMQP
+/// 0-9-1 and 1.0 consumers: AMQP 1.0 (RabbitMQ stores them so too, so
+/// stream clients read them).
+pub const STREAM_CODEC: warren_core::queue::StreamCodec = warren_core::queue::StreamCodec {
+    encode: stream_encode,
+    decode: stream_decode,
+};
+
+fn stream_encode(m: &warren_core::message::Message) -> Bytes {
     let mut out = BytesMut::new();
     let info = DeliveryInfo {
         exchange: &m.exchange.to_str_lossy(),
@@ -417,6 +436,15 @@ pub fn for_stream(m: &warren_core::message::Message) -> Bytes {
     };
     to_amqp10(&m.raw_properties, &m.body, info, &mut out);
     out.freeze()
+}
+
+fn stream_decode(b: &[u8]) -> Option<warren_core::message::Message> {
+    let c = from_amqp10(b).ok()?;
+    let exchange = c.exchange.as_deref().unwrap_or("");
+    let key = c.routing_key.as_deref().unwrap_or("");
+    warren_core::message::Message::from_publish(exchange.into(), key.into(), c.properties.to_bytes(), c.body)
+        .ok()
+        .map(|m| m.0)
 }
 
 /// The modified outcome's message-annotations (§3.4.5), merged into a

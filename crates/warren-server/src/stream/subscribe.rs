@@ -176,7 +176,8 @@ impl Conn {
                     Ok(Some(header)) => {
                         if v2 {
                             let committed = s.log.chunk_ids().map_or(header.first_offset, |c| c.1);
-                            self.wbuf[committed_at..committed_at + 8].copy_from_slice(&committed.to_be_bytes());
+                            self.wbuf[committed_at..committed_at + 8]
+                                .copy_from_slice(&committed.to_be_bytes());
                         }
                         end_frame(&mut self.wbuf, at);
                         s.credit -= 1;

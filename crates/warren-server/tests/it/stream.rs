@@ -325,3 +325,74 @@ async fn amqp_0_9_1_publishers_feed_a_stream_that_stream_clients_read() {
     .await;
     assert_eq!(amqp_error(&r.unwrap_err()).0, 406);
 }
+
+/// And back: what stream clients publish (plain and in compressed
+/// sub-entry batches) reaches AMQP 0-9-1 consumers of the stream, from
+/// the offset they ask for (x-stream-offset), each message carrying its
+/// offset; acks return credit and take nothing from the stream.
+#[tokio::test]
+async fn amqp_0_9_1_consumers_read_a_stream_from_an_offset() {
+    use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions};
+    use lapin::types::AMQPValue;
+    use rabbitmq_stream_client::types::Message;
+    let b = Broker::start().await;
+    let env = b.stream_env().await;
+    within(env.stream_creator().create("to-091")).await.unwrap();
+    publish(&env, "to-091", (0..30).map(|i| format!("s{i}"))).await;
+
+    let (_c, ch) = b.channel().await;
+    // Without a prefetch a stream cannot be consumed (RabbitMQ's rule).
+    let (_c0, ch0) = b.channel().await;
+    let r = within(ch0.basic_consume(
+        "to-091".into(),
+        "nope".into(),
+        BasicConsumeOptions::default(),
+        Default::default(),
+    ))
+    .await;
+    assert!(r.is_err(), "a stream consumer needs a prefetch");
+
+    within(ch.basic_qos(10, BasicQosOptions::default()))
+        .await
+        .unwrap();
+    let mut consumer = within(ch.basic_consume(
+        "to-091".into(),
+        "c".into(),
+        BasicConsumeOptions::default(),
+        table(&[("x-stream-offset", AMQPValue::LongLongInt(12))]),
+    ))
+    .await
+    .unwrap();
+    for i in 12..30 {
+        let d = within(consumer.next()).await.unwrap().unwrap();
+        assert_eq!(d.data, format!("s{i}").as_bytes());
+        let h = d.properties.headers().as_ref().unwrap().inner();
+        assert_eq!(h.get("x-stream-offset"), Some(&AMQPValue::LongLongInt(i)));
+        within(d.ack(BasicAckOptions::default())).await.unwrap();
+    }
+    // Live: a new message arrives as it is published.
+    let p = within(env.producer().build("to-091")).await.unwrap();
+    within(p.send_with_confirm(Message::builder().body("live").build()))
+        .await
+        .unwrap();
+    let d = within(consumer.next()).await.unwrap().unwrap();
+    assert_eq!(d.data, b"live");
+    within(d.ack(BasicAckOptions::default())).await.unwrap();
+    within(p.close()).await.unwrap();
+
+    // "first" from another consumer: the stream was not consumed away.
+    let (_c2, ch2) = b.channel().await;
+    within(ch2.basic_qos(100, BasicQosOptions::default()))
+        .await
+        .unwrap();
+    let mut again = within(ch2.basic_consume(
+        "to-091".into(),
+        "again".into(),
+        BasicConsumeOptions::default(),
+        table(&[("x-stream-offset", s("first"))]),
+    ))
+    .await
+    .unwrap();
+    let d = within(again.next()).await.unwrap().unwrap();
+    assert_eq!(d.data, b"s0");
+}

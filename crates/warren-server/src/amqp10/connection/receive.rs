@@ -82,6 +82,7 @@ impl Conn {
             sink: self.outbox.clone(),
             channel_limit: None,
             link_credit: Some(credit.clone()),
+            arguments: a.source.as_ref().map(stream_filters).unwrap_or_default(),
         };
         self.send(
             out,
@@ -487,4 +488,73 @@ pub(super) fn write_transfer(
         );
     }
     frames as u32
+}
+
+/// A source's filters that streams understand (RabbitMQ's AMQP 1.0
+/// filters), as the consumer arguments AMQP 0-9-1 uses for the same:
+/// `rabbitmq:stream-offset-spec` (first, last, next, an offset, a
+/// timestamp, an interval such as "30m") -> x-stream-offset,
+/// `rabbitmq:stream-filter` -> x-stream-filter,
+/// `rabbitmq:stream-match-unfiltered` -> x-stream-match-unfiltered.
+fn stream_filters(source: &Value) -> warren_amqp091::FieldTable {
+    use warren_amqp091::{FieldTable, FieldValue};
+    let mut t = FieldTable::new();
+    let Some((_, Value::List(fields))) = source.as_described() else {
+        return t;
+    };
+    let Some(Value::Map(filters)) = fields.get(7) else {
+        return t;
+    };
+    for (k, v) in filters {
+        let (Value::Symbol(k) | Value::String(k)) = k else {
+            continue;
+        };
+        // Each filter is a described value (its descriptor, a symbol or a
+        // code, names it too): look inside.
+        let v = match v {
+            Value::Described(_, inner) => &**inner,
+            other => other,
+        };
+        match (k.as_str(), v) {
+            ("rabbitmq:stream-offset-spec", Value::String(s) | Value::Symbol(s)) => t.insert(
+                "x-stream-offset",
+                FieldValue::LongStr(s.clone().into_bytes().into()),
+            ),
+            ("rabbitmq:stream-offset-spec", Value::Timestamp(ms)) => {
+                t.insert("x-stream-offset", FieldValue::Timestamp((*ms / 1000) as u64))
+            }
+            ("rabbitmq:stream-offset-spec", Value::Ulong(n)) => {
+                t.insert("x-stream-offset", FieldValue::I64(*n as i64))
+            }
+            ("rabbitmq:stream-offset-spec", Value::Long(n)) => {
+                t.insert("x-stream-offset", FieldValue::I64(*n))
+            }
+            ("rabbitmq:stream-offset-spec", Value::Uint(n)) => {
+                t.insert("x-stream-offset", FieldValue::I64(*n as i64))
+            }
+            ("rabbitmq:stream-filter", Value::String(s) | Value::Symbol(s)) => t.insert(
+                "x-stream-filter",
+                FieldValue::LongStr(s.clone().into_bytes().into()),
+            ),
+            ("rabbitmq:stream-filter", Value::List(items) | Value::Array(items)) => t.insert(
+                "x-stream-filter",
+                FieldValue::Array(
+                    items
+                        .iter()
+                        .filter_map(|i| match i {
+                            Value::String(s) | Value::Symbol(s) => {
+                                Some(FieldValue::LongStr(s.clone().into_bytes().into()))
+                            }
+                            _ => None,
+                        })
+                        .collect(),
+                ),
+            ),
+            ("rabbitmq:stream-match-unfiltered", Value::Bool(b)) => {
+                t.insert("x-stream-match-unfiltered", FieldValue::Bool(*b))
+            }
+            _ => {}
+        }
+    }
+    t
 }
