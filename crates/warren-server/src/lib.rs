@@ -28,6 +28,8 @@ pub struct ServerCtx {
     pub config: Arc<Config>,
     pub timers: Arc<timers::Timers>,
     pub replies: reply_to::Registry,
+    /// Single-active-consumer groups of stream subscriptions.
+    pub stream_sac: stream::sac::Coordinator,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -142,6 +144,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         config: Arc::new(config.clone()),
         timers,
         replies: reply_to::Registry::default(),
+        stream_sac: stream::sac::Coordinator::default(),
     });
     let tcp = listen(config.amqp_listen).map_err(|source| StartError::Listen {
         addr: config.amqp_listen,

@@ -42,15 +42,29 @@ pub(super) mod ext_key {
     pub const DELETE_SUPER_STREAM: u16 = 0x001e;
 }
 
-/// Wakes the connection when a stream it reads has grown.
+/// Wakes the connection when a stream it reads has grown, or when one of
+/// its single-active-consumer subscriptions became active.
 #[derive(Default)]
-pub(super) struct Wake {
+pub struct Wake {
     pub notify: Notify,
+    activations: parking_lot::Mutex<Vec<u8>>,
 }
 
 impl StreamWaiter for Wake {
     fn grown(&self) {
         self.notify.notify_one();
+    }
+}
+
+impl Wake {
+    /// Subscription `id` of this connection is now its group's active one.
+    pub fn activate(&self, id: u8) {
+        self.activations.lock().push(id);
+        self.notify.notify_one();
+    }
+
+    pub(super) fn take_activations(&self) -> Vec<u8> {
+        std::mem::take(&mut *self.activations.lock())
     }
 }
 
@@ -93,6 +107,11 @@ pub struct Conn {
     pub(super) wake: Arc<Wake>,
     /// Deliver version 2 (with the committed chunk id) if the client asked.
     pub(super) deliver_v2: bool,
+    /// This connection's id (single-active-consumer groups name members by it).
+    pub(super) id: u64,
+    /// ConsumerUpdates we sent, by correlation id: the subscription.
+    pub(super) consumer_updates: HashMap<u32, u8>,
+    pub(super) next_correlation: u32,
 }
 
 pub async fn serve(
@@ -121,7 +140,11 @@ pub async fn serve(
         subscriptions: HashMap::new(),
         wake: Arc::new(Wake::default()),
         deliver_v2: false,
+        id: 0,
+        consumer_updates: HashMap::new(),
+        next_correlation: 0,
     };
+    c.id = c.ctx.broker.next_id();
     let opened = tokio::time::timeout(HANDSHAKE_TIMEOUT, c.open()).await;
     let result = match opened {
         Ok(Ok(())) => c.run(&mut shutdown).await,
@@ -385,9 +408,13 @@ impl Conn {
     }
 
     /// After a batch of frames: write out publishers' chunks and confirm
-    /// them, then deliver what subscriptions may.
+    /// them, tell subscriptions that became active, then deliver what
+    /// subscriptions may.
     fn after_batch(&mut self) {
         self.flush_publishers();
+        for id in self.wake.take_activations() {
+            self.send_consumer_update(id, true);
+        }
         self.pump_subscriptions();
     }
 

@@ -10,6 +10,7 @@
 pub mod admin;
 pub mod connection;
 pub mod publish;
+pub mod sac;
 pub mod subscribe;
 
 /// Stream protocol response codes we send that `warren_stream` does not

@@ -24,10 +24,18 @@ pub const MAX_SUBSCRIPTIONS: usize = 256;
 pub struct Subscription {
     pub stream: String,
     pub log: Arc<StreamLog>,
-    reader: Reader,
+    /// None while a single active consumer waits for its turn (or for its
+    /// answer to ConsumerUpdate).
+    reader: Option<Reader>,
     pub credit: u16,
     /// The reader found nothing more; a wake-up will clear it.
     at_end: bool,
+    /// Where it started, and its filter (a single active consumer starts
+    /// again when it becomes active).
+    offset: OffsetSpec,
+    filter: Option<Matcher>,
+    /// Its single-active-consumer group.
+    sac: Option<super::sac::GroupKey>,
 }
 
 fn start_of(spec: OffsetSpec) -> Start {
@@ -84,21 +92,36 @@ impl Conn {
         if self.subscriptions.len() >= MAX_SUBSCRIPTIONS {
             return self.respond(key::SUBSCRIBE, correlation_id, code::PRECONDITION_FAILED);
         }
-        if properties
+        let sac = properties
             .iter()
-            .any(|(k, v)| k == "single-active-consumer" && v == "true")
-        {
-            // Not yet: say so rather than pretend.
-            tracing::info!(peer = %self.peer, stream, "single active consumer is not supported yet");
+            .any(|(k, v)| k == "single-active-consumer" && v == "true");
+        let name = properties
+            .iter()
+            .find(|(k, _)| k == "name")
+            .map(|(_, v)| v.clone());
+        if sac && name.as_ref().is_none_or(|n| n.is_empty() || n.len() > 255) {
+            // A group is named by its consumers' name.
             return self.respond(key::SUBSCRIBE, correlation_id, code::PRECONDITION_FAILED);
         }
-        let reader = match Reader::new(log.view(), start_of(offset), matcher(properties)) {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::error!(stream, "cannot read the stream log: {e}");
-                return self.respond(key::SUBSCRIBE, correlation_id, code::INTERNAL_ERROR);
+        let filter = matcher(properties);
+        let reader = if sac {
+            None
+        } else {
+            match Reader::new(log.view(), start_of(offset), filter.clone()) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    tracing::error!(stream, "cannot read the stream log: {e}");
+                    return self.respond(key::SUBSCRIBE, correlation_id, code::INTERNAL_ERROR);
+                }
             }
         };
+        let group = sac.then(|| {
+            (
+                self.vhost().name.clone(),
+                stream.to_string(),
+                name.unwrap_or_default(),
+            )
+        });
         self.subscriptions.insert(
             subscription_id,
             Subscription {
@@ -107,9 +130,37 @@ impl Conn {
                 reader,
                 credit,
                 at_end: false,
+                offset,
+                filter,
+                sac: group.clone(),
             },
         );
         self.respond(key::SUBSCRIBE, correlation_id, code::OK);
+        if let Some(g) = group {
+            if self
+                .ctx
+                .stream_sac
+                .join(g, self.id, subscription_id, self.wake.clone())
+            {
+                self.send_consumer_update(subscription_id, true);
+            }
+        }
+    }
+
+    /// Tell the client subscription `id` is (in)active (ConsumerUpdate); it
+    /// answers with where to read from.
+    pub(super) fn send_consumer_update(&mut self, id: u8, active: bool) {
+        if !self.subscriptions.contains_key(&id) {
+            return;
+        }
+        let correlation_id = self.next_correlation;
+        self.next_correlation = self.next_correlation.wrapping_add(1);
+        self.consumer_updates.insert(correlation_id, id);
+        self.command(super::connection::ext_key::CONSUMER_UPDATE, |out| {
+            out.put_u32(correlation_id);
+            out.put_u8(id);
+            out.put_u8(u8::from(active));
+        });
     }
 
     pub(super) fn unsubscribe(&mut self, correlation_id: u32, subscription_id: u8) {
@@ -122,7 +173,13 @@ impl Conn {
     }
 
     pub(super) fn remove_subscription(&mut self, subscription_id: u8) -> bool {
-        self.subscriptions.remove(&subscription_id).is_some()
+        let Some(s) = self.subscriptions.remove(&subscription_id) else {
+            return false;
+        };
+        if let Some(g) = &s.sac {
+            self.ctx.stream_sac.leave(g, self.id, subscription_id);
+        }
+        true
     }
 
     pub(super) fn credit(&mut self, subscription_id: u8, credit: u16) {
@@ -139,7 +196,11 @@ impl Conn {
     /// Does a subscription have credit and chunks it could not send for
     /// want of write room? Then the connection goes round again at once.
     pub(super) fn wants_to_deliver(&self) -> bool {
-        self.wbuf.len() < WRITE_HIGH && self.subscriptions.values().any(|s| s.credit > 0 && !s.at_end)
+        self.wbuf.len() < WRITE_HIGH
+            && self
+                .subscriptions
+                .values()
+                .any(|s| s.credit > 0 && !s.at_end && s.reader.is_some())
     }
 
     /// Deliver chunks while credit and write room last.
@@ -150,6 +211,9 @@ impl Conn {
         for id in ids {
             let v2 = self.deliver_v2;
             let Some(s) = self.subscriptions.get_mut(&id) else {
+                continue;
+            };
+            let Some(reader) = s.reader.as_mut() else {
                 continue;
             };
             // A wake-up may mean more: look again.
@@ -165,12 +229,12 @@ impl Conn {
                 if v2 {
                     self.wbuf.put_u64(0); // the committed chunk id, below
                 }
-                let mut got = s.reader.next_chunk_into(&mut self.wbuf);
+                let mut got = reader.next_chunk_into(&mut self.wbuf);
                 if matches!(got, Ok(None)) {
                     // Ask to be woken, then look once more (an append may
                     // have come in between).
                     s.log.wait(&waiter);
-                    got = s.reader.next_chunk_into(&mut self.wbuf);
+                    got = reader.next_chunk_into(&mut self.wbuf);
                 }
                 match got {
                     Ok(Some(header)) => {
@@ -202,13 +266,20 @@ impl Conn {
     /// tell the client (MetadataUpdate, stream not available) and forget them.
     pub(super) fn drop_deleted_streams(&mut self) {
         let mut gone: Vec<String> = Vec::new();
-        self.subscriptions.retain(|_, s| {
-            let deleted = s.log.is_deleted();
-            if deleted && !gone.contains(&s.stream) {
-                gone.push(s.stream.clone());
+        let dead: Vec<u8> = self
+            .subscriptions
+            .iter()
+            .filter(|(_, s)| s.log.is_deleted())
+            .map(|(&id, _)| id)
+            .collect();
+        for id in dead {
+            if let Some(s) = self.subscriptions.get(&id) {
+                if !gone.contains(&s.stream) {
+                    gone.push(s.stream.clone());
+                }
             }
-            !deleted
-        });
+            self.remove_subscription(id);
+        }
         self.publishers.retain(|_, p| {
             let deleted = p.log.is_deleted();
             if deleted && !gone.contains(&p.stream) {
@@ -228,9 +299,37 @@ impl Conn {
         });
     }
 
-    /// The client's answer to a ConsumerUpdate (single active consumer):
-    /// not sent yet, so nothing to do but read it.
-    pub(super) fn consumer_update_reply(&mut self, _f: bytes::Bytes) -> Result<(), Stop> {
+    /// The client's answer to a ConsumerUpdate: where the now active
+    /// subscription reads from (type 0: where it asked at subscribe).
+    pub(super) fn consumer_update_reply(&mut self, f: bytes::Bytes) -> Result<(), Stop> {
+        let mut r = warren_stream::wire::Reader::new(f);
+        r.u16()?;
+        r.u16()?;
+        let correlation_id = r.u32()?;
+        let _code = r.u16()?;
+        let spec = match r.u16()? {
+            0 => None,
+            1 => Some(OffsetSpec::First),
+            2 => Some(OffsetSpec::Last),
+            3 => Some(OffsetSpec::Next),
+            4 => Some(OffsetSpec::Offset(r.u64()?)),
+            5 => Some(OffsetSpec::Timestamp(r.i64()?)),
+            t => return Err(Stop::Close(code::PRECONDITION_FAILED, format!("offset type {t}"))),
+        };
+        let Some(id) = self.consumer_updates.remove(&correlation_id) else {
+            return Ok(());
+        };
+        let Some(s) = self.subscriptions.get_mut(&id) else {
+            return Ok(());
+        };
+        let start = start_of(spec.unwrap_or(s.offset));
+        match Reader::new(s.log.view(), start, s.filter.clone()) {
+            Ok(reader) => {
+                s.reader = Some(reader);
+                s.at_end = false;
+            }
+            Err(e) => tracing::error!(stream = %s.stream, "cannot read the stream log: {e}"),
+        }
         Ok(())
     }
 }

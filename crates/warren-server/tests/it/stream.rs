@@ -396,3 +396,54 @@ async fn amqp_0_9_1_consumers_read_a_stream_from_an_offset() {
     let d = within(again.next()).await.unwrap().unwrap();
     assert_eq!(d.data, b"s0");
 }
+
+/// Single active consumer: two consumers of one name on one stream, one
+/// gets the messages; when it goes, the other takes over from where the
+/// group's stored offset says.
+#[tokio::test]
+async fn a_single_active_consumer_hands_over_when_it_leaves() {
+    let b = Broker::start().await;
+    let env = b.stream_env().await;
+    within(env.stream_creator().create("sac")).await.unwrap();
+    let build = |env: Environment| async move {
+        within(
+            env.consumer()
+                .name("group-a")
+                .enable_single_active_consumer(true)
+                .offset(OffsetSpecification::First)
+                .consumer_update(move |_active, ctx| async move {
+                    // Resume after the group's stored offset, if any.
+                    match ctx.client().query_offset(ctx.name(), ctx.stream().as_str()).await {
+                        Ok(o) => OffsetSpecification::Offset(o + 1),
+                        Err(_) => OffsetSpecification::First,
+                    }
+                })
+                .build("sac"),
+        )
+        .await
+        .unwrap()
+    };
+    let mut first = build(env.clone()).await;
+    let mut second = build(env.clone()).await;
+    publish(&env, "sac", (0..10).map(|i| format!("a{i}"))).await;
+    let mut last = 0;
+    for i in 0..10 {
+        let d = within(first.next()).await.unwrap().unwrap();
+        assert_eq!(d.message().data(), Some(format!("a{i}").as_bytes()));
+        last = d.offset();
+    }
+    nothing_within(300, second.next()).await;
+    within(first.store_offset(last)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    within(first.handle().close()).await.unwrap();
+    publish(&env, "sac", (0..5).map(|i| format!("b{i}"))).await;
+    for i in 0..5 {
+        let d = within(second.next()).await.unwrap().unwrap();
+        assert_eq!(
+            d.message().data(),
+            Some(format!("b{i}").as_bytes()),
+            "the second resumes after the first"
+        );
+    }
+    let _ = within(second.handle().close()).await;
+}

@@ -1,11 +1,12 @@
 //! The stream protocol's decoders over arbitrary bytes: frames, commands,
-//! chunks. No panic, no allocation past the input, and a decoded command
+//! chunks, the broker's Publish reader. No panic, no allocation past the input, and a decoded command
 //! re-encodes to something that decodes equal.
 #![no_main]
 
 use bytes::{Bytes, BytesMut};
 use libfuzzer_sys::fuzz_target;
 use warren_stream::command::parse_frame;
+use warren_stream::publish::parse_publish;
 use warren_stream::{Chunk, Command};
 
 fuzz_target!(|data: &[u8]| {
@@ -20,4 +21,8 @@ fuzz_target!(|data: &[u8]| {
     }
     let _ = Command::decode(Bytes::copy_from_slice(data));
     let _ = Chunk::parse(&Bytes::copy_from_slice(data), true);
+    // The broker's Publish reader (versions 1 and 2, sub-batches).
+    if let Ok((_, entries)) = parse_publish(Bytes::copy_from_slice(data)) {
+        assert!(entries.len() <= data.len() / 12);
+    }
 });
