@@ -521,9 +521,10 @@ impl Log {
         if !full {
             return Ok(());
         }
-        self.sync()?;
+        // No fsync here: syncing a 500 MB segment under the writer's lock
+        // stalled publishers for seconds. The owner syncs in the
+        // background ([`Log::sync_handles`]).
         let (segment, index) = create_files(&self.dir, next)?;
-        sync_dir(&self.dir);
         self.segment = segment;
         self.index = index;
         self.view
@@ -596,8 +597,16 @@ impl Log {
             let _ = std::fs::remove_file(&sp);
             tracing::debug!(segment = %sp.display(), "retention deleted a stream segment");
         }
-        sync_dir(&self.dir);
         Ok(keep_from)
+    }
+
+    /// Handles on the newest segment and index, to fdatasync without
+    /// holding up the writer (a sync on a duplicate handle syncs the file).
+    pub fn sync_handles(&self) -> Result<(File, File)> {
+        let (sp, ip) = files::names(&self.dir, self.view.state.read().expect("view lock").segments.last().expect("a segment").first_offset);
+        let s = self.segment.try_clone().map_err(|e| LogError::io(&sp, e))?;
+        let i = self.index.try_clone().map_err(|e| LogError::io(&ip, e))?;
+        Ok((s, i))
     }
 
     /// fdatasync the newest segment and its index.

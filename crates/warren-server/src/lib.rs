@@ -166,6 +166,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     tracing::info!("stream protocol listener on {stream_addr}");
     let (tx, rx) = watch::channel(false);
     disk_monitor::spawn(ctx.broker.clone(), config.data_dir.clone(), rx.clone());
+    stream::upkeep::spawn(ctx.broker.clone(), rx.clone());
     let listener = tokio::spawn(listener::accept_loop(
         tcp,
         ctx.clone(),

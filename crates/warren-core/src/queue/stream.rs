@@ -61,6 +61,8 @@ pub struct StreamLog {
     waiters: Mutex<Vec<Weak<dyn StreamWaiter>>>,
     /// The stream was deleted: publishers and readers let go.
     deleted: AtomicBool,
+    /// Written since the last background sync.
+    dirty: AtomicBool,
 }
 
 impl std::fmt::Debug for StreamLog {
@@ -103,6 +105,7 @@ impl StreamLog {
             view,
             waiters: Mutex::new(Vec::new()),
             deleted: AtomicBool::new(false),
+            dirty: AtomicBool::new(false),
         }))
     }
 
@@ -113,6 +116,7 @@ impl StreamLog {
     /// Append one chunk and wake the readers waiting at the end.
     pub fn append(&self, messages: &[LogMessage], delta: &Delta) -> Result<Appended, LogError> {
         let r = self.log.lock().append(messages, delta, now_ms());
+        self.dirty.store(true, Ordering::Release);
         self.wake();
         r
     }
@@ -124,12 +128,14 @@ impl StreamLog {
             offsets: vec![(reference.to_string(), offset)],
         };
         self.log.lock().append_tracking(&d, now_ms())?;
+        self.dirty.store(true, Ordering::Release);
         Ok(())
     }
 
     /// Run `f` on the log (dedup checks and appends under one lock).
     pub fn with_log<R>(&self, f: impl FnOnce(&mut Log) -> R) -> R {
         let r = f(&mut self.log.lock());
+        self.dirty.store(true, Ordering::Release);
         self.wake();
         r
     }
@@ -171,9 +177,28 @@ impl StreamLog {
         self.log.lock().apply_retention(now_ms())
     }
 
-    /// Write what the OS holds of the newest segment to disk.
+    /// Write what the OS holds of the newest segment to disk, if anything
+    /// was written since the last time; the fdatasync runs on duplicate
+    /// handles, outside the log's lock, so publishers go on meanwhile.
     pub fn sync(&self) -> Result<(), LogError> {
-        self.log.lock().sync()
+        if !self.dirty.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let (segment, index) = self.log.lock().sync_handles()?;
+        let dir = self.log.lock().dir().to_path_buf();
+        segment.sync_data().map_err(|e| LogError::Io {
+            path: dir.display().to_string(),
+            source: e,
+        })?;
+        index.sync_data().map_err(|e| LogError::Io {
+            path: dir.display().to_string(),
+            source: e,
+        })?;
+        // New segment files must be in their directory too.
+        if let Ok(d) = std::fs::File::open(&dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
     }
 
     pub fn is_deleted(&self) -> bool {

@@ -12,6 +12,7 @@ pub mod connection;
 pub mod publish;
 pub mod sac;
 pub mod subscribe;
+pub mod upkeep;
 
 /// Stream protocol response codes we send that `warren_stream` does not
 /// name (PROTOCOL.adoc, "Response Codes").
