@@ -35,7 +35,7 @@ pub fn spawn(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
             if logs.is_empty() {
                 continue;
             }
-            let retention = n % 60 == 0;
+            let retention = n.is_multiple_of(60);
             let _ = tokio::task::spawn_blocking(move || {
                 for l in logs {
                     if let Err(e) = l.sync() {
