@@ -603,7 +603,17 @@ impl Log {
     /// Handles on the newest segment and index, to fdatasync without
     /// holding up the writer (a sync on a duplicate handle syncs the file).
     pub fn sync_handles(&self) -> Result<(File, File)> {
-        let (sp, ip) = files::names(&self.dir, self.view.state.read().expect("view lock").segments.last().expect("a segment").first_offset);
+        let (sp, ip) = files::names(
+            &self.dir,
+            self.view
+                .state
+                .read()
+                .expect("view lock")
+                .segments
+                .last()
+                .expect("a segment")
+                .first_offset,
+        );
         let s = self.segment.try_clone().map_err(|e| LogError::io(&sp, e))?;
         let i = self.index.try_clone().map_err(|e| LogError::io(&ip, e))?;
         Ok((s, i))

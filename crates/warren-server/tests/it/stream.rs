@@ -447,3 +447,77 @@ async fn a_single_active_consumer_hands_over_when_it_leaves() {
     }
     let _ = within(second.handle().close()).await;
 }
+
+/// Bad input on the stream port: a frame larger than allowed before open
+/// and an unknown command after it each get the protocol's answer (Close
+/// with its code) and never take the broker down. (Malformed Publish
+/// frames are the fuzz target's and `parse_publish`'s unit tests' job.)
+#[tokio::test]
+async fn bad_frames_get_protocol_errors_and_the_broker_goes_on() {
+    use bytes::{BufMut, BytesMut};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use warren_stream::command::{parse_frame, Command};
+
+    let b = Broker::start().await;
+    async fn read_close(s: &mut tokio::net::TcpStream) -> Option<u16> {
+        let mut buf = BytesMut::new();
+        loop {
+            while let Ok(Some(f)) = parse_frame(&mut buf, 1 << 20) {
+                if let Ok(Command::Close { code, .. }) = Command::decode(f) {
+                    return Some(code);
+                }
+            }
+            if s.read_buf(&mut buf).await.ok()? == 0 {
+                return None;
+            }
+        }
+    }
+    // A 1 MiB frame before the connection is open: frame too large (14).
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", b.stream_port()))
+        .await
+        .unwrap();
+    s.write_all(&(1u32 << 20).to_be_bytes()).await.unwrap();
+    assert_eq!(within(read_close(&mut s)).await, Some(0x0e));
+
+    // An unknown command key after a proper opening: unknown frame (13).
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", b.stream_port()))
+        .await
+        .unwrap();
+    let mut out = BytesMut::new();
+    Command::PeerProperties {
+        correlation_id: 1,
+        properties: vec![],
+    }
+    .encode(&mut out);
+    Command::SaslHandshake { correlation_id: 2 }.encode(&mut out);
+    Command::SaslAuthenticate {
+        correlation_id: 3,
+        mechanism: "PLAIN".into(),
+        data: bytes::Bytes::from_static(b"\0guest\0guest"),
+    }
+    .encode(&mut out);
+    Command::Tune {
+        frame_max: 1 << 20,
+        heartbeat: 0,
+    }
+    .encode(&mut out);
+    Command::Open {
+        correlation_id: 4,
+        vhost: "/".into(),
+    }
+    .encode(&mut out);
+    s.write_all(&out).await.unwrap();
+    // Give the broker the opening, then a frame with key 0x7777.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut bad = BytesMut::new();
+    bad.put_u32(4);
+    bad.put_u16(0x7777);
+    bad.put_u16(1);
+    s.write_all(&bad).await.unwrap();
+    assert_eq!(within(read_close(&mut s)).await, Some(0x0d));
+
+    // The broker is fine: a real client works.
+    let env = b.stream_env().await;
+    within(env.stream_creator().create("after-bad")).await.unwrap();
+    publish(&env, "after-bad", ["ok".to_string()]).await;
+}
