@@ -30,6 +30,8 @@ pub struct ServerCtx {
     pub replies: reply_to::Registry,
     /// Single-active-consumer groups of stream subscriptions.
     pub stream_sac: stream::sac::Coordinator,
+    /// Appends publishers' chunks off their connections' tasks.
+    pub stream_writer: stream::writer::Writer,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -145,6 +147,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         timers,
         replies: reply_to::Registry::default(),
         stream_sac: stream::sac::Coordinator::default(),
+        stream_writer: stream::writer::Writer::start(),
     });
     let tcp = listen(config.amqp_listen).map_err(|source| StartError::Listen {
         addr: config.amqp_listen,

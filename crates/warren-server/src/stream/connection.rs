@@ -48,6 +48,15 @@ pub(super) mod ext_key {
 pub struct Wake {
     pub notify: Notify,
     activations: parking_lot::Mutex<Vec<u8>>,
+    completions: parking_lot::Mutex<Vec<Completion>>,
+}
+
+/// A chunk the writer finished: confirm these ids (or report the error).
+#[derive(Debug)]
+pub struct Completion {
+    pub publisher_id: u8,
+    pub ids: Vec<u64>,
+    pub error: Option<u16>,
 }
 
 impl StreamWaiter for Wake {
@@ -65,6 +74,16 @@ impl Wake {
 
     pub(super) fn take_activations(&self) -> Vec<u8> {
         std::mem::take(&mut *self.activations.lock())
+    }
+
+    /// The writer finished a chunk of this connection's.
+    pub fn complete(&self, c: Completion) {
+        self.completions.lock().push(c);
+        self.notify.notify_one();
+    }
+
+    pub(super) fn take_completions(&self) -> Vec<Completion> {
+        std::mem::take(&mut *self.completions.lock())
     }
 }
 
@@ -112,6 +131,8 @@ pub struct Conn {
     /// ConsumerUpdates we sent, by correlation id: the subscription.
     pub(super) consumer_updates: HashMap<u32, u8>,
     pub(super) next_correlation: u32,
+    /// Chunks handed to the writer and not completed yet.
+    pub(super) outstanding: usize,
 }
 
 pub async fn serve(
@@ -143,6 +164,7 @@ pub async fn serve(
         id: 0,
         consumer_updates: HashMap::new(),
         next_correlation: 0,
+        outstanding: 0,
     };
     c.id = c.ctx.broker.next_id();
     let opened = tokio::time::timeout(HANDSHAKE_TIMEOUT, c.open()).await;
@@ -386,8 +408,10 @@ impl Conn {
             self.flush().await?;
             let wake = self.wake.clone();
             let more = self.wants_to_deliver();
+            // While the writer holds too many of our chunks, read no more.
+            let may_read = self.outstanding < super::writer::MAX_OUTSTANDING;
             tokio::select! {
-                r = self.read_more() => r?,
+                r = self.read_more(), if may_read => r?,
                 _ = wake.notify.notified() => {}
                 _ = std::future::ready(()), if more => {}
                 _ = shutdown.changed() => {
@@ -412,6 +436,7 @@ impl Conn {
     /// subscriptions may.
     fn after_batch(&mut self) {
         self.flush_publishers();
+        self.write_completions();
         for id in self.wake.take_activations() {
             self.send_consumer_update(id, true);
         }

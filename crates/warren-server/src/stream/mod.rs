@@ -13,6 +13,7 @@ pub mod publish;
 pub mod sac;
 pub mod subscribe;
 pub mod upkeep;
+pub mod writer;
 
 /// Stream protocol response codes we send that `warren_stream` does not
 /// name (PROTOCOL.adoc, "Response Codes").

@@ -16,7 +16,8 @@ use warren_stream::command::{key, Command};
 use warren_stream::publish::{parse_publish, Published};
 
 use super::code;
-use super::connection::{response, Conn};
+use super::connection::{response, Completion, Conn};
+use super::writer::Job;
 
 /// How many publishers a connection may declare (RabbitMQ: 256, ids 0-255).
 pub const MAX_PUBLISHERS: usize = 256;
@@ -90,7 +91,16 @@ impl Conn {
         // What this connection has not written yet counts too.
         self.flush_publishers();
         let (c, seq) = match self.stream_log(stream) {
-            Ok(log) => (code::OK, log.sequence(reference).unwrap_or(0)),
+            Ok(log) => {
+                // Chunks of ours still with the writer count too.
+                let ours = self
+                    .publishers
+                    .values()
+                    .filter(|p| p.stream == stream && p.reference.as_deref() == Some(reference))
+                    .filter_map(|p| p.last_stored)
+                    .max();
+                (code::OK, log.sequence(reference).max(ours).unwrap_or(0))
+            }
             Err(c) => (c, 0),
         };
         response(
@@ -157,35 +167,68 @@ impl Conn {
                     filter: e.filter.filter(|f| !f.is_empty()),
                 });
             }
-            let mut result = Ok(());
-            if !messages.is_empty() {
-                let delta = Delta {
-                    sequences: match (&p.reference, last) {
-                        (Some(r), Some(l)) => vec![(r.clone(), l)],
-                        _ => Vec::new(),
-                    },
-                    offsets: Vec::new(),
-                };
-                if p.log.is_deleted() {
-                    result = Err(code::STREAM_DOES_NOT_EXIST);
-                } else if let Err(e) = p.log.append(&messages, &delta) {
-                    tracing::error!(stream = %p.stream, "cannot append to the stream log: {e}");
-                    result = Err(code::INTERNAL_ERROR);
-                }
+            if messages.is_empty() {
+                // Only duplicates: nothing to write.
+                write_confirm(&mut self.wbuf, id, &confirmed);
+                continue;
             }
-            match result {
-                Ok(()) => {
-                    p.last_stored = last;
-                    write_confirm(&mut self.wbuf, id, &confirmed);
+            if p.log.is_deleted() {
+                let errors = confirmed
+                    .into_iter()
+                    .map(|i| (i, code::STREAM_DOES_NOT_EXIST))
+                    .collect();
+                Command::PublishError {
+                    publisher_id: id,
+                    errors,
                 }
-                Err(c) => {
-                    let errors = confirmed.into_iter().map(|i| (i, c)).collect();
-                    Command::PublishError {
+                .encode(&mut self.wbuf);
+                continue;
+            }
+            let delta = Delta {
+                sequences: match (&p.reference, last) {
+                    (Some(r), Some(l)) => vec![(r.clone(), l)],
+                    _ => Vec::new(),
+                },
+                offsets: Vec::new(),
+            };
+            // The next batch deduplicates against what this one will store.
+            p.last_stored = last;
+            let wake = self.wake.clone();
+            let stream = p.stream.clone();
+            self.outstanding += 1;
+            self.ctx.stream_writer.submit(Job {
+                log: p.log.clone(),
+                messages,
+                delta,
+                done: Box::new(move |r| {
+                    let code = match r {
+                        Ok(_) => None,
+                        Err(e) => {
+                            tracing::error!(stream, "cannot append to the stream log: {e}");
+                            Some(code::INTERNAL_ERROR)
+                        }
+                    };
+                    wake.complete(Completion {
                         publisher_id: id,
-                        errors,
-                    }
-                    .encode(&mut self.wbuf);
+                        ids: confirmed,
+                        error: code,
+                    });
+                }),
+            });
+        }
+    }
+
+    /// Write the confirms (or errors) of chunks the writer finished.
+    pub(super) fn write_completions(&mut self) {
+        for c in self.wake.take_completions() {
+            self.outstanding = self.outstanding.saturating_sub(1);
+            match c.error {
+                None => write_confirm(&mut self.wbuf, c.publisher_id, &c.ids),
+                Some(code) => Command::PublishError {
+                    publisher_id: c.publisher_id,
+                    errors: c.ids.into_iter().map(|i| (i, code)).collect(),
                 }
+                .encode(&mut self.wbuf),
             }
         }
     }
