@@ -22,6 +22,9 @@ cleanup() {
   $EXTRA_CLEANUP
   [ -n "$WARREN_PID" ] && kill "$WARREN_PID" 2>/dev/null || true
   $ANCHOR stop anchor >/dev/null 2>&1 || true
+  # Runs write gigabytes: leave none of it behind.
+  [ -n "$WARREN_PID" ] && wait "$WARREN_PID" 2>/dev/null || true
+  rm -rf "$OUT/warren-data"
 }
 
 # Start both brokers; sets WARREN_PID and RABBIT_PID.

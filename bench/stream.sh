@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Streams side by side: warren-perf's stream mode (1 producer, 1 consumer,
-# batches of 100, consumer from the start of a fresh stream) against Warren
+# batches of 100, consumer from the start of a fresh stream with
+# stream-perf-test's retention, 20 GB in 500 MB segments) against Warren
 # and RabbitMQ 3.10's stream plugin in one run, 12-byte and 1 KB messages.
+# Both brokers' stream data is deleted at the end.
 #
 #   bench/stream.sh [SECONDS]   (default 60 per workload and broker)
 #
@@ -13,6 +15,13 @@ SECS=${1:-60}
 RUN=$(date +%s)
 source bench/lib.sh
 cargo build --release -p warren-perf
+# The anchor keeps its streams after it stops: delete this run's.
+drop_anchor_streams() {
+  for size in 12 1000; do
+    $ANCHOR ctl anchor $RABBIT_PORT 5553 15673 25673 delete_queue "perf-stream-$size-$RUN" >/dev/null 2>&1 || true
+  done
+}
+EXTRA_CLEANUP=drop_anchor_streams
 start_brokers
 for size in 12 1000; do
   for b in warren rabbitmq; do

@@ -126,6 +126,13 @@ pub struct Options {
     /// Stream: where consumers start (first, last, next, an offset, or a timestamp).
     #[arg(long, default_value = "next")]
     pub offset: String,
+    /// Stream: retention of the streams the run creates, in bytes
+    /// (stream-perf-test's default, 20 GB), so long runs cannot fill a disk.
+    #[arg(long, default_value_t = 20_000_000_000)]
+    pub max_length_bytes: u64,
+    /// Stream: segment size of the streams the run creates (500 MB).
+    #[arg(long, default_value_t = 500_000_000)]
+    pub stream_max_segment_size_bytes: u64,
     /// AMQP 1.0: the address of a queue's node ({queue} is its name);
     /// `/amq/queue/{queue}` for RabbitMQ 3.x, `/queues/{queue}` for 4.x.
     #[arg(long, default_value = "/amq/queue/{queue}")]

@@ -38,7 +38,13 @@ pub async fn declare(opts: &Options, uri: &Uri, run_id: &str) -> Result<Vec<Stri
             .call(|id| Command::Create {
                 correlation_id: id,
                 stream: name.clone(),
-                arguments: Vec::new(),
+                arguments: vec![
+                    ("max-length-bytes".into(), opts.max_length_bytes.to_string()),
+                    (
+                        "stream-max-segment-size-bytes".into(),
+                        opts.stream_max_segment_size_bytes.to_string(),
+                    ),
+                ],
             })
             .await?;
         if r.code != code::OK && r.code != code::STREAM_ALREADY_EXISTS {
