@@ -45,7 +45,13 @@ pub fn list(dir: &Path) -> Result<Vec<u64>> {
         };
         if stem.len() == 20 && stem.bytes().all(|b| b.is_ascii_digit()) {
             if let Ok(n) = stem.parse() {
-                out.push(n);
+                // Retention deletes the index first: a segment without
+                // one was being deleted when the broker stopped.
+                if names(dir, n).1.exists() {
+                    out.push(n);
+                } else {
+                    let _ = std::fs::remove_file(names(dir, n).0);
+                }
             }
         }
     }

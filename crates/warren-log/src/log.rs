@@ -591,11 +591,24 @@ impl Log {
             .expect("view lock")
             .segments
             .drain(..keep_from);
-        for s in &segs[..keep_from] {
-            let (sp, ip) = files::names(&self.dir, s.first_offset);
-            let _ = std::fs::remove_file(&ip);
-            let _ = std::fs::remove_file(&sp);
-            tracing::debug!(segment = %sp.display(), "retention deleted a stream segment");
+        // Unlinking a 500 MB file takes the file system a while: not on
+        // the writer's path (osiris deletes asynchronously too).
+        let doomed: Vec<(PathBuf, PathBuf)> = segs[..keep_from]
+            .iter()
+            .map(|s| files::names(&self.dir, s.first_offset))
+            .collect();
+        let remove = move || {
+            for (sp, ip) in doomed {
+                let _ = std::fs::remove_file(&ip);
+                let _ = std::fs::remove_file(&sp);
+                tracing::debug!(segment = %sp.display(), "retention deleted a stream segment");
+            }
+        };
+        if let Err(e) = std::thread::Builder::new()
+            .name("warren-retention".into())
+            .spawn(remove)
+        {
+            tracing::warn!("cannot start a thread to delete old stream segments: {e}");
         }
         Ok(keep_from)
     }
