@@ -613,20 +613,16 @@ impl Log {
         Ok(keep_from)
     }
 
+    /// The newest segment's file names.
+    fn newest_names(&self) -> (PathBuf, PathBuf) {
+        let v = self.view.state.read().expect("view lock");
+        files::names(&self.dir, v.segments.last().expect("a segment").first_offset)
+    }
+
     /// Handles on the newest segment and index, to fdatasync without
     /// holding up the writer (a sync on a duplicate handle syncs the file).
     pub fn sync_handles(&self) -> Result<(File, File)> {
-        let (sp, ip) = files::names(
-            &self.dir,
-            self.view
-                .state
-                .read()
-                .expect("view lock")
-                .segments
-                .last()
-                .expect("a segment")
-                .first_offset,
-        );
+        let (sp, ip) = self.newest_names();
         let s = self.segment.try_clone().map_err(|e| LogError::io(&sp, e))?;
         let i = self.index.try_clone().map_err(|e| LogError::io(&ip, e))?;
         Ok((s, i))
@@ -634,17 +630,7 @@ impl Log {
 
     /// fdatasync the newest segment and its index.
     pub fn sync(&self) -> Result<()> {
-        let (sp, ip) = files::names(
-            &self.dir,
-            self.view
-                .state
-                .read()
-                .expect("view lock")
-                .segments
-                .last()
-                .expect("a segment")
-                .first_offset,
-        );
+        let (sp, ip) = self.newest_names();
         self.segment.sync_data().map_err(|e| LogError::io(&sp, e))?;
         self.index.sync_data().map_err(|e| LogError::io(&ip, e))?;
         Ok(())

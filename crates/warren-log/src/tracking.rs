@@ -93,20 +93,7 @@ impl Tracking {
         let Some(es) = entries(body, false) else {
             return false;
         };
-        for (kind, id, _, v) in es {
-            match kind {
-                SEQUENCE => {
-                    self.sequences.insert(id, (chunk_id, v));
-                }
-                OFFSET => {
-                    self.offsets.insert(id, v);
-                }
-                TIMESTAMP => {
-                    self.timestamps.insert(id, v as i64);
-                }
-                _ => {}
-            }
-        }
+        self.insert(es.into_iter().map(|(k, id, _, v)| (k, id, chunk_id, v)));
         true
     }
 
@@ -125,6 +112,12 @@ impl Tracking {
             return false;
         };
         *self = Tracking::default();
+        self.insert(es.into_iter());
+        true
+    }
+
+    /// Record `(type, id, chunk id, value)` entries.
+    fn insert(&mut self, es: impl Iterator<Item = (u8, String, u64, u64)>) {
         for (kind, id, chunk, v) in es {
             match kind {
                 SEQUENCE => {
@@ -139,7 +132,6 @@ impl Tracking {
                 _ => {}
             }
         }
-        true
     }
 
     pub fn is_empty(&self) -> bool {

@@ -108,7 +108,7 @@ impl Conn {
     }
 
     /// The host and port clients should use for this broker.
-    fn advertised(&self) -> (String, u32) {
+    pub(super) fn advertised(&self) -> (String, u32) {
         let host = self
             .ctx
             .config

@@ -341,17 +341,7 @@ impl Conn {
                     match self.ctx.broker.open_vhost(&user, &vhost) {
                         Ok(vh) => {
                             self.vhost = Some(vh);
-                            let host = self
-                                .ctx
-                                .config
-                                .stream_advertised_host
-                                .clone()
-                                .unwrap_or_else(|| self.local.ip().to_string());
-                            let port = self
-                                .ctx
-                                .config
-                                .stream_advertised_port
-                                .unwrap_or(self.local.port());
+                            let (host, port) = self.advertised();
                             let mut rest = BytesMut::new();
                             put_pairs(
                                 &mut rest,
