@@ -521,3 +521,64 @@ async fn bad_frames_get_protocol_errors_and_the_broker_goes_on() {
     within(env.stream_creator().create("after-bad")).await.unwrap();
     publish(&env, "after-bad", ["ok".to_string()]).await;
 }
+
+/// The protocol's answers to misuse, as RabbitMQ gives them: a publisher
+/// on a missing stream (2), the same publisher id twice (17), a
+/// subscription id in use (3), unsubscribing one that is not (4), metadata
+/// for a missing stream (2), a query for an offset never stored (19).
+#[tokio::test]
+async fn misuse_gets_rabbitmqs_response_codes() {
+    use std::collections::HashMap;
+    let b = Broker::start().await;
+    let env = b.stream_env().await;
+    within(env.stream_creator().create("codes")).await.unwrap();
+    let client = within(rabbitmq_stream_client::Client::connect(
+        rabbitmq_stream_client::ClientOptions::builder()
+            .host("127.0.0.1")
+            .port(b.stream_port())
+            .build(),
+    ))
+    .await
+    .unwrap();
+    let r = within(client.declare_publisher(1, None, "no-such-stream"))
+        .await
+        .unwrap();
+    assert_eq!(r.code(), &ResponseCode::StreamDoesNotExist);
+    let r = within(client.declare_publisher(1, None, "codes")).await.unwrap();
+    assert_eq!(r.code(), &ResponseCode::Ok);
+    let r = within(client.declare_publisher(1, None, "codes")).await.unwrap();
+    assert_eq!(r.code(), &ResponseCode::PreconditionFailed);
+    let sub = |id| client.subscribe(id, "codes", OffsetSpecification::First, 1, HashMap::new());
+    assert_eq!(within(sub(7)).await.unwrap().code(), &ResponseCode::Ok);
+    assert_eq!(
+        within(sub(7)).await.unwrap().code(),
+        &ResponseCode::SubscriptionIdAlreadyExists
+    );
+    assert_eq!(
+        within(client.unsubscribe(9)).await.unwrap().code(),
+        &ResponseCode::SubscriptionIdDoesNotExist
+    );
+    assert_eq!(
+        within(client.unsubscribe(7)).await.unwrap().code(),
+        &ResponseCode::Ok
+    );
+    let md = within(client.metadata(vec!["codes".into(), "nope".into()]))
+        .await
+        .unwrap();
+    assert_eq!(md["codes"].response_code, ResponseCode::Ok);
+    assert_eq!(
+        md["codes"].leader.port as u16,
+        b.stream_port(),
+        "the leader is this broker"
+    );
+    // A missing stream has no leader (0xffff): the client leaves it out,
+    // as it does with RabbitMQ.
+    assert!(
+        !md.contains_key("nope"),
+        "{:?}",
+        md.get("nope").map(|m| &m.response_code)
+    );
+    let q = within(client.query_offset("never-stored".into(), "codes")).await;
+    assert!(format!("{q:?}").contains("OffsetNotFound"), "{q:?}");
+    let _ = client.close().await;
+}
