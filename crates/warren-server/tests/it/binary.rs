@@ -136,6 +136,8 @@ async fn environment_variables_configure_the_binary() {
     let port = free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_warren"))
         .env("WARREN_AMQP_LISTEN", format!("127.0.0.1:{port}"))
+        // Not the default 5552: another broker may hold it.
+        .env("WARREN_STREAM_LISTEN", "127.0.0.1:0")
         .env("WARREN_DATA_DIR", &dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
