@@ -191,7 +191,13 @@ impl Log {
         let mut segments = Vec::new();
         let last_name = *firsts.last().expect("one segment at least");
         for &first in &firsts[..firsts.len() - 1] {
-            segments.push(Self::meta_of_sealed(dir, first)?);
+            match Self::meta_of_sealed(dir, first) {
+                Ok(m) => segments.push(m),
+                // Retention's thread (of an earlier Log on this directory)
+                // deleted it meanwhile.
+                Err(LogError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
         }
         let (meta, segment, index, next, tracking) = Self::recover_last(dir, last_name)?;
         segments.push(meta);

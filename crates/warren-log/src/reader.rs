@@ -250,7 +250,20 @@ impl Reader {
                 }
             }
             let pos = self.pos;
-            self.open_file()?;
+            if let Err(e) = self.open_file() {
+                // Retention deleted it before we opened it: go on with the
+                // next segment, if there is one.
+                let gone = matches!(&e, LogError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound);
+                match (gone, newer) {
+                    (true, Some(n)) => {
+                        self.segment = n;
+                        self.pos = FILE_HEADER;
+                        continue;
+                    }
+                    (true, None) => return Ok(None),
+                    (false, _) => return Err(e),
+                }
+            }
             let f = self.file.as_ref().expect("just opened");
             let Some((header, total)) = read_chunk_header(f, pos, len, false) else {
                 let (sp, _) = files::names(&self.view.dir, self.segment);
