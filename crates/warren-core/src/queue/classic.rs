@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use crate::error::BrokerError;
 use crate::message::MessageRef;
 
-use super::consumer::{Consumer, ConsumerSpec, Delivery, FlowWaiter};
+use super::consumer::{Consumer, ConsumerSpec, FlowWaiter};
 use super::paging::{Paging, Stored};
 use super::{Ctx, Entry, Overflow, PublishOutcome, QueueConfig, QueueStats, QueueType, Reason, Settle};
 
@@ -197,26 +197,14 @@ impl ClassicQueue {
 
     fn deliver_to(&mut self, ctx: &mut Ctx, i: usize, entry: Entry) {
         let c = &mut self.consumers[i];
-        c.spec.took_credit();
         if c.spec.no_ack {
             ctx.queue.memory.sub(entry.message.memory_size());
             self.paging.forget(&entry);
         } else {
             self.paging.delivered(&entry);
-            c.unacked += 1;
             self.unacked += 1;
-            if let Some(l) = &c.spec.channel_limit {
-                l.taken();
-            }
         }
-        c.spec.sink.deliver(Delivery {
-            channel: c.spec.channel,
-            consumer_tag: c.spec.tag.clone(),
-            consumer_id: c.spec.id,
-            no_ack: c.spec.no_ack,
-            queue: ctx.queue.clone(),
-            entry,
-        });
+        c.hand_over(ctx.queue, entry);
     }
 
     /// After an enqueue: trim to the length limits (drop-head) and ask

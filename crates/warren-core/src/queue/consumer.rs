@@ -160,6 +160,27 @@ pub(crate) struct Consumer {
 }
 
 impl Consumer {
+    /// Count a delivery against this consumer's credit (link credit,
+    /// prefetch, the channel's limit unless no-ack) and hand it to its
+    /// sink. The queue type does its own bookkeeping first.
+    pub fn hand_over(&mut self, queue: &Arc<super::Queue>, entry: super::Entry) {
+        self.spec.took_credit();
+        if !self.spec.no_ack {
+            self.unacked += 1;
+            if let Some(l) = &self.spec.channel_limit {
+                l.taken();
+            }
+        }
+        self.spec.sink.deliver(Delivery {
+            channel: self.spec.channel,
+            consumer_tag: self.spec.tag.clone(),
+            consumer_id: self.spec.id,
+            no_ack: self.spec.no_ack,
+            queue: queue.clone(),
+            entry,
+        });
+    }
+
     /// May this consumer take one more message right now (prefetch only;
     /// sink room is checked separately because it has a side effect).
     pub fn has_credit(&self) -> bool {

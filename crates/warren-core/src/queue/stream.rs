@@ -31,8 +31,7 @@ use warren_stream::chunk::Chunk;
 
 use super::consumer::Consumer;
 use super::{
-    ConsumerSpec, Ctx, Delivery, DeliverySink, Entry, FlowWaiter, PublishOutcome, QueueStats, QueueType,
-    Settle,
+    ConsumerSpec, Ctx, DeliverySink, Entry, FlowWaiter, PublishOutcome, QueueStats, QueueType, Settle,
 };
 use crate::error::BrokerError;
 use crate::message::Message;
@@ -502,19 +501,10 @@ impl QueueType for StreamQueue {
                 let Some(message) = (codec.decode)(&bytes).map(|m| with_offset(m, offset)) else {
                     continue;
                 };
-                let c = &mut self.consumers[i].c;
-                c.spec.took_credit();
-                c.unacked += 1;
-                if let Some(l) = &c.spec.channel_limit {
-                    l.taken();
-                }
-                c.spec.sink.deliver(Delivery {
-                    channel: c.spec.channel,
-                    consumer_tag: c.spec.tag.clone(),
-                    consumer_id: c.spec.id,
-                    no_ack: false,
-                    queue: ctx.queue.clone(),
-                    entry: Entry {
+                // Stream consumers always acknowledge (checked at consume).
+                self.consumers[i].c.hand_over(
+                    ctx.queue,
+                    Entry {
                         seq: offset,
                         message: Arc::new(message),
                         redelivered: false,
@@ -522,7 +512,7 @@ impl QueueType for StreamQueue {
                         expires_at: None,
                         stored: false,
                     },
-                });
+                );
             }
         }
     }

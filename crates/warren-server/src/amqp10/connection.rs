@@ -709,29 +709,23 @@ impl Conn {
         let out = self.sessions.get(&channel).map_or(channel, |s| s.outgoing);
         match publish::attach_target(&vh, address.as_deref(), self.id) {
             Ok(target) => {
-                self.send(
-                    out,
-                    &Performative::Attach(Attach {
-                        name: a.name,
-                        handle: a.handle,
-                        role: Role::Receiver,
-                        snd_settle_mode: a.snd_settle_mode,
-                        rcv_settle_mode: Some(0),
-                        source: a.source,
-                        target: a.target,
-                        max_message_size: Some(self.ctx.config.max_message_size),
-                        ..Default::default()
-                    }),
-                );
+                let handle = a.handle;
                 let mut p = Publisher::new(target, a.initial_delivery_count.unwrap_or(0));
+                self.accept_sending_link(
+                    out,
+                    Attach {
+                        properties: None,
+                        ..a
+                    },
+                );
                 if !self.blocked {
                     p.credit = publish::LINK_CREDIT;
                 }
                 let (credit, dc) = (p.credit, p.delivery_count);
                 if let Some(s) = self.sessions.get_mut(&channel) {
-                    s.publishers.insert(a.handle, p);
+                    s.publishers.insert(handle, p);
                 }
-                self.send_flow(channel, Some((a.handle, dc, credit)));
+                self.send_flow(channel, Some((handle, dc, credit)));
             }
             Err(e) => {
                 // §2.6.3: refusing a link is an attach with a null
@@ -749,6 +743,47 @@ impl Conn {
                 self.detach_link(channel, a.handle, Some(e));
             }
         }
+    }
+
+    /// Accept a client's sending link (we receive): its settle mode echoed,
+    /// receiver settle mode first, its termini and properties echoed.
+    pub(super) fn accept_sending_link(&mut self, out: u16, a: Attach) {
+        self.send(
+            out,
+            &Performative::Attach(Attach {
+                name: a.name,
+                handle: a.handle,
+                role: Role::Receiver,
+                snd_settle_mode: a.snd_settle_mode,
+                rcv_settle_mode: Some(0),
+                source: a.source,
+                target: a.target,
+                max_message_size: Some(self.ctx.config.max_message_size),
+                properties: a.properties,
+                ..Default::default()
+            }),
+        );
+    }
+
+    /// Accept a client's receiving link (we send) with our settle mode,
+    /// receiver settle mode first, delivery-count from 0, its termini and
+    /// properties echoed.
+    pub(super) fn accept_receiving_link(&mut self, out: u16, a: Attach, snd_settle_mode: u8) {
+        self.send(
+            out,
+            &Performative::Attach(Attach {
+                name: a.name,
+                handle: a.handle,
+                role: Role::Sender,
+                snd_settle_mode: Some(snd_settle_mode),
+                rcv_settle_mode: Some(0),
+                source: a.source,
+                target: a.target,
+                initial_delivery_count: Some(0),
+                properties: a.properties,
+                ..Default::default()
+            }),
+        );
     }
 
     /// A flow for the session on `channel`, with a link's (handle,

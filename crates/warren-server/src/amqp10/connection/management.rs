@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 
 use bytes::{Bytes, BytesMut};
-use warren_amqp10::performative::{AmqpError, Attach, Flow, Performative, Role};
+use warren_amqp10::performative::{AmqpError, Attach, Flow};
 
 use super::receive::write_transfer;
 use super::{Conn, Failure};
@@ -43,22 +43,9 @@ impl Conn {
         }
         let (dc, credit) = (p.delivery_count, p.credit);
         s.publishers.insert(a.handle, p);
-        self.send(
-            out,
-            &Performative::Attach(Attach {
-                name: a.name,
-                handle: a.handle,
-                role: Role::Receiver,
-                snd_settle_mode: a.snd_settle_mode,
-                rcv_settle_mode: Some(0),
-                source: a.source,
-                target: a.target,
-                max_message_size: Some(self.ctx.config.max_message_size),
-                properties: a.properties,
-                ..Default::default()
-            }),
-        );
-        self.send_flow(channel, Some((a.handle, dc, credit)));
+        let handle = a.handle;
+        self.accept_sending_link(out, a);
+        self.send_flow(channel, Some((handle, dc, credit)));
     }
 
     /// The client's response link: we send on it, pre-settled.
@@ -76,21 +63,7 @@ impl Conn {
                 pending: VecDeque::new(),
             },
         );
-        self.send(
-            out,
-            &Performative::Attach(Attach {
-                name: a.name,
-                handle: a.handle,
-                role: Role::Sender,
-                snd_settle_mode: Some(1),
-                rcv_settle_mode: Some(0),
-                source: a.source,
-                target: a.target,
-                initial_delivery_count: Some(0),
-                properties: a.properties,
-                ..Default::default()
-            }),
-        );
+        self.accept_receiving_link(out, a, 1);
     }
 
     /// One complete request from the link `handle` named `name`: carry it

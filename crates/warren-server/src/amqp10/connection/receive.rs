@@ -84,19 +84,13 @@ impl Conn {
             link_credit: Some(credit.clone()),
             arguments: a.source.as_ref().map(stream_filters).unwrap_or_default(),
         };
-        self.send(
+        self.accept_receiving_link(
             out,
-            &Performative::Attach(Attach {
-                name: a.name,
-                handle: a.handle,
-                role: Role::Sender,
-                snd_settle_mode: Some(if settled { 1 } else { 0 }),
-                rcv_settle_mode: Some(0),
-                source: a.source,
-                target: a.target,
-                initial_delivery_count: Some(0),
-                ..Default::default()
-            }),
+            Attach {
+                properties: None,
+                ..a
+            },
+            u8::from(settled),
         );
         match queue.consume(spec) {
             Ok(effects) => {
