@@ -32,6 +32,9 @@ pub struct BrokerConfig {
     pub streams_dir: Option<std::path::PathBuf>,
     /// How messages routed to a stream are encoded (AMQP 1.0).
     pub stream_codec: Option<crate::queue::StreamCodec>,
+    /// Bytes of each stream's newest data left in the OS page cache once
+    /// on disk (0: as the OS pleases).
+    pub stream_cache_bytes: u64,
 }
 
 impl Default for BrokerConfig {
@@ -43,6 +46,7 @@ impl Default for BrokerConfig {
             storage: None,
             streams_dir: None,
             stream_codec: None,
+            stream_cache_bytes: 0,
         }
     }
 }
@@ -129,6 +133,7 @@ impl Broker {
                     storage: self.config.storage.clone(),
                     streams_dir: self.config.streams_dir.clone(),
                     stream_codec: self.config.stream_codec,
+                    stream_cache_bytes: self.config.stream_cache_bytes,
                 };
                 Arc::new(VHost::new(name, env, self.on_change.clone()))
             })

@@ -34,7 +34,7 @@ pub mod tracking;
 
 pub use error::LogError;
 pub use log::{
-    Appended, Config, Log, Message, SegmentMeta, View, ViewState, CHUNK_TRACKING_DELTA,
+    Appended, Config, Log, Message, SegmentFiles, SegmentMeta, ToSync, View, ViewState, CHUNK_TRACKING_DELTA,
     CHUNK_TRACKING_SNAPSHOT, CHUNK_USER,
 };
 pub use reader::{ChunkRead, Reader, Start};

@@ -108,7 +108,29 @@ pub struct Log {
     /// The newest segment's files.
     segment: File,
     index: File,
+    /// Segments sealed since the owner last took what to sync.
+    sealed: Vec<SegmentFiles>,
     tracking: Tracking,
+}
+
+/// One segment's open files and how much of it was written, for a sync
+/// that runs outside the log's lock.
+#[derive(Debug)]
+pub struct SegmentFiles {
+    /// The segment's name: its first chunk id.
+    pub first_offset: u64,
+    pub segment: File,
+    pub index: File,
+    /// Bytes of the segment written when the handles were taken.
+    pub len: u64,
+}
+
+/// What a background sync writes out: segments sealed since the last one
+/// (their tails may not be on disk yet), then the newest.
+#[derive(Debug)]
+pub struct ToSync {
+    pub sealed: Vec<SegmentFiles>,
+    pub newest: SegmentFiles,
 }
 
 impl std::fmt::Debug for Log {
@@ -216,6 +238,7 @@ impl Log {
             view,
             segment,
             index,
+            sealed: Vec::new(),
             tracking,
         })
     }
@@ -531,8 +554,17 @@ impl Log {
         // stalled publishers for seconds. The owner syncs in the
         // background ([`Log::sync_handles`]).
         let (segment, index) = create_files(&self.dir, next)?;
-        self.segment = segment;
-        self.index = index;
+        let (first_offset, len) = {
+            let v = self.view.state.read().expect("view lock");
+            let s = v.segments.last().expect("a segment");
+            (s.first_offset, s.len)
+        };
+        self.sealed.push(SegmentFiles {
+            first_offset,
+            segment: std::mem::replace(&mut self.segment, segment),
+            index: std::mem::replace(&mut self.index, index),
+            len,
+        });
         self.view
             .state
             .write()
@@ -619,26 +651,35 @@ impl Log {
         Ok(keep_from)
     }
 
-    /// The newest segment's file names.
-    fn newest_names(&self) -> (PathBuf, PathBuf) {
-        let v = self.view.state.read().expect("view lock");
-        files::names(&self.dir, v.segments.last().expect("a segment").first_offset)
+    /// What to fdatasync without holding up the writer: the segments
+    /// sealed since the last call (their files, taken over) and duplicate
+    /// handles on the newest (a sync on a duplicate handle syncs the file).
+    pub fn to_sync(&mut self) -> Result<ToSync> {
+        let (first_offset, len) = {
+            let v = self.view.state.read().expect("view lock");
+            let s = v.segments.last().expect("a segment");
+            (s.first_offset, s.len)
+        };
+        let (sp, ip) = files::names(&self.dir, first_offset);
+        let segment = self.segment.try_clone().map_err(|e| LogError::io(&sp, e))?;
+        let index = self.index.try_clone().map_err(|e| LogError::io(&ip, e))?;
+        Ok(ToSync {
+            sealed: std::mem::take(&mut self.sealed),
+            newest: SegmentFiles {
+                first_offset,
+                segment,
+                index,
+                len,
+            },
+        })
     }
 
-    /// Handles on the newest segment and index, to fdatasync without
-    /// holding up the writer (a sync on a duplicate handle syncs the file).
-    pub fn sync_handles(&self) -> Result<(File, File)> {
-        let (sp, ip) = self.newest_names();
-        let s = self.segment.try_clone().map_err(|e| LogError::io(&sp, e))?;
-        let i = self.index.try_clone().map_err(|e| LogError::io(&ip, e))?;
-        Ok((s, i))
-    }
-
-    /// fdatasync the newest segment and its index.
-    pub fn sync(&self) -> Result<()> {
-        let (sp, ip) = self.newest_names();
-        self.segment.sync_data().map_err(|e| LogError::io(&sp, e))?;
-        self.index.sync_data().map_err(|e| LogError::io(&ip, e))?;
+    /// fdatasync what was written, here and now (tests, shutdown).
+    pub fn sync(&mut self) -> Result<()> {
+        let t = self.to_sync()?;
+        for f in t.sealed.iter().chain(std::iter::once(&t.newest)) {
+            f.sync(&self.dir)?;
+        }
         Ok(())
     }
 
@@ -647,5 +688,15 @@ impl Log {
         let dir = self.dir.clone();
         drop(self);
         std::fs::remove_dir_all(&dir).map_err(|e| LogError::io(&dir, e))
+    }
+}
+
+impl SegmentFiles {
+    /// fdatasync the segment and its index.
+    pub fn sync(&self, dir: &Path) -> Result<()> {
+        let (sp, ip) = files::names(dir, self.first_offset);
+        self.segment.sync_data().map_err(|e| LogError::io(&sp, e))?;
+        self.index.sync_data().map_err(|e| LogError::io(&ip, e))?;
+        Ok(())
     }
 }

@@ -74,6 +74,10 @@ pub struct Config {
     pub stream_advertised_port: Option<u16>,
     /// Largest stream protocol frame, offered in Tune (RabbitMQ: 1 MiB).
     pub stream_frame_max: u32,
+    /// Bytes of each stream's newest data left in the OS page cache once
+    /// it is on disk; older data is dropped from the cache after each
+    /// background sync (0: leave it to the OS, as RabbitMQ does).
+    pub stream_cache_bytes: u64,
 }
 
 impl Default for Config {
@@ -98,6 +102,7 @@ impl Default for Config {
             stream_advertised_host: None,
             stream_advertised_port: None,
             stream_frame_max: 1 << 20,
+            stream_cache_bytes: 1 << 30,
         }
     }
 }

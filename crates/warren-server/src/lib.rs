@@ -112,6 +112,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             storage: Some(storage.clone()),
             streams_dir: Some(config.data_dir.join("streams")),
             stream_codec: Some(amqp10::convert::STREAM_CODEC),
+            stream_cache_bytes: config.stream_cache_bytes,
         },
         definitions::save_hook(store.clone(), weak.clone()),
     );

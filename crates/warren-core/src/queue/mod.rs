@@ -15,6 +15,7 @@ mod consumer;
 pub mod dead_letter;
 mod paging;
 pub mod stream;
+mod stream_cache;
 mod stream_compression;
 #[cfg(test)]
 mod tests;
@@ -117,6 +118,9 @@ pub struct QueueEnv {
     pub streams_dir: Option<std::path::PathBuf>,
     /// How a message routed to a stream is stored (AMQP 1.0 encoding).
     pub stream_codec: Option<stream::StreamCodec>,
+    /// Bytes of each stream's newest data kept in the page cache once
+    /// synced (0: no limit).
+    pub stream_cache_bytes: u64,
 }
 
 /// What a queue type's calls may use besides its own state.
@@ -305,9 +309,14 @@ impl Queue {
             filter_size: config.stream.filter_size.unwrap_or(defaults.filter_size),
             ..defaults
         };
-        let log = StreamLog::open(root, vhost, &name.to_str_lossy(), log_config).map_err(|e| {
-            BrokerError::Internal(format!("cannot open stream '{name}' in vhost '{vhost}': {e}"))
-        })?;
+        let log = StreamLog::open(
+            root,
+            vhost,
+            &name.to_str_lossy(),
+            log_config,
+            env.stream_cache_bytes,
+        )
+        .map_err(|e| BrokerError::Internal(format!("cannot open stream '{name}' in vhost '{vhost}': {e}")))?;
         let state: Box<dyn QueueType> = Box::new(StreamQueue::new(log.clone(), env.stream_codec));
         Ok(Arc::new(Queue {
             name,

@@ -30,6 +30,7 @@ use warren_log::{Reader, Start};
 use warren_stream::chunk::Chunk;
 
 use super::consumer::Consumer;
+use super::stream_cache::CacheTrim;
 use super::{
     ConsumerSpec, Ctx, DeliverySink, Entry, FlowWaiter, PublishOutcome, QueueStats, QueueType, Settle,
 };
@@ -62,6 +63,10 @@ pub struct StreamLog {
     deleted: AtomicBool,
     /// Written since the last background sync.
     dirty: AtomicBool,
+    /// Bytes of the newest data left in the page cache after a sync
+    /// (0: all, as the OS pleases); see [`super::stream_cache`].
+    cache_keep: u64,
+    cache: Mutex<CacheTrim>,
 }
 
 impl std::fmt::Debug for StreamLog {
@@ -88,7 +93,13 @@ pub fn stream_dir(root: &Path, vhost: &str, name: &str) -> PathBuf {
 }
 
 impl StreamLog {
-    pub fn open(root: &Path, vhost: &str, name: &str, config: LogConfig) -> Result<Arc<StreamLog>, LogError> {
+    pub fn open(
+        root: &Path,
+        vhost: &str,
+        name: &str,
+        config: LogConfig,
+        cache_keep: u64,
+    ) -> Result<Arc<StreamLog>, LogError> {
         let dir = stream_dir(root, vhost, name);
         let log = Log::open(&dir, config)?;
         // For people looking at the directory.
@@ -105,6 +116,8 @@ impl StreamLog {
             waiters: Mutex::new(Vec::new()),
             deleted: AtomicBool::new(false),
             dirty: AtomicBool::new(false),
+            cache_keep,
+            cache: Mutex::new(CacheTrim::default()),
         }))
     }
 
@@ -176,26 +189,36 @@ impl StreamLog {
         self.log.lock().apply_retention(now_ms())
     }
 
-    /// Write what the OS holds of the newest segment to disk, if anything
-    /// was written since the last time; the fdatasync runs on duplicate
-    /// handles, outside the log's lock, so publishers go on meanwhile.
+    /// Write what the OS holds of the stream to disk (segments sealed
+    /// since the last time, then the newest), if anything was written; the
+    /// fdatasyncs run outside the log's lock, so publishers go on
+    /// meanwhile. Then what is older than the kept tail leaves the page
+    /// cache.
     pub fn sync(&self) -> Result<(), LogError> {
         if !self.dirty.swap(false, Ordering::AcqRel) {
             return Ok(());
         }
-        let (segment, index) = self.log.lock().sync_handles()?;
-        let dir = self.log.lock().dir().to_path_buf();
-        segment.sync_data().map_err(|e| LogError::Io {
-            path: dir.display().to_string(),
-            source: e,
-        })?;
-        index.sync_data().map_err(|e| LogError::Io {
-            path: dir.display().to_string(),
-            source: e,
-        })?;
-        // New segment files must be in their directory too.
-        if let Ok(d) = std::fs::File::open(&dir) {
-            let _ = d.sync_all();
+        let (to_sync, dir) = {
+            let mut log = self.log.lock();
+            (log.to_sync()?, log.dir().to_path_buf())
+        };
+        let sealed = !to_sync.sealed.is_empty();
+        for f in to_sync.sealed.iter().chain(std::iter::once(&to_sync.newest)) {
+            f.sync(&dir)?;
+        }
+        if sealed {
+            // New segment files must be in their directory too.
+            if let Ok(d) = std::fs::File::open(&dir) {
+                let _ = d.sync_all();
+            }
+        }
+        if self.cache_keep > 0 {
+            let mut cache = self.cache.lock();
+            for f in to_sync.sealed {
+                cache.synced(f);
+            }
+            cache.synced(to_sync.newest);
+            cache.trim(self.cache_keep);
         }
         Ok(())
     }
