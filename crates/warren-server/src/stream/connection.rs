@@ -133,6 +133,8 @@ pub struct Conn {
     pub(super) next_correlation: u32,
     /// Chunks handed to the writer and not completed yet.
     pub(super) outstanding: usize,
+    /// Bytes of Publish frames waiting in publishers.
+    pub(super) pending_bytes: usize,
 }
 
 pub async fn serve(
@@ -165,6 +167,7 @@ pub async fn serve(
         consumer_updates: HashMap::new(),
         next_correlation: 0,
         outstanding: 0,
+        pending_bytes: 0,
     };
     c.id = c.ctx.broker.next_id();
     let opened = tokio::time::timeout(HANDSHAKE_TIMEOUT, c.open()).await;
@@ -399,7 +402,8 @@ impl Conn {
             let wake = self.wake.clone();
             let more = self.wants_to_deliver();
             // While the writer holds too many of our chunks, read no more.
-            let may_read = self.outstanding < super::writer::MAX_OUTSTANDING;
+            let may_read = self.outstanding < super::writer::MAX_OUTSTANDING
+                && self.pending_bytes < super::publish::MAX_PENDING_BYTES;
             tokio::select! {
                 r = self.read_more(), if may_read => r?,
                 _ = wake.notify.notified() => {}
@@ -425,8 +429,9 @@ impl Conn {
     /// them, tell subscriptions that became active, then deliver what
     /// subscriptions may.
     fn after_batch(&mut self) {
-        self.flush_publishers();
+        // Completions first: their publishers may write their next chunk.
         self.write_completions();
+        self.flush_publishers(false);
         for id in self.wake.take_activations() {
             self.send_consumer_update(id, true);
         }

@@ -1,8 +1,10 @@
 //! Publishers: DeclarePublisher / DeletePublisher / QueryPublisherSequence,
-//! and Publish frames. The entries of every Publish frame of a read batch
-//! are gathered per publisher and written as one chunk after the batch
-//! (one write, one confirm frame), so a client's pipelined frames cost one
-//! chunk, not one each. A named publisher is deduplicated: an entry whose
+//! and Publish frames. The entries of Publish frames are gathered per
+//! publisher and written as one chunk (one write, one confirm frame) once
+//! the publisher has no chunk at the writer: while the writer copies one
+//! chunk, the next gathers everything that arrives meanwhile, so chunks
+//! grow with the load (as osiris's do) and stay small when it is light.
+//! A connection stops reading while [`MAX_PENDING_BYTES`] wait. A named publisher is deduplicated: an entry whose
 //! publishing id is not above the last one stored for that name (in the
 //! log, so across reconnects and restarts) is confirmed but not stored
 //! again; the new last id rides in the chunk's trailer.
@@ -22,12 +24,20 @@ use super::writer::Job;
 /// How many publishers a connection may declare (RabbitMQ: 256, ids 0-255).
 pub const MAX_PUBLISHERS: usize = 256;
 
+/// Bytes of Publish frames a connection holds before it stops reading
+/// (they wait for their publisher's chunk at the writer to complete).
+pub const MAX_PENDING_BYTES: usize = 4 << 20;
+
 pub struct Publisher {
     pub stream: String,
     pub log: Arc<StreamLog>,
     pub reference: Option<String>,
-    /// Entries received in this batch, waiting to be written.
+    /// Entries received, waiting to be written.
     pending: Vec<Published>,
+    /// Bytes of the frames they came in.
+    pending_bytes: usize,
+    /// Chunks of this publisher at the writer.
+    in_flight: usize,
     /// The last publishing id stored (named publishers), cached.
     last_stored: Option<u64>,
 }
@@ -71,6 +81,8 @@ impl Conn {
                 log,
                 reference,
                 pending: Vec::new(),
+                pending_bytes: 0,
+                in_flight: 0,
                 last_stored,
             },
         );
@@ -78,7 +90,7 @@ impl Conn {
     }
 
     pub(super) fn delete_publisher(&mut self, correlation_id: u32, publisher_id: u8) {
-        self.flush_publishers();
+        self.flush_publishers(true);
         let c = if self.publishers.remove(&publisher_id).is_some() {
             code::OK
         } else {
@@ -89,7 +101,7 @@ impl Conn {
 
     pub(super) fn query_publisher_sequence(&mut self, correlation_id: u32, reference: &str, stream: &str) {
         // What this connection has not written yet counts too.
-        self.flush_publishers();
+        self.flush_publishers(true);
         let (c, seq) = match self.stream_log(stream) {
             Ok(log) => {
                 // Chunks of ours still with the writer count too.
@@ -114,6 +126,7 @@ impl Conn {
 
     /// A Publish frame: entries wait in their publisher until the batch ends.
     pub(super) fn publish(&mut self, f: Bytes) {
+        let len = f.len();
         let (publisher_id, entries) = match parse_publish(f) {
             Ok(p) => p,
             Err(e) => {
@@ -122,7 +135,11 @@ impl Conn {
             }
         };
         match self.publishers.get_mut(&publisher_id) {
-            Some(p) => p.pending.extend(entries),
+            Some(p) => {
+                p.pending.extend(entries);
+                p.pending_bytes += len;
+                self.pending_bytes += len;
+            }
             None => {
                 let errors = entries
                     .iter()
@@ -134,12 +151,13 @@ impl Conn {
     }
 
     /// Write each publisher's pending entries as one chunk and confirm
-    /// them (duplicates included), or report why not.
-    pub(super) fn flush_publishers(&mut self) {
+    /// them (duplicates included), or report why not: publishers with no
+    /// chunk at the writer, or all with `now` (the writer keeps order).
+    pub(super) fn flush_publishers(&mut self, now: bool) {
         let ids: Vec<u8> = self
             .publishers
             .iter()
-            .filter(|(_, p)| !p.pending.is_empty())
+            .filter(|(_, p)| !p.pending.is_empty() && (now || p.in_flight == 0))
             .map(|(&id, _)| id)
             .collect();
         for id in ids {
@@ -147,6 +165,7 @@ impl Conn {
                 continue;
             };
             let pending = std::mem::take(&mut p.pending);
+            self.pending_bytes -= std::mem::take(&mut p.pending_bytes);
             let mut confirmed = Vec::with_capacity(pending.len());
             let mut messages = Vec::with_capacity(pending.len());
             // Another connection may have published under the same name.
@@ -195,6 +214,7 @@ impl Conn {
             p.last_stored = last;
             let wake = self.wake.clone();
             let stream = p.stream.clone();
+            p.in_flight += 1;
             self.outstanding += 1;
             self.ctx.stream_writer.submit(Job {
                 log: p.log.clone(),
@@ -222,6 +242,9 @@ impl Conn {
     pub(super) fn write_completions(&mut self) {
         for c in self.wake.take_completions() {
             self.outstanding = self.outstanding.saturating_sub(1);
+            if let Some(p) = self.publishers.get_mut(&c.publisher_id) {
+                p.in_flight = p.in_flight.saturating_sub(1);
+            }
             match c.error {
                 None => write_confirm(&mut self.wbuf, c.publisher_id, &c.ids),
                 Some(code) => Command::PublishError {
