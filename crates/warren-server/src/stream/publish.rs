@@ -26,7 +26,7 @@ pub const MAX_PUBLISHERS: usize = 256;
 
 /// Bytes of Publish frames a connection holds before it stops reading
 /// (they wait for their publisher's chunk at the writer to complete).
-pub const MAX_PENDING_BYTES: usize = 4 << 20;
+pub const MAX_PENDING_BYTES: usize = 1 << 20;
 
 pub struct Publisher {
     pub stream: String,
