@@ -232,6 +232,15 @@ impl Conn {
         Some(parts.into_iter().map(|p| p.1).collect())
     }
 
+    /// Where `stream` stands among `super_stream`'s partitions (RabbitMQ:
+    /// its binding's partition order, else the number after the last `-`
+    /// of its name); None if neither tells.
+    pub(super) fn partition_index(&self, super_stream: &str, stream: &str) -> Option<usize> {
+        self.partition_list(super_stream)
+            .and_then(|parts| parts.iter().position(|p| p == stream))
+            .or_else(|| stream.rsplit_once('-').and_then(|(_, n)| n.parse().ok()))
+    }
+
     fn list_response(&mut self, k: u16, correlation_id: u32, c: u16, names: &[String]) {
         let mut rest = BytesMut::new();
         rest.put_i32(names.len() as i32);

@@ -43,11 +43,13 @@ pub(super) mod ext_key {
 }
 
 /// Wakes the connection when a stream it reads has grown, or when one of
-/// its single-active-consumer subscriptions became active.
+/// its single-active-consumer subscriptions became active or must step
+/// down.
 #[derive(Default)]
 pub struct Wake {
     pub notify: Notify,
-    activations: parking_lot::Mutex<Vec<u8>>,
+    /// Subscription id, and active (true) or stepping down (false).
+    activations: parking_lot::Mutex<Vec<(u8, bool)>>,
     completions: parking_lot::Mutex<Vec<Completion>>,
 }
 
@@ -68,11 +70,18 @@ impl StreamWaiter for Wake {
 impl Wake {
     /// Subscription `id` of this connection is now its group's active one.
     pub fn activate(&self, id: u8) {
-        self.activations.lock().push(id);
+        self.activations.lock().push((id, true));
         self.notify.notify_one();
     }
 
-    pub(super) fn take_activations(&self) -> Vec<u8> {
+    /// Subscription `id` of this connection must step down (a super
+    /// stream partition's group rebalanced).
+    pub fn deactivate(&self, id: u8) {
+        self.activations.lock().push((id, false));
+        self.notify.notify_one();
+    }
+
+    pub(super) fn take_activations(&self) -> Vec<(u8, bool)> {
         std::mem::take(&mut *self.activations.lock())
     }
 
@@ -128,8 +137,9 @@ pub struct Conn {
     pub(super) deliver_v2: bool,
     /// This connection's id (single-active-consumer groups name members by it).
     pub(super) id: u64,
-    /// ConsumerUpdates we sent, by correlation id: the subscription.
-    pub(super) consumer_updates: HashMap<u32, u8>,
+    /// ConsumerUpdates we sent, by correlation id: the subscription and
+    /// whether it was told it is active.
+    pub(super) consumer_updates: HashMap<u32, (u8, bool)>,
     pub(super) next_correlation: u32,
     /// Chunks handed to the writer and not completed yet.
     pub(super) outstanding: usize,
@@ -432,8 +442,11 @@ impl Conn {
         // Completions first: their publishers may write their next chunk.
         self.write_completions();
         self.flush_publishers(false);
-        for id in self.wake.take_activations() {
-            self.send_consumer_update(id, true);
+        for (id, active) in self.wake.take_activations() {
+            if !active {
+                self.step_down(id);
+            }
+            self.send_consumer_update(id, active);
         }
         self.pump_subscriptions();
     }

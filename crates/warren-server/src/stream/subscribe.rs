@@ -122,6 +122,10 @@ impl Conn {
                 name.unwrap_or_default(),
             )
         });
+        let partition = properties
+            .iter()
+            .find(|(k, _)| k == "super-stream")
+            .and_then(|(_, s)| self.partition_index(s, stream));
         self.subscriptions.insert(
             subscription_id,
             Subscription {
@@ -140,7 +144,7 @@ impl Conn {
             if self
                 .ctx
                 .stream_sac
-                .join(g, self.id, subscription_id, self.wake.clone())
+                .join(g, partition, self.id, subscription_id, self.wake.clone())
             {
                 self.send_consumer_update(subscription_id, true);
             }
@@ -155,12 +159,26 @@ impl Conn {
         }
         let correlation_id = self.next_correlation;
         self.next_correlation = self.next_correlation.wrapping_add(1);
-        self.consumer_updates.insert(correlation_id, id);
+        self.consumer_updates.insert(correlation_id, (id, active));
         self.command(super::connection::ext_key::CONSUMER_UPDATE, |out| {
             out.put_u32(correlation_id);
             out.put_u8(id);
             out.put_u8(u8::from(active));
         });
+    }
+
+    /// Subscription `id` must step down: no more chunks until it is
+    /// active again (it answers the ConsumerUpdate, then the coordinator
+    /// activates the member it wants).
+    pub(super) fn step_down(&mut self, id: u8) {
+        if let Some(s) = self.subscriptions.get_mut(&id) {
+            s.reader = None;
+            s.at_end = false;
+        }
+        // An answer still due to an earlier "you are active" no longer
+        // starts it.
+        self.consumer_updates
+            .retain(|_, (sub, active)| !(*sub == id && *active));
     }
 
     pub(super) fn unsubscribe(&mut self, correlation_id: u32, subscription_id: u8) {
@@ -316,12 +334,19 @@ impl Conn {
             5 => Some(OffsetSpec::Timestamp(r.i64()?)),
             t => return Err(Stop::Close(code::PRECONDITION_FAILED, format!("offset type {t}"))),
         };
-        let Some(id) = self.consumer_updates.remove(&correlation_id) else {
+        let Some((id, active)) = self.consumer_updates.remove(&correlation_id) else {
             return Ok(());
         };
         let Some(s) = self.subscriptions.get_mut(&id) else {
             return Ok(());
         };
+        if !active {
+            // It stepped down; its offset answer means nothing.
+            if let Some(g) = s.sac.clone() {
+                self.ctx.stream_sac.stepped_down(&g, self.id, id);
+            }
+            return Ok(());
+        }
         let start = start_of(spec.unwrap_or(s.offset));
         match Reader::new(s.log.view(), start, s.filter.clone()) {
             Ok(reader) => {

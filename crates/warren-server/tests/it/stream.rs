@@ -448,6 +448,119 @@ async fn a_single_active_consumer_hands_over_when_it_leaves() {
     let _ = within(second.handle().close()).await;
 }
 
+/// Single active consumer on a super stream: one application instance is
+/// active on every partition; when a second joins, the partitions spread
+/// over both (partition i goes to member i % 2, as RabbitMQ does), the
+/// first stepping down from partition 1 before the second takes it over;
+/// when the second leaves, the first takes partition 1 back.
+#[tokio::test]
+async fn super_stream_single_active_consumers_spread_over_partitions() {
+    let b = Broker::start().await;
+    let env = b.stream_env().await;
+    within(env.stream_creator().create_super_stream("orders", 3, None))
+        .await
+        .unwrap();
+    let build = |env: Environment| async move {
+        within(
+            env.super_stream_consumer()
+                .name("app")
+                .enable_single_active_consumer(true)
+                .offset(OffsetSpecification::Next)
+                .consumer_update(|_active, _ctx| async { OffsetSpecification::Next })
+                .build("orders"),
+        )
+        .await
+        .unwrap()
+    };
+    // (partition stream, body) of the next `n` deliveries.
+    async fn take(
+        c: &mut rabbitmq_stream_client::types::SuperStreamConsumer,
+        n: usize,
+    ) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        while out.len() < n {
+            let d = within(c.next()).await.unwrap().unwrap();
+            let body = String::from_utf8(d.message().data().unwrap_or_default().to_vec()).unwrap();
+            out.push((d.stream().clone(), body));
+        }
+        out.sort();
+        out
+    }
+    let settle = || tokio::time::sleep(Duration::from_millis(300));
+    let mut first = build(env.clone()).await;
+    settle().await;
+    for p in 0..3 {
+        publish(&env, &format!("orders-{p}"), [format!("a{p}")]).await;
+    }
+    assert_eq!(
+        take(&mut first, 3).await,
+        vec![
+            ("orders-0".to_string(), "a0".to_string()),
+            ("orders-1".into(), "a1".into()),
+            ("orders-2".into(), "a2".into())
+        ],
+        "alone, the first is active everywhere"
+    );
+    let mut second = build(env.clone()).await;
+    settle().await;
+    for p in 0..3 {
+        publish(&env, &format!("orders-{p}"), [format!("b{p}")]).await;
+    }
+    assert_eq!(
+        take(&mut first, 2).await,
+        vec![
+            ("orders-0".to_string(), "b0".to_string()),
+            ("orders-2".into(), "b2".into())
+        ]
+    );
+    assert_eq!(
+        take(&mut second, 1).await,
+        vec![("orders-1".to_string(), "b1".to_string())]
+    );
+    nothing_within(300, first.next()).await;
+    nothing_within(300, second.next()).await;
+    // The second leaves: partition 1 comes back to the first.
+    within(second.handle().close()).await.unwrap();
+    settle().await;
+    publish(&env, "orders-1", ["c1".to_string()]).await;
+    assert_eq!(
+        take(&mut first, 1).await,
+        vec![("orders-1".to_string(), "c1".to_string())]
+    );
+    let _ = within(first.handle().close()).await;
+}
+
+/// A stream deleted under a live publisher: its next publish is refused
+/// (an error, never a confirm), and the broker goes on: a new stream of
+/// the same name takes messages.
+#[tokio::test]
+async fn publishing_to_a_stream_deleted_under_the_publisher_is_refused() {
+    let b = Broker::start().await;
+    let env = b.stream_env().await;
+    within(env.stream_creator().create("doomed")).await.unwrap();
+    let producer = within(env.producer().build("doomed")).await.unwrap();
+    let before = within(producer.send_with_confirm(Message::builder().body("before").build()))
+        .await
+        .unwrap();
+    assert!(before.confirmed());
+    within(env.delete_stream("doomed")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let after = within(producer.send_with_confirm(Message::builder().body("after").build())).await;
+    if let Ok(status) = after {
+        assert!(
+            !status.confirmed(),
+            "a publish to a deleted stream is not confirmed ({:?})",
+            status.status()
+        );
+    }
+    // Closed here: the client's Drop blocks on a close of its own.
+    let _ = within(producer.close()).await;
+    within(env.stream_creator().create("doomed")).await.unwrap();
+    publish(&env, "doomed", ["again".to_string()]).await;
+    let got = consume(&env, "doomed", OffsetSpecification::First, 1).await;
+    assert_eq!(got[0].1, "again", "the new stream holds only what came after");
+}
+
 /// Bad input on the stream port: a frame larger than allowed before open
 /// and an unknown command after it each get the protocol's answer (Close
 /// with its code) and never take the broker down. (Malformed Publish
