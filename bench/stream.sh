@@ -6,6 +6,9 @@
 # Both brokers' stream data is deleted at the end.
 #
 #   bench/stream.sh [SECONDS]   (default 60 per workload and broker)
+#   CACHE=0 bench/stream.sh     (a control: Warren with stream_cache_bytes
+#                                = 0, the page cache left to the OS as
+#                                RabbitMQ leaves it)
 #
 # Loopback only; both brokers are stopped at the end.
 set -euo pipefail
@@ -14,6 +17,10 @@ SECS=${1:-60}
 # A fresh stream per run: the anchor keeps its streams between runs.
 RUN=$(date +%s)
 source bench/lib.sh
+if [ -n "${CACHE:-}" ]; then
+  echo "stream_cache_bytes = $CACHE" > "$OUT/warren-cache.toml"
+  export WARREN_CONFIG="$PWD/$OUT/warren-cache.toml"
+fi
 cargo build --release -p warren-perf
 # The anchor keeps its streams after it stops: delete this run's.
 drop_anchor_streams() {
