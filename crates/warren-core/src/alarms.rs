@@ -66,6 +66,16 @@ impl Alarms {
         }
     }
 
+    /// Is the memory alarm on?
+    pub fn memory_alarm(&self) -> bool {
+        self.memory.load(Ordering::Relaxed)
+    }
+
+    /// Is the disk alarm on?
+    pub fn disk_alarm(&self) -> bool {
+        self.disk.load(Ordering::Relaxed)
+    }
+
     pub fn memory_limit(&self) -> u64 {
         self.memory_limit.load(Ordering::Relaxed)
     }

@@ -156,6 +156,34 @@ impl Broker {
         (self.on_change)();
     }
 
+    /// Delete a vhost and everything in it (its queues' consumers are
+    /// cancelled). False if there was none.
+    pub fn delete_vhost(&self, name: &str) -> bool {
+        let Some(vh) = self.vhosts.write().remove(name) else {
+            return false;
+        };
+        for q in vh.queues() {
+            if vh.remove_queue_if_same(&q) {
+                vh.destroy_queue(&q);
+            }
+        }
+        (self.on_change)();
+        true
+    }
+
+    /// Delete a user. False if there was none.
+    pub fn delete_user(&self, name: &str) -> bool {
+        let gone = self.users.write().remove(name).is_some();
+        if gone {
+            (self.on_change)();
+        }
+        gone
+    }
+
+    pub fn user(&self, name: &str) -> Option<User> {
+        self.users.read().get(name).cloned()
+    }
+
     pub fn users(&self) -> Vec<User> {
         self.users.read().values().cloned().collect()
     }

@@ -778,6 +778,49 @@ impl VHost {
         }
     }
 
+    /// Every exchange, the predeclared ones included, as declared (for
+    /// listings: the management API).
+    pub fn exchanges(&self) -> Vec<ExchangeDecl> {
+        let t = self.topology.read();
+        let mut xs: Vec<ExchangeDecl> = t
+            .exchanges
+            .values()
+            .map(|x| ExchangeDecl {
+                name: x.name.clone(),
+                kind: x.kind.as_str().into(),
+                durable: x.durable,
+                auto_delete: x.auto_delete,
+                internal: x.internal,
+                arguments: x.arguments.clone(),
+            })
+            .collect();
+        xs.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+        xs
+    }
+
+    /// Every binding, by source exchange (for listings).
+    pub fn bindings(&self) -> Vec<(ShortStr, Binding)> {
+        let t = self.topology.read();
+        let mut bs: Vec<(ShortStr, Binding)> = t
+            .exchanges
+            .values()
+            .flat_map(|x| x.bindings().iter().map(|b| (x.name.clone(), b.clone())))
+            .collect();
+        bs.sort_by(|a, b| {
+            (
+                a.0.as_bytes(),
+                a.1.destination.name().as_bytes(),
+                a.1.routing_key.as_bytes(),
+            )
+                .cmp(&(
+                    b.0.as_bytes(),
+                    b.1.destination.name().as_bytes(),
+                    b.1.routing_key.as_bytes(),
+                ))
+        });
+        bs
+    }
+
     /// A snapshot for saving definitions: durable exchanges (not the
     /// predeclared ones), durable queues, and bindings between durable ends.
     pub fn durable_definitions(&self) -> (Vec<ExchangeDecl>, Vec<QueueDecl>, Vec<(ShortStr, Binding)>) {

@@ -26,6 +26,9 @@ pub struct Cli {
     /// RabbitMQ Stream protocol listener address.
     #[arg(long, env = "WARREN_STREAM_LISTEN")]
     pub stream_listen: Option<SocketAddr>,
+    /// Management HTTP API listener address.
+    #[arg(long, env = "WARREN_HTTP_LISTEN")]
+    pub http_listen: Option<SocketAddr>,
     /// A TOML configuration file.
     #[arg(long, env = "WARREN_CONFIG")]
     pub config: Option<PathBuf>,
@@ -74,6 +77,8 @@ pub struct Config {
     pub stream_advertised_port: Option<u16>,
     /// Largest stream protocol frame, offered in Tune (RabbitMQ: 1 MiB).
     pub stream_frame_max: u32,
+    /// The management HTTP API (RabbitMQ: 15672).
+    pub http_listen: SocketAddr,
     /// Bytes of each stream's newest data left in the OS page cache once
     /// it is on disk; older data is dropped from the cache after each
     /// background sync (0: leave it to the OS, as RabbitMQ does).
@@ -103,6 +108,7 @@ impl Default for Config {
             stream_advertised_port: None,
             stream_frame_max: 1 << 20,
             stream_cache_bytes: 1 << 30,
+            http_listen: "0.0.0.0:15672".parse().expect("static address"),
         }
     }
 }
@@ -154,6 +160,9 @@ impl Config {
         }
         if let Some(a) = cli.stream_listen {
             c.stream_listen = a;
+        }
+        if let Some(a) = cli.http_listen {
+            c.http_listen = a;
         }
         c.validate()?;
         Ok(c)

@@ -7,6 +7,7 @@ pub mod amqp10;
 pub mod config;
 pub mod definitions;
 pub mod disk_monitor;
+pub mod http;
 pub mod listener;
 pub mod reply_to;
 pub mod sniff;
@@ -51,10 +52,12 @@ pub enum StartError {
 pub struct Running {
     pub amqp_addr: SocketAddr,
     pub stream_addr: SocketAddr,
+    pub http_addr: SocketAddr,
     pub ctx: Arc<ServerCtx>,
     shutdown: watch::Sender<bool>,
     listener: tokio::task::JoinHandle<()>,
     stream_listener: tokio::task::JoinHandle<()>,
+    http_listener: tokio::task::JoinHandle<()>,
     storage: Arc<Storage>,
 }
 
@@ -64,6 +67,7 @@ impl Running {
         let _ = self.shutdown.send(true);
         let _ = self.listener.await;
         let _ = self.stream_listener.await;
+        let _ = self.http_listener.await;
         // Acks and pages still in buffers go to disk, and fsync covers them.
         let storage = self.storage.clone();
         let _ = tokio::task::spawn_blocking(move || storage.shutdown()).await;
@@ -168,9 +172,21 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         source,
     })?;
     tracing::info!("stream protocol listener on {stream_addr}");
+    let http = tokio::net::TcpListener::bind(config.http_listen)
+        .await
+        .map_err(|source| StartError::Listen {
+            addr: config.http_listen,
+            source,
+        })?;
+    let http_addr = http.local_addr().map_err(|source| StartError::Listen {
+        addr: config.http_listen,
+        source,
+    })?;
+    tracing::info!("management HTTP API on {http_addr}");
     let (tx, rx) = watch::channel(false);
     disk_monitor::spawn(ctx.broker.clone(), config.data_dir.clone(), rx.clone());
     stream::upkeep::spawn(ctx.broker.clone(), rx.clone());
+    let http_listener = tokio::spawn(http::serve(http, ctx.clone(), rx.clone()));
     let listener = tokio::spawn(listener::accept_loop(
         tcp,
         ctx.clone(),
@@ -186,6 +202,8 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     Ok(Running {
         amqp_addr,
         stream_addr,
+        http_addr,
+        http_listener,
         stream_listener,
         ctx,
         shutdown: tx,

@@ -26,6 +26,8 @@ pub fn spawn(port: u16, dir: &std::path::Path) -> Child {
             &format!("127.0.0.1:{port}"),
             "--stream-listen",
             "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
             "--data-dir",
         ])
         .arg(dir)
@@ -114,6 +116,8 @@ async fn port_in_use_is_reported_clearly() {
                     &format!("127.0.0.1:{port}"),
                     "--stream-listen",
                     "127.0.0.1:0",
+                    "--http-listen",
+                    "127.0.0.1:0",
                     "--data-dir",
                 ])
                 .arg(&dir)
@@ -138,6 +142,7 @@ async fn environment_variables_configure_the_binary() {
         .env("WARREN_AMQP_LISTEN", format!("127.0.0.1:{port}"))
         // Not the default 5552: another broker may hold it.
         .env("WARREN_STREAM_LISTEN", "127.0.0.1:0")
+        .env("WARREN_HTTP_LISTEN", "127.0.0.1:0")
         .env("WARREN_DATA_DIR", &dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

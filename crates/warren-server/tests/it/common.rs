@@ -30,6 +30,7 @@ pub fn config(data_dir: PathBuf) -> Config {
         data_dir,
         amqp_listen: "127.0.0.1:0".parse().unwrap(),
         stream_listen: "127.0.0.1:0".parse().unwrap(),
+        http_listen: "127.0.0.1:0".parse().unwrap(),
         ..Config::default()
     }
 }

@@ -16,6 +16,7 @@ mod durability;
 mod errors;
 mod exchanges;
 mod flow;
+mod http_api;
 mod lapin_basics;
 mod queues;
 mod raw;

@@ -1,0 +1,91 @@
+//! Who is asking: HTTP basic auth against the broker's users, as
+//! RabbitMQ's management plugin does it. Only users tagged
+//! `administrator`, `monitoring`, `policymaker` or `management` may use
+//! the API; `administrator` and `monitoring` see every vhost, the others
+//! only the vhosts they have permissions on; changing users, vhosts and
+//! permissions takes `administrator`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use base64::Engine;
+use warren_core::User;
+
+use super::error::ApiError;
+use crate::ServerCtx;
+
+/// The logged-in user.
+pub struct Authed {
+    pub user: User,
+}
+
+const TAGS: [&str; 4] = ["administrator", "monitoring", "policymaker", "management"];
+
+impl Authed {
+    pub fn is_admin(&self) -> bool {
+        self.user.tags.iter().any(|t| t == "administrator")
+    }
+
+    fn sees_all(&self) -> bool {
+        self.user
+            .tags
+            .iter()
+            .any(|t| t == "administrator" || t == "monitoring")
+    }
+
+    /// May this user see `vhost`'s objects?
+    pub fn may_see(&self, vhost: &str) -> bool {
+        self.sees_all() || self.user.vhosts.iter().any(|v| v == vhost)
+    }
+
+    /// May this user change `vhost`'s objects (declare, delete, purge)?
+    pub fn may_change(&self, vhost: &str) -> Result<(), ApiError> {
+        if self.user.vhosts.iter().any(|v| v == vhost) {
+            Ok(())
+        } else {
+            Err(ApiError::Forbidden(format!(
+                "access to vhost '{vhost}' refused for user '{}'",
+                self.user.name
+            )))
+        }
+    }
+
+    pub fn admin(&self) -> Result<(), ApiError> {
+        if self.is_admin() {
+            Ok(())
+        } else {
+            Err(ApiError::Forbidden("Not administrator user".into()))
+        }
+    }
+}
+
+impl FromRequestParts<Arc<ServerCtx>> for Authed {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, ctx: &Arc<ServerCtx>) -> Result<Authed, ApiError> {
+        let (name, password) = parts
+            .headers
+            .get(AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Basic "))
+            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b.trim()).ok())
+            .and_then(|b| String::from_utf8(b).ok())
+            .and_then(|s| s.split_once(':').map(|(u, p)| (u.to_string(), p.to_string())))
+            .ok_or(ApiError::NotAuthorized("Not_Authorized"))?;
+        let loopback = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .is_none_or(|c| c.0.ip().is_loopback());
+        let user = ctx
+            .broker
+            .authenticate(&name, &password, loopback)
+            .map_err(|_| ApiError::NotAuthorized("Login failed"))?;
+        if !user.tags.iter().any(|t| TAGS.contains(&t.as_str())) {
+            return Err(ApiError::NotAuthorized("Not management user"));
+        }
+        Ok(Authed { user })
+    }
+}

@@ -1,0 +1,64 @@
+//! Definitions export and import (GET and POST /api/definitions), in the
+//! JSON format of RabbitMQ's definitions files, so a topology moves
+//! between RabbitMQ and Warren either way. Import skips what it cannot
+//! take (logged), as the broker's own restore does.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde_json::Value;
+
+use super::auth::Authed;
+use super::error::ApiError;
+use super::overview::RABBITMQ_VERSION;
+use crate::definitions::{restore, snapshot, Definitions};
+use crate::ServerCtx;
+
+fn with_versions(d: &Definitions) -> Result<Value, ApiError> {
+    let mut v = serde_json::to_value(d).map_err(|e| ApiError::Internal(e.to_string()))?;
+    if let Value::Object(m) = &mut v {
+        m.insert("rabbit_version".into(), RABBITMQ_VERSION.into());
+        m.insert("rabbitmq_version".into(), RABBITMQ_VERSION.into());
+        m.insert("product_name".into(), "Warren".into());
+        m.insert("product_version".into(), env!("CARGO_PKG_VERSION").into());
+    }
+    Ok(v)
+}
+
+pub async fn export(State(ctx): State<Arc<ServerCtx>>, who: Authed) -> Result<Json<Value>, ApiError> {
+    who.admin()?;
+    Ok(Json(with_versions(&snapshot(&ctx.broker))?))
+}
+
+/// One vhost's exchanges, queues and bindings.
+pub async fn export_vhost(
+    State(ctx): State<Arc<ServerCtx>>,
+    who: Authed,
+    Path(vhost): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    who.admin()?;
+    ctx.broker.vhost(&vhost).ok_or(ApiError::NotFound)?;
+    let mut d = snapshot(&ctx.broker);
+    d.vhosts.clear();
+    d.users.clear();
+    d.permissions.clear();
+    d.exchanges.retain(|x| x.vhost == vhost);
+    d.queues.retain(|q| q.vhost == vhost);
+    d.bindings.retain(|b| b.vhost == vhost);
+    Ok(Json(with_versions(&d)?))
+}
+
+pub async fn import(
+    State(ctx): State<Arc<ServerCtx>>,
+    who: Authed,
+    body: Bytes,
+) -> Result<StatusCode, ApiError> {
+    who.admin()?;
+    let d: Definitions = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::BadRequest(format!("invalid definitions: {e}")))?;
+    restore(&ctx.broker, &d);
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,671 @@
+//! Per-vhost objects: vhosts, users, permissions, exchanges, queues and
+//! bindings, listed, shown, declared and deleted with RabbitMQ's paths and
+//! JSON fields (the fields tools read: messages, messages_ready,
+//! messages_unacknowledged, consumers, state, type, arguments ...). A user
+//! sees only the vhosts it may see; another vhost's objects are 404 to it.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use warren_amqp091::ShortStr;
+use warren_core::exchange::{Binding, Destination};
+use warren_core::queue::Queue;
+use warren_core::vhost::{ExchangeDecl, QueueDecl, VHost};
+use warren_core::User;
+
+use super::auth::Authed;
+use super::error::ApiError;
+use crate::amqp10::management::NODE;
+use crate::definitions::{json_to_table, table_to_json};
+use crate::ServerCtx;
+
+type Ctx = State<Arc<ServerCtx>>;
+type ApiResult<T> = Result<T, ApiError>;
+
+/// RabbitMQ's list query parameters: `sort`, `sort_reverse`, and
+/// `page` / `page_size` (which turn the answer into a page object).
+#[derive(Debug, Default, Deserialize)]
+pub struct ListQuery {
+    sort: Option<String>,
+    sort_reverse: Option<bool>,
+    page: Option<usize>,
+    page_size: Option<usize>,
+    name: Option<String>,
+}
+
+/// Sort and paginate a listing as RabbitMQ does.
+fn listing(mut items: Vec<Value>, q: &ListQuery) -> ApiResult<Json<Value>> {
+    if let Some(f) = &q.name {
+        items.retain(|i| i["name"].as_str().is_some_and(|n| n.contains(f.as_str())));
+    }
+    if let Some(key) = &q.sort {
+        let at = |v: &Value| {
+            key.split('.')
+                .try_fold(v, |v, k| v.get(k))
+                .cloned()
+                .unwrap_or(Value::Null)
+        };
+        items.sort_by(|a, b| compare(&at(a), &at(b)));
+    }
+    if q.sort_reverse == Some(true) {
+        items.reverse();
+    }
+    let Some(page) = q.page else {
+        return Ok(Json(Value::Array(items)));
+    };
+    let size = q.page_size.unwrap_or(100);
+    if page == 0 || size == 0 || size > 500 {
+        return Err(ApiError::BadRequest(
+            "page and page_size must be positive, page_size at most 500".into(),
+        ));
+    }
+    let total = items.len();
+    let page_count = total.div_ceil(size).max(1);
+    let shown: Vec<Value> = items.into_iter().skip((page - 1) * size).take(size).collect();
+    Ok(Json(json!({
+        "filtered_count": total,
+        "item_count": shown.len(),
+        "items": shown,
+        "page": page,
+        "page_count": page_count,
+        "page_size": size,
+        "total_count": total,
+    })))
+}
+
+fn compare(a: &Value, b: &Value) -> std::cmp::Ordering {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x
+            .as_f64()
+            .partial_cmp(&y.as_f64())
+            .unwrap_or(std::cmp::Ordering::Equal),
+        (Value::String(x), Value::String(y)) => x.cmp(y),
+        (Value::Bool(x), Value::Bool(y)) => x.cmp(y),
+        (Value::Null, Value::Null) => std::cmp::Ordering::Equal,
+        (Value::Null, _) => std::cmp::Ordering::Less,
+        (_, Value::Null) => std::cmp::Ordering::Greater,
+        _ => a.to_string().cmp(&b.to_string()),
+    }
+}
+
+/// The vhost, if it exists and this user may see it (else 404).
+fn visible(ctx: &ServerCtx, who: &Authed, vhost: &str) -> ApiResult<Arc<VHost>> {
+    if !who.may_see(vhost) {
+        return Err(ApiError::NotFound);
+    }
+    ctx.broker.vhost(vhost).ok_or(ApiError::NotFound)
+}
+
+fn visible_vhosts(ctx: &ServerCtx, who: &Authed) -> Vec<Arc<VHost>> {
+    let mut v: Vec<_> = ctx
+        .broker
+        .vhosts()
+        .into_iter()
+        .filter(|v| who.may_see(&v.name))
+        .collect();
+    v.sort_by(|a, b| a.name.cmp(&b.name));
+    v
+}
+
+/// A JSON body, or `{}` when there is none.
+fn body(b: Option<Json<Value>>) -> Map<String, Value> {
+    match b {
+        Some(Json(Value::Object(m))) => m,
+        _ => Map::new(),
+    }
+}
+
+fn flag(m: &Map<String, Value>, k: &str, default: bool) -> ApiResult<bool> {
+    match m.get(k) {
+        None => Ok(default),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(Value::String(s)) if s == "true" || s == "false" => Ok(s == "true"),
+        Some(_) => Err(ApiError::BadRequest(format!("{k} must be true or false"))),
+    }
+}
+
+fn arguments(m: &Map<String, Value>) -> ApiResult<warren_amqp091::FieldTable> {
+    match m.get("arguments") {
+        None | Some(Value::Null) => Ok(Default::default()),
+        Some(Value::Object(a)) => Ok(json_to_table(a)),
+        Some(_) => Err(ApiError::BadRequest("arguments must be an object".into())),
+    }
+}
+
+// ---- vhosts ----
+
+fn vhost_json(vh: &VHost) -> Value {
+    let (mut ready, mut unacked) = (0, 0);
+    for q in vh.queues() {
+        let s = q.stats();
+        ready += s.ready;
+        unacked += s.unacked;
+    }
+    json!({
+        "name": vh.name,
+        "description": "",
+        "tags": [],
+        "tracing": false,
+        "cluster_state": {NODE: "running"},
+        "messages": ready + unacked,
+        "messages_ready": ready,
+        "messages_unacknowledged": unacked,
+    })
+}
+
+pub async fn vhosts(State(ctx): Ctx, who: Authed, Query(q): Query<ListQuery>) -> ApiResult<Json<Value>> {
+    listing(
+        visible_vhosts(&ctx, &who).iter().map(|v| vhost_json(v)).collect(),
+        &q,
+    )
+}
+
+pub async fn vhost(State(ctx): Ctx, who: Authed, Path(vhost): Path<String>) -> ApiResult<Json<Value>> {
+    let vh = visible(&ctx, &who, &vhost)?;
+    Ok(Json(vhost_json(&vh)))
+}
+
+pub async fn put_vhost(State(ctx): Ctx, who: Authed, Path(vhost): Path<String>) -> ApiResult<StatusCode> {
+    who.admin()?;
+    let existed = ctx.broker.vhost(&vhost).is_some();
+    ctx.broker.add_vhost(&vhost);
+    // The creator may use it (RabbitMQ grants the creating user full
+    // permissions on a new vhost).
+    if let Some(mut u) = ctx.broker.user(&who.user.name) {
+        if !u.vhosts.contains(&vhost) {
+            u.vhosts.push(vhost.clone());
+            ctx.broker.put_user(u);
+        }
+    }
+    Ok(if existed {
+        StatusCode::NO_CONTENT
+    } else {
+        StatusCode::CREATED
+    })
+}
+
+pub async fn delete_vhost(State(ctx): Ctx, who: Authed, Path(vhost): Path<String>) -> ApiResult<StatusCode> {
+    who.admin()?;
+    if !ctx.broker.delete_vhost(&vhost) {
+        return Err(ApiError::NotFound);
+    }
+    for mut u in ctx.broker.users() {
+        if u.vhosts.contains(&vhost) {
+            u.vhosts.retain(|v| v != &vhost);
+            ctx.broker.put_user(u);
+        }
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+// ---- users and permissions ----
+
+fn user_json(u: &User) -> Value {
+    json!({
+        "name": u.name,
+        "password_hash": u.password_hash,
+        "hashing_algorithm": "rabbit_password_hashing_sha256",
+        "tags": u.tags,
+        "limits": {},
+    })
+}
+
+pub async fn users(State(ctx): Ctx, who: Authed, Query(q): Query<ListQuery>) -> ApiResult<Json<Value>> {
+    who.admin()?;
+    let mut us = ctx.broker.users();
+    us.sort_by(|a, b| a.name.cmp(&b.name));
+    listing(us.iter().map(user_json).collect(), &q)
+}
+
+pub async fn user(State(ctx): Ctx, who: Authed, Path(name): Path<String>) -> ApiResult<Json<Value>> {
+    who.admin()?;
+    ctx.broker
+        .user(&name)
+        .map(|u| Json(user_json(&u)))
+        .ok_or(ApiError::NotFound)
+}
+
+/// PUT /api/users/{name}: `password` (hashed here) or `password_hash`
+/// (RabbitMQ's SHA-256 format), and `tags` (a list or a comma-separated
+/// string).
+pub async fn put_user(
+    State(ctx): Ctx,
+    who: Authed,
+    Path(name): Path<String>,
+    b: Option<Json<Value>>,
+) -> ApiResult<StatusCode> {
+    who.admin()?;
+    let m = body(b);
+    let existing = ctx.broker.user(&name);
+    let password_hash = match (m.get("password"), m.get("password_hash")) {
+        (Some(Value::String(p)), _) => User::hash_password(p),
+        (_, Some(Value::String(h))) => h.clone(),
+        _ => match &existing {
+            Some(u) => u.password_hash.clone(),
+            None => {
+                return Err(ApiError::BadRequest(
+                    "password or password_hash must be set".into(),
+                ))
+            }
+        },
+    };
+    let tags = match m.get("tags") {
+        Some(Value::String(s)) => s
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(String::from)
+            .collect(),
+        Some(Value::Array(a)) => a.iter().filter_map(|t| t.as_str().map(String::from)).collect(),
+        _ => Vec::new(),
+    };
+    let vhosts = existing.as_ref().map(|u| u.vhosts.clone()).unwrap_or_default();
+    ctx.broker.put_user(User {
+        name,
+        password_hash,
+        tags,
+        vhosts,
+    });
+    Ok(if existing.is_some() {
+        StatusCode::NO_CONTENT
+    } else {
+        StatusCode::CREATED
+    })
+}
+
+pub async fn delete_user(State(ctx): Ctx, who: Authed, Path(name): Path<String>) -> ApiResult<StatusCode> {
+    who.admin()?;
+    if ctx.broker.delete_user(&name) {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::NotFound)
+    }
+}
+
+fn permission_json(user: &str, vhost: &str) -> Value {
+    json!({"user": user, "vhost": vhost, "configure": ".*", "write": ".*", "read": ".*"})
+}
+
+pub async fn permissions(State(ctx): Ctx, who: Authed) -> ApiResult<Json<Value>> {
+    who.admin()?;
+    let mut out = Vec::new();
+    for u in ctx.broker.users() {
+        for v in &u.vhosts {
+            out.push(permission_json(&u.name, v));
+        }
+    }
+    out.sort_by_key(|p| p.to_string());
+    Ok(Json(Value::Array(out)))
+}
+
+pub async fn permission(
+    State(ctx): Ctx,
+    who: Authed,
+    Path((vhost, user)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    who.admin()?;
+    match ctx.broker.user(&user) {
+        Some(u) if u.vhosts.contains(&vhost) => Ok(Json(permission_json(&user, &vhost))),
+        _ => Err(ApiError::NotFound),
+    }
+}
+
+/// Grant `user` the use of `vhost`. Warren keeps one permission per user
+/// and vhost, all or nothing for now: any regexes given are taken as ".*".
+pub async fn put_permission(
+    State(ctx): Ctx,
+    who: Authed,
+    Path((vhost, user)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    who.admin()?;
+    ctx.broker.vhost(&vhost).ok_or(ApiError::NotFound)?;
+    let mut u = ctx.broker.user(&user).ok_or(ApiError::NotFound)?;
+    if u.vhosts.contains(&vhost) {
+        return Ok(StatusCode::NO_CONTENT);
+    }
+    u.vhosts.push(vhost);
+    ctx.broker.put_user(u);
+    Ok(StatusCode::CREATED)
+}
+
+pub async fn delete_permission(
+    State(ctx): Ctx,
+    who: Authed,
+    Path((vhost, user)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    who.admin()?;
+    let mut u = ctx.broker.user(&user).ok_or(ApiError::NotFound)?;
+    if !u.vhosts.contains(&vhost) {
+        return Err(ApiError::NotFound);
+    }
+    u.vhosts.retain(|v| v != &vhost);
+    ctx.broker.put_user(u);
+    Ok(StatusCode::NO_CONTENT)
+}
+
+// ---- exchanges ----
+
+fn exchange_json(vhost: &str, x: &ExchangeDecl) -> Value {
+    json!({
+        "name": x.name.to_str_lossy(),
+        "vhost": vhost,
+        "type": x.kind.to_str_lossy(),
+        "durable": x.durable,
+        "auto_delete": x.auto_delete,
+        "internal": x.internal,
+        "arguments": table_to_json(&x.arguments),
+        "user_who_performed_action": "",
+    })
+}
+
+fn exchanges_of(vhs: &[Arc<VHost>]) -> Vec<Value> {
+    vhs.iter()
+        .flat_map(|vh| {
+            vh.exchanges()
+                .into_iter()
+                .map(|x| exchange_json(&vh.name, &x))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+pub async fn exchanges(State(ctx): Ctx, who: Authed, Query(q): Query<ListQuery>) -> ApiResult<Json<Value>> {
+    listing(exchanges_of(&visible_vhosts(&ctx, &who)), &q)
+}
+
+pub async fn exchanges_in(
+    State(ctx): Ctx,
+    who: Authed,
+    Path(vhost): Path<String>,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<Value>> {
+    listing(exchanges_of(&[visible(&ctx, &who, &vhost)?]), &q)
+}
+
+pub async fn exchange(
+    State(ctx): Ctx,
+    who: Authed,
+    Path((vhost, name)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let vh = visible(&ctx, &who, &vhost)?;
+    vh.exchanges()
+        .into_iter()
+        .find(|x| x.name.as_bytes() == name.as_bytes())
+        .map(|x| Json(exchange_json(&vhost, &x)))
+        .ok_or(ApiError::NotFound)
+}
+
+pub async fn put_exchange(
+    State(ctx): Ctx,
+    who: Authed,
+    Path((vhost, name)): Path<(String, String)>,
+    b: Option<Json<Value>>,
+) -> ApiResult<StatusCode> {
+    let vh = visible(&ctx, &who, &vhost)?;
+    who.may_change(&vhost)?;
+    let m = body(b);
+    let kind = match m.get("type") {
+        Some(Value::String(t)) => t.clone(),
+        _ => return Err(ApiError::BadRequest("type must be set".into())),
+    };
+    let existed = vh.check_exchange(name.as_bytes()).is_ok();
+    vh.declare_exchange(ExchangeDecl {
+        name: ShortStr::from(name.as_str()),
+        kind: ShortStr::from(kind.as_str()),
+        durable: flag(&m, "durable", true)?,
+        auto_delete: flag(&m, "auto_delete", false)?,
+        internal: flag(&m, "internal", false)?,
+        arguments: arguments(&m)?,
+    })?;
+    Ok(if existed {
+        StatusCode::NO_CONTENT
+    } else {
+        StatusCode::CREATED
+    })
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct IfUnused {
+    #[serde(rename = "if-unused")]
+    if_unused: Option<bool>,
+    #[serde(rename = "if-empty")]
+    if_empty: Option<bool>,
+}
+
+pub async fn delete_exchange(
+    State(ctx): Ctx,
+    who: Authed,
+    Path((vhost, name)): Path<(String, String)>,
+    Query(q): Query<IfUnused>,
+) -> ApiResult<StatusCode> {
+    let vh = visible(&ctx, &who, &vhost)?;
+    who.may_change(&vhost)?;
+    vh.delete_exchange(&ShortStr::from(name.as_str()), q.if_unused.unwrap_or(false))?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+// ---- queues ----
+
+fn queue_json(q: &Queue) -> Value {
+    let s = q.stats();
+    let kind = if q.stream().is_some() { "stream" } else { "classic" };
+    json!({
+        "name": q.name.to_str_lossy(),
+        "vhost": q.vhost,
+        "durable": q.durable,
+        "auto_delete": q.auto_delete,
+        "exclusive": q.exclusive_owner.is_some(),
+        "arguments": table_to_json(&q.arguments),
+        "node": NODE,
+        "state": "running",
+        "type": kind,
+        "messages": s.ready + s.unacked,
+        "messages_ready": s.ready,
+        "messages_unacknowledged": s.unacked,
+        "consumers": s.consumers,
+    })
+}
+
+fn queues_of(vhs: &[Arc<VHost>]) -> Vec<Value> {
+    let mut out: Vec<Value> = vhs
+        .iter()
+        .flat_map(|vh| vh.queues().iter().map(|q| queue_json(q)).collect::<Vec<_>>())
+        .collect();
+    out.sort_by(|a, b| {
+        (a["vhost"].as_str(), a["name"].as_str()).cmp(&(b["vhost"].as_str(), b["name"].as_str()))
+    });
+    out
+}
+
+pub async fn queues(State(ctx): Ctx, who: Authed, Query(q): Query<ListQuery>) -> ApiResult<Json<Value>> {
+    listing(queues_of(&visible_vhosts(&ctx, &who)), &q)
+}
+
+pub async fn queues_in(
+    State(ctx): Ctx,
+    who: Authed,
+    Path(vhost): Path<String>,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<Value>> {
+    listing(queues_of(&[visible(&ctx, &who, &vhost)?]), &q)
+}
+
+pub async fn queue(
+    State(ctx): Ctx,
+    who: Authed,
+    Path((vhost, name)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let vh = visible(&ctx, &who, &vhost)?;
+    let q = vh.queue(name.as_bytes(), 0).map_err(|_| ApiError::NotFound)?;
+    Ok(Json(queue_json(&q)))
+}
+
+pub async fn put_queue(
+    State(ctx): Ctx,
+    who: Authed,
+    Path((vhost, name)): Path<(String, String)>,
+    b: Option<Json<Value>>,
+) -> ApiResult<StatusCode> {
+    let vh = visible(&ctx, &who, &vhost)?;
+    who.may_change(&vhost)?;
+    let m = body(b);
+    let (_, created) = vh.declare_queue(
+        QueueDecl {
+            name: ShortStr::from(name.as_str()),
+            durable: flag(&m, "durable", true)?,
+            exclusive: false,
+            auto_delete: flag(&m, "auto_delete", false)?,
+            arguments: arguments(&m)?,
+        },
+        0,
+    )?;
+    Ok(if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::NO_CONTENT
+    })
+}
+
+pub async fn delete_queue(
+    State(ctx): Ctx,
+    who: Authed,
+    Path((vhost, name)): Path<(String, String)>,
+    Query(q): Query<IfUnused>,
+) -> ApiResult<StatusCode> {
+    let vh = visible(&ctx, &who, &vhost)?;
+    who.may_change(&vhost)?;
+    let n = ShortStr::from(name.as_str());
+    vh.queue(&n, 0).map_err(|_| ApiError::NotFound)?;
+    vh.delete_queue(&n, q.if_unused.unwrap_or(false), q.if_empty.unwrap_or(false), 0)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn purge_queue(
+    State(ctx): Ctx,
+    who: Authed,
+    Path((vhost, name)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    let vh = visible(&ctx, &who, &vhost)?;
+    who.may_change(&vhost)?;
+    let q = vh.queue(name.as_bytes(), 0).map_err(|_| ApiError::NotFound)?;
+    let (_, effects) = q.purge();
+    vh.apply(&q, effects, &mut |_| {});
+    Ok(StatusCode::NO_CONTENT)
+}
+
+// ---- bindings ----
+
+fn binding_json(vhost: &str, source: &ShortStr, b: &Binding) -> Value {
+    let (dest_type, dest) = match &b.destination {
+        Destination::Queue(q) => ("queue", q),
+        Destination::Exchange(x) => ("exchange", x),
+    };
+    let key = b.routing_key.to_str_lossy();
+    let props = if b.arguments.is_empty() {
+        if key.is_empty() {
+            "~".to_string()
+        } else {
+            key.replace('%', "%25").replace('/', "%2F")
+        }
+    } else {
+        format!("{key}~{}", b.arguments.len())
+    };
+    json!({
+        "source": source.to_str_lossy(),
+        "vhost": vhost,
+        "destination": dest.to_str_lossy(),
+        "destination_type": dest_type,
+        "routing_key": key,
+        "arguments": table_to_json(&b.arguments),
+        "properties_key": props,
+    })
+}
+
+fn bindings_of(vhs: &[Arc<VHost>]) -> Vec<Value> {
+    vhs.iter()
+        .flat_map(|vh| {
+            vh.bindings()
+                .iter()
+                .map(|(s, b)| binding_json(&vh.name, s, b))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+pub async fn bindings(State(ctx): Ctx, who: Authed, Query(q): Query<ListQuery>) -> ApiResult<Json<Value>> {
+    listing(bindings_of(&visible_vhosts(&ctx, &who)), &q)
+}
+
+pub async fn bindings_in(
+    State(ctx): Ctx,
+    who: Authed,
+    Path(vhost): Path<String>,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<Value>> {
+    listing(bindings_of(&[visible(&ctx, &who, &vhost)?]), &q)
+}
+
+pub async fn bindings_between(
+    State(ctx): Ctx,
+    who: Authed,
+    Path((vhost, source, destination)): Path<(String, String, String)>,
+) -> ApiResult<Json<Value>> {
+    let vh = visible(&ctx, &who, &vhost)?;
+    let dest = Destination::Queue(ShortStr::from(destination.as_str()));
+    let src = ShortStr::from(source.as_str());
+    Ok(Json(Value::Array(
+        vh.bindings_from(source.as_bytes(), Some(&dest))
+            .iter()
+            .map(|b| binding_json(&vhost, &src, b))
+            .collect(),
+    )))
+}
+
+/// POST /api/bindings/{vhost}/e/{source}/q/{queue}: `routing_key` and
+/// `arguments`; 201 with the new binding's location.
+pub async fn bind_queue(
+    State(ctx): Ctx,
+    who: Authed,
+    Path((vhost, source, destination)): Path<(String, String, String)>,
+    b: Option<Json<Value>>,
+) -> ApiResult<(StatusCode, [(axum::http::HeaderName, String); 1])> {
+    let vh = visible(&ctx, &who, &vhost)?;
+    who.may_change(&vhost)?;
+    let m = body(b);
+    let key = m
+        .get("routing_key")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let binding = Binding {
+        destination: Destination::Queue(ShortStr::from(destination.as_str())),
+        routing_key: ShortStr::from(key.as_str()),
+        arguments: arguments(&m)?,
+    };
+    let props = binding_json(&vhost, &ShortStr::from(source.as_str()), &binding)["properties_key"]
+        .as_str()
+        .unwrap_or("~")
+        .to_string();
+    vh.bind(&ShortStr::from(source.as_str()), binding)?;
+    let location = format!(
+        "/api/bindings/{}/e/{}/q/{}/{}",
+        enc(&vhost),
+        enc(&source),
+        enc(&destination),
+        props
+    );
+    Ok((StatusCode::CREATED, [(axum::http::header::LOCATION, location)]))
+}
+
+fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

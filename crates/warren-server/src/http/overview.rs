@@ -1,0 +1,144 @@
+//! Node-wide endpoints: /api/overview, /api/nodes, /api/whoami, the
+//! alarm health checks and /api/aliveness-test.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+use warren_amqp091::{FieldTable, ShortStr};
+use warren_core::vhost::QueueDecl;
+
+use super::auth::Authed;
+use super::error::ApiError;
+use crate::amqp10::management::NODE;
+use crate::ServerCtx;
+
+/// The RabbitMQ release whose management API this one follows.
+pub const RABBITMQ_VERSION: &str = "3.10.8";
+
+pub async fn overview(State(ctx): State<Arc<ServerCtx>>, who: Authed) -> Json<Value> {
+    let (mut exchanges, mut queues, mut consumers) = (0u64, 0u64, 0u64);
+    let (mut ready, mut unacked) = (0u64, 0u64);
+    for vh in ctx.broker.vhosts().iter().filter(|v| who.may_see(&v.name)) {
+        exchanges += vh.exchanges().len() as u64;
+        for q in vh.queues() {
+            let s = q.stats();
+            queues += 1;
+            consumers += s.consumers as u64;
+            ready += s.ready;
+            unacked += s.unacked;
+        }
+    }
+    let c = &ctx.config;
+    let listener = |protocol: &str, addr: std::net::SocketAddr| json!({"node": NODE, "protocol": protocol, "ip_address": addr.ip().to_string(), "port": addr.port()});
+    Json(json!({
+        "management_version": RABBITMQ_VERSION,
+        "rabbitmq_version": RABBITMQ_VERSION,
+        "product_name": "Warren",
+        "product_version": env!("CARGO_PKG_VERSION"),
+        "cluster_name": NODE,
+        "node": NODE,
+        "object_totals": {
+            "exchanges": exchanges,
+            "queues": queues,
+            "consumers": consumers,
+        },
+        "queue_totals": {
+            "messages": ready + unacked,
+            "messages_ready": ready,
+            "messages_unacknowledged": unacked,
+        },
+        "listeners": [
+            listener("amqp", c.amqp_listen),
+            listener("stream", c.stream_listen),
+            listener("http", c.http_listen),
+        ],
+    }))
+}
+
+pub async fn nodes(State(ctx): State<Arc<ServerCtx>>, _who: Authed) -> Json<Value> {
+    let b = &ctx.broker;
+    Json(json!([{
+        "name": NODE,
+        "type": "disc",
+        "running": true,
+        "mem_used": b.memory.bytes(),
+        "mem_limit": b.alarms.memory_limit(),
+        "mem_alarm": b.alarms.memory_alarm(),
+        "disk_free_limit": b.alarms.disk_free_limit(),
+        "disk_free_alarm": b.alarms.disk_alarm(),
+        "fd_total": fd_limit(),
+        "processors": std::thread::available_parallelism().map_or(1, |n| n.get()),
+    }]))
+}
+
+fn fd_limit() -> u64 {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we pass.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) } == 0 {
+        l.rlim_cur
+    } else {
+        0
+    }
+}
+
+pub async fn whoami(who: Authed) -> Json<Value> {
+    Json(json!({"name": who.user.name, "tags": who.user.tags}))
+}
+
+/// 200 {"status":"ok"} without alarms; 503 with the alarms listed, as
+/// RabbitMQ's /api/health/checks/alarms answers.
+pub async fn alarms(State(ctx): State<Arc<ServerCtx>>, _who: Authed) -> Response {
+    let a = &ctx.broker.alarms;
+    let mut on = Vec::new();
+    if a.memory_alarm() {
+        on.push(json!({"node": NODE, "resource": "memory"}));
+    }
+    if a.disk_alarm() {
+        on.push(json!({"node": NODE, "resource": "disk"}));
+    }
+    if on.is_empty() {
+        Json(json!({"status": "ok"})).into_response()
+    } else {
+        let reason = "There are alarms in effect in the cluster";
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "failed", "reason": reason, "alarms": on})),
+        )
+            .into_response()
+    }
+}
+
+/// Declare, look up and delete a queue named `aliveness-test` in the
+/// vhost: the vhost takes declarations and its queue machinery answers.
+pub async fn aliveness(
+    State(ctx): State<Arc<ServerCtx>>,
+    who: Authed,
+    Path(vhost): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    if !who.may_see(&vhost) {
+        return Err(ApiError::NotFound);
+    }
+    who.may_change(&vhost)?;
+    let vh = ctx.broker.vhost(&vhost).ok_or(ApiError::NotFound)?;
+    let name = ShortStr::from("aliveness-test");
+    vh.declare_queue(
+        QueueDecl {
+            name: name.clone(),
+            durable: false,
+            exclusive: false,
+            auto_delete: false,
+            arguments: FieldTable::new(),
+        },
+        0,
+    )?;
+    vh.queue(name.as_bytes(), 0)?;
+    vh.delete_queue(&name, false, false, 0)?;
+    Ok(Json(json!({"status": "ok"})))
+}

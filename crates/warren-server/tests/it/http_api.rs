@@ -1,0 +1,319 @@
+//! The management HTTP API with a real HTTP client (reqwest): RabbitMQ's
+//! paths, JSON fields, status codes and error bodies; auth and vhost
+//! visibility; objects declared over HTTP used over AMQP and the other way
+//! round; definitions export -> import into a fresh broker.
+
+use lapin::options::{BasicPublishOptions, QueueDeclareOptions};
+use lapin::BasicProperties;
+use reqwest::{Client, Method, StatusCode};
+use serde_json::{json, Value};
+
+use crate::common::*;
+
+impl Broker {
+    pub fn http_url(&self, path: &str) -> String {
+        let port = self.running.as_ref().unwrap().http_addr.port();
+        format!("http://127.0.0.1:{port}{path}")
+    }
+
+    /// A request as `user`/`pass`: status and JSON body (Null if none).
+    pub async fn http_as(
+        &self,
+        user: &str,
+        pass: &str,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut r = Client::new()
+            .request(method, self.http_url(path))
+            .basic_auth(user, Some(pass));
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        let resp = within(r.send()).await.expect("the API answers");
+        let status = resp.status();
+        let text = within(resp.text()).await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    pub async fn http(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        self.http_as("guest", "guest", method, path, body).await
+    }
+}
+
+fn names(v: &Value) -> Vec<String> {
+    v.as_array()
+        .expect("a list")
+        .iter()
+        .map(|i| i["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn credentials_are_required_and_errors_are_rabbitmqs() {
+    let b = Broker::start().await;
+    let resp = within(Client::new().get(b.http_url("/api/overview")).send())
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+    assert!(resp.headers().contains_key("www-authenticate"));
+    let (s, body) = b
+        .http_as("guest", "wrong", Method::GET, "/api/overview", None)
+        .await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    assert_eq!(body["error"], "not_authorized");
+    let (s, body) = b.http(Method::GET, "/api/queues/%2F/nope", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert_eq!(body, json!({"error": "Object Not Found", "reason": "Not Found"}));
+    let (s, _) = b.http(Method::GET, "/api/no-such-thing", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, body) = b
+        .http(
+            Method::PUT,
+            "/api/exchanges/%2F/x",
+            Some(json!({"type": "no-such-type"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"], "bad_request");
+}
+
+#[tokio::test]
+async fn queues_declared_over_http_take_amqp_messages_and_show_them() {
+    let b = Broker::start().await;
+    let (s, _) = b
+        .http(
+            Method::PUT,
+            "/api/queues/%2F/orders",
+            Some(json!({"durable": true, "arguments": {"x-max-length": 100}})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, _) = b
+        .http(
+            Method::PUT,
+            "/api/queues/%2F/orders",
+            Some(json!({"durable": true, "arguments": {"x-max-length": 100}})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::NO_CONTENT, "declaring again is fine");
+    let (s, _) = b
+        .http(
+            Method::POST,
+            "/api/bindings/%2F/e/amq.direct/q/orders",
+            Some(json!({"routing_key": "new"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+
+    let (_c, ch) = b.channel().await;
+    for _ in 0..3 {
+        within(ch.basic_publish(
+            "amq.direct".into(),
+            "new".into(),
+            BasicPublishOptions::default(),
+            b"order",
+            BasicProperties::default(),
+        ))
+        .await
+        .unwrap();
+    }
+    let q = loop {
+        let (_, q) = b.http(Method::GET, "/api/queues/%2F/orders", None).await;
+        if q["messages"] == 3 {
+            break q;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(q["messages_ready"], 3);
+    assert_eq!(q["messages_unacknowledged"], 0);
+    assert_eq!(q["consumers"], 0);
+    assert_eq!(q["type"], "classic");
+    assert_eq!(q["state"], "running");
+    assert_eq!(q["durable"], true);
+    assert_eq!(q["arguments"]["x-max-length"], 100);
+
+    let (_, bindings) = b.http(Method::GET, "/api/bindings/%2F", None).await;
+    assert!(bindings
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|x| x["source"] == "amq.direct"
+            && x["destination"] == "orders"
+            && x["routing_key"] == "new"
+            && x["destination_type"] == "queue"));
+
+    let (s, _) = b
+        .http(Method::DELETE, "/api/queues/%2F/orders/contents", None)
+        .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (_, q) = b.http(Method::GET, "/api/queues/%2F/orders", None).await;
+    assert_eq!(q["messages"], 0, "purged");
+    let (s, _) = b.http(Method::DELETE, "/api/queues/%2F/orders", None).await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (s, _) = b.http(Method::GET, "/api/queues/%2F/orders", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn listings_sort_and_paginate_like_rabbitmq() {
+    let b = Broker::start().await;
+    let (_c, ch) = b.channel().await;
+    for n in ["c", "a", "b"] {
+        within(ch.queue_declare(n.into(), QueueDeclareOptions::default(), Default::default()))
+            .await
+            .unwrap();
+    }
+    let (_, all) = b.http(Method::GET, "/api/queues?sort=name", None).await;
+    assert_eq!(names(&all), ["a", "b", "c"]);
+    let (_, rev) = b
+        .http(Method::GET, "/api/queues/%2F?sort=name&sort_reverse=true", None)
+        .await;
+    assert_eq!(names(&rev), ["c", "b", "a"]);
+    let (_, page) = b
+        .http(Method::GET, "/api/queues?sort=name&page=2&page_size=2", None)
+        .await;
+    assert_eq!(page["total_count"], 3);
+    assert_eq!(page["page_count"], 2);
+    assert_eq!(names(&page["items"]), ["c"]);
+    let (s, _) = b.http(Method::GET, "/api/queues?page=0", None).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+
+    let (_, xs) = b.http(Method::GET, "/api/exchanges/%2F", None).await;
+    let xs = names(&xs);
+    for predeclared in ["", "amq.direct", "amq.fanout", "amq.topic", "amq.headers"] {
+        assert!(xs.iter().any(|x| x == predeclared), "{predeclared} in {xs:?}");
+    }
+    let (_, o) = b.http(Method::GET, "/api/overview", None).await;
+    assert_eq!(o["object_totals"]["queues"], 3);
+    assert!(o["rabbitmq_version"].is_string());
+    let (_, nodes) = b.http(Method::GET, "/api/nodes", None).await;
+    assert_eq!(nodes[0]["running"], true);
+    let (s, h) = b.http(Method::GET, "/api/health/checks/alarms", None).await;
+    assert_eq!((s, h["status"].as_str()), (StatusCode::OK, Some("ok")));
+    let (s, a) = b.http(Method::GET, "/api/aliveness-test/%2F", None).await;
+    assert_eq!((s, a["status"].as_str()), (StatusCode::OK, Some("ok")));
+}
+
+/// A user without a management tag is refused; a management user sees
+/// only its own vhosts (another vhost's objects are 404) and cannot
+/// change users.
+#[tokio::test]
+async fn users_see_only_their_vhosts() {
+    let b = Broker::start().await;
+    assert_eq!(
+        b.http(Method::PUT, "/api/vhosts/secret", None).await.0,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        b.http(Method::PUT, "/api/queues/secret/hidden", Some(json!({})))
+            .await
+            .0,
+        StatusCode::CREATED
+    );
+    for (name, tags) in [("app", ""), ("ops", "management")] {
+        let (s, _) = b
+            .http(
+                Method::PUT,
+                &format!("/api/users/{name}"),
+                Some(json!({"password": "pw", "tags": tags})),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED);
+        let (s, _) = b
+            .http(
+                Method::PUT,
+                &format!("/api/permissions/%2F/{name}"),
+                Some(json!({"configure": ".*", "write": ".*", "read": ".*"})),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED);
+    }
+    let (s, body) = b.http_as("app", "pw", Method::GET, "/api/queues", None).await;
+    assert_eq!(
+        (s, body["reason"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("Not management user"))
+    );
+    let (s, qs) = b.http_as("ops", "pw", Method::GET, "/api/queues", None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(!names(&qs).contains(&"hidden".to_string()));
+    let (s, _) = b
+        .http_as("ops", "pw", Method::GET, "/api/queues/secret/hidden", None)
+        .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (_, vs) = b.http_as("ops", "pw", Method::GET, "/api/vhosts", None).await;
+    assert_eq!(names(&vs), ["/"]);
+    let (s, _) = b.http_as("ops", "pw", Method::GET, "/api/users", None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    // The new user logs in over AMQP with the password set over HTTP.
+    let uri = format!("amqp://ops:pw@127.0.0.1:{}/%2f", b.port);
+    let c = within(lapin::Connection::connect(&uri, Default::default())).await;
+    assert!(c.is_ok(), "a user made over HTTP logs in over AMQP");
+    // Deleting the vhost takes its queues.
+    assert_eq!(
+        b.http(Method::DELETE, "/api/vhosts/secret", None).await.0,
+        StatusCode::NO_CONTENT
+    );
+    let (_, qs) = b.http(Method::GET, "/api/queues", None).await;
+    assert!(!names(&qs).contains(&"hidden".to_string()));
+}
+
+/// Definitions exported from one broker import into a fresh one: vhosts,
+/// users (the same password logs in), exchanges, queues and bindings.
+#[tokio::test]
+async fn definitions_export_and_import_into_a_fresh_broker() {
+    let a = Broker::start().await;
+    a.http(Method::PUT, "/api/vhosts/shop", None).await;
+    a.http(
+        Method::PUT,
+        "/api/users/clerk",
+        Some(json!({"password": "s3cret", "tags": ["management"]})),
+    )
+    .await;
+    a.http(Method::PUT, "/api/permissions/shop/clerk", Some(json!({})))
+        .await;
+    a.http(
+        Method::PUT,
+        "/api/exchanges/shop/events",
+        Some(json!({"type": "topic", "durable": true})),
+    )
+    .await;
+    a.http(
+        Method::PUT,
+        "/api/queues/shop/audit",
+        Some(json!({"durable": true})),
+    )
+    .await;
+    a.http(
+        Method::POST,
+        "/api/bindings/shop/e/events/q/audit",
+        Some(json!({"routing_key": "#"})),
+    )
+    .await;
+    let (s, defs) = a.http(Method::GET, "/api/definitions", None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(defs["rabbit_version"].is_string());
+
+    let b = Broker::start().await;
+    let (s, _) = b.http(Method::POST, "/api/definitions", Some(defs.clone())).await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (s, x) = b.http(Method::GET, "/api/exchanges/shop/events", None).await;
+    assert_eq!((s, x["type"].as_str()), (StatusCode::OK, Some("topic")));
+    let (s, _) = b.http(Method::GET, "/api/queues/shop/audit", None).await;
+    assert_eq!(s, StatusCode::OK);
+    let (_, bs) = b.http(Method::GET, "/api/bindings/shop", None).await;
+    assert!(bs
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|x| x["source"] == "events" && x["routing_key"] == "#"));
+    let (s, _) = b
+        .http_as("clerk", "s3cret", Method::GET, "/api/queues/shop/audit", None)
+        .await;
+    assert_eq!(s, StatusCode::OK, "the imported user logs in with its password");
+    let (s, _) = b
+        .http(Method::POST, "/api/definitions", Some(json!("not definitions")))
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+}
