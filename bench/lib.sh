@@ -41,4 +41,12 @@ start_brokers() {
   sleep 2
 }
 
+# The anchor keeps its streams after it stops: delete the named ones
+# (use as EXTRA_CLEANUP="drop_anchor_queues NAME...").
+drop_anchor_queues() {
+  for q in "$@"; do
+    $ANCHOR ctl anchor $RABBIT_PORT 5553 15673 25673 delete_queue "$q" >/dev/null 2>&1 || true
+  done
+}
+
 ratio() { python3 -c "print(f'{$1/$2:.2f}')"; }

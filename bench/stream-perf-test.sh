@@ -18,12 +18,7 @@ JAR=${1:?usage: bench/stream-perf-test.sh STREAM_PERF_TEST_JAR [SECONDS]}
 SECS=${2:-60}
 RUN=$(date +%s)
 source bench/lib.sh
-drop_anchor_streams() {
-  for size in 12 1000; do
-    $ANCHOR ctl anchor $RABBIT_PORT 5553 15673 25673 delete_queue "spt-$size-$RUN" >/dev/null 2>&1 || true
-  done
-}
-EXTRA_CLEANUP=drop_anchor_streams
+EXTRA_CLEANUP="drop_anchor_queues spt-12-$RUN spt-1000-$RUN"
 start_brokers
 for size in 12 1000; do
   for b in warren rabbitmq; do

@@ -22,13 +22,7 @@ if [ -n "${CACHE:-}" ]; then
   export WARREN_CONFIG="$PWD/$OUT/warren-cache.toml"
 fi
 cargo build --release -p warren-perf
-# The anchor keeps its streams after it stops: delete this run's.
-drop_anchor_streams() {
-  for size in 12 1000; do
-    $ANCHOR ctl anchor $RABBIT_PORT 5553 15673 25673 delete_queue "perf-stream-$size-$RUN" >/dev/null 2>&1 || true
-  done
-}
-EXTRA_CLEANUP=drop_anchor_streams
+EXTRA_CLEANUP="drop_anchor_queues perf-stream-12-$RUN perf-stream-1000-$RUN"
 start_brokers
 for size in 12 1000; do
   for b in warren rabbitmq; do
