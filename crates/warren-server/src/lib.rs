@@ -5,6 +5,7 @@
 pub mod amqp091;
 pub mod amqp10;
 pub mod config;
+pub mod connections;
 pub mod definitions;
 pub mod disk_monitor;
 pub mod http;
@@ -33,6 +34,8 @@ pub struct ServerCtx {
     pub stream_sac: stream::sac::Coordinator,
     /// Appends publishers' chunks off their connections' tasks.
     pub stream_writer: stream::writer::Writer,
+    /// Open client connections, every protocol.
+    pub connections: connections::Registry,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -153,6 +156,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         replies: reply_to::Registry::default(),
         stream_sac: stream::sac::Coordinator::default(),
         stream_writer: stream::writer::Writer::start(),
+        connections: connections::Registry::default(),
     });
     let tcp = listen(config.amqp_listen).map_err(|source| StartError::Listen {
         addr: config.amqp_listen,

@@ -46,21 +46,25 @@ pub async fn accept_loop(
         match accepted {
             Ok((stream, peer)) => {
                 let ctx = ctx.clone();
-                let rx = shutdown.clone();
+                let local = stream.local_addr().unwrap_or(peer);
+                // Its own shutdown signal: the broker's, or a close through
+                // the management API.
+                let reg = ctx.connections.register(ctx.broker.next_id(), peer, local);
                 tasks.spawn(async move {
+                    let (rx, entry) = (reg.shutdown.clone(), reg.entry.clone());
                     if port == Port::Stream {
-                        crate::stream::connection::serve(stream, peer, ctx, rx).await;
-                        drop(permit);
-                        return;
-                    }
-                    // Both AMQP protocols share the port: the header decides.
-                    match sniff::sniff(&stream, HANDSHAKE_TIMEOUT).await {
-                        Some(Protocol::Amqp10Sasl | Protocol::Amqp10) => {
-                            amqp10::connection::serve(stream, peer, ctx, rx).await
+                        crate::stream::connection::serve(stream, peer, ctx, rx, entry).await;
+                    } else {
+                        // Both AMQP protocols share the port: the header decides.
+                        match sniff::sniff(&stream, HANDSHAKE_TIMEOUT).await {
+                            Some(Protocol::Amqp10Sasl | Protocol::Amqp10) => {
+                                amqp10::connection::serve(stream, peer, ctx, rx, entry).await
+                            }
+                            Some(Protocol::Amqp091) => connection::serve(stream, peer, ctx, rx, entry).await,
+                            None => {}
                         }
-                        Some(Protocol::Amqp091) => connection::serve(stream, peer, ctx, rx).await,
-                        None => {}
                     }
+                    drop(reg);
                     drop(permit);
                 });
             }
@@ -74,7 +78,8 @@ pub async fn accept_loop(
         while tasks.try_join_next().is_some() {}
     }
     drop(tcp);
-    // Connections saw the signal too; give them a moment to say goodbye.
+    // Tell every connection; give them a moment to say goodbye.
+    ctx.connections.close_all();
     let _ = tokio::time::timeout(Duration::from_secs(5), async {
         while tasks.join_next().await.is_some() {}
     })

@@ -68,6 +68,8 @@ pub struct ClientCaps {
 /// Connection state that method handlers use; channels live beside it.
 pub struct Conn {
     pub id: u64,
+    /// Its entry in the connection registry (management API).
+    pub entry: Arc<crate::connections::Entry>,
     pub ctx: Arc<ServerCtx>,
     pub peer: SocketAddr,
     pub wbuf: BytesMut,
@@ -156,6 +158,7 @@ pub async fn serve(
     peer: SocketAddr,
     ctx: Arc<ServerCtx>,
     mut shutdown: watch::Receiver<bool>,
+    entry: Arc<crate::connections::Entry>,
 ) {
     let _ = stream.set_nodelay(true);
 
@@ -164,6 +167,7 @@ pub async fn serve(
     let mut d = Driver {
         conn: Conn {
             id,
+            entry,
             ctx,
             peer,
             wbuf: BytesMut::new(),
@@ -677,9 +681,14 @@ impl Driver {
 
     fn force_close(&mut self) {
         if self.conn.phase == Phase::Running {
+            let reason = self
+                .conn
+                .entry
+                .close_reason()
+                .unwrap_or_else(|| "shutdown".into());
             self.connection_error(AmqpError::new(
                 320,
-                "broker forced connection closure with reason 'shutdown'",
+                format!("broker forced connection closure with reason '{reason}'"),
             ));
         } else {
             self.conn.phase = Phase::Done;

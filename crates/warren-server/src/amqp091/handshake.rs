@@ -152,6 +152,7 @@ pub fn connection_method(conn: &mut Conn, m: Method) -> Result<()> {
                 .broker
                 .open_vhost(&user, &vhost)
                 .map_err(AmqpError::from)?;
+            conn.entry.logged_in("AMQP 0-9-1", &user.name, &vhost);
             conn.vhost = Some(vh);
             conn.send(0, ConnectionOpenOk::default());
             conn.phase = Phase::Running;

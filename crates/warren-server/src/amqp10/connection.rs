@@ -158,6 +158,8 @@ impl SyncWaiter for SyncWake {
 struct Conn {
     stream: TcpStream,
     peer: SocketAddr,
+    /// Its entry in the connection registry (management API).
+    entry: Arc<crate::connections::Entry>,
     ctx: Arc<ServerCtx>,
     rbuf: BytesMut,
     wbuf: BytesMut,
@@ -198,11 +200,13 @@ pub async fn serve(
     peer: SocketAddr,
     ctx: Arc<ServerCtx>,
     mut shutdown: watch::Receiver<bool>,
+    entry: Arc<crate::connections::Entry>,
 ) {
     let _ = stream.set_nodelay(true);
     let mut c = Conn {
         stream,
         peer,
+        entry,
         ctx,
         rbuf: BytesMut::with_capacity(4096),
         wbuf: BytesMut::new(),
@@ -376,7 +380,10 @@ impl Conn {
             .unwrap_or(&self.ctx.config.default_vhost)
             .to_string();
         match self.ctx.broker.open_vhost(&user, &vhost) {
-            Ok(vh) => self.vhost = Some(vh),
+            Ok(vh) => {
+                self.entry.logged_in("AMQP 1.0", &user.name, &vhost);
+                self.vhost = Some(vh)
+            }
             Err(e) => return Err(Fatal(AmqpError::new(condition::UNAUTHORIZED, e.to_string()))),
         }
         self.peer_max_frame = open.max_frame_size.unwrap_or(u32::MAX).max(MIN_MAX_FRAME_SIZE);
@@ -470,7 +477,8 @@ impl Conn {
                 _ = wake.notify.notified() => {}
                 _ = outbox.notify.notified() => {}
                 _ = shutdown.changed() => {
-                    return Err(Fatal(AmqpError::new(condition::FORCED, "broker forced connection closure with reason 'shutdown'")));
+                    let reason = self.entry.close_reason().unwrap_or_else(|| "shutdown".into());
+                    return Err(Fatal(AmqpError::new(condition::FORCED, format!("broker forced connection closure with reason '{reason}'"))));
                 }
                 r = self.read_more() => {
                     if r.is_err() {

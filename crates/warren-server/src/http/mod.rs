@@ -6,10 +6,12 @@
 //! The module owns routing and serving; `auth` decides who may see and do
 //! what, `error` shapes failures as RabbitMQ does, `overview` answers the
 //! node-wide endpoints (overview, nodes, health checks, aliveness),
+//! `conns` the client connections,
 //! `objects` the per-vhost ones (vhosts, users, exchanges, queues,
 //! bindings) and `defs` definitions export and import.
 
 mod auth;
+mod conns;
 mod defs;
 mod error;
 mod objects;
@@ -34,6 +36,12 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
         .route("/api/health/checks/alarms", get(overview::alarms))
         .route("/api/health/checks/local-alarms", get(overview::alarms))
         .route("/api/aliveness-test/{vhost}", get(overview::aliveness))
+        .route("/api/connections", get(conns::connections))
+        .route(
+            "/api/connections/{name}",
+            get(conns::connection).delete(conns::close_connection),
+        )
+        .route("/api/vhosts/{vhost}/connections", get(conns::vhost_connections))
         .route("/api/vhosts", get(objects::vhosts))
         .route(
             "/api/vhosts/{vhost}",

@@ -38,7 +38,7 @@ pub struct ListQuery {
 }
 
 /// Sort and paginate a listing as RabbitMQ does.
-fn listing(mut items: Vec<Value>, q: &ListQuery) -> ApiResult<Json<Value>> {
+pub fn listing(mut items: Vec<Value>, q: &ListQuery) -> ApiResult<Json<Value>> {
     if let Some(f) = &q.name {
         items.retain(|i| i["name"].as_str().is_some_and(|n| n.contains(f.as_str())));
     }

@@ -42,6 +42,7 @@ pub async fn overview(State(ctx): State<Arc<ServerCtx>>, who: Authed) -> Json<Va
         "cluster_name": NODE,
         "node": NODE,
         "object_totals": {
+            "connections": ctx.connections.list().iter().filter(|e| e.login().is_some_and(|l| who.may_see(&l.vhost))).count(),
             "exchanges": exchanges,
             "queues": queues,
             "consumers": consumers,

@@ -119,6 +119,8 @@ pub struct Conn {
     pub(super) stream: TcpStream,
     pub(super) peer: SocketAddr,
     pub(super) local: SocketAddr,
+    /// Its entry in the connection registry (management API).
+    pub(super) entry: Arc<crate::connections::Entry>,
     pub(super) ctx: Arc<ServerCtx>,
     pub(super) rbuf: BytesMut,
     pub(super) wbuf: BytesMut,
@@ -152,6 +154,7 @@ pub async fn serve(
     peer: SocketAddr,
     ctx: Arc<ServerCtx>,
     mut shutdown: watch::Receiver<bool>,
+    entry: Arc<crate::connections::Entry>,
 ) {
     let _ = stream.set_nodelay(true);
     let local = stream.local_addr().unwrap_or(peer);
@@ -159,6 +162,7 @@ pub async fn serve(
         stream,
         peer,
         local,
+        entry,
         ctx,
         rbuf: BytesMut::with_capacity(8192),
         wbuf: BytesMut::new(),
@@ -353,6 +357,7 @@ impl Conn {
                     };
                     match self.ctx.broker.open_vhost(&user, &vhost) {
                         Ok(vh) => {
+                            self.entry.logged_in("RabbitMQ Stream", &user.name, &vhost);
                             self.vhost = Some(vh);
                             let (host, port) = self.advertised();
                             let mut rest = BytesMut::new();
@@ -419,7 +424,8 @@ impl Conn {
                 _ = wake.notify.notified() => {}
                 _ = std::future::ready(()), if more => {}
                 _ = shutdown.changed() => {
-                    return Err(Stop::Close(code::INTERNAL_ERROR, "broker shutdown".into()));
+                    let reason = self.entry.close_reason().unwrap_or_else(|| "broker shutdown".into());
+                    return Err(Stop::Close(code::INTERNAL_ERROR, reason));
                 }
                 _ = tick.tick() => {
                     if !self.heartbeat.is_zero() {

@@ -317,3 +317,76 @@ async fn definitions_export_and_import_into_a_fresh_broker() {
         .await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
 }
+
+fn path_segment(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'.' | b'-' | b'_' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Connections of every protocol are listed with their user, vhost and
+/// protocol; DELETE closes one (the client sees it closed) and it leaves
+/// the list.
+#[tokio::test]
+async fn connections_are_listed_and_closed() {
+    let b = Broker::start().await;
+    let amqp = b.lapin().await;
+    let env = b.stream_env().await;
+    within(env.stream_creator().create("listed")).await.unwrap();
+    // A producer keeps a stream connection open.
+    let producer = within(env.producer().build("listed")).await.unwrap();
+    let listed = |l: &Value, protocol: &str| {
+        l.as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["protocol"] == protocol)
+            .cloned()
+    };
+    let (c091, cstream) = within(async {
+        loop {
+            let (_, l) = b.http(Method::GET, "/api/connections", None).await;
+            if let (Some(a), Some(s)) = (listed(&l, "AMQP 0-9-1"), listed(&l, "RabbitMQ Stream")) {
+                break (a, s);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(
+        (c091["user"].as_str(), c091["vhost"].as_str()),
+        (Some("guest"), Some("/"))
+    );
+    assert_eq!(cstream["user"], "guest");
+    assert_eq!(c091["peer_host"], "127.0.0.1");
+    let (_, o) = b.http(Method::GET, "/api/overview", None).await;
+    assert!(o["object_totals"]["connections"].as_u64().unwrap() >= 2);
+    let name = c091["name"].as_str().unwrap();
+    let path = format!("/api/connections/{}", path_segment(name));
+    let (s, one) = b.http(Method::GET, &path, None).await;
+    assert_eq!((s, one["name"].as_str()), (StatusCode::OK, Some(name)));
+    let resp = within(
+        Client::new()
+            .delete(b.http_url(&path))
+            .basic_auth("guest", Some("guest"))
+            .header("X-Reason", "maintenance")
+            .send(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(resp.status(), StatusCode::NO_CONTENT);
+    within(async {
+        while amqp.status().connected() {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let (s, _) = b.http(Method::GET, &path, None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "gone from the registry");
+    let (_, l) = b.http(Method::GET, "/api/vhosts/%2F/connections", None).await;
+    assert!(listed(&l, "RabbitMQ Stream").is_some(), "the others stay open");
+    // Closed here: the stream client's Drop blocks on a close of its own.
+    let _ = within(producer.close()).await;
+}

@@ -1,0 +1,144 @@
+//! The registry of open client connections, every protocol: what the
+//! management API lists (`/api/connections`) and closes (DELETE, as
+//! `rabbitmqctl close_connection` does).
+//!
+//! Each accepted socket gets an [`Entry`] and its own shutdown signal (a
+//! `watch` the connection already selects on for broker shutdown): closing
+//! one connection sets its signal, closing all sets every one. The entry
+//! goes when the connection's task ends ([`Registered`] is dropped). The
+//! front ends fill in the login (protocol, user, vhost) once it succeeds.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+use tokio::sync::watch;
+
+/// One open connection.
+#[derive(Debug)]
+pub struct Entry {
+    pub id: u64,
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+    /// Milliseconds since the epoch.
+    pub connected_at: u64,
+    login: Mutex<Option<Login>>,
+    close: watch::Sender<bool>,
+    reason: Mutex<Option<String>>,
+}
+
+/// Who the connection is, once logged in.
+#[derive(Debug, Clone)]
+pub struct Login {
+    /// "AMQP 0-9-1", "AMQP 1.0", "RabbitMQ Stream".
+    pub protocol: &'static str,
+    pub user: String,
+    pub vhost: String,
+}
+
+impl Entry {
+    /// RabbitMQ's connection name: "PEER -> LOCAL".
+    pub fn name(&self) -> String {
+        format!("{} -> {}", self.peer, self.local)
+    }
+
+    pub fn logged_in(&self, protocol: &'static str, user: &str, vhost: &str) {
+        *self.login.lock() = Some(Login {
+            protocol,
+            user: user.to_string(),
+            vhost: vhost.to_string(),
+        });
+    }
+
+    pub fn login(&self) -> Option<Login> {
+        self.login.lock().clone()
+    }
+
+    /// Why the connection is being closed, when the management API asked.
+    pub fn close_reason(&self) -> Option<String> {
+        self.reason.lock().clone()
+    }
+
+    fn close(&self, reason: Option<String>) {
+        *self.reason.lock() = reason;
+        let _ = self.close.send(true);
+    }
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct Registry {
+    map: Arc<Mutex<HashMap<u64, Arc<Entry>>>>,
+}
+
+/// A registered connection: its entry and its shutdown signal; dropping
+/// it removes the entry.
+pub struct Registered {
+    pub entry: Arc<Entry>,
+    pub shutdown: watch::Receiver<bool>,
+    map: Arc<Mutex<HashMap<u64, Arc<Entry>>>>,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.map.lock().remove(&self.entry.id);
+    }
+}
+
+impl Registry {
+    pub fn register(&self, id: u64, peer: SocketAddr, local: SocketAddr) -> Registered {
+        let (tx, rx) = watch::channel(false);
+        let entry = Arc::new(Entry {
+            id,
+            peer,
+            local,
+            connected_at: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+            login: Mutex::new(None),
+            close: tx,
+            reason: Mutex::new(None),
+        });
+        self.map.lock().insert(id, entry.clone());
+        Registered {
+            entry,
+            shutdown: rx,
+            map: self.map.clone(),
+        }
+    }
+
+    /// Every open connection, oldest first.
+    pub fn list(&self) -> Vec<Arc<Entry>> {
+        let mut v: Vec<_> = self.map.lock().values().cloned().collect();
+        v.sort_by_key(|e| e.id);
+        v
+    }
+
+    /// Close the connection named `name` (see [`Entry::name`]); false if
+    /// there is none.
+    pub fn close_named(&self, name: &str, reason: Option<String>) -> bool {
+        match self.list().into_iter().find(|e| e.name() == name) {
+            Some(e) => {
+                e.close(reason);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Close every connection (broker shutdown).
+    pub fn close_all(&self) {
+        for e in self.list() {
+            e.close(None);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
