@@ -31,7 +31,7 @@ cleanup() {
 start_brokers() {
   cargo build --release -p warren-server
   rm -rf "$OUT/warren-data"
-  ./target/release/warren --amqp-listen 127.0.0.1:$WARREN_PORT --stream-listen 127.0.0.1:$WARREN_STREAM_PORT --http-listen 127.0.0.1:15680 --data-dir "$OUT/warren-data" > "$OUT/warren.log" 2>&1 &
+  ./target/release/warren --amqp-listen 127.0.0.1:$WARREN_PORT --stream-listen 127.0.0.1:$WARREN_STREAM_PORT --http-listen 127.0.0.1:15680 --prometheus-listen 127.0.0.1:15690 --data-dir "$OUT/warren-data" > "$OUT/warren.log" 2>&1 &
   WARREN_PID=$!
   trap cleanup EXIT
   $ANCHOR start anchor $RABBIT_PORT 5553 15673 25673

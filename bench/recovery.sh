@@ -19,7 +19,7 @@ fi
 cargo build --release -p warren-server
 DATA="$OUT/recovery-data"
 rm -rf "$DATA"
-./target/release/warren --amqp-listen 127.0.0.1:$PORT --stream-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 --data-dir "$DATA" > "$OUT/recovery-1.log" 2>&1 &
+./target/release/warren --amqp-listen 127.0.0.1:$PORT --stream-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 --prometheus-listen 127.0.0.1:0 --data-dir "$DATA" > "$OUT/recovery-1.log" 2>&1 &
 PID=$!
 trap 'kill $PID 2>/dev/null || true' EXIT
 sleep 1
@@ -33,7 +33,7 @@ sync
 # Cold cache, as after a real crash of the machine (needs root; skipped if not).
 if echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; then echo "page cache dropped"; else echo "page cache NOT dropped (not root)"; fi
 START=$(date +%s.%N)
-./target/release/warren --amqp-listen 127.0.0.1:$PORT --stream-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 --data-dir "$DATA" > "$OUT/recovery-2.log" 2>&1 &
+./target/release/warren --amqp-listen 127.0.0.1:$PORT --stream-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 --prometheus-listen 127.0.0.1:0 --data-dir "$DATA" > "$OUT/recovery-2.log" 2>&1 &
 PID=$!
 until grep -q "listener on" "$OUT/recovery-2.log"; do sleep 0.01; done
 END=$(date +%s.%N)

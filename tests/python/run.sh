@@ -15,7 +15,7 @@ data=$(mktemp -d)
 free_port() { "$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 port=$(free_port)
 sport=$(free_port)
-target/debug/warren --amqp-listen "127.0.0.1:$port" --stream-listen "127.0.0.1:$sport" --http-listen 127.0.0.1:0 --data-dir "$data" --log warn &
+target/debug/warren --amqp-listen "127.0.0.1:$port" --stream-listen "127.0.0.1:$sport" --http-listen 127.0.0.1:0 --prometheus-listen 127.0.0.1:0 --data-dir "$data" --log warn &
 pid=$!
 trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$data"' EXIT
 for _ in $(seq 100); do

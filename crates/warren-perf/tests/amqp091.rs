@@ -13,6 +13,7 @@ async fn broker() -> (warren_server::Running, std::path::PathBuf) {
         amqp_listen: "127.0.0.1:0".parse().unwrap(),
         stream_listen: "127.0.0.1:0".parse().unwrap(),
         http_listen: "127.0.0.1:0".parse().unwrap(),
+        prometheus_listen: "127.0.0.1:0".parse().unwrap(),
         ..Default::default()
     };
     (warren_server::start(config).await.expect("broker starts"), dir)

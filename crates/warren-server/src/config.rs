@@ -29,6 +29,9 @@ pub struct Cli {
     /// Management HTTP API listener address.
     #[arg(long, env = "WARREN_HTTP_LISTEN")]
     pub http_listen: Option<SocketAddr>,
+    /// Prometheus metrics listener address.
+    #[arg(long, env = "WARREN_PROMETHEUS_LISTEN")]
+    pub prometheus_listen: Option<SocketAddr>,
     /// A TOML configuration file.
     #[arg(long, env = "WARREN_CONFIG")]
     pub config: Option<PathBuf>,
@@ -79,6 +82,8 @@ pub struct Config {
     pub stream_frame_max: u32,
     /// The management HTTP API (RabbitMQ: 15672).
     pub http_listen: SocketAddr,
+    /// Prometheus metrics (RabbitMQ: 15692).
+    pub prometheus_listen: SocketAddr,
     /// Bytes of each stream's newest data left in the OS page cache once
     /// it is on disk; older data is dropped from the cache after each
     /// background sync (0: leave it to the OS, as RabbitMQ does).
@@ -109,6 +114,7 @@ impl Default for Config {
             stream_frame_max: 1 << 20,
             stream_cache_bytes: 1 << 30,
             http_listen: "0.0.0.0:15672".parse().expect("static address"),
+            prometheus_listen: "0.0.0.0:15692".parse().expect("static address"),
         }
     }
 }
@@ -163,6 +169,9 @@ impl Config {
         }
         if let Some(a) = cli.http_listen {
             c.http_listen = a;
+        }
+        if let Some(a) = cli.prometheus_listen {
+            c.prometheus_listen = a;
         }
         c.validate()?;
         Ok(c)

@@ -56,11 +56,13 @@ pub struct Running {
     pub amqp_addr: SocketAddr,
     pub stream_addr: SocketAddr,
     pub http_addr: SocketAddr,
+    pub prometheus_addr: SocketAddr,
     pub ctx: Arc<ServerCtx>,
     shutdown: watch::Sender<bool>,
     listener: tokio::task::JoinHandle<()>,
     stream_listener: tokio::task::JoinHandle<()>,
     http_listener: tokio::task::JoinHandle<()>,
+    prometheus_listener: tokio::task::JoinHandle<()>,
     storage: Arc<Storage>,
 }
 
@@ -71,6 +73,7 @@ impl Running {
         let _ = self.listener.await;
         let _ = self.stream_listener.await;
         let _ = self.http_listener.await;
+        let _ = self.prometheus_listener.await;
         // Acks and pages still in buffers go to disk, and fsync covers them.
         let storage = self.storage.clone();
         let _ = tokio::task::spawn_blocking(move || storage.shutdown()).await;
@@ -187,10 +190,22 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         source,
     })?;
     tracing::info!("management HTTP API on {http_addr}");
+    let prom = tokio::net::TcpListener::bind(config.prometheus_listen)
+        .await
+        .map_err(|source| StartError::Listen {
+            addr: config.prometheus_listen,
+            source,
+        })?;
+    let prometheus_addr = prom.local_addr().map_err(|source| StartError::Listen {
+        addr: config.prometheus_listen,
+        source,
+    })?;
+    tracing::info!("Prometheus metrics on {prometheus_addr}");
     let (tx, rx) = watch::channel(false);
     disk_monitor::spawn(ctx.broker.clone(), config.data_dir.clone(), rx.clone());
     stream::upkeep::spawn(ctx.broker.clone(), rx.clone());
     let http_listener = tokio::spawn(http::serve(http, ctx.clone(), rx.clone()));
+    let prometheus_listener = tokio::spawn(http::metrics::serve(prom, ctx.clone(), rx.clone()));
     let listener = tokio::spawn(listener::accept_loop(
         tcp,
         ctx.clone(),
@@ -208,6 +223,8 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         stream_addr,
         http_addr,
         http_listener,
+        prometheus_addr,
+        prometheus_listener,
         stream_listener,
         ctx,
         shutdown: tx,

@@ -8,12 +8,14 @@
 //! node-wide endpoints (overview, nodes, health checks, aliveness),
 //! `conns` the client connections,
 //! `objects` the per-vhost ones (vhosts, users, exchanges, queues,
-//! bindings) and `defs` definitions export and import.
+//! bindings) and `defs` definitions export and import; `metrics` is the
+//! Prometheus endpoint, served on its own listener.
 
 mod auth;
 mod conns;
 mod defs;
 mod error;
+pub mod metrics;
 mod objects;
 mod overview;
 

@@ -28,6 +28,8 @@ pub fn spawn(port: u16, dir: &std::path::Path) -> Child {
             "127.0.0.1:0",
             "--http-listen",
             "127.0.0.1:0",
+            "--prometheus-listen",
+            "127.0.0.1:0",
             "--data-dir",
         ])
         .arg(dir)
@@ -118,6 +120,8 @@ async fn port_in_use_is_reported_clearly() {
                     "127.0.0.1:0",
                     "--http-listen",
                     "127.0.0.1:0",
+                    "--prometheus-listen",
+                    "127.0.0.1:0",
                     "--data-dir",
                 ])
                 .arg(&dir)
@@ -143,6 +147,7 @@ async fn environment_variables_configure_the_binary() {
         // Not the default 5552: another broker may hold it.
         .env("WARREN_STREAM_LISTEN", "127.0.0.1:0")
         .env("WARREN_HTTP_LISTEN", "127.0.0.1:0")
+        .env("WARREN_PROMETHEUS_LISTEN", "127.0.0.1:0")
         .env("WARREN_DATA_DIR", &dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -31,6 +31,7 @@ pub fn config(data_dir: PathBuf) -> Config {
         amqp_listen: "127.0.0.1:0".parse().unwrap(),
         stream_listen: "127.0.0.1:0".parse().unwrap(),
         http_listen: "127.0.0.1:0".parse().unwrap(),
+        prometheus_listen: "127.0.0.1:0".parse().unwrap(),
         ..Config::default()
     }
 }

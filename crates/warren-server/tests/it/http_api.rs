@@ -390,3 +390,60 @@ async fn connections_are_listed_and_closed() {
     // Closed here: the stream client's Drop blocks on a close of its own.
     let _ = within(producer.close()).await;
 }
+
+/// Prometheus metrics on their own port with rabbitmq_prometheus's
+/// names: node totals on /metrics, one series per queue on
+/// /metrics/per-object.
+#[tokio::test]
+async fn prometheus_metrics_use_rabbitmqs_names() {
+    let b = Broker::start().await;
+    b.http(
+        Method::PUT,
+        "/api/queues/%2F/metered",
+        Some(json!({"durable": false})),
+    )
+    .await;
+    let (_c, ch) = b.channel().await;
+    for _ in 0..2 {
+        within(ch.basic_publish(
+            "".into(),
+            "metered".into(),
+            BasicPublishOptions::default(),
+            b"m",
+            BasicProperties::default(),
+        ))
+        .await
+        .unwrap();
+    }
+    let port = b.running.as_ref().unwrap().prometheus_addr.port();
+    let get = |path: &'static str| async move {
+        let r = within(Client::new().get(format!("http://127.0.0.1:{port}{path}")).send())
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        within(r.text()).await.unwrap()
+    };
+    let totals = within(async {
+        loop {
+            let t = get("/metrics").await;
+            if t.lines().any(|l| l == "rabbitmq_queue_messages 2") {
+                break t;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(totals.lines().any(|l| l == "rabbitmq_queues 1"), "{totals}");
+    assert!(
+        totals.lines().any(|l| l == "rabbitmq_queue_messages_ready 2"),
+        "{totals}"
+    );
+    assert!(totals.contains("# TYPE rabbitmq_connections gauge"), "{totals}");
+    assert!(!totals.contains("queue=\""), "no per-queue series on /metrics");
+    let per = get("/metrics/per-object").await;
+    assert!(
+        per.lines()
+            .any(|l| l == "rabbitmq_queue_messages{vhost=\"/\",queue=\"metered\"} 2"),
+        "{per}"
+    );
+}

@@ -1,0 +1,186 @@
+//! Prometheus metrics on their own listener (`prometheus_listen`, 15692
+//! like rabbitmq_prometheus), in the text exposition format, with
+//! rabbitmq_prometheus's metric names where the concept is the same, so
+//! its Grafana dashboards find them: `/metrics` has node-wide totals,
+//! `/metrics/per-object` one series per queue (labels `vhost`, `queue`),
+//! as RabbitMQ splits them. No auth, as RabbitMQ's endpoint has none.
+
+use std::fmt::Write;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use warren_core::queue::QueueStats;
+
+use crate::ServerCtx;
+
+const TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+pub fn router(ctx: Arc<ServerCtx>) -> Router {
+    Router::new()
+        .route("/metrics", get(totals))
+        .route("/metrics/per-object", get(per_object))
+        .with_state(ctx)
+}
+
+fn metric(out: &mut String, name: &str, kind: &str, help: &str, value: impl std::fmt::Display) {
+    let _ = writeln!(out, "# TYPE {name} {kind}\n# HELP {name} {help}\n{name} {value}");
+}
+
+/// Label values escaped as the exposition format wants.
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+async fn totals(State(ctx): State<Arc<ServerCtx>>) -> impl IntoResponse {
+    let b = &ctx.broker;
+    let (mut queues, mut consumers, mut ready, mut unacked) = (0u64, 0u64, 0u64, 0u64);
+    for vh in b.vhosts() {
+        for q in vh.queues() {
+            let s = q.stats();
+            queues += 1;
+            consumers += s.consumers as u64;
+            ready += s.ready;
+            unacked += s.unacked;
+        }
+    }
+    let mut out = String::new();
+    metric(
+        &mut out,
+        "rabbitmq_connections",
+        "gauge",
+        "Connections currently open",
+        ctx.connections.len(),
+    );
+    metric(&mut out, "rabbitmq_queues", "gauge", "Queues available", queues);
+    metric(
+        &mut out,
+        "rabbitmq_consumers",
+        "gauge",
+        "Consumers currently connected",
+        consumers,
+    );
+    metric(
+        &mut out,
+        "rabbitmq_queue_messages",
+        "gauge",
+        "Sum of ready and unacknowledged messages",
+        ready + unacked,
+    );
+    metric(
+        &mut out,
+        "rabbitmq_queue_messages_ready",
+        "gauge",
+        "Messages ready to be delivered to consumers",
+        ready,
+    );
+    metric(
+        &mut out,
+        "rabbitmq_queue_messages_unacked",
+        "gauge",
+        "Messages delivered to consumers but not yet acknowledged",
+        unacked,
+    );
+    metric(
+        &mut out,
+        "rabbitmq_resident_memory_limit_bytes",
+        "gauge",
+        "Memory high watermark in bytes",
+        b.alarms.memory_limit(),
+    );
+    metric(
+        &mut out,
+        "rabbitmq_alarms_memory_used_watermark",
+        "gauge",
+        "is 1 if VM memory watermark alarm is in effect",
+        u8::from(b.alarms.memory_alarm()),
+    );
+    metric(
+        &mut out,
+        "rabbitmq_alarms_free_disk_space_watermark",
+        "gauge",
+        "is 1 if free disk space watermark alarm is in effect",
+        u8::from(b.alarms.disk_alarm()),
+    );
+    metric(
+        &mut out,
+        "rabbitmq_disk_space_available_limit_bytes",
+        "gauge",
+        "Free disk space low watermark in bytes",
+        b.alarms.disk_free_limit(),
+    );
+    let _ = writeln!(
+        out,
+        "# TYPE rabbitmq_build_info untyped\n# HELP rabbitmq_build_info RabbitMQ & Erlang/OTP version info\nrabbitmq_build_info{{rabbitmq_version=\"{}\",product_name=\"Warren\",product_version=\"{}\"}} 1",
+        super::overview::RABBITMQ_VERSION,
+        env!("CARGO_PKG_VERSION")
+    );
+    ([(CONTENT_TYPE, TEXT)], out)
+}
+
+/// A per-queue series: its name, its help text, and its value.
+type Series = (&'static str, &'static str, fn(&QueueStats) -> u64);
+
+async fn per_object(State(ctx): State<Arc<ServerCtx>>) -> impl IntoResponse {
+    let mut rows: Vec<(String, String, QueueStats)> = Vec::new();
+    for vh in ctx.broker.vhosts() {
+        for q in vh.queues() {
+            rows.push((vh.name.clone(), q.name.to_str_lossy().into_owned(), q.stats()));
+        }
+    }
+    rows.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    let mut out = String::new();
+    let series: [Series; 4] = [
+        (
+            "rabbitmq_queue_messages",
+            "Sum of ready and unacknowledged messages",
+            |s| s.ready + s.unacked,
+        ),
+        (
+            "rabbitmq_queue_messages_ready",
+            "Messages ready to be delivered to consumers",
+            |s| s.ready,
+        ),
+        (
+            "rabbitmq_queue_messages_unacked",
+            "Messages delivered to consumers but not yet acknowledged",
+            |s| s.unacked,
+        ),
+        ("rabbitmq_queue_consumers", "Consumers on a queue", |s| {
+            s.consumers as u64
+        }),
+    ];
+    for (name, help, value) in series {
+        let _ = writeln!(out, "# TYPE {name} gauge\n# HELP {name} {help}");
+        for (vhost, queue, s) in &rows {
+            let _ = writeln!(
+                out,
+                "{name}{{vhost=\"{}\",queue=\"{}\"}} {}",
+                label(vhost),
+                label(queue),
+                value(s)
+            );
+        }
+    }
+    ([(CONTENT_TYPE, TEXT)], out)
+}
+
+/// Serve the metrics on `listener` until shutdown.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    ctx: Arc<ServerCtx>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let stop = async move {
+        let _ = shutdown.changed().await;
+    };
+    if let Err(e) = axum::serve(listener, router(ctx))
+        .with_graceful_shutdown(stop)
+        .await
+    {
+        tracing::error!("Prometheus listener failed: {e}");
+    }
+}
