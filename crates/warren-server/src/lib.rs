@@ -101,6 +101,14 @@ fn listen(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::from_std(s.into())
 }
 
+/// A plain listener for an HTTP endpoint, and the address it got.
+async fn listen_http(addr: SocketAddr) -> Result<(tokio::net::TcpListener, SocketAddr), StartError> {
+    let err = |source| StartError::Listen { addr, source };
+    let l = tokio::net::TcpListener::bind(addr).await.map_err(err)?;
+    let got = l.local_addr().map_err(err)?;
+    Ok((l, got))
+}
+
 /// Build the broker from `config` (restoring stored definitions), bind the
 /// listener and start accepting connections.
 pub async fn start(config: Config) -> Result<Running, StartError> {
@@ -179,27 +187,9 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         source,
     })?;
     tracing::info!("stream protocol listener on {stream_addr}");
-    let http = tokio::net::TcpListener::bind(config.http_listen)
-        .await
-        .map_err(|source| StartError::Listen {
-            addr: config.http_listen,
-            source,
-        })?;
-    let http_addr = http.local_addr().map_err(|source| StartError::Listen {
-        addr: config.http_listen,
-        source,
-    })?;
+    let (http, http_addr) = listen_http(config.http_listen).await?;
     tracing::info!("management HTTP API on {http_addr}");
-    let prom = tokio::net::TcpListener::bind(config.prometheus_listen)
-        .await
-        .map_err(|source| StartError::Listen {
-            addr: config.prometheus_listen,
-            source,
-        })?;
-    let prometheus_addr = prom.local_addr().map_err(|source| StartError::Listen {
-        addr: config.prometheus_listen,
-        source,
-    })?;
+    let (prom, prometheus_addr) = listen_http(config.prometheus_listen).await?;
     tracing::info!("Prometheus metrics on {prometheus_addr}");
     let (tx, rx) = watch::channel(false);
     disk_monitor::spawn(ctx.broker.clone(), config.data_dir.clone(), rx.clone());

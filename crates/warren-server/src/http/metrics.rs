@@ -37,16 +37,12 @@ fn label(v: &str) -> String {
 
 async fn totals(State(ctx): State<Arc<ServerCtx>>) -> impl IntoResponse {
     let b = &ctx.broker;
-    let (mut queues, mut consumers, mut ready, mut unacked) = (0u64, 0u64, 0u64, 0u64);
-    for vh in b.vhosts() {
-        for q in vh.queues() {
-            let s = q.stats();
-            queues += 1;
-            consumers += s.consumers as u64;
-            ready += s.ready;
-            unacked += s.unacked;
-        }
-    }
+    let super::overview::Totals {
+        queues,
+        consumers,
+        ready,
+        unacked,
+    } = super::overview::Totals::of(&b.vhosts());
     let mut out = String::new();
     metric(
         &mut out,

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 use warren_amqp091::{FieldTable, ShortStr};
-use warren_core::vhost::QueueDecl;
+use warren_core::vhost::{QueueDecl, VHost};
 
 use super::auth::Authed;
 use super::error::ApiError;
@@ -19,19 +19,45 @@ use crate::ServerCtx;
 /// The RabbitMQ release whose management API this one follows.
 pub const RABBITMQ_VERSION: &str = "3.10.8";
 
-pub async fn overview(State(ctx): State<Arc<ServerCtx>>, who: Authed) -> Json<Value> {
-    let (mut exchanges, mut queues, mut consumers) = (0u64, 0u64, 0u64);
-    let (mut ready, mut unacked) = (0u64, 0u64);
-    for vh in ctx.broker.vhosts().iter().filter(|v| who.may_see(&v.name)) {
-        exchanges += vh.exchanges().len() as u64;
-        for q in vh.queues() {
-            let s = q.stats();
-            queues += 1;
-            consumers += s.consumers as u64;
-            ready += s.ready;
-            unacked += s.unacked;
+/// Queue counts summed over some vhosts.
+#[derive(Debug, Default)]
+pub struct Totals {
+    pub queues: u64,
+    pub consumers: u64,
+    pub ready: u64,
+    pub unacked: u64,
+}
+
+impl Totals {
+    pub fn of<'a>(vhosts: impl IntoIterator<Item = &'a Arc<VHost>>) -> Totals {
+        let mut t = Totals::default();
+        for vh in vhosts {
+            for q in vh.queues() {
+                let s = q.stats();
+                t.queues += 1;
+                t.consumers += s.consumers as u64;
+                t.ready += s.ready;
+                t.unacked += s.unacked;
+            }
         }
+        t
     }
+}
+
+pub async fn overview(State(ctx): State<Arc<ServerCtx>>, who: Authed) -> Json<Value> {
+    let seen: Vec<_> = ctx
+        .broker
+        .vhosts()
+        .into_iter()
+        .filter(|v| who.may_see(&v.name))
+        .collect();
+    let exchanges: usize = seen.iter().map(|v| v.exchanges().len()).sum();
+    let Totals {
+        queues,
+        consumers,
+        ready,
+        unacked,
+    } = Totals::of(&seen);
     let c = &ctx.config;
     let listener = |protocol: &str, addr: std::net::SocketAddr| json!({"node": NODE, "protocol": protocol, "ip_address": addr.ip().to_string(), "port": addr.port()});
     Json(json!({
