@@ -1,0 +1,120 @@
+//! warrenctl, the binary, against a Warren started in-process: declares
+//! and lists through the HTTP API, rabbitmqctl's columns and exit codes,
+//! and definitions out and back in.
+
+use std::process::Command;
+
+async fn broker() -> (warren_server::Running, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("warrenctl-it-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let config = warren_server::Config {
+        data_dir: dir.clone(),
+        amqp_listen: "127.0.0.1:0".parse().unwrap(),
+        stream_listen: "127.0.0.1:0".parse().unwrap(),
+        http_listen: "127.0.0.1:0".parse().unwrap(),
+        prometheus_listen: "127.0.0.1:0".parse().unwrap(),
+        ..Default::default()
+    };
+    (warren_server::start(config).await.expect("broker starts"), dir)
+}
+
+/// Run warrenctl: (exit code, standard output, standard error).
+async fn ctl(port: u16, args: &[&str]) -> (i32, String, String) {
+    let url = format!("http://127.0.0.1:{port}");
+    let mut all = vec!["--url".to_string(), url];
+    all.extend(args.iter().map(|a| a.to_string()));
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_warrenctl"))
+            .args(&all)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn warrenctl_manages_a_broker_over_http() {
+    let (running, dir) = broker().await;
+    let port = running.http_addr.port();
+    assert_eq!(ctl(port, &["add_vhost", "shop"]).await.0, 0);
+    assert_eq!(ctl(port, &["add_user", "clerk", "pw"]).await.0, 0);
+    assert_eq!(ctl(port, &["set_user_tags", "clerk", "management"]).await.0, 0);
+    assert_eq!(
+        ctl(
+            port,
+            &["-p", "shop", "set_permissions", "clerk", ".*", ".*", ".*"]
+        )
+        .await
+        .0,
+        0
+    );
+    // A queue made through the API's neighbour command set.
+    let (code, _, err) = ctl(port, &["-p", "shop", "list_queues"]).await;
+    assert_eq!(code, 0, "{err}");
+    running
+        .ctx
+        .broker
+        .vhost("shop")
+        .unwrap()
+        .declare_queue(
+            warren_core::vhost::QueueDecl {
+                name: "orders".into(),
+                durable: true,
+                exclusive: false,
+                auto_delete: false,
+                arguments: Default::default(),
+            },
+            0,
+        )
+        .unwrap();
+    let (_, out, _) = ctl(
+        port,
+        &["-p", "shop", "list_queues", "name", "messages", "durable"],
+    )
+    .await;
+    assert_eq!(out, "name\tmessages\tdurable\norders\t0\ttrue\n");
+    let (_, out, _) = ctl(port, &["-p", "shop", "--json", "list_queues", "name"]).await;
+    assert_eq!(out.trim(), r#"[{"name":"orders"}]"#);
+    let (_, out, _) = ctl(port, &["list_users"]).await;
+    assert!(out.lines().any(|l| l == "clerk\tmanagement"), "{out}");
+    let (_, out, _) = ctl(port, &["-p", "shop", "list_exchanges", "name", "type"]).await;
+    assert!(out.lines().any(|l| l == "amq.topic\ttopic"), "{out}");
+    // The new user's own view, with its own credentials.
+    let (code, out, _) = ctl(
+        port,
+        &["-u", "clerk", "--password", "pw", "-p", "shop", "list_queues"],
+    )
+    .await;
+    assert_eq!((code, out.lines().count()), (0, 2));
+    // Wrong credentials: rabbitmqctl's "no permission" exit code.
+    let (code, _, err) = ctl(port, &["--password", "nope", "list_queues"]).await;
+    assert_eq!(code, 77, "{err}");
+    // A missing queue: an error from the API, exit 70.
+    let (code, _, err) = ctl(port, &["-p", "shop", "delete_queue", "nope"]).await;
+    assert_eq!(code, 70);
+    assert!(err.contains("404"), "{err}");
+    // Definitions out, the vhost deleted, definitions back in.
+    let file = dir.join("defs.json");
+    let f = file.to_str().unwrap().to_string();
+    assert_eq!(ctl(port, &["export_definitions", &f]).await.0, 0);
+    assert_eq!(ctl(port, &["delete_vhost", "shop"]).await.0, 0);
+    let (_, out, _) = ctl(port, &["list_vhosts"]).await;
+    assert!(!out.contains("shop"));
+    assert_eq!(ctl(port, &["import_definitions", &f]).await.0, 0);
+    let (_, out, _) = ctl(port, &["-p", "shop", "list_queues", "name"]).await;
+    assert_eq!(out, "name\norders\n", "the queue came back with the definitions");
+    let (code, out, _) = ctl(port, &["status"]).await;
+    assert_eq!(code, 0);
+    assert!(out.contains("Listener: amqp"), "{out}");
+    // Unreachable: exit 69.
+    let (code, _, _) = ctl(1, &["status"]).await;
+    assert_eq!(code, 69);
+    running.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
