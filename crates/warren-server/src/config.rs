@@ -144,6 +144,21 @@ pub enum ConfigError {
 }
 
 impl Config {
+    /// The defaults, with data in `data_dir` and every listener on
+    /// 127.0.0.1 at a port the OS picks: for tests and tools that start a
+    /// broker in-process beside others.
+    pub fn loopback(data_dir: PathBuf) -> Config {
+        let any: SocketAddr = "127.0.0.1:0".parse().expect("static address");
+        Config {
+            data_dir,
+            amqp_listen: any,
+            stream_listen: any,
+            http_listen: any,
+            prometheus_listen: any,
+            ..Config::default()
+        }
+    }
+
     pub fn load(cli: &Cli) -> Result<Config, ConfigError> {
         let mut c = match &cli.config {
             Some(path) => {

@@ -7,14 +7,7 @@ use std::process::Command;
 async fn broker() -> (warren_server::Running, std::path::PathBuf) {
     let dir = std::env::temp_dir().join(format!("warrenctl-it-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let config = warren_server::Config {
-        data_dir: dir.clone(),
-        amqp_listen: "127.0.0.1:0".parse().unwrap(),
-        stream_listen: "127.0.0.1:0".parse().unwrap(),
-        http_listen: "127.0.0.1:0".parse().unwrap(),
-        prometheus_listen: "127.0.0.1:0".parse().unwrap(),
-        ..Default::default()
-    };
+    let config = warren_server::Config::loopback(dir.clone());
     (warren_server::start(config).await.expect("broker starts"), dir)
 }
 

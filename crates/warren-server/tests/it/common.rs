@@ -26,14 +26,7 @@ pub fn temp_dir(tag: &str) -> PathBuf {
 }
 
 pub fn config(data_dir: PathBuf) -> Config {
-    Config {
-        data_dir,
-        amqp_listen: "127.0.0.1:0".parse().unwrap(),
-        stream_listen: "127.0.0.1:0".parse().unwrap(),
-        http_listen: "127.0.0.1:0".parse().unwrap(),
-        prometheus_listen: "127.0.0.1:0".parse().unwrap(),
-        ..Config::default()
-    }
+    Config::loopback(data_dir)
 }
 
 impl Broker {
