@@ -380,7 +380,9 @@ fn args_token(t: &FieldTable) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(h.finish().to_be_bytes())
 }
 
-fn percent_encode(s: &str) -> String {
+/// Percent-encode all but RFC 3986's unreserved characters (a path
+/// segment or a query value).
+pub(crate) fn percent_encode(s: &str) -> String {
     let mut out = String::new();
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {

@@ -19,7 +19,7 @@ use warren_core::User;
 
 use super::auth::Authed;
 use super::error::ApiError;
-use crate::amqp10::management::NODE;
+use crate::amqp10::management::{percent_encode, NODE};
 use crate::definitions::{json_to_table, table_to_json};
 use crate::ServerCtx;
 
@@ -559,29 +559,32 @@ pub async fn purge_queue(
 
 // ---- bindings ----
 
+/// The binding's name in RabbitMQ's binding paths: its routing key, or
+/// `~` for none, with `~N` when it has arguments.
+fn properties_key(b: &Binding) -> String {
+    let key = b.routing_key.to_str_lossy();
+    if !b.arguments.is_empty() {
+        format!("{key}~{}", b.arguments.len())
+    } else if key.is_empty() {
+        "~".to_string()
+    } else {
+        key.replace('%', "%25").replace('/', "%2F")
+    }
+}
+
 fn binding_json(vhost: &str, source: &ShortStr, b: &Binding) -> Value {
     let (dest_type, dest) = match &b.destination {
         Destination::Queue(q) => ("queue", q),
         Destination::Exchange(x) => ("exchange", x),
-    };
-    let key = b.routing_key.to_str_lossy();
-    let props = if b.arguments.is_empty() {
-        if key.is_empty() {
-            "~".to_string()
-        } else {
-            key.replace('%', "%25").replace('/', "%2F")
-        }
-    } else {
-        format!("{key}~{}", b.arguments.len())
     };
     json!({
         "source": source.to_str_lossy(),
         "vhost": vhost,
         "destination": dest.to_str_lossy(),
         "destination_type": dest_type,
-        "routing_key": key,
+        "routing_key": b.routing_key.to_str_lossy(),
         "arguments": table_to_json(&b.arguments),
-        "properties_key": props,
+        "properties_key": properties_key(b),
     })
 }
 
@@ -646,26 +649,14 @@ pub async fn bind_queue(
         routing_key: ShortStr::from(key.as_str()),
         arguments: arguments(&m)?,
     };
-    let props = binding_json(&vhost, &ShortStr::from(source.as_str()), &binding)["properties_key"]
-        .as_str()
-        .unwrap_or("~")
-        .to_string();
+    let props = properties_key(&binding);
     vh.bind(&ShortStr::from(source.as_str()), binding)?;
     let location = format!(
         "/api/bindings/{}/e/{}/q/{}/{}",
-        enc(&vhost),
-        enc(&source),
-        enc(&destination),
+        percent_encode(&vhost),
+        percent_encode(&source),
+        percent_encode(&destination),
         props
     );
     Ok((StatusCode::CREATED, [(axum::http::header::LOCATION, location)]))
-}
-
-fn enc(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
