@@ -4,10 +4,11 @@
 //! the publisher has no chunk at the writer: while the writer copies one
 //! chunk, the next gathers everything that arrives meanwhile, so chunks
 //! grow with the load (as osiris's do) and stay small when it is light.
-//! A connection stops reading while [`MAX_PENDING_BYTES`] wait. A named publisher is deduplicated: an entry whose
-//! publishing id is not above the last one stored for that name (in the
-//! log, so across reconnects and restarts) is confirmed but not stored
-//! again; the new last id rides in the chunk's trailer.
+//! A connection stops reading while [`MAX_PENDING_BYTES`] wait. A named
+//! publisher is deduplicated: an entry whose publishing id is not above
+//! the last one stored for that name (in the log, so across reconnects and
+//! restarts) is confirmed but not stored again; the new last id rides in
+//! the chunk's trailer.
 
 use std::sync::Arc;
 
@@ -124,7 +125,8 @@ impl Conn {
         );
     }
 
-    /// A Publish frame: entries wait in their publisher until the batch ends.
+    /// A Publish frame: entries wait in their publisher until it has no
+    /// chunk at the writer (see [`Conn::flush_publishers`]).
     pub(super) fn publish(&mut self, f: Bytes) {
         let len = f.len();
         let (publisher_id, entries) = match parse_publish(f) {
