@@ -2,7 +2,7 @@
 //! gauge behind the memory alarm. One `Broker` is shared by every
 //! connection of every protocol.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -13,6 +13,7 @@ use sha2::{Digest, Sha256};
 
 use crate::alarms::Alarms;
 use crate::error::BrokerError;
+use crate::permissions::{Grant, Permission};
 use crate::queue::{MemoryGauge, QueueEnv, Storage};
 use crate::vhost::{ChangeHook, VHost};
 
@@ -51,7 +52,8 @@ impl Default for BrokerConfig {
     }
 }
 
-/// A user: name, RabbitMQ-style password hash, tags, and the vhosts it may use.
+/// A user: name, RabbitMQ-style password hash, tags, and its permissions
+/// per vhost (a vhost without an entry is closed to it).
 #[derive(Debug, Clone)]
 pub struct User {
     pub name: String,
@@ -59,7 +61,7 @@ pub struct User {
     /// rabbit_password_hashing_sha256, so definitions move between the two.
     pub password_hash: String,
     pub tags: Vec<String>,
-    pub vhosts: Vec<String>,
+    pub permissions: BTreeMap<String, Permission>,
 }
 
 impl User {
@@ -218,7 +220,9 @@ impl Broker {
     }
 
     /// connection.open: may `user` use `vhost`? (530 NOT_ALLOWED otherwise.)
-    pub fn open_vhost(&self, user: &User, vhost: &str) -> Result<Arc<VHost>, BrokerError> {
+    /// Returns the vhost and the user's permissions in it as they are now;
+    /// a connection keeps that copy, as RabbitMQ's channels cache theirs.
+    pub fn open_vhost(&self, user: &User, vhost: &str) -> Result<(Arc<VHost>, Grant), BrokerError> {
         let refused = || {
             BrokerError::NotAllowed(format!(
                 "access to vhost '{vhost}' refused for user '{}'",
@@ -228,9 +232,20 @@ impl Broker {
         let vh = self
             .vhost(vhost)
             .ok_or_else(|| BrokerError::NotAllowed(format!("vhost {vhost} not found")))?;
-        let current = self.users.read().get(&user.name).cloned();
-        match current {
-            Some(u) if u.vhosts.iter().any(|v| v == vhost) => Ok(vh),
+        let permission = self
+            .users
+            .read()
+            .get(&user.name)
+            .and_then(|u| u.permissions.get(vhost).cloned());
+        match permission {
+            Some(permission) => Ok((
+                vh,
+                Grant {
+                    user: user.name.clone(),
+                    vhost: vhost.to_string(),
+                    permission,
+                },
+            )),
             _ => Err(refused()),
         }
     }
@@ -246,7 +261,7 @@ mod tests {
             name: "u".into(),
             password_hash: User::hash_password("secret"),
             tags: vec![],
-            vhosts: vec![],
+            permissions: BTreeMap::new(),
         };
         assert!(u.check_password("secret"));
         assert!(!u.check_password("Secret"));
@@ -260,7 +275,7 @@ mod tests {
             name: "guest".into(),
             password_hash: User::hash_password("guest"),
             tags: vec!["administrator".into()],
-            vhosts: vec!["/".into()],
+            permissions: [("/".to_string(), Permission::full())].into(),
         });
         assert!(b.authenticate("guest", "guest", true).is_ok());
         assert_eq!(

@@ -11,10 +11,12 @@ pub mod broker;
 pub mod error;
 pub mod exchange;
 pub mod message;
+pub mod permissions;
 pub mod queue;
 pub mod vhost;
 
 pub use broker::{Broker, BrokerConfig, User};
 pub use error::BrokerError;
 pub use message::Message;
+pub use permissions::{Access, Grant, Permission, Resource};
 pub use vhost::VHost;

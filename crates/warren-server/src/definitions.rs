@@ -5,6 +5,7 @@
 //! fsynced, then renamed over the old one, so a crash leaves either the old
 //! or the new definitions, never half of one.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -17,7 +18,7 @@ use serde_json::{Map, Value};
 use warren_amqp091::{FieldTable, FieldValue, ShortStr};
 use warren_core::exchange::{Binding, Destination};
 use warren_core::vhost::{ExchangeDecl, QueueDecl};
-use warren_core::{Broker, User};
+use warren_core::{Broker, Permission, User};
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Definitions {
@@ -168,13 +169,13 @@ fn json_to_value(v: &Value) -> FieldValue {
 pub fn snapshot(broker: &Broker) -> Definitions {
     let mut d = Definitions::default();
     for u in broker.users() {
-        for vh in &u.vhosts {
+        for (vh, p) in &u.permissions {
             d.permissions.push(PermissionDef {
                 user: u.name.clone(),
                 vhost: vh.clone(),
-                configure: ".*".into(),
-                write: ".*".into(),
-                read: ".*".into(),
+                configure: p.configure().into(),
+                write: p.write().into(),
+                read: p.read().into(),
             });
         }
         d.users.push(UserDef {
@@ -236,17 +237,20 @@ pub fn restore(broker: &Broker, d: &Definitions) {
         broker.add_vhost(&v.name);
     }
     for u in &d.users {
-        let vhosts = d
-            .permissions
-            .iter()
-            .filter(|p| p.user == u.name)
-            .map(|p| p.vhost.clone())
-            .collect();
+        let mut permissions = BTreeMap::new();
+        for p in d.permissions.iter().filter(|p| p.user == u.name) {
+            match Permission::new(&p.configure, &p.write, &p.read) {
+                Ok(perm) => {
+                    permissions.insert(p.vhost.clone(), perm);
+                }
+                Err(e) => tracing::warn!("skipping {}'s permissions in '{}': {e}", p.user, p.vhost),
+            }
+        }
         broker.put_user(User {
             name: u.name.clone(),
             password_hash: u.password_hash.clone(),
             tags: u.tags.to_vec(),
-            vhosts,
+            permissions,
         });
     }
     for x in &d.exchanges {

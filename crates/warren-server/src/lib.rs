@@ -142,7 +142,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
                 name: config.default_user.clone(),
                 password_hash: User::hash_password(&config.default_pass),
                 tags: vec!["administrator".into()],
-                vhosts: vec![config.default_vhost.clone()],
+                permissions: [(config.default_vhost.clone(), warren_core::Permission::full())].into(),
             });
         }
     }

@@ -16,9 +16,9 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use warren_amqp091::frame::{write_heartbeat, write_method};
 use warren_amqp091::methods::*;
-use warren_amqp091::{CodecError, Frame, FrameType, Method, PROTOCOL_HEADER};
+use warren_amqp091::{CodecError, Frame, FrameType, Method, ShortStr, PROTOCOL_HEADER};
 use warren_core::queue::{Effects, Queue};
-use warren_core::{User, VHost};
+use warren_core::{Access, Grant, Resource, User, VHost};
 
 use super::channel::{self, Channel, ChannelState};
 use super::error::{AmqpError, Result};
@@ -79,6 +79,8 @@ pub struct Conn {
     pub heartbeat: u16,
     pub vhost: Option<Arc<VHost>>,
     pub user: Option<User>,
+    /// The user's permissions in `vhost`, as they were at connection.open.
+    pub grant: Option<Grant>,
     pub outbox: Arc<Outbox>,
     pub caps: ClientCaps,
     /// Exclusive queues this connection declared (deleted when it closes).
@@ -105,6 +107,17 @@ impl Conn {
         self.vhost
             .clone()
             .ok_or_else(|| AmqpError::new(504, "connection not open"))
+    }
+
+    /// The permission check every operation on a named resource makes
+    /// first (access-control guide; a refusal is 403, a channel error).
+    pub fn check(&self, access: Access, kind: Resource, name: &ShortStr) -> Result<()> {
+        let Some(grant) = &self.grant else {
+            return Err(AmqpError::new(504, "connection not open"));
+        };
+        grant
+            .check(access, kind, &name.to_str_lossy())
+            .map_err(AmqpError::from)
     }
 
     /// Carry out a queue call's effects (dead letters, auto-delete, timers).
@@ -177,6 +190,7 @@ pub async fn serve(
             heartbeat: 0,
             vhost: None,
             user: None,
+            grant: None,
             outbox: Outbox::new(),
             caps: ClientCaps::default(),
             exclusive: Vec::new(),

@@ -12,7 +12,7 @@ use warren_amqp091::frame::{write_body, write_content_header_raw, write_method};
 use warren_amqp091::methods::*;
 use warren_amqp091::{Method, ShortStr};
 use warren_core::queue::{ConsumerSpec, DeliverySink, Entry, Queue, Settle};
-use warren_core::BrokerError;
+use warren_core::{Access, BrokerError, Resource};
 
 use super::channel::{Channel, ChannelState, ConsumerRec, Unacked};
 use super::connection::Conn;
@@ -104,6 +104,7 @@ pub fn basic_consume(conn: &mut Conn, ch: &mut Channel, m: BasicConsume) -> Resu
         return Ok(());
     }
     let name = ch.queue_name(&m.queue)?;
+    conn.check(Access::Read, Resource::Queue, &name)?;
     let vh = conn.vhost()?;
     let q = vh.queue(&name, conn.id)?;
     let priority = match m.arguments.get("x-priority") {
@@ -177,6 +178,7 @@ pub fn basic_cancel(conn: &mut Conn, ch: &mut Channel, m: BasicCancel) -> Result
 
 pub fn basic_get(conn: &mut Conn, ch: &mut Channel, m: BasicGet) -> Result<()> {
     let name = ch.queue_name(&m.queue)?;
+    conn.check(Access::Read, Resource::Queue, &name)?;
     let q = conn.vhost()?.queue(&name, conn.id)?;
     let (got, effects) = q.get(m.no_ack);
     conn.apply(&q, effects);

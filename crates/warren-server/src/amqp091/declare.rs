@@ -1,12 +1,14 @@
 //! Topology methods (0-9-1 exchange and queue classes): declare, delete,
 //! bind, unbind, purge. The rules live in `warren_core::VHost`; this module
-//! resolves channel shortcuts, applies `nowait`, and writes replies.
+//! resolves channel shortcuts, checks permissions (configure to declare
+//! or delete; write on the destination and read on the source to bind;
+//! read to purge), applies `nowait`, and writes replies.
 
 use warren_amqp091::methods::*;
-use warren_amqp091::ShortStr;
+use warren_amqp091::{FieldTable, ShortStr};
 use warren_core::exchange::{Binding, Destination};
 use warren_core::vhost::{ExchangeDecl, QueueDecl};
-use warren_core::BrokerError;
+use warren_core::{Access, BrokerError, Resource};
 
 use super::channel::Channel;
 use super::connection::Conn;
@@ -19,6 +21,13 @@ pub fn exchange_declare(conn: &mut Conn, ch: &mut Channel, m: ExchangeDeclare) -
     if m.passive {
         vh.check_exchange(&m.exchange)?;
     } else {
+        conn.check(Access::Configure, Resource::Exchange, &m.exchange)?;
+        // Naming an alternate exchange routes into it: write on it, and
+        // read on the one declared (as RabbitMQ checks).
+        if let Some(ae) = named(&m.arguments, "alternate-exchange") {
+            conn.check(Access::Write, Resource::Exchange, &ae)?;
+            conn.check(Access::Read, Resource::Exchange, &m.exchange)?;
+        }
         vh.declare_exchange(ExchangeDecl {
             name: m.exchange,
             kind: m.kind,
@@ -34,7 +43,16 @@ pub fn exchange_declare(conn: &mut Conn, ch: &mut Channel, m: ExchangeDeclare) -
     Ok(())
 }
 
+/// A resource named by a declare argument (alternate exchange, dead
+/// letter exchange), if present and a string.
+fn named(args: &FieldTable, key: &str) -> Option<ShortStr> {
+    args.get(key)
+        .and_then(|v| v.as_bytes())
+        .map(|b| ShortStr::from_bytes(bytes::Bytes::copy_from_slice(b)))
+}
+
 pub fn exchange_delete(conn: &mut Conn, ch: &mut Channel, m: ExchangeDelete) -> Result<()> {
+    conn.check(Access::Configure, Resource::Exchange, &m.exchange)?;
     conn.vhost()?.delete_exchange(&m.exchange, m.if_unused)?;
     if !m.no_wait {
         conn.send(ch.id, ExchangeDeleteOk {});
@@ -43,6 +61,8 @@ pub fn exchange_delete(conn: &mut Conn, ch: &mut Channel, m: ExchangeDelete) -> 
 }
 
 pub fn exchange_bind(conn: &mut Conn, ch: &mut Channel, m: ExchangeBind) -> Result<()> {
+    conn.check(Access::Write, Resource::Exchange, &m.destination)?;
+    conn.check(Access::Read, Resource::Exchange, &m.source)?;
     let b = Binding {
         destination: Destination::Exchange(m.destination),
         routing_key: m.routing_key,
@@ -56,6 +76,8 @@ pub fn exchange_bind(conn: &mut Conn, ch: &mut Channel, m: ExchangeBind) -> Resu
 }
 
 pub fn exchange_unbind(conn: &mut Conn, ch: &mut Channel, m: ExchangeUnbind) -> Result<()> {
+    conn.check(Access::Write, Resource::Exchange, &m.destination)?;
+    conn.check(Access::Read, Resource::Exchange, &m.source)?;
     let b = Binding {
         destination: Destination::Exchange(m.destination),
         routing_key: m.routing_key,
@@ -108,6 +130,11 @@ pub fn queue_declare(conn: &mut Conn, ch: &mut Channel, m: QueueDeclare) -> Resu
         } else {
             m.queue
         };
+        conn.check(Access::Configure, Resource::Queue, &name)?;
+        if let Some(dlx) = named(&m.arguments, "x-dead-letter-exchange") {
+            conn.check(Access::Write, Resource::Exchange, &dlx)?;
+            conn.check(Access::Read, Resource::Queue, &name)?;
+        }
         let decl = QueueDecl {
             name,
             durable: m.durable,
@@ -158,6 +185,8 @@ fn bind_target(conn: &Conn, ch: &Channel, queue: &ShortStr) -> Result<ShortStr> 
 
 pub fn queue_bind(conn: &mut Conn, ch: &mut Channel, m: QueueBind) -> Result<()> {
     let name = bind_target(conn, ch, &m.queue)?;
+    conn.check(Access::Write, Resource::Queue, &name)?;
+    conn.check(Access::Read, Resource::Exchange, &m.exchange)?;
     // Both empty: the routing key is the queue's name too.
     let key = if m.queue.is_empty() && m.routing_key.is_empty() {
         name.clone()
@@ -178,6 +207,8 @@ pub fn queue_bind(conn: &mut Conn, ch: &mut Channel, m: QueueBind) -> Result<()>
 
 pub fn queue_unbind(conn: &mut Conn, ch: &mut Channel, m: QueueUnbind) -> Result<()> {
     let name = bind_target(conn, ch, &m.queue)?;
+    conn.check(Access::Write, Resource::Queue, &name)?;
+    conn.check(Access::Read, Resource::Exchange, &m.exchange)?;
     let key = if m.queue.is_empty() && m.routing_key.is_empty() {
         name.clone()
     } else {
@@ -195,6 +226,7 @@ pub fn queue_unbind(conn: &mut Conn, ch: &mut Channel, m: QueueUnbind) -> Result
 
 pub fn queue_purge(conn: &mut Conn, ch: &mut Channel, m: QueuePurge) -> Result<()> {
     let name = ch.queue_name(&m.queue)?;
+    conn.check(Access::Read, Resource::Queue, &name)?;
     let q = conn.vhost()?.queue(&name, conn.id)?;
     let (n, effects) = q.purge();
     conn.apply(&q, effects);
@@ -211,6 +243,7 @@ pub fn queue_purge(conn: &mut Conn, ch: &mut Channel, m: QueuePurge) -> Result<(
 
 pub fn queue_delete(conn: &mut Conn, ch: &mut Channel, m: QueueDelete) -> Result<()> {
     let name = ch.queue_name(&m.queue)?;
+    conn.check(Access::Configure, Resource::Queue, &name)?;
     let n = conn
         .vhost()?
         .delete_queue(&name, m.if_unused, m.if_empty, conn.id)?;

@@ -147,13 +147,14 @@ pub fn connection_method(conn: &mut Conn, m: Method) -> Result<()> {
                 .user
                 .clone()
                 .ok_or_else(|| AmqpError::new(530, "not authenticated"))?;
-            let vh = conn
+            let (vh, grant) = conn
                 .ctx
                 .broker
                 .open_vhost(&user, &vhost)
                 .map_err(AmqpError::from)?;
             conn.entry.logged_in("AMQP 0-9-1", &user.name, &vhost);
             conn.vhost = Some(vh);
+            conn.grant = Some(grant);
             conn.send(0, ConnectionOpenOk::default());
             conn.phase = Phase::Running;
             Ok(())

@@ -14,6 +14,7 @@ use warren_amqp091::methods::*;
 use warren_amqp091::{ContentHeader, FieldTable, FieldValue, Method, ShortStr};
 use warren_core::message::Message;
 use warren_core::queue::{PublishOutcome, SyncTicket};
+use warren_core::{Access, Resource};
 
 use super::channel::{AfterSync, Channel, SyncedReply, Unacked};
 use super::connection::Conn;
@@ -99,6 +100,7 @@ pub fn basic_publish(conn: &mut Conn, ch: &mut Channel, m: BasicPublish) -> Resu
     if m.immediate {
         return Err(AmqpError::new(540, "immediate=true"));
     }
+    conn.check(Access::Write, Resource::Exchange, &m.exchange)?;
     conn.published = true;
     ch.pending = Some(PendingPublish {
         method: m,

@@ -25,7 +25,7 @@ use warren_amqp10::performative::{
 use warren_amqp10::sasl::{self, Sasl};
 use warren_amqp10::{CodecError, Frame, Performative, Value, AMQP_HEADER, SASL_HEADER};
 use warren_core::queue::{Delivery, Entry, FlowWaiter, LinkCredit, Queue, SyncTicket};
-use warren_core::{User, VHost};
+use warren_core::{Grant, User, VHost};
 use warren_store::SyncWaiter;
 
 use super::publish::{self, Publisher};
@@ -110,6 +110,11 @@ struct Session {
     /// Handles we detached, waiting for the peer's detach: frames on them
     /// are dropped meanwhile (§2.6.5), they are not reused yet.
     detached: HashSet<u32>,
+    /// The last handle whose detach exchange finished after we refused
+    /// or ended its link. Some clients (fe2o3-amqp) both answer our
+    /// detach and send one of their own for a refused attach; the second
+    /// is dropped rather than ending the session over it.
+    just_closed: Option<u32>,
 }
 
 impl Session {
@@ -174,6 +179,9 @@ struct Conn {
     sessions: HashMap<u16, Session>,
     id: u64,
     vhost: Option<Arc<VHost>>,
+    /// What the user may do in `vhost` (checked at attach, per message for
+    /// the anonymous terminus, and by management requests).
+    grant: Option<Grant>,
     /// Settlements decided in this batch: (our channel, delivery-id, outcome).
     settles: Vec<(u16, u32, Outcome)>,
     /// Settlements waiting for fsync, in order.
@@ -218,6 +226,7 @@ pub async fn serve(
         sessions: HashMap::new(),
         id: 0,
         vhost: None,
+        grant: None,
         settles: Vec::new(),
         unsynced: VecDeque::new(),
         wake: Arc::new(SyncWake::default()),
@@ -380,9 +389,10 @@ impl Conn {
             .unwrap_or(&self.ctx.config.default_vhost)
             .to_string();
         match self.ctx.broker.open_vhost(&user, &vhost) {
-            Ok(vh) => {
+            Ok((vh, grant)) => {
                 self.entry.logged_in("AMQP 1.0", &user.name, &vhost);
-                self.vhost = Some(vh)
+                self.vhost = Some(vh);
+                self.grant = Some(grant);
             }
             Err(e) => return Err(Fatal(AmqpError::new(condition::UNAUTHORIZED, e.to_string()))),
         }
@@ -590,6 +600,7 @@ impl Conn {
                 responders: HashMap::new(),
                 handle_max,
                 detached: HashSet::new(),
+                just_closed: None,
             },
         );
         self.send(
@@ -622,7 +633,7 @@ impl Conn {
 
     /// Attach (§2.6.3): the handle must be free and within handle-max.
     fn attach(&mut self, channel: u16, a: Attach) -> Result<(), Failure> {
-        let Some(s) = self.sessions.get(&channel) else {
+        let Some(s) = self.sessions.get_mut(&channel) else {
             return Ok(());
         };
         if a.handle > s.handle_max {
@@ -632,6 +643,15 @@ impl Conn {
                 format!("attach on handle {} above handle-max {}", a.handle, s.handle_max),
             ))
             .into());
+        }
+        if s.just_closed == Some(a.handle) {
+            s.just_closed = None;
+        }
+        // A peer that attaches on a handle we detached and it never
+        // answered (fe2o3-amqp does, after a refused attach) takes it as
+        // free: so do we, rather than end the session.
+        if s.detached.remove(&a.handle) {
+            tracing::debug!(peer = %self.peer, channel, handle = a.handle, "handle reused before our detach was answered");
         }
         if s.in_use(a.handle) {
             return Err(Failure::Session(AmqpError::new(
@@ -663,7 +683,12 @@ impl Conn {
             return Ok(());
         };
         if s.detached.remove(&d.handle) {
+            s.just_closed = Some(d.handle);
             return Ok(()); // the answer to ours
+        }
+        if s.just_closed == Some(d.handle) {
+            s.just_closed = None;
+            return Ok(());
         }
         if !s.in_use(d.handle) {
             return Err(Failure::Session(AmqpError::new(
@@ -712,10 +737,12 @@ impl Conn {
     /// A client's sending link: resolve and check its target, attach,
     /// and grant credit (unless an alarm is on).
     fn attach_publisher(&mut self, channel: u16, a: Attach) {
-        let Some(vh) = self.vhost.clone() else { return };
+        let (Some(vh), Some(grant)) = (self.vhost.clone(), self.grant.as_ref()) else {
+            return;
+        };
         let address = a.target.as_ref().and_then(messaging::address);
         let out = self.sessions.get(&channel).map_or(channel, |s| s.outgoing);
-        match publish::attach_target(&vh, address.as_deref(), self.id) {
+        match publish::attach_target(&vh, grant, address.as_deref(), self.id) {
             Ok(target) => {
                 let handle = a.handle;
                 let mut p = Publisher::new(target, a.initial_delivery_count.unwrap_or(0));
@@ -815,7 +842,7 @@ impl Conn {
     }
 
     fn transfer(&mut self, channel: u16, t: Transfer, payload: Bytes) -> Result<(), Failure> {
-        let Some(vh) = self.vhost.clone() else {
+        let (Some(vh), Some(grant)) = (self.vhost.clone(), self.grant.clone()) else {
             return Ok(());
         };
         let max = self.ctx.config.max_message_size;
@@ -871,7 +898,7 @@ impl Conn {
             return Ok(());
         }
         let target = p.target.clone();
-        let published = publish::publish(&self.ctx, &vh, &target, delivery_id, settled, &message)
+        let published = publish::publish(&self.ctx, &vh, &grant, &target, delivery_id, settled, &message)
             .map_err(|e| Failure::Link(t.handle, e))?;
         if let Some(p) = self
             .sessions

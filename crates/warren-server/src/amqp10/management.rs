@@ -24,6 +24,7 @@ use warren_amqp10::Value;
 use warren_core::exchange::{Binding, Destination};
 use warren_core::queue::Queue;
 use warren_core::vhost::{ExchangeDecl, QueueDecl};
+use warren_core::{Access, Grant, Resource};
 use warren_core::{BrokerError, VHost};
 
 use super::{address, convert};
@@ -121,7 +122,7 @@ pub fn encode(request_id: Option<&Value>, r: &Response, out: &mut BytesMut) {
 }
 
 /// Carry out one request for `connection` on `vh`.
-pub fn handle(vh: &Arc<VHost>, connection: u64, node: &str, req: &Request) -> Outcome {
+pub fn handle(vh: &Arc<VHost>, grant: &Grant, connection: u64, node: &str, req: &Request) -> Outcome {
     let (path, query) = match req.path.split_once('?') {
         Some((p, q)) => (p, Some(q)),
         None => (req.path.as_str(), None),
@@ -129,6 +130,10 @@ pub fn handle(vh: &Arc<VHost>, connection: u64, node: &str, req: &Request) -> Ou
     let segments: Vec<&str> = path.split('/').skip(1).collect();
     let decode = |s: &str| address::decode_segment(s, &req.path).map_err(|e| e.to_string());
     let mut out = Outcome::default();
+    if let Err(e) = authorize(grant, req.method.as_str(), &segments, &decode) {
+        out.response = Some(broker_error(e));
+        return out;
+    }
     let response = match (req.method.as_str(), segments.as_slice()) {
         ("PUT", ["queues", q]) => match decode(q) {
             Ok(name) => declare_queue(vh, connection, node, &name, &req.body, &mut out),
@@ -169,9 +174,9 @@ pub fn handle(vh: &Arc<VHost>, connection: u64, node: &str, req: &Request) -> Ou
             },
             Err(e) => Response::error(400, e),
         },
-        ("POST", ["bindings"]) => bind(vh, &req.body),
+        ("POST", ["bindings"]) => bind(vh, grant, &req.body),
         ("GET", ["bindings"]) => list_bindings(vh, query.unwrap_or("")),
-        ("DELETE", ["bindings", spec]) => unbind(vh, spec, &req.path),
+        ("DELETE", ["bindings", spec]) => unbind(vh, grant, spec, &req.path),
         (_, ["queues", ..] | ["exchanges", ..] | ["bindings", ..]) => {
             Response::error(405, format!("{} is not allowed on {}", req.method, req.path))
         }
@@ -179,6 +184,38 @@ pub fn handle(vh: &Arc<VHost>, connection: u64, node: &str, req: &Request) -> Ou
     };
     out.response = Some(response);
     out
+}
+
+/// The permission a queue or exchange request needs, as the same operation
+/// over 0-9-1 would: configure to declare or delete, read to purge.
+/// Bindings are checked where their ends are known ([`bind`], [`unbind`]).
+fn authorize(
+    grant: &Grant,
+    method: &str,
+    segments: &[&str],
+    decode: &dyn Fn(&str) -> Result<String, String>,
+) -> Result<(), BrokerError> {
+    let (access, kind, name) = match (method, segments) {
+        ("PUT" | "DELETE", ["queues", q]) => (Access::Configure, Resource::Queue, q),
+        ("DELETE", ["queues", q, "messages"]) => (Access::Read, Resource::Queue, q),
+        ("PUT" | "DELETE", ["exchanges", x]) => (Access::Configure, Resource::Exchange, x),
+        _ => return Ok(()),
+    };
+    // A name that does not decode is reported by the request itself.
+    match decode(name) {
+        Ok(name) => grant.check(access, kind, &name),
+        Err(_) => Ok(()),
+    }
+}
+
+/// Binding `destination` to `source` needs write on the destination and
+/// read on the source (as 0-9-1's queue.bind and exchange.bind).
+fn authorize_binding(grant: &Grant, source: &str, destination: &Destination) -> Result<(), BrokerError> {
+    match destination {
+        Destination::Queue(q) => grant.check(Access::Write, Resource::Queue, &q.to_str_lossy())?,
+        Destination::Exchange(x) => grant.check(Access::Write, Resource::Exchange, &x.to_str_lossy())?,
+    }
+    grant.check(Access::Read, Resource::Exchange, source)
 }
 
 /// The status RabbitMQ's management node gives a broker error.
@@ -333,7 +370,7 @@ fn declare_exchange(vh: &VHost, name: &str, body: &Value) -> Response {
     }
 }
 
-fn bind(vh: &VHost, body: &Value) -> Response {
+fn bind(vh: &VHost, grant: &Grant, body: &Value) -> Response {
     let Some(source) = get_str(body, "source") else {
         return Response::error(400, "a binding needs a source");
     };
@@ -350,6 +387,9 @@ fn bind(vh: &VHost, body: &Value) -> Response {
             )
         }
     };
+    if let Err(e) = authorize_binding(grant, &source, &destination) {
+        return broker_error(e);
+    }
     let arguments = match arguments(body) {
         Ok(a) => a,
         Err(r) => return r,
@@ -490,7 +530,7 @@ fn list_bindings(vh: &VHost, query: &str) -> Response {
 
 /// DELETE /bindings/src=..;dstq=..;key=..;args=..: removing what is not
 /// bound succeeds, as in RabbitMQ.
-fn unbind(vh: &VHost, spec: &str, whole: &str) -> Response {
+fn unbind(vh: &VHost, grant: &Grant, spec: &str, whole: &str) -> Response {
     let spec = match BindingSpec::parse(spec.split(';'), whole) {
         Ok(s) => s,
         Err(r) => return r,
@@ -499,6 +539,9 @@ fn unbind(vh: &VHost, spec: &str, whole: &str) -> Response {
     else {
         return Response::error(400, format!("bad binding path {whole}"));
     };
+    if let Err(e) = authorize_binding(grant, src, dest) {
+        return broker_error(e);
+    }
     for b in spec.matching(vh, src, dest) {
         if let Err(e) = vh.unbind(&src.as_str().into(), &b) {
             return broker_error(e);

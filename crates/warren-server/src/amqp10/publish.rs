@@ -16,7 +16,7 @@ use warren_amqp10::messaging::{self, Outcome};
 use warren_amqp10::performative::{AmqpError, Transfer};
 use warren_core::message::Message;
 use warren_core::queue::{PublishOutcome, Queue, SyncTicket};
-use warren_core::VHost;
+use warren_core::{Access, Grant, Resource, VHost};
 
 use super::address::{self, Target};
 use super::convert;
@@ -127,11 +127,31 @@ impl Publisher {
     }
 }
 
-/// Resolve a target address at attach, checking that it exists.
-pub fn attach_target(vh: &VHost, address: Option<&str>, connection: u64) -> Result<Target, AmqpError> {
+/// Resolve a target address at attach, checking that it exists and that
+/// the user may write to it.
+pub fn attach_target(
+    vh: &VHost,
+    grant: &Grant,
+    address: Option<&str>,
+    connection: u64,
+) -> Result<Target, AmqpError> {
     let target = address::target(address).map_err(|e| AmqpError::new("amqp:invalid-field", e.to_string()))?;
+    may_write(grant, &target)?;
     check(vh, &target, connection)?;
     Ok(target)
+}
+
+/// Publishing needs write on the exchange; a queue target publishes
+/// through the default exchange (`amq.default`), as in RabbitMQ.
+fn may_write(grant: &Grant, target: &Target) -> Result<(), AmqpError> {
+    let exchange = match target {
+        Target::Queue(_) => "",
+        Target::Exchange { exchange, .. } => exchange,
+        Target::PerMessage => return Ok(()),
+    };
+    grant
+        .check(Access::Write, Resource::Exchange, exchange)
+        .map_err(|e| AmqpError::new("amqp:unauthorized-access", e.to_string()))
 }
 
 fn check(vh: &VHost, target: &Target, connection: u64) -> Result<(), AmqpError> {
@@ -151,6 +171,7 @@ fn check(vh: &VHost, target: &Target, connection: u64) -> Result<(), AmqpError> 
 pub fn publish(
     ctx: &Arc<ServerCtx>,
     vh: &Arc<VHost>,
+    grant: &Grant,
     target: &Target,
     delivery_id: u32,
     settled: bool,
@@ -169,7 +190,12 @@ pub fn publish(
                         flow: Vec::new(),
                     })
                 }
-                Ok(t) => t,
+                Ok(t) => {
+                    // The anonymous terminus: each message's `to` is
+                    // checked as a link's target would be at attach.
+                    may_write(grant, &t)?;
+                    t
+                }
             }
         }
         t => t.clone(),

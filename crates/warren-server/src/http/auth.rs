@@ -12,7 +12,7 @@ use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use base64::Engine;
-use warren_core::User;
+use warren_core::{Access, Permission, Resource, User};
 
 use super::error::ApiError;
 use crate::ServerCtx;
@@ -38,19 +38,25 @@ impl Authed {
 
     /// May this user see `vhost`'s objects?
     pub fn may_see(&self, vhost: &str) -> bool {
-        self.sees_all() || self.user.vhosts.iter().any(|v| v == vhost)
+        self.sees_all() || self.user.permissions.contains_key(vhost)
     }
 
-    /// May this user change `vhost`'s objects (declare, delete, purge)?
-    pub fn may_change(&self, vhost: &str) -> Result<(), ApiError> {
-        if self.user.vhosts.iter().any(|v| v == vhost) {
-            Ok(())
-        } else {
-            Err(ApiError::Forbidden(format!(
+    /// May this user use `vhost` at all? Its permissions there if so.
+    pub fn may_change(&self, vhost: &str) -> Result<&Permission, ApiError> {
+        self.user.permissions.get(vhost).ok_or_else(|| {
+            ApiError::Forbidden(format!(
                 "access to vhost '{vhost}' refused for user '{}'",
                 self.user.name
-            )))
-        }
+            ))
+        })
+    }
+
+    /// The protocol permission check, for API operations that do what a
+    /// client would (declare, delete, purge, publish, get).
+    pub fn check(&self, vhost: &str, access: Access, kind: Resource, name: &str) -> Result<(), ApiError> {
+        self.may_change(vhost)?
+            .check(access, kind, name, vhost, &self.user.name)
+            .map_err(|e| ApiError::Forbidden(e.to_string()))
     }
 
     pub fn admin(&self) -> Result<(), ApiError> {

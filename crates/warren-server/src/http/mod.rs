@@ -88,8 +88,12 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
         .route("/api/bindings", get(objects::bindings))
         .route("/api/bindings/{vhost}", get(objects::bindings_in))
         .route(
-            "/api/bindings/{vhost}/e/{source}/q/{destination}",
-            get(objects::bindings_between).post(objects::bind_queue),
+            "/api/bindings/{vhost}/e/{source}/{kind}/{destination}",
+            get(objects::bindings_between).post(objects::bind),
+        )
+        .route(
+            "/api/bindings/{vhost}/e/{source}/{kind}/{destination}/{props}",
+            axum::routing::delete(objects::unbind),
         )
         .route("/api/definitions", get(defs::export).post(defs::import))
         .route("/api/definitions/{vhost}", get(defs::export_vhost))

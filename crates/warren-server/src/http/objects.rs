@@ -15,7 +15,7 @@ use warren_amqp091::ShortStr;
 use warren_core::exchange::{Binding, Destination};
 use warren_core::queue::Queue;
 use warren_core::vhost::{ExchangeDecl, QueueDecl, VHost};
-use warren_core::User;
+use warren_core::{Access, Permission, Resource, User};
 
 use super::auth::Authed;
 use super::error::ApiError;
@@ -176,8 +176,8 @@ pub async fn put_vhost(State(ctx): Ctx, who: Authed, Path(vhost): Path<String>) 
     // The creator may use it (RabbitMQ grants the creating user full
     // permissions on a new vhost).
     if let Some(mut u) = ctx.broker.user(&who.user.name) {
-        if !u.vhosts.contains(&vhost) {
-            u.vhosts.push(vhost.clone());
+        if !u.permissions.contains_key(&vhost) {
+            u.permissions.insert(vhost.clone(), Permission::full());
             ctx.broker.put_user(u);
         }
     }
@@ -194,8 +194,7 @@ pub async fn delete_vhost(State(ctx): Ctx, who: Authed, Path(vhost): Path<String
         return Err(ApiError::NotFound);
     }
     for mut u in ctx.broker.users() {
-        if u.vhosts.contains(&vhost) {
-            u.vhosts.retain(|v| v != &vhost);
+        if u.permissions.remove(&vhost).is_some() {
             ctx.broker.put_user(u);
         }
     }
@@ -263,12 +262,15 @@ pub async fn put_user(
         Some(Value::Array(a)) => a.iter().filter_map(|t| t.as_str().map(String::from)).collect(),
         _ => Vec::new(),
     };
-    let vhosts = existing.as_ref().map(|u| u.vhosts.clone()).unwrap_or_default();
+    let permissions = existing
+        .as_ref()
+        .map(|u| u.permissions.clone())
+        .unwrap_or_default();
     ctx.broker.put_user(User {
         name,
         password_hash,
         tags,
-        vhosts,
+        permissions,
     });
     Ok(if existing.is_some() {
         StatusCode::NO_CONTENT
@@ -286,16 +288,22 @@ pub async fn delete_user(State(ctx): Ctx, who: Authed, Path(name): Path<String>)
     }
 }
 
-fn permission_json(user: &str, vhost: &str) -> Value {
-    json!({"user": user, "vhost": vhost, "configure": ".*", "write": ".*", "read": ".*"})
+fn permission_json(user: &str, vhost: &str, p: &Permission) -> Value {
+    json!({
+        "user": user,
+        "vhost": vhost,
+        "configure": p.configure(),
+        "write": p.write(),
+        "read": p.read(),
+    })
 }
 
 pub async fn permissions(State(ctx): Ctx, who: Authed) -> ApiResult<Json<Value>> {
     who.admin()?;
     let mut out = Vec::new();
     for u in ctx.broker.users() {
-        for v in &u.vhosts {
-            out.push(permission_json(&u.name, v));
+        for (v, p) in &u.permissions {
+            out.push(permission_json(&u.name, v, p));
         }
     }
     out.sort_by_key(|p| p.to_string());
@@ -308,28 +316,42 @@ pub async fn permission(
     Path((vhost, user)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     who.admin()?;
-    match ctx.broker.user(&user) {
-        Some(u) if u.vhosts.contains(&vhost) => Ok(Json(permission_json(&user, &vhost))),
-        _ => Err(ApiError::NotFound),
-    }
+    ctx.broker
+        .user(&user)
+        .and_then(|u| {
+            u.permissions
+                .get(&vhost)
+                .map(|p| permission_json(&user, &vhost, p))
+        })
+        .map(Json)
+        .ok_or(ApiError::NotFound)
 }
 
-/// Grant `user` the use of `vhost`. Warren keeps one permission per user
-/// and vhost, all or nothing for now: any regexes given are taken as ".*".
+/// Set `user`'s configure/write/read patterns in `vhost` (all three are
+/// required, as in RabbitMQ; an invalid regex is a 400).
 pub async fn put_permission(
     State(ctx): Ctx,
     who: Authed,
     Path((vhost, user)): Path<(String, String)>,
+    b: Option<Json<Value>>,
 ) -> ApiResult<StatusCode> {
     who.admin()?;
     ctx.broker.vhost(&vhost).ok_or(ApiError::NotFound)?;
     let mut u = ctx.broker.user(&user).ok_or(ApiError::NotFound)?;
-    if u.vhosts.contains(&vhost) {
-        return Ok(StatusCode::NO_CONTENT);
-    }
-    u.vhosts.push(vhost);
+    let m = body(b);
+    let field = |k: &str| match m.get(k) {
+        Some(Value::String(s)) => Ok(s.clone()),
+        _ => Err(ApiError::BadRequest(format!("[{{key_missing,{k}}}]"))),
+    };
+    let p = Permission::new(&field("configure")?, &field("write")?, &field("read")?)
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let created = u.permissions.insert(vhost, p).is_none();
     ctx.broker.put_user(u);
-    Ok(StatusCode::CREATED)
+    Ok(if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::NO_CONTENT
+    })
 }
 
 pub async fn delete_permission(
@@ -339,10 +361,9 @@ pub async fn delete_permission(
 ) -> ApiResult<StatusCode> {
     who.admin()?;
     let mut u = ctx.broker.user(&user).ok_or(ApiError::NotFound)?;
-    if !u.vhosts.contains(&vhost) {
+    if u.permissions.remove(&vhost).is_none() {
         return Err(ApiError::NotFound);
     }
-    u.vhosts.retain(|v| v != &vhost);
     ctx.broker.put_user(u);
     Ok(StatusCode::NO_CONTENT)
 }
@@ -406,7 +427,7 @@ pub async fn put_exchange(
     b: Option<Json<Value>>,
 ) -> ApiResult<StatusCode> {
     let vh = visible(&ctx, &who, &vhost)?;
-    who.may_change(&vhost)?;
+    who.check(&vhost, Access::Configure, Resource::Exchange, &name)?;
     let m = body(b);
     let kind = match m.get("type") {
         Some(Value::String(t)) => t.clone(),
@@ -443,7 +464,7 @@ pub async fn delete_exchange(
     Query(q): Query<IfUnused>,
 ) -> ApiResult<StatusCode> {
     let vh = visible(&ctx, &who, &vhost)?;
-    who.may_change(&vhost)?;
+    who.check(&vhost, Access::Configure, Resource::Exchange, &name)?;
     vh.delete_exchange(&ShortStr::from(name.as_str()), q.if_unused.unwrap_or(false))?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -511,7 +532,7 @@ pub async fn put_queue(
     b: Option<Json<Value>>,
 ) -> ApiResult<StatusCode> {
     let vh = visible(&ctx, &who, &vhost)?;
-    who.may_change(&vhost)?;
+    who.check(&vhost, Access::Configure, Resource::Queue, &name)?;
     let m = body(b);
     let (_, created) = vh.declare_queue(
         QueueDecl {
@@ -537,7 +558,7 @@ pub async fn delete_queue(
     Query(q): Query<IfUnused>,
 ) -> ApiResult<StatusCode> {
     let vh = visible(&ctx, &who, &vhost)?;
-    who.may_change(&vhost)?;
+    who.check(&vhost, Access::Configure, Resource::Queue, &name)?;
     let n = ShortStr::from(name.as_str());
     vh.queue(&n, 0).map_err(|_| ApiError::NotFound)?;
     vh.delete_queue(&n, q.if_unused.unwrap_or(false), q.if_empty.unwrap_or(false), 0)?;
@@ -550,7 +571,7 @@ pub async fn purge_queue(
     Path((vhost, name)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
     let vh = visible(&ctx, &who, &vhost)?;
-    who.may_change(&vhost)?;
+    who.check(&vhost, Access::Read, Resource::Queue, &name)?;
     let q = vh.queue(name.as_bytes(), 0).map_err(|_| ApiError::NotFound)?;
     let (_, effects) = q.purge();
     vh.apply(&q, effects, &mut |_| {});
@@ -612,13 +633,23 @@ pub async fn bindings_in(
     listing(bindings_of(&[visible(&ctx, &who, &vhost)?]), &q)
 }
 
+/// The destination of a binding path: `q` for a queue, `e` for an
+/// exchange.
+fn destination(kind: &str, name: &str) -> ApiResult<Destination> {
+    match kind {
+        "q" => Ok(Destination::Queue(ShortStr::from(name))),
+        "e" => Ok(Destination::Exchange(ShortStr::from(name))),
+        _ => Err(ApiError::NotFound),
+    }
+}
+
 pub async fn bindings_between(
     State(ctx): Ctx,
     who: Authed,
-    Path((vhost, source, destination)): Path<(String, String, String)>,
+    Path((vhost, source, kind, destination_name)): Path<(String, String, String, String)>,
 ) -> ApiResult<Json<Value>> {
     let vh = visible(&ctx, &who, &vhost)?;
-    let dest = Destination::Queue(ShortStr::from(destination.as_str()));
+    let dest = destination(&kind, &destination_name)?;
     let src = ShortStr::from(source.as_str());
     Ok(Json(Value::Array(
         vh.bindings_from(source.as_bytes(), Some(&dest))
@@ -628,16 +659,27 @@ pub async fn bindings_between(
     )))
 }
 
-/// POST /api/bindings/{vhost}/e/{source}/q/{queue}: `routing_key` and
-/// `arguments`; 201 with the new binding's location.
-pub async fn bind_queue(
+/// Binding needs write on the destination and read on the source, as
+/// 0-9-1's queue.bind and exchange.bind.
+fn may_bind(who: &Authed, vhost: &str, source: &str, dest: &Destination) -> ApiResult<()> {
+    match dest {
+        Destination::Queue(q) => who.check(vhost, Access::Write, Resource::Queue, &q.to_str_lossy())?,
+        Destination::Exchange(x) => who.check(vhost, Access::Write, Resource::Exchange, &x.to_str_lossy())?,
+    }
+    who.check(vhost, Access::Read, Resource::Exchange, source)
+}
+
+/// POST /api/bindings/{vhost}/e/{source}/{q|e}/{destination}:
+/// `routing_key` and `arguments`; 201 with the new binding's location.
+pub async fn bind(
     State(ctx): Ctx,
     who: Authed,
-    Path((vhost, source, destination)): Path<(String, String, String)>,
+    Path((vhost, source, kind, destination_name)): Path<(String, String, String, String)>,
     b: Option<Json<Value>>,
 ) -> ApiResult<(StatusCode, [(axum::http::HeaderName, String); 1])> {
     let vh = visible(&ctx, &who, &vhost)?;
-    who.may_change(&vhost)?;
+    let dest = destination(&kind, &destination_name)?;
+    may_bind(&who, &vhost, &source, &dest)?;
     let m = body(b);
     let key = m
         .get("routing_key")
@@ -645,18 +687,41 @@ pub async fn bind_queue(
         .unwrap_or("")
         .to_string();
     let binding = Binding {
-        destination: Destination::Queue(ShortStr::from(destination.as_str())),
+        destination: dest,
         routing_key: ShortStr::from(key.as_str()),
         arguments: arguments(&m)?,
     };
     let props = properties_key(&binding);
     vh.bind(&ShortStr::from(source.as_str()), binding)?;
     let location = format!(
-        "/api/bindings/{}/e/{}/q/{}/{}",
+        "/api/bindings/{}/e/{}/{kind}/{}/{}",
         percent_encode(&vhost),
         percent_encode(&source),
-        percent_encode(&destination),
+        percent_encode(&destination_name),
         props
     );
     Ok((StatusCode::CREATED, [(axum::http::header::LOCATION, location)]))
+}
+
+/// DELETE /api/bindings/{vhost}/e/{source}/{q|e}/{destination}/{props}:
+/// the binding whose `properties_key` is `props`.
+pub async fn unbind(
+    State(ctx): Ctx,
+    who: Authed,
+    Path((vhost, source, kind, destination_name, props)): Path<(String, String, String, String, String)>,
+) -> ApiResult<StatusCode> {
+    let vh = visible(&ctx, &who, &vhost)?;
+    let dest = destination(&kind, &destination_name)?;
+    may_bind(&who, &vhost, &source, &dest)?;
+    let found = vh
+        .bindings_from(source.as_bytes(), Some(&dest))
+        .into_iter()
+        // The path segment arrives decoded; the key is kept encoded.
+        .find(|b| {
+            let k = properties_key(b);
+            k == props || k == props.replace('%', "%25").replace('/', "%2F")
+        })
+        .ok_or(ApiError::NotFound)?;
+    vh.unbind(&ShortStr::from(source.as_str()), &found)?;
+    Ok(StatusCode::NO_CONTENT)
 }

@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
 use warren_core::queue::StreamWaiter;
-use warren_core::{User, VHost};
+use warren_core::{Access, Grant, Resource, User, VHost};
 use warren_stream::command::{begin_frame, end_frame, key, parse_frame, Command, Response};
 use warren_stream::wire::{put_pairs, put_string, Reader};
 use warren_stream::CodecError;
@@ -132,6 +132,8 @@ pub struct Conn {
     pub(super) last_sent: Instant,
     pub(super) vhost: Option<Arc<VHost>>,
     pub(super) user: Option<User>,
+    /// What the user may do in `vhost`; streams are queues to permissions.
+    pub(super) grant: Option<Grant>,
     pub(super) publishers: HashMap<u8, Publisher>,
     pub(super) subscriptions: HashMap<u8, Subscription>,
     pub(super) wake: Arc<Wake>,
@@ -173,6 +175,7 @@ pub async fn serve(
         last_sent: Instant::now(),
         vhost: None,
         user: None,
+        grant: None,
         publishers: HashMap::new(),
         subscriptions: HashMap::new(),
         wake: Arc::new(Wake::default()),
@@ -356,9 +359,10 @@ impl Conn {
                         return Err(Stop::Close(code::SASL_ERROR, "open before authentication".into()));
                     };
                     match self.ctx.broker.open_vhost(&user, &vhost) {
-                        Ok(vh) => {
+                        Ok((vh, grant)) => {
                             self.entry.logged_in("RabbitMQ Stream", &user.name, &vhost);
                             self.vhost = Some(vh);
+                            self.grant = Some(grant);
                             let (host, port) = self.advertised();
                             let mut rest = BytesMut::new();
                             put_pairs(
@@ -495,7 +499,11 @@ impl Conn {
                 publisher_id,
                 reference,
                 stream,
-            } => self.declare_publisher(correlation_id, publisher_id, reference, &stream),
+            } => {
+                if self.allowed(key::DECLARE_PUBLISHER, correlation_id, Access::Write, &stream) {
+                    self.declare_publisher(correlation_id, publisher_id, reference, &stream)
+                }
+            }
             Command::DeletePublisher {
                 correlation_id,
                 publisher_id,
@@ -504,7 +512,16 @@ impl Conn {
                 correlation_id,
                 reference,
                 stream,
-            } => self.query_publisher_sequence(correlation_id, &reference, &stream),
+            } => {
+                if self.allowed(
+                    key::QUERY_PUBLISHER_SEQUENCE,
+                    correlation_id,
+                    Access::Read,
+                    &stream,
+                ) {
+                    self.query_publisher_sequence(correlation_id, &reference, &stream)
+                }
+            }
             Command::Subscribe {
                 correlation_id,
                 subscription_id,
@@ -512,14 +529,18 @@ impl Conn {
                 offset,
                 credit,
                 properties,
-            } => self.subscribe(
-                correlation_id,
-                subscription_id,
-                &stream,
-                offset,
-                credit,
-                &properties,
-            ),
+            } => {
+                if self.allowed(key::SUBSCRIBE, correlation_id, Access::Read, &stream) {
+                    self.subscribe(
+                        correlation_id,
+                        subscription_id,
+                        &stream,
+                        offset,
+                        credit,
+                        &properties,
+                    )
+                }
+            }
             Command::Unsubscribe {
                 correlation_id,
                 subscription_id,
@@ -532,21 +553,39 @@ impl Conn {
                 reference,
                 stream,
                 offset,
-            } => self.store_offset(&reference, &stream, offset),
+            } => {
+                // No response to refuse with: dropped, as RabbitMQ does.
+                match self.check(Access::Write, &stream) {
+                    Ok(()) => self.store_offset(&reference, &stream, offset),
+                    Err(e) => tracing::warn!(peer = %self.peer, "store_offset refused: {e}"),
+                }
+            }
             Command::QueryOffset {
                 correlation_id,
                 reference,
                 stream,
-            } => self.query_offset(correlation_id, &reference, &stream),
+            } => {
+                if self.allowed(key::QUERY_OFFSET, correlation_id, Access::Read, &stream) {
+                    self.query_offset(correlation_id, &reference, &stream)
+                }
+            }
             Command::Create {
                 correlation_id,
                 stream,
                 arguments,
-            } => self.create(correlation_id, &stream, &arguments),
+            } => {
+                if self.allowed(key::CREATE, correlation_id, Access::Configure, &stream) {
+                    self.create(correlation_id, &stream, &arguments)
+                }
+            }
             Command::Delete {
                 correlation_id,
                 stream,
-            } => self.delete(correlation_id, &stream),
+            } => {
+                if self.allowed(key::DELETE, correlation_id, Access::Configure, &stream) {
+                    self.delete(correlation_id, &stream)
+                }
+            }
             Command::Tune { .. } | Command::PeerProperties { .. } => {}
             // The client's answers to what we sent (none expected).
             Command::Response(_) | Command::CreditError { .. } => {}
@@ -619,15 +658,67 @@ impl Conn {
                     keys.push(r.string()?);
                 }
                 let args = if r.remaining() > 0 { r.pairs()? } else { Vec::new() };
-                self.create_super_stream(correlation_id, &name, &partitions, &keys, &args);
+                // Configure on the super stream (an exchange) and on each
+                // partition stream.
+                let refused = self
+                    .grant
+                    .as_ref()
+                    .map(|g| {
+                        g.check(Access::Configure, Resource::Exchange, &name).is_err()
+                            || partitions
+                                .iter()
+                                .any(|p| g.check(Access::Configure, Resource::Queue, p).is_err())
+                    })
+                    .unwrap_or(true);
+                if refused {
+                    self.respond(k, correlation_id, code::ACCESS_REFUSED);
+                } else {
+                    self.create_super_stream(correlation_id, &name, &partitions, &keys, &args);
+                }
             }
             ext_key::DELETE_SUPER_STREAM => {
                 let name = r.string()?;
-                self.delete_super_stream(correlation_id, &name);
+                let allowed = self
+                    .grant
+                    .as_ref()
+                    .is_some_and(|g| g.check(Access::Configure, Resource::Exchange, &name).is_ok());
+                if allowed {
+                    self.delete_super_stream(correlation_id, &name);
+                } else {
+                    self.respond(k, correlation_id, code::ACCESS_REFUSED);
+                }
             }
             _ => unreachable!("dispatched by key"),
         }
         Ok(())
+    }
+
+    /// The permission check for a command on `stream` (a queue, to
+    /// permissions).
+    fn check(&self, access: Access, stream: &str) -> Result<(), warren_core::BrokerError> {
+        match &self.grant {
+            Some(g) => g.check(access, Resource::Queue, stream),
+            None => Err(warren_core::BrokerError::AccessRefused(
+                "connection not open".into(),
+            )),
+        }
+    }
+
+    /// [`Self::check`], answering a refusal with ACCESS_REFUSED (0x10).
+    fn allowed(&mut self, k: u16, correlation_id: u32, access: Access, stream: &str) -> bool {
+        match self.check(access, stream) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::debug!(peer = %self.peer, "{e}");
+                // The two query responses carry a u64 even on error.
+                let rest: &[u8] = match k {
+                    key::QUERY_OFFSET | key::QUERY_PUBLISHER_SEQUENCE => &[0; 8],
+                    _ => &[],
+                };
+                response(&mut self.wbuf, k, correlation_id, code::ACCESS_REFUSED, rest);
+                false
+            }
+        }
     }
 
     /// A frame of `key` whose content `fill` writes (server-initiated

@@ -271,8 +271,14 @@ async fn definitions_export_and_import_into_a_fresh_broker() {
         Some(json!({"password": "s3cret", "tags": ["management"]})),
     )
     .await;
-    a.http(Method::PUT, "/api/permissions/shop/clerk", Some(json!({})))
+    let (s, _) = a
+        .http(
+            Method::PUT,
+            "/api/permissions/shop/clerk",
+            Some(json!({"configure": "^audit$", "write": ".*", "read": ".*"})),
+        )
         .await;
+    assert_eq!(s, StatusCode::CREATED);
     a.http(
         Method::PUT,
         "/api/exchanges/shop/events",
@@ -312,6 +318,8 @@ async fn definitions_export_and_import_into_a_fresh_broker() {
         .http_as("clerk", "s3cret", Method::GET, "/api/queues/shop/audit", None)
         .await;
     assert_eq!(s, StatusCode::OK, "the imported user logs in with its password");
+    let (_, p) = b.http(Method::GET, "/api/permissions/shop/clerk", None).await;
+    assert_eq!(p["configure"], "^audit$", "permissions move with the definitions");
     let (s, _) = b
         .http(Method::POST, "/api/definitions", Some(json!("not definitions")))
         .await;

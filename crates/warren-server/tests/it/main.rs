@@ -18,6 +18,7 @@ mod exchanges;
 mod flow;
 mod http_api;
 mod lapin_basics;
+mod permissions;
 mod queues;
 mod raw;
 mod reply_to;

@@ -75,7 +75,7 @@ impl Conn {
         name: &str,
         message: &[u8],
     ) -> Result<(), Failure> {
-        let Some(vh) = self.vhost.clone() else {
+        let (Some(vh), Some(grant)) = (self.vhost.clone(), self.grant.clone()) else {
             return Ok(());
         };
         let Some(s) = self.sessions.get(&channel) else {
@@ -104,7 +104,7 @@ impl Conn {
         let mut out = BytesMut::new();
         match management::parse(message) {
             Ok(req) => {
-                let done = management::handle(&vh, self.id, management::NODE, &req);
+                let done = management::handle(&vh, &grant, self.id, management::NODE, &req);
                 if let Some(q) = done.exclusive {
                     self.exclusive.push(q);
                 }

@@ -12,6 +12,7 @@ use warren_amqp10::performative::{AmqpError, Attach, Disposition, Flow, Performa
 use warren_amqp10::Value;
 use warren_core::message::Message;
 use warren_core::queue::{ConsumerSpec, Effects, Entry, LinkCredit, Queue, Settle};
+use warren_core::{Access, Resource};
 
 use super::{Conn, Failure, Receiver, Unsettled};
 use crate::amqp091::outbox::OutItem;
@@ -40,12 +41,18 @@ impl Conn {
     /// A client's receiving link: a consumer on the source queue, with
     /// credit the queue counts.
     pub(super) fn attach_receiver(&mut self, channel: u16, a: Attach) {
-        let Some(vh) = self.vhost.clone() else { return };
+        let (Some(vh), Some(grant)) = (self.vhost.clone(), self.grant.clone()) else {
+            return;
+        };
         let out = self.sessions.get(&channel).map_or(channel, |s| s.outgoing);
         let address = a.source.as_ref().and_then(messaging::address);
         let queue = address::source(address.as_deref())
             .map_err(|e| AmqpError::new("amqp:invalid-field", e.to_string()))
             .and_then(|q| {
+                // Consuming needs read on the queue.
+                grant
+                    .check(Access::Read, Resource::Queue, &q)
+                    .map_err(|e| AmqpError::new("amqp:unauthorized-access", e.to_string()))?;
                 vh.queue(q.as_bytes(), self.id)
                     .map_err(|e| AmqpError::new("amqp:not-found", e.to_string()))
             });
