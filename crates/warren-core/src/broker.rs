@@ -15,6 +15,7 @@ use crate::alarms::Alarms;
 use crate::error::BrokerError;
 use crate::permissions::{Grant, Permission};
 use crate::queue::{MemoryGauge, QueueEnv, Storage};
+use crate::stats::MessageCounters;
 use crate::vhost::{ChangeHook, VHost};
 
 #[derive(Debug, Clone)]
@@ -95,6 +96,8 @@ pub struct Broker {
     pub config: BrokerConfig,
     pub memory: Arc<MemoryGauge>,
     pub alarms: Alarms,
+    /// Broker-wide message counters (received, delivered, acked, ...).
+    pub messages: Arc<MessageCounters>,
     vhosts: RwLock<HashMap<String, Arc<VHost>>>,
     users: RwLock<HashMap<String, User>>,
     on_change: ChangeHook,
@@ -113,6 +116,7 @@ impl Broker {
             alarms: Alarms::new(config.memory_high_watermark, config.disk_free_limit),
             config,
             memory: Arc::new(MemoryGauge::default()),
+            messages: Arc::new(MessageCounters::default()),
             vhosts: RwLock::new(HashMap::new()),
             users: RwLock::new(HashMap::new()),
             on_change,
@@ -136,6 +140,7 @@ impl Broker {
                     streams_dir: self.config.streams_dir.clone(),
                     stream_codec: self.config.stream_codec,
                     stream_cache_bytes: self.config.stream_cache_bytes,
+                    messages: self.messages.clone(),
                 };
                 Arc::new(VHost::new(name, env, self.on_change.clone()))
             })

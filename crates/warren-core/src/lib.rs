@@ -13,6 +13,7 @@ pub mod exchange;
 pub mod message;
 pub mod permissions;
 pub mod queue;
+pub mod stats;
 pub mod vhost;
 
 pub use broker::{Broker, BrokerConfig, User};

@@ -88,6 +88,9 @@ pub struct Config {
     /// it is on disk; older data is dropped from the cache after each
     /// background sync (0: leave it to the OS, as RabbitMQ does).
     pub stream_cache_bytes: u64,
+    /// How often message rates are sampled, in milliseconds (RabbitMQ's
+    /// collect_statistics_interval, 5000).
+    pub collect_statistics_interval: u64,
 }
 
 impl Default for Config {
@@ -113,6 +116,7 @@ impl Default for Config {
             stream_advertised_port: None,
             stream_frame_max: 1 << 20,
             stream_cache_bytes: 1 << 30,
+            collect_statistics_interval: 5000,
             http_listen: "0.0.0.0:15672".parse().expect("static address"),
             prometheus_listen: "0.0.0.0:15692".parse().expect("static address"),
         }

@@ -6,10 +6,13 @@
 //! `watch` the connection already selects on for broker shutdown): closing
 //! one connection sets its signal, closing all sets every one. The entry
 //! goes when the connection's task ends ([`Registered`] is dropped). The
-//! front ends fill in the login (protocol, user, vhost) once it succeeds.
+//! front ends fill in the login (protocol, user, vhost) once it succeeds,
+//! count the bytes they read and write, and keep their channels' numbers
+//! (0-9-1) or session count (1.0) current for `/api/channels`.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -27,6 +30,27 @@ pub struct Entry {
     login: Mutex<Option<Login>>,
     close: watch::Sender<bool>,
     reason: Mutex<Option<String>>,
+    /// Octets read from and written to the socket.
+    pub recv_oct: AtomicU64,
+    pub send_oct: AtomicU64,
+    /// Open 0-9-1 channels, by number.
+    channels: Mutex<Vec<Arc<ChannelInfo>>>,
+    /// Open AMQP 1.0 sessions (listed as channels, as RabbitMQ counts them).
+    pub sessions: AtomicU32,
+}
+
+/// A 0-9-1 channel as `/api/channels` shows it. The connection that owns
+/// the channel stores its numbers once per wakeup (relaxed atomics: the
+/// API reads a recent value, never a torn one).
+#[derive(Debug, Default)]
+pub struct ChannelInfo {
+    pub number: u16,
+    pub prefetch: AtomicU32,
+    pub global_prefetch: AtomicU32,
+    pub confirm: AtomicBool,
+    pub transactional: AtomicBool,
+    pub consumers: AtomicU32,
+    pub unacked: AtomicU64,
 }
 
 /// Who the connection is, once logged in.
@@ -54,6 +78,42 @@ impl Entry {
 
     pub fn login(&self) -> Option<Login> {
         self.login.lock().clone()
+    }
+
+    /// A channel was opened: its entry, for the connection to update.
+    pub fn open_channel(&self, number: u16) -> Arc<ChannelInfo> {
+        let info = Arc::new(ChannelInfo {
+            number,
+            ..Default::default()
+        });
+        let mut chs = self.channels.lock();
+        chs.retain(|c| c.number != number);
+        chs.push(info.clone());
+        info
+    }
+
+    pub fn close_channel(&self, number: u16) {
+        self.channels.lock().retain(|c| c.number != number);
+    }
+
+    /// Open channels, by number.
+    pub fn channels(&self) -> Vec<Arc<ChannelInfo>> {
+        let mut v = self.channels.lock().clone();
+        v.sort_by_key(|c| c.number);
+        v
+    }
+
+    /// Channels (0-9-1) or sessions (1.0) open on this connection.
+    pub fn channel_count(&self) -> usize {
+        self.channels.lock().len() + self.sessions.load(Ordering::Relaxed) as usize
+    }
+
+    pub fn count_recv(&self, n: usize) {
+        self.recv_oct.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    pub fn count_send(&self, n: usize) {
+        self.send_oct.fetch_add(n as u64, Ordering::Relaxed);
     }
 
     /// Why the connection is being closed, when the management API asked.
@@ -99,6 +159,10 @@ impl Registry {
             login: Mutex::new(None),
             close: tx,
             reason: Mutex::new(None),
+            recv_oct: AtomicU64::new(0),
+            send_oct: AtomicU64::new(0),
+            channels: Mutex::new(Vec::new()),
+            sessions: AtomicU32::new(0),
         });
         self.map.lock().insert(id, entry.clone());
         Registered {
@@ -140,5 +204,10 @@ impl Registry {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The connection whose id (the front end's connection id) is `id`.
+    pub fn get(&self, id: u64) -> Option<Arc<Entry>> {
+        self.map.lock().get(&id).cloned()
     }
 }

@@ -12,11 +12,13 @@ pub mod http;
 pub mod listener;
 pub mod reply_to;
 pub mod sniff;
+pub mod stats_sampler;
 pub mod stream;
 pub mod timers;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use tokio::sync::watch;
 use warren_core::{Broker, BrokerConfig, User};
@@ -194,6 +196,11 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let (tx, rx) = watch::channel(false);
     disk_monitor::spawn(ctx.broker.clone(), config.data_dir.clone(), rx.clone());
     stream::upkeep::spawn(ctx.broker.clone(), rx.clone());
+    stats_sampler::spawn(
+        ctx.broker.clone(),
+        Duration::from_millis(config.collect_statistics_interval),
+        rx.clone(),
+    );
     let http_listener = tokio::spawn(http::serve(http, ctx.clone(), rx.clone()));
     let prometheus_listener = tokio::spawn(http::metrics::serve(prom, ctx.clone(), rx.clone()));
     let listener = tokio::spawn(listener::accept_loop(

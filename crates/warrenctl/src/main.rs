@@ -50,8 +50,10 @@ enum Command {
     ListBindings { columns: Vec<String> },
     /// Connections to the vhost (columns: name, user, peer_host, protocol, ...).
     ListConnections { columns: Vec<String> },
-    /// Consumers of the vhost's queues.
+    /// Consumers of the vhost's queues (columns: queue_name, channel_pid, consumer_tag, ack_required, prefetch_count, active, ...).
     ListConsumers { columns: Vec<String> },
+    /// Channels of the vhost's connections (columns: pid, user, number, consumer_count, messages_unacknowledged, prefetch_count, confirm, ...).
+    ListChannels { columns: Vec<String> },
     /// Virtual hosts.
     ListVhosts { columns: Vec<String> },
     /// Users and their tags.
@@ -171,6 +173,11 @@ fn run(cli: &Cli, api: &Api) -> Result<(), CtlError> {
                 "prefetch_count",
             ],
         ),
+        Command::ListChannels { columns } => list(
+            format!("/api/vhosts/{v}/channels"),
+            columns,
+            &["pid", "user", "consumer_count", "messages_unacknowledged"],
+        ),
         Command::ListVhosts { columns } => list("/api/vhosts".into(), columns, &["name"]),
         Command::ListUsers { columns } => list("/api/users".into(), columns, &["user", "tags"]),
         Command::AddUser { name, password } => {
@@ -249,6 +256,18 @@ fn field<'a>(item: &'a Value, column: &str) -> &'a Value {
         "user" if item.get("user").is_none() => "name",
         other => other,
     };
+    // rabbitmqctl's pids are Erlang processes; the API's names stand in.
+    let nested = match column {
+        "queue_name" => Some(("queue", "name")),
+        "channel_pid" => Some(("channel_details", "name")),
+        _ => None,
+    };
+    if let Some((outer, inner)) = nested {
+        return item.get(outer).and_then(|o| o.get(inner)).unwrap_or(&Value::Null);
+    }
+    if column == "pid" {
+        return item.get("name").unwrap_or(&Value::Null);
+    }
     if column == "source_kind" {
         return &Value::Null;
     }

@@ -74,6 +74,51 @@ async fn warrenctl_manages_a_broker_over_http() {
     assert_eq!(out, "name\tmessages\tdurable\norders\t0\ttrue\n");
     let (_, out, _) = ctl(port, &["-p", "shop", "--json", "list_queues", "name"]).await;
     assert_eq!(out.trim(), r#"[{"name":"orders"}]"#);
+    // A consumer (a real client's), listed by list_consumers and
+    // list_channels.
+    let uri = format!("amqp://guest:guest@127.0.0.1:{}/shop", running.amqp_addr.port());
+    let conn = lapin::Connection::connect(&uri, Default::default())
+        .await
+        .unwrap();
+    let ch = conn.create_channel().await.unwrap();
+    // Kept: lapin cancels a consumer it drops.
+    let _consumer = ch
+        .basic_consume(
+            "orders".into(),
+            "ctl-c".into(),
+            Default::default(),
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    let (_, out, _) = ctl(
+        port,
+        &[
+            "-p",
+            "shop",
+            "list_consumers",
+            "queue_name",
+            "consumer_tag",
+            "ack_required",
+        ],
+    )
+    .await;
+    assert_eq!(
+        out,
+        "queue_name\tconsumer_tag\tack_required\norders\tctl-c\ttrue\n"
+    );
+    let mut channels = String::new();
+    for _ in 0..100 {
+        channels = ctl(port, &["-p", "shop", "list_channels", "number", "consumer_count"])
+            .await
+            .1;
+        if channels == "number\tconsumer_count\n1\t1\n" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(channels, "number\tconsumer_count\n1\t1\n");
+    conn.close(200, "done".into()).await.unwrap();
     let (_, out, _) = ctl(port, &["list_users"]).await;
     assert!(out.lines().any(|l| l == "clerk\tmanagement"), "{out}");
     let (_, out, _) = ctl(port, &["-p", "shop", "list_exchanges", "name", "type"]).await;

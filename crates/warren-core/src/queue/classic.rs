@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use crate::error::BrokerError;
 use crate::message::MessageRef;
 
-use super::consumer::{Consumer, ConsumerSpec, FlowWaiter};
+use super::consumer::{Consumer, ConsumerInfo, ConsumerSpec, FlowWaiter};
 use super::paging::{Paging, Stored};
 use super::{Ctx, Entry, Overflow, PublishOutcome, QueueConfig, QueueStats, QueueType, Reason, Settle};
 
@@ -456,7 +456,14 @@ impl QueueType for ClassicQueue {
             ready: self.total_ready(),
             unacked: self.unacked,
             consumers: self.consumers.len() as u32,
+            ready_bytes: self.ready_bytes + self.paging.tail_bytes(),
+            ram_bytes: self.ready_bytes,
+            ram_messages: self.ready_count,
         }
+    }
+
+    fn consumers(&self) -> Vec<ConsumerInfo> {
+        self.consumers.iter().map(Consumer::info).collect()
     }
 
     fn idle_since(&self) -> Option<Instant> {

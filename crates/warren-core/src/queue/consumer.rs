@@ -9,6 +9,7 @@ use std::sync::{Arc, Weak};
 use warren_amqp091::ShortStr;
 
 use super::{Entry, Queue};
+use crate::stats::Stat;
 
 /// One delivery handed to a front end.
 #[derive(Debug)]
@@ -159,7 +160,39 @@ pub(crate) struct Consumer {
     pub unacked: u32,
 }
 
+/// A consumer as the management API lists it (`/api/consumers`).
+#[derive(Debug, Clone)]
+pub struct ConsumerInfo {
+    pub connection_id: u64,
+    pub channel: u16,
+    pub tag: ShortStr,
+    pub ack_required: bool,
+    pub exclusive: bool,
+    pub prefetch: u32,
+    pub priority: i32,
+    pub unacked: u32,
+    /// False for a waiting single-active-consumer.
+    pub active: bool,
+    pub arguments: warren_amqp091::FieldTable,
+}
+
 impl Consumer {
+    pub fn info(&self) -> ConsumerInfo {
+        let s = &self.spec;
+        ConsumerInfo {
+            connection_id: s.connection_id,
+            channel: s.channel,
+            tag: s.tag.clone(),
+            ack_required: !s.no_ack,
+            exclusive: s.exclusive,
+            prefetch: s.prefetch,
+            priority: s.priority,
+            unacked: self.unacked,
+            active: true,
+            arguments: s.arguments.clone(),
+        }
+    }
+
     /// Count a delivery against this consumer's credit (link credit,
     /// prefetch, the channel's limit unless no-ack) and hand it to its
     /// sink. The queue type does its own bookkeeping first.
@@ -170,6 +203,17 @@ impl Consumer {
             if let Some(l) = &self.spec.channel_limit {
                 l.taken();
             }
+        }
+        queue.count(
+            if self.spec.no_ack {
+                Stat::DeliverNoAck
+            } else {
+                Stat::Deliver
+            },
+            1,
+        );
+        if entry.redelivered {
+            queue.count(Stat::Redeliver, 1);
         }
         self.spec.sink.deliver(Delivery {
             channel: self.spec.channel,

@@ -29,10 +29,13 @@ use warren_amqp091::{FieldTable, ShortStr};
 
 use crate::error::BrokerError;
 use crate::message::MessageRef;
+use crate::stats::{MessageCounters, Stat};
 
 pub use args::{Overflow, QueueConfig, QueueKind, StreamArgs, EQUIVALENCE_ARGS};
 pub use classic::ClassicQueue;
-pub use consumer::{ChannelLimit, ConsumerSpec, Delivery, DeliverySink, FlowWaiter, LinkCredit};
+pub use consumer::{
+    ChannelLimit, ConsumerInfo, ConsumerSpec, Delivery, DeliverySink, FlowWaiter, LinkCredit,
+};
 pub use dead_letter::{DeadLetter, Reason};
 pub use paging::{WINDOW_BYTES, WINDOW_MAX};
 pub use stream::{now_ms, StreamCodec, StreamLog, StreamQueue, StreamWaiter};
@@ -90,6 +93,12 @@ pub struct QueueStats {
     pub ready: u64,
     pub unacked: u64,
     pub consumers: u32,
+    /// Body bytes of the ready messages, in memory and paged out.
+    pub ready_bytes: u64,
+    /// Body bytes of ready messages held in memory (the rest are on disk).
+    pub ram_bytes: u64,
+    /// Ready messages held in memory.
+    pub ram_messages: u64,
 }
 
 /// Bytes held by messages in all queues, for the memory alarm.
@@ -121,6 +130,9 @@ pub struct QueueEnv {
     /// Bytes of each stream's newest data kept in the page cache once
     /// synced (0: no limit).
     pub stream_cache_bytes: u64,
+    /// The broker-wide message counters (deliveries, gets, acks and
+    /// redeliveries are counted there too).
+    pub messages: Arc<MessageCounters>,
 }
 
 /// What a queue type's calls may use besides its own state.
@@ -172,6 +184,8 @@ pub trait QueueType: Send + std::fmt::Debug {
     /// The queue is being deleted: drop its messages, return its consumers.
     fn delete(&mut self, ctx: &mut Ctx) -> Vec<ConsumerSpec>;
     fn stats(&self) -> QueueStats;
+    /// Its consumers, in the order they are served.
+    fn consumers(&self) -> Vec<ConsumerInfo>;
     /// Register a publisher to be resumed once the backlog is back under
     /// the low mark; false (and no registration) if it already is.
     fn wait_for_drain(&mut self, waiter: Arc<dyn FlowWaiter>) -> bool;
@@ -194,6 +208,9 @@ pub struct Queue {
     /// A stream's log (x-queue-type: stream).
     stream: Option<Arc<StreamLog>>,
     state: Mutex<Box<dyn QueueType>>,
+    /// This queue's message counters (`message_stats`).
+    pub counters: MessageCounters,
+    global: Arc<MessageCounters>,
 }
 
 impl Queue {
@@ -257,6 +274,8 @@ impl Queue {
             memory,
             stream: None,
             state: Mutex::new(state),
+            counters: MessageCounters::default(),
+            global: env.messages.clone(),
         });
         if recovered {
             // Bring the head of the backlog into memory, so TTLs run on it.
@@ -329,6 +348,8 @@ impl Queue {
             memory: env.memory.clone(),
             stream: Some(log),
             state: Mutex::new(state),
+            counters: MessageCounters::default(),
+            global: env.messages.clone(),
         }))
     }
 
@@ -351,7 +372,19 @@ impl Queue {
     }
 
     pub fn publish(self: &Arc<Self>, msg: MessageRef) -> (PublishOutcome, Effects) {
-        self.with(|q, ctx| q.publish(ctx, msg))
+        let r = self.with(|q, ctx| q.publish(ctx, msg));
+        if r.0 == PublishOutcome::Enqueued {
+            // Per queue only: the broker counts a message once when it
+            // is received, however many queues it reaches.
+            self.counters.add(Stat::Publish, 1);
+        }
+        r
+    }
+
+    /// Count a delivery, get, ack or redelivery here and broker-wide.
+    pub fn count(&self, stat: Stat, n: u64) {
+        self.counters.add(stat, n);
+        self.global.add(stat, n);
     }
 
     pub fn consume(self: &Arc<Self>, spec: ConsumerSpec) -> Result<Effects, BrokerError> {
@@ -364,11 +397,21 @@ impl Queue {
     }
 
     pub fn settle(self: &Arc<Self>, consumer_id: Option<u64>, entries: Vec<Entry>, how: Settle) -> Effects {
+        if how == Settle::Ack {
+            self.count(Stat::Ack, entries.len() as u64);
+        }
         self.with(|q, ctx| q.settle(ctx, consumer_id, entries, how)).1
     }
 
     pub fn get(self: &Arc<Self>, no_ack: bool) -> (Option<(Entry, u64)>, Effects) {
-        self.with(|q, ctx| q.get(ctx, no_ack))
+        let r = self.with(|q, ctx| q.get(ctx, no_ack));
+        if let Some((e, _)) = &r.0 {
+            self.count(if no_ack { Stat::GetNoAck } else { Stat::Get }, 1);
+            if e.redelivered {
+                self.count(Stat::Redeliver, 1);
+            }
+        }
+        r
     }
 
     pub fn pump(self: &Arc<Self>) -> Effects {
@@ -399,6 +442,18 @@ impl Queue {
 
     pub fn stats(&self) -> QueueStats {
         self.state.lock().stats()
+    }
+
+    /// Its consumers; with single active consumer only the first is
+    /// active.
+    pub fn consumers(&self) -> Vec<ConsumerInfo> {
+        let mut v = self.state.lock().consumers();
+        if self.config.single_active_consumer {
+            for c in v.iter_mut().skip(1) {
+                c.active = false;
+            }
+        }
+        v
     }
 
     pub fn idle_since(&self) -> Option<Instant> {

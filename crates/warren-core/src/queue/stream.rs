@@ -29,7 +29,7 @@ use warren_log::bloom::Matcher;
 use warren_log::{Reader, Start};
 use warren_stream::chunk::Chunk;
 
-use super::consumer::Consumer;
+use super::consumer::{Consumer, ConsumerInfo};
 use super::stream_cache::CacheTrim;
 use super::{
     ConsumerSpec, Ctx, DeliverySink, Entry, FlowWaiter, PublishOutcome, QueueStats, QueueType, Settle,
@@ -561,7 +561,14 @@ impl QueueType for StreamQueue {
             ready: next.saturating_sub(first),
             unacked: self.consumers.iter().map(|c| c.c.unacked as u64).sum(),
             consumers: self.consumers.len() as u32,
+            // A stream's messages are in its log on disk, none in queues'
+            // memory.
+            ..Default::default()
         }
+    }
+
+    fn consumers(&self) -> Vec<ConsumerInfo> {
+        self.consumers.iter().map(|c| c.c.info()).collect()
     }
 
     fn wait_for_drain(&mut self, _waiter: Arc<dyn FlowWaiter>) -> bool {

@@ -97,7 +97,10 @@ fn round_robin_and_requeue_to_original_position() {
         QueueStats {
             ready: 2,
             unacked: 2,
-            consumers: 2
+            consumers: 2,
+            ready_bytes: 8,
+            ram_bytes: 8,
+            ram_messages: 2,
         }
     );
     // Cancel both, requeue what they held: 0 and 1 come back before 2, 3.

@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 
 use ahash::AHashMap as HashMap;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use warren_amqp091::methods::*;
@@ -15,6 +16,7 @@ use super::connection::Conn;
 use super::error::{AmqpError, Result};
 use super::publish::{PendingPublish, TxState};
 use super::{consume, declare, publish};
+use crate::connections::ChannelInfo;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChannelState {
@@ -83,10 +85,12 @@ pub struct Channel {
     pub last_queue: Option<ShortStr>,
     /// The direct reply-to name and consumer tag, when consuming from it.
     pub reply_consumer: Option<(String, ShortStr)>,
+    /// What the management API shows of this channel.
+    pub info: Arc<ChannelInfo>,
 }
 
 impl Channel {
-    pub fn new(id: u16) -> Channel {
+    pub fn new(id: u16, info: Arc<ChannelInfo>) -> Channel {
         Channel {
             id,
             state: ChannelState::Open,
@@ -103,7 +107,19 @@ impl Channel {
             next_delivery_tag: 1,
             last_queue: None,
             reply_consumer: None,
+            info,
         }
+    }
+
+    /// Store this channel's numbers for the management API.
+    pub fn publish_info(&self) {
+        let i = &self.info;
+        i.prefetch.store(self.prefetch, Relaxed);
+        i.global_prefetch.store(self.limit.limit.load(Relaxed), Relaxed);
+        i.confirm.store(self.confirm, Relaxed);
+        i.transactional.store(self.tx.is_some(), Relaxed);
+        i.consumers.store(self.consumers.len() as u32, Relaxed);
+        i.unacked.store(self.unacked.len() as u64, Relaxed);
     }
 
     /// Resolve the empty-name shortcut (0-9-1 queue.declare: "the last

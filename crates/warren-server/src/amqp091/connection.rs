@@ -175,7 +175,9 @@ pub async fn serve(
 ) {
     let _ = stream.set_nodelay(true);
 
-    let id = ctx.broker.next_id();
+    // The registry's id, so consumers and exclusive queues name the
+    // connection the management API lists.
+    let id = entry.id;
     let frame_max = ctx.config.frame_max;
     let mut d = Driver {
         conn: Conn {
@@ -250,6 +252,10 @@ impl Driver {
                 self.flow_until = None;
             }
             let flow_deadline = self.flow_until;
+            // Once per wakeup, not per message: the API reads these.
+            for ch in self.channels.values() {
+                ch.publish_info();
+            }
             if self.unprocessed && !self.input_paused() {
                 self.unprocessed = false;
                 self.process_input(0);
@@ -343,6 +349,7 @@ impl Driver {
                 Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
                     let _ = self.conn.wbuf.split_to(n);
+                    self.conn.entry.count_send(n);
                     self.sent_since_tick = true;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
@@ -398,6 +405,7 @@ impl Driver {
             }
         }
         self.last_recv = Instant::now();
+        self.conn.entry.count_recv(total);
         if self.discard_input {
             self.rbuf.clear();
             return Ok(total);
@@ -603,7 +611,8 @@ impl Driver {
                         )
                         .on(20, 10));
                     }
-                    self.channels.insert(id, Channel::new(id));
+                    self.channels
+                        .insert(id, Channel::new(id, self.conn.entry.open_channel(id)));
                     self.conn.send(id, ChannelOpenOk::default());
                     Ok(())
                 }
@@ -616,11 +625,11 @@ impl Driver {
         if ch.state == ChannelState::Closing {
             match m {
                 Method::ChannelCloseOk(_) => {
-                    self.channels.remove(&id);
+                    self.remove_channel(id);
                 }
                 Method::ChannelClose(_) => {
                     self.conn.send(id, ChannelCloseOk {});
-                    self.channels.remove(&id);
+                    self.remove_channel(id);
                 }
                 _ => {}
             }
@@ -628,7 +637,7 @@ impl Driver {
         }
         match m {
             Method::ChannelClose(_) => {
-                if let Some(mut ch) = self.channels.remove(&id) {
+                if let Some(mut ch) = self.remove_channel(id) {
                     channel::cleanup(&mut self.conn, &mut ch);
                 }
                 self.conn.send(id, ChannelCloseOk {});
@@ -640,6 +649,11 @@ impl Driver {
                 self.channel_result(id, r)
             }
         }
+    }
+
+    fn remove_channel(&mut self, id: u16) -> Option<Channel> {
+        self.conn.entry.close_channel(id);
+        self.channels.remove(&id)
     }
 
     /// A channel-level error closes the channel; a connection-level one is

@@ -14,6 +14,7 @@ use warren_amqp091::methods::*;
 use warren_amqp091::{ContentHeader, FieldTable, FieldValue, Method, ShortStr};
 use warren_core::message::Message;
 use warren_core::queue::{PublishOutcome, SyncTicket};
+use warren_core::stats::Stat;
 use warren_core::{Access, Resource};
 
 use super::channel::{AfterSync, Channel, SyncedReply, Unacked};
@@ -315,7 +316,10 @@ fn enqueue(
     mandatory: bool,
     tickets: &mut Vec<SyncTicket>,
 ) -> bool {
+    let counters = &conn.ctx.broker.messages;
+    counters.add(Stat::Publish, 1);
     if queues.is_empty() {
+        counters.add(Stat::Unroutable, 1);
         if mandatory {
             send_return(conn, channel, msg);
         }
@@ -417,6 +421,7 @@ pub fn release_synced(conn: &mut Conn, channels: &mut HashMap<u16, Channel>) {
 /// confirms go out in publish order.
 pub fn flush_confirms(conn: &mut Conn, channels: &mut HashMap<u16, Channel>) {
     let dirty = std::mem::take(&mut conn.confirm_dirty);
+    let mut acked = 0;
     for id in dirty {
         let Some(ch) = channels.get_mut(&id) else { continue };
         let confirms = std::mem::take(&mut ch.confirms);
@@ -433,6 +438,7 @@ pub fn flush_confirms(conn: &mut Conn, channels: &mut HashMap<u16, Channel>) {
             let (last, multiple) = (confirms[j].0, j > i);
             let _ = start;
             if kind {
+                acked += (j - i + 1) as u64;
                 conn.send(
                     id,
                     BasicAck {
@@ -453,6 +459,7 @@ pub fn flush_confirms(conn: &mut Conn, channels: &mut HashMap<u16, Channel>) {
             i = j + 1;
         }
     }
+    conn.ctx.broker.messages.add(Stat::Confirm, acked);
 }
 
 pub fn tx_select(conn: &mut Conn, ch: &mut Channel) -> Result<()> {

@@ -237,7 +237,8 @@ pub async fn serve(
         ending: HashSet::new(),
         exclusive: Vec::new(),
     };
-    c.id = c.ctx.broker.next_id();
+    // The registry's id, so consumers name the connection the API lists.
+    c.id = c.entry.id;
     let opened = tokio::time::timeout(HANDSHAKE_TIMEOUT, c.handshake()).await;
     let user = match opened {
         Ok(Ok(Some(u))) => u,
@@ -267,6 +268,7 @@ impl Conn {
             return Err(std::io::ErrorKind::UnexpectedEof.into());
         }
         self.last_recv = Instant::now();
+        self.entry.count_recv(n);
         Ok(n)
     }
 
@@ -296,6 +298,7 @@ impl Conn {
     async fn flush(&mut self) -> std::io::Result<()> {
         if !self.wbuf.is_empty() {
             self.stream.write_all(&self.wbuf).await?;
+            self.entry.count_send(self.wbuf.len());
             self.wbuf.clear();
             self.last_sent = Instant::now();
         }
@@ -603,6 +606,9 @@ impl Conn {
                 just_closed: None,
             },
         );
+        self.entry
+            .sessions
+            .store(self.sessions.len() as u32, std::sync::atomic::Ordering::Relaxed);
         self.send(
             channel,
             &Performative::Begin(Begin {
@@ -628,6 +634,9 @@ impl Conn {
             self.stop_receiver(channel, h);
         }
         self.sessions.remove(&channel);
+        self.entry
+            .sessions
+            .store(self.sessions.len() as u32, std::sync::atomic::Ordering::Relaxed);
         true
     }
 

@@ -16,6 +16,7 @@ use warren_amqp10::messaging::{self, Outcome};
 use warren_amqp10::performative::{AmqpError, Transfer};
 use warren_core::message::Message;
 use warren_core::queue::{PublishOutcome, Queue, SyncTicket};
+use warren_core::stats::Stat;
 use warren_core::{Access, Grant, Resource, VHost};
 
 use super::address::{self, Target};
@@ -208,6 +209,7 @@ pub fn publish(
         } => (exchange.clone(), routing_key.clone()),
         Target::PerMessage => unreachable!("resolved above"),
     };
+    ctx.broker.messages.add(Stat::Publish, 1);
     let raw = c.properties.to_bytes();
     let (msg, _) = Message::from_publish(exchange.as_str().into(), key.as_str().into(), raw, c.body)
         .map_err(|e| AmqpError::new("amqp:invalid-field", e.to_string()))?;
@@ -226,6 +228,7 @@ pub fn publish(
         });
     }
     if queues.is_empty() {
+        ctx.broker.messages.add(Stat::Unroutable, 1);
         // RabbitMQ 4 releases a message that no queue took.
         return Ok(Published {
             delivery_id,

@@ -4,6 +4,7 @@
 //! header) gets it closed as `rabbitmqctl close_connection` does:
 //! connection.close 320 CONNECTION_FORCED, the reason in its text.
 
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
@@ -18,7 +19,7 @@ use crate::amqp10::management::NODE;
 use crate::connections::Entry;
 use crate::ServerCtx;
 
-fn connection_json(e: &Entry) -> Value {
+pub(super) fn connection_json(e: &Entry) -> Value {
     let login = e.login();
     json!({
         "name": e.name(),
@@ -33,11 +34,14 @@ fn connection_json(e: &Entry) -> Value {
         "peer_host": e.peer.ip().to_string(),
         "peer_port": e.peer.port(),
         "connected_at": e.connected_at,
+        "channels": e.channel_count(),
+        "recv_oct": e.recv_oct.load(Relaxed),
+        "send_oct": e.send_oct.load(Relaxed),
     })
 }
 
 /// Logged-in connections this user may see.
-fn visible(ctx: &ServerCtx, who: &Authed, vhost: Option<&str>) -> Vec<Arc<Entry>> {
+pub(super) fn visible(ctx: &ServerCtx, who: &Authed, vhost: Option<&str>) -> Vec<Arc<Entry>> {
     ctx.connections
         .list()
         .into_iter()
@@ -80,7 +84,7 @@ pub async fn vhost_connections(
     )
 }
 
-fn find(ctx: &ServerCtx, who: &Authed, name: &str) -> Result<Arc<Entry>, ApiError> {
+pub(super) fn find(ctx: &ServerCtx, who: &Authed, name: &str) -> Result<Arc<Entry>, ApiError> {
     visible(ctx, who, None)
         .into_iter()
         .find(|e| e.name() == name)

@@ -14,6 +14,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 use warren_core::queue::QueueStats;
+use warren_core::stats::{MessageCounters, Stat};
 
 use crate::ServerCtx;
 
@@ -108,6 +109,7 @@ async fn totals(State(ctx): State<Arc<ServerCtx>>) -> impl IntoResponse {
         "Free disk space low watermark in bytes",
         b.alarms.disk_free_limit(),
     );
+    global_counters(&mut out, &b.messages);
     let _ = writeln!(
         out,
         "# TYPE rabbitmq_build_info untyped\n# HELP rabbitmq_build_info RabbitMQ & Erlang/OTP version info\nrabbitmq_build_info{{rabbitmq_version=\"{}\",product_name=\"Warren\",product_version=\"{}\"}} 1",
@@ -115,6 +117,59 @@ async fn totals(State(ctx): State<Arc<ServerCtx>>) -> impl IntoResponse {
         env!("CARGO_PKG_VERSION")
     );
     ([(CONTENT_TYPE, TEXT)], out)
+}
+
+/// rabbitmq_prometheus's `rabbitmq_global_messages_*_total` counters
+/// (without its `protocol` label: Warren counts across protocols).
+fn global_counters(out: &mut String, c: &MessageCounters) {
+    let n = |s| c.count(s);
+    let delivered = n(Stat::Deliver) + n(Stat::DeliverNoAck) + n(Stat::Get) + n(Stat::GetNoAck);
+    let rows: [(&str, &str, u64); 11] = [
+        ("received", "Total number of messages received from publishers", n(Stat::Publish)),
+        (
+            "routed",
+            "Total number of messages routed to queues or streams",
+            n(Stat::Publish).saturating_sub(n(Stat::Unroutable)),
+        ),
+        (
+            "unroutable_dropped",
+            "Total number of messages published as non-mandatory into an exchange and dropped as unroutable (mandatory ones returned are counted here too)",
+            n(Stat::Unroutable),
+        ),
+        ("confirmed", "Total number of messages confirmed to publishers", n(Stat::Confirm)),
+        ("delivered", "Total number of messages delivered to consumers", delivered),
+        (
+            "delivered_consume_manual_ack",
+            "Total number of messages delivered to consumers using manual acknowledgement mode",
+            n(Stat::Deliver),
+        ),
+        (
+            "delivered_consume_auto_ack",
+            "Total number of messages delivered to consumers using automatic acknowledgement mode",
+            n(Stat::DeliverNoAck),
+        ),
+        (
+            "delivered_get_manual_ack",
+            "Total number of messages fetched with basic.get in manual acknowledgement mode",
+            n(Stat::Get),
+        ),
+        (
+            "delivered_get_auto_ack",
+            "Total number of messages fetched with basic.get in automatic acknowledgement mode",
+            n(Stat::GetNoAck),
+        ),
+        ("acknowledged", "Total number of messages acknowledged by consumers", n(Stat::Ack)),
+        ("redelivered", "Total number of messages redelivered to consumers", n(Stat::Redeliver)),
+    ];
+    for (name, help, value) in rows {
+        metric(
+            out,
+            &format!("rabbitmq_global_messages_{name}_total"),
+            "counter",
+            help,
+            value,
+        );
+    }
 }
 
 /// A per-queue series: its name, its help text, and its value.

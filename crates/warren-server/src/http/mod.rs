@@ -6,18 +6,24 @@
 //! The module owns routing and serving; `auth` decides who may see and do
 //! what, `error` shapes failures as RabbitMQ does, `overview` answers the
 //! node-wide endpoints (overview, nodes, health checks, aliveness),
-//! `conns` the client connections,
+//! `conns` the client connections, `channels` their channels and the
+//! queues' consumers,
 //! `objects` the per-vhost ones (vhosts, users, exchanges, queues,
-//! bindings) and `defs` definitions export and import; `metrics` is the
-//! Prometheus endpoint, served on its own listener.
+//! bindings), `messages` publish and get, `defs` definitions export and
+//! import, and `ui` the web UI's files; `metrics` is the Prometheus
+//! endpoint, served on its own listener.
 
 mod auth;
+mod channels;
 mod conns;
 mod defs;
 mod error;
+mod message_stats;
+mod messages;
 pub mod metrics;
 mod objects;
 mod overview;
+mod ui;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -32,6 +38,9 @@ use crate::ServerCtx;
 /// Every route of the API.
 pub fn router(ctx: Arc<ServerCtx>) -> Router {
     Router::new()
+        .route("/", get(ui::index))
+        .route("/ui/app.js", get(ui::app_js))
+        .route("/ui/app.css", get(ui::app_css))
         .route("/api/overview", get(overview::overview))
         .route("/api/nodes", get(overview::nodes))
         .route("/api/whoami", get(overview::whoami))
@@ -44,6 +53,15 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
             get(conns::connection).delete(conns::close_connection),
         )
         .route("/api/vhosts/{vhost}/connections", get(conns::vhost_connections))
+        .route(
+            "/api/connections/{name}/channels",
+            get(channels::connection_channels),
+        )
+        .route("/api/channels", get(channels::channels))
+        .route("/api/channels/{name}", get(channels::channel))
+        .route("/api/vhosts/{vhost}/channels", get(channels::vhost_channels))
+        .route("/api/consumers", get(channels::consumers))
+        .route("/api/consumers/{vhost}", get(channels::vhost_consumers))
         .route("/api/vhosts", get(objects::vhosts))
         .route(
             "/api/vhosts/{vhost}",
@@ -73,6 +91,10 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
                 .put(objects::put_exchange)
                 .delete(objects::delete_exchange),
         )
+        .route(
+            "/api/exchanges/{vhost}/{name}/publish",
+            axum::routing::post(messages::publish),
+        )
         .route("/api/queues", get(objects::queues))
         .route("/api/queues/{vhost}", get(objects::queues_in))
         .route(
@@ -84,6 +106,10 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
         .route(
             "/api/queues/{vhost}/{name}/contents",
             axum::routing::delete(objects::purge_queue),
+        )
+        .route(
+            "/api/queues/{vhost}/{name}/get",
+            axum::routing::post(messages::get),
         )
         .route("/api/bindings", get(objects::bindings))
         .route("/api/bindings/{vhost}", get(objects::bindings_in))

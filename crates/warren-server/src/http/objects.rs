@@ -13,12 +13,13 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use warren_amqp091::ShortStr;
 use warren_core::exchange::{Binding, Destination};
-use warren_core::queue::Queue;
+use warren_core::queue::{Queue, QueueStats};
 use warren_core::vhost::{ExchangeDecl, QueueDecl, VHost};
 use warren_core::{Access, Permission, Resource, User};
 
 use super::auth::Authed;
 use super::error::ApiError;
+use super::message_stats;
 use crate::amqp10::management::{percent_encode, NODE};
 use crate::definitions::{json_to_table, table_to_json};
 use crate::ServerCtx;
@@ -471,10 +472,19 @@ pub async fn delete_exchange(
 
 // ---- queues ----
 
+/// A rough figure for a queue's memory: the bodies of its ready messages
+/// held in memory, an allowance per message for the entry and headers
+/// around it, and the queue's own structures.
+fn memory_estimate(s: &QueueStats) -> u64 {
+    const QUEUE_BASE: u64 = 2048;
+    const PER_MESSAGE: u64 = 160;
+    QUEUE_BASE + s.ram_bytes + (s.ram_messages + s.unacked) * PER_MESSAGE
+}
+
 fn queue_json(q: &Queue) -> Value {
     let s = q.stats();
     let kind = if q.stream().is_some() { "stream" } else { "classic" };
-    json!({
+    let mut v = json!({
         "name": q.name.to_str_lossy(),
         "vhost": q.vhost,
         "durable": q.durable,
@@ -487,8 +497,17 @@ fn queue_json(q: &Queue) -> Value {
         "messages": s.ready + s.unacked,
         "messages_ready": s.ready,
         "messages_unacknowledged": s.unacked,
+        "messages_ram": s.ram_messages,
+        "messages_ready_ram": s.ram_messages,
+        "message_bytes_ready": s.ready_bytes,
+        "message_bytes_ram": s.ram_bytes,
         "consumers": s.consumers,
-    })
+        "memory": memory_estimate(&s),
+    });
+    if let Some(m) = message_stats::queue(&q.counters) {
+        v["message_stats"] = m;
+    }
+    v
 }
 
 fn queues_of(vhs: &[Arc<VHost>]) -> Vec<Value> {

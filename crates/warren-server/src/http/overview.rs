@@ -59,6 +59,12 @@ pub async fn overview(State(ctx): State<Arc<ServerCtx>>, who: Authed) -> Json<Va
         unacked,
     } = Totals::of(&seen);
     let c = &ctx.config;
+    let conns: Vec<_> = ctx
+        .connections
+        .list()
+        .into_iter()
+        .filter(|e| e.login().is_some_and(|l| who.may_see(&l.vhost)))
+        .collect();
     let listener = |protocol: &str, addr: std::net::SocketAddr| json!({"node": NODE, "protocol": protocol, "ip_address": addr.ip().to_string(), "port": addr.port()});
     Json(json!({
         "management_version": RABBITMQ_VERSION,
@@ -68,7 +74,8 @@ pub async fn overview(State(ctx): State<Arc<ServerCtx>>, who: Authed) -> Json<Va
         "cluster_name": NODE,
         "node": NODE,
         "object_totals": {
-            "connections": ctx.connections.list().iter().filter(|e| e.login().is_some_and(|l| who.may_see(&l.vhost))).count(),
+            "connections": conns.len(),
+            "channels": conns.iter().map(|e| e.channel_count()).sum::<usize>(),
             "exchanges": exchanges,
             "queues": queues,
             "consumers": consumers,
@@ -78,6 +85,8 @@ pub async fn overview(State(ctx): State<Arc<ServerCtx>>, who: Authed) -> Json<Va
             "messages_ready": ready,
             "messages_unacknowledged": unacked,
         },
+        "message_stats": super::message_stats::overview(&ctx.broker.messages),
+        "statistics_db_event_queue": 0,
         "listeners": [
             listener("amqp", c.amqp_listen),
             listener("stream", c.stream_listen),

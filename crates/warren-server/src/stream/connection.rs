@@ -186,7 +186,8 @@ pub async fn serve(
         outstanding: 0,
         pending_bytes: 0,
     };
-    c.id = c.ctx.broker.next_id();
+    // The registry's id, so the API and this connection agree on it.
+    c.id = c.entry.id;
     let opened = tokio::time::timeout(HANDSHAKE_TIMEOUT, c.open()).await;
     let result = match opened {
         Ok(Ok(())) => c.run(&mut shutdown).await,
@@ -216,8 +217,9 @@ impl Conn {
         self.rbuf.reserve(64 << 10);
         match self.stream.read_buf(&mut self.rbuf).await {
             Ok(0) | Err(_) => Err(Stop::Gone),
-            Ok(_) => {
+            Ok(n) => {
                 self.last_recv = Instant::now();
+                self.entry.count_recv(n);
                 Ok(())
             }
         }
@@ -235,6 +237,7 @@ impl Conn {
     pub(super) async fn flush(&mut self) -> Result<(), Stop> {
         if !self.wbuf.is_empty() {
             self.stream.write_all(&self.wbuf).await.map_err(|_| Stop::Gone)?;
+            self.entry.count_send(self.wbuf.len());
             self.wbuf.clear();
             self.last_sent = Instant::now();
         }

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use warren_core::queue::StreamLog;
+use warren_core::stats::Stat;
 use warren_log::{Delta, Message};
 use warren_stream::command::{key, Command};
 use warren_stream::publish::{parse_publish, Published};
@@ -138,6 +139,7 @@ impl Conn {
         };
         match self.publishers.get_mut(&publisher_id) {
             Some(p) => {
+                self.ctx.broker.messages.add(Stat::Publish, entries.len() as u64);
                 p.pending.extend(entries);
                 p.pending_bytes += len;
                 self.pending_bytes += len;
@@ -248,7 +250,10 @@ impl Conn {
                 p.in_flight = p.in_flight.saturating_sub(1);
             }
             match c.error {
-                None => write_confirm(&mut self.wbuf, c.publisher_id, &c.ids),
+                None => {
+                    self.ctx.broker.messages.add(Stat::Confirm, c.ids.len() as u64);
+                    write_confirm(&mut self.wbuf, c.publisher_id, &c.ids)
+                }
                 Some(code) => Command::PublishError {
                     publisher_id: c.publisher_id,
                     errors: c.ids.into_iter().map(|i| (i, code)).collect(),

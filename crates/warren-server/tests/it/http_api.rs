@@ -448,6 +448,22 @@ async fn prometheus_metrics_use_rabbitmqs_names() {
     );
     assert!(totals.contains("# TYPE rabbitmq_connections gauge"), "{totals}");
     assert!(!totals.contains("queue=\""), "no per-queue series on /metrics");
+    assert!(
+        totals
+            .lines()
+            .any(|l| l == "rabbitmq_global_messages_received_total 2"),
+        "{totals}"
+    );
+    assert!(
+        totals
+            .lines()
+            .any(|l| l == "rabbitmq_global_messages_routed_total 2"),
+        "{totals}"
+    );
+    assert!(
+        totals.contains("# TYPE rabbitmq_global_messages_acknowledged_total counter"),
+        "{totals}"
+    );
     let per = get("/metrics/per-object").await;
     assert!(
         per.lines()
