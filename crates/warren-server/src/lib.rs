@@ -38,6 +38,8 @@ pub struct ServerCtx {
     pub stream_writer: stream::writer::Writer,
     /// Open client connections, every protocol.
     pub connections: connections::Registry,
+    /// Where definitions are kept (imports batch their saves through it).
+    pub definitions: Arc<definitions::Store>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -170,6 +172,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         stream_sac: stream::sac::Coordinator::default(),
         stream_writer: stream::writer::Writer::start(),
         connections: connections::Registry::default(),
+        definitions: store.clone(),
     });
     let tcp = listen(config.amqp_listen).map_err(|source| StartError::Listen {
         addr: config.amqp_listen,

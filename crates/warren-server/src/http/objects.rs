@@ -466,6 +466,9 @@ pub async fn delete_exchange(
 ) -> ApiResult<StatusCode> {
     let vh = visible(&ctx, &who, &vhost)?;
     who.check(&vhost, Access::Configure, Resource::Exchange, &name)?;
+    // The API answers 404 for a missing exchange (AMQP's delete does not).
+    vh.check_exchange(name.as_bytes())
+        .map_err(|_| ApiError::NotFound)?;
     vh.delete_exchange(&ShortStr::from(name.as_str()), q.if_unused.unwrap_or(false))?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -338,7 +338,9 @@ fn path_segment(s: &str) -> String {
 /// Connections of every protocol are listed with their user, vhost and
 /// protocol; DELETE closes one (the client sees it closed) and it leaves
 /// the list.
-#[tokio::test]
+// Multi-threaded: if an assertion fails, the stream producer's Drop
+// blocks on a close that needs the broker's tasks to run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_are_listed_and_closed() {
     let b = Broker::start().await;
     let amqp = b.lapin().await;
@@ -391,8 +393,14 @@ async fn connections_are_listed_and_closed() {
         }
     })
     .await;
-    let (s, _) = b.http(Method::GET, &path, None).await;
-    assert_eq!(s, StatusCode::NOT_FOUND, "gone from the registry");
+    // The entry goes when the server's side of the connection has ended,
+    // a moment after the client saw the close.
+    within(async {
+        while b.http(Method::GET, &path, None).await.0 != StatusCode::NOT_FOUND {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
     let (_, l) = b.http(Method::GET, "/api/vhosts/%2F/connections", None).await;
     assert!(listed(&l, "RabbitMQ Stream").is_some(), "the others stay open");
     // Closed here: the stream client's Drop blocks on a close of its own.
@@ -470,4 +478,91 @@ async fn prometheus_metrics_use_rabbitmqs_names() {
             .any(|l| l == "rabbitmq_queue_messages{vhost=\"/\",queue=\"metered\"} 2"),
         "{per}"
     );
+}
+
+/// Exchanges and exchange-to-exchange bindings over HTTP: declared (201,
+/// then 204), bound with a Location to the new binding, used by a publish,
+/// unbound through that location, and deleted (404 after).
+#[tokio::test]
+async fn exchanges_and_bindings_are_made_used_and_removed() {
+    let b = Broker::start().await;
+    let put = |path: &'static str, body: Value| {
+        let b = &b;
+        async move { b.http(Method::PUT, path, Some(body)).await.0 }
+    };
+    let x = json!({"type": "fanout", "durable": true});
+    assert_eq!(
+        put("/api/exchanges/%2F/front", x.clone()).await,
+        StatusCode::CREATED
+    );
+    assert_eq!(put("/api/exchanges/%2F/front", x).await, StatusCode::NO_CONTENT);
+    let d = json!({"type": "direct", "durable": false});
+    assert_eq!(put("/api/exchanges/%2F/back", d).await, StatusCode::CREATED);
+    assert_eq!(
+        put("/api/queues/%2F/sink", json!({"durable": false})).await,
+        StatusCode::CREATED
+    );
+    let (s, _) = b
+        .http(
+            Method::POST,
+            "/api/bindings/%2F/e/back/q/sink",
+            Some(json!({"routing_key": "k"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+
+    let resp = within(
+        Client::new()
+            .post(b.http_url("/api/bindings/%2F/e/front/e/back"))
+            .basic_auth("guest", Some("guest"))
+            .json(&json!({"routing_key": "k"}))
+            .send(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    let location = resp.headers()["location"].to_str().unwrap().to_string();
+    assert_eq!(location, "/api/bindings/%2F/e/front/e/back/k");
+    let (_, between) = b
+        .http(Method::GET, "/api/bindings/%2F/e/front/e/back", None)
+        .await;
+    assert_eq!(between[0]["destination_type"], "exchange");
+    assert_eq!(between[0]["properties_key"], "k");
+
+    let publish = || {
+        let b = &b;
+        async move {
+            b.http(
+                Method::POST,
+                "/api/exchanges/%2F/front/publish",
+                Some(json!({"properties": {}, "routing_key": "k", "payload": "via front", "payload_encoding": "string"})),
+            )
+            .await
+            .1
+        }
+    };
+    assert_eq!(publish().await, json!({"routed": true}), "front -> back -> sink");
+    let (s, _) = b.http(Method::DELETE, &location, None).await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (_, between) = b
+        .http(Method::GET, "/api/bindings/%2F/e/front/e/back", None)
+        .await;
+    assert_eq!(between, json!([]));
+    assert_eq!(publish().await, json!({"routed": false}), "unbound");
+    let (s, _) = b.http(Method::DELETE, &location, None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+
+    let (s, _) = b.http(Method::DELETE, "/api/exchanges/%2F/front", None).await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (s, _) = b.http(Method::GET, "/api/exchanges/%2F/front", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, _) = b.http(Method::DELETE, "/api/exchanges/%2F/front", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    // if-unused: back is still bound to sink.
+    let (s, body) = b
+        .http(Method::DELETE, "/api/exchanges/%2F/back?if-unused=true", None)
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
+    let (_, me) = b.http(Method::GET, "/api/whoami", None).await;
+    assert_eq!(me["name"], "guest");
 }

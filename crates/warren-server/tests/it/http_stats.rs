@@ -92,6 +92,12 @@ async fn channels_consumers_and_message_rates() {
         .await;
     assert_eq!(st, StatusCode::OK);
     assert_eq!(one.as_array().unwrap().len(), 1);
+    let (_, in_vhost) = b.http(Method::GET, "/api/vhosts/%2F/channels", None).await;
+    assert_eq!(in_vhost.as_array().unwrap().len(), 1);
+    let (st, by_name) = b
+        .http(Method::GET, &format!("/api/channels/{encoded}%20(1)"), None)
+        .await;
+    assert_eq!((st, &by_name["number"]), (StatusCode::OK, &json!(1)));
 
     let (_, consumers) = b.http(Method::GET, "/api/consumers", None).await;
     let cs = consumers.as_array().unwrap();
