@@ -5,7 +5,6 @@
 //! fsynced, then renamed over the old one, so a crash leaves either the old
 //! or the new definitions, never half of one.
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -237,22 +236,34 @@ pub fn restore(broker: &Broker, d: &Definitions) {
     for v in &d.vhosts {
         broker.add_vhost(&v.name);
     }
+    // A user in the file replaces the one of that name, keeping the
+    // permissions it had; then each permission is set for its user, in
+    // the file or already here (RabbitMQ imports a grant to an existing
+    // user without listing the user).
     for u in &d.users {
-        let mut permissions = BTreeMap::new();
-        for p in d.permissions.iter().filter(|p| p.user == u.name) {
-            match Permission::new(&p.configure, &p.write, &p.read) {
-                Ok(perm) => {
-                    permissions.insert(p.vhost.clone(), perm);
-                }
-                Err(e) => tracing::warn!("skipping {}'s permissions in '{}': {e}", p.user, p.vhost),
-            }
-        }
+        let permissions = broker
+            .user(&u.name)
+            .map(|old| old.permissions)
+            .unwrap_or_default();
         broker.put_user(User {
             name: u.name.clone(),
             password_hash: u.password_hash.clone(),
             tags: u.tags.to_vec(),
             permissions,
         });
+    }
+    for p in &d.permissions {
+        let Some(mut user) = broker.user(&p.user) else {
+            tracing::warn!("skipping permissions of '{}', no such user", p.user);
+            continue;
+        };
+        match Permission::new(&p.configure, &p.write, &p.read) {
+            Ok(perm) => {
+                user.permissions.insert(p.vhost.clone(), perm);
+                broker.put_user(user);
+            }
+            Err(e) => tracing::warn!("skipping {}'s permissions in '{}': {e}", p.user, p.vhost),
+        }
     }
     for x in &d.exchanges {
         let Some(vh) = broker.vhost(&x.vhost) else {

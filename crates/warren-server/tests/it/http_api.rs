@@ -320,6 +320,21 @@ async fn definitions_export_and_import_into_a_fresh_broker() {
     assert_eq!(s, StatusCode::OK, "the imported user logs in with its password");
     let (_, p) = b.http(Method::GET, "/api/permissions/shop/clerk", None).await;
     assert_eq!(p["configure"], "^audit$", "permissions move with the definitions");
+    // A grant to a user who is not in the file but exists here applies
+    // too (as RabbitMQ imports it).
+    let (s, _) = b
+        .http(
+            Method::POST,
+            "/api/definitions",
+            Some(json!({
+                "vhosts": [{"name": "extra"}],
+                "permissions": [{"user": "guest", "vhost": "extra", "configure": ".*", "write": ".*", "read": "^r"}],
+            })),
+        )
+        .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (s, p) = b.http(Method::GET, "/api/permissions/extra/guest", None).await;
+    assert_eq!((s, &p["read"]), (StatusCode::OK, &json!("^r")));
     let (s, _) = b
         .http(Method::POST, "/api/definitions", Some(json!("not definitions")))
         .await;
