@@ -44,13 +44,16 @@ pub fn listing(mut items: Vec<Value>, q: &ListQuery) -> ApiResult<Json<Value>> {
         items.retain(|i| i["name"].as_str().is_some_and(|n| n.contains(f.as_str())));
     }
     if let Some(key) = &q.sort {
+        // Each item's key looked up once, not once per comparison.
         let at = |v: &Value| {
             key.split('.')
                 .try_fold(v, |v, k| v.get(k))
                 .cloned()
                 .unwrap_or(Value::Null)
         };
-        items.sort_by(|a, b| compare(&at(a), &at(b)));
+        let mut keyed: Vec<(Value, Value)> = items.into_iter().map(|i| (at(&i), i)).collect();
+        keyed.sort_by(|a, b| compare(&a.0, &b.0));
+        items = keyed.into_iter().map(|(_, i)| i).collect();
     }
     if q.sort_reverse == Some(true) {
         items.reverse();
@@ -631,15 +634,25 @@ fn binding_json(vhost: &str, source: &ShortStr, b: &Binding) -> Value {
     })
 }
 
+/// Every binding of these vhosts, the default exchange's implicit one to
+/// each queue first (RabbitMQ lists them, with source "").
 fn bindings_of(vhs: &[Arc<VHost>]) -> Vec<Value> {
-    vhs.iter()
-        .flat_map(|vh| {
-            vh.bindings()
-                .iter()
-                .map(|(s, b)| binding_json(&vh.name, s, b))
-                .collect::<Vec<_>>()
-        })
-        .collect()
+    let default = ShortStr::from("");
+    let mut out = Vec::new();
+    for vh in vhs {
+        let mut queues = vh.queues();
+        queues.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+        for q in queues {
+            let implicit = Binding {
+                destination: Destination::Queue(q.name.clone()),
+                routing_key: q.name.clone(),
+                arguments: Default::default(),
+            };
+            out.push(binding_json(&vh.name, &default, &implicit));
+        }
+        out.extend(vh.bindings().iter().map(|(s, b)| binding_json(&vh.name, s, b)));
+    }
+    out
 }
 
 pub async fn bindings(State(ctx): Ctx, who: Authed, Query(q): Query<ListQuery>) -> ApiResult<Json<Value>> {

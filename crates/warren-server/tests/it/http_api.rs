@@ -143,6 +143,14 @@ async fn queues_declared_over_http_take_amqp_messages_and_show_them() {
             && x["destination"] == "orders"
             && x["routing_key"] == "new"
             && x["destination_type"] == "queue"));
+    assert!(
+        bindings
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["source"] == "" && x["destination"] == "orders" && x["routing_key"] == "orders"),
+        "the default exchange's implicit binding is listed: {bindings}"
+    );
 
     let (s, _) = b
         .http(Method::DELETE, "/api/queues/%2F/orders/contents", None)
