@@ -187,6 +187,22 @@ impl Broker {
         gone
     }
 
+    /// Change a user in place, under the users' lock (so two concurrent
+    /// changes to one user both land). False if there is no such user.
+    pub fn update_user(&self, name: &str, f: impl FnOnce(&mut User)) -> bool {
+        let found = match self.users.write().get_mut(name) {
+            Some(u) => {
+                f(u);
+                true
+            }
+            None => false,
+        };
+        if found {
+            (self.on_change)();
+        }
+        found
+    }
+
     pub fn user(&self, name: &str) -> Option<User> {
         self.users.read().get(name).cloned()
     }

@@ -8,6 +8,7 @@
 //! an empty pattern grants nothing (RabbitMQ reads it as `^$`).
 
 use regex::Regex;
+use warren_amqp091::FieldTable;
 
 use crate::error::{BrokerError, Result};
 
@@ -138,6 +139,28 @@ pub struct Grant {
 impl Grant {
     pub fn check(&self, access: Access, kind: Resource, name: &str) -> Result<()> {
         self.permission.check(access, kind, name, &self.vhost, &self.user)
+    }
+
+    /// What declaring `name` with `args` needs, by any route (0-9-1, the
+    /// HTTP API, AMQP 1.0's management node): configure on it, and, when
+    /// it names an exchange to route into (a queue's dead letter
+    /// exchange, an exchange's alternate exchange), write on that
+    /// exchange and read on the declared one, as RabbitMQ checks.
+    pub fn check_declare(&self, kind: Resource, name: &str, args: &FieldTable) -> Result<()> {
+        self.check(Access::Configure, kind, name)?;
+        let key = match kind {
+            Resource::Queue => "x-dead-letter-exchange",
+            Resource::Exchange => "alternate-exchange",
+        };
+        if let Some(target) = args.get(key).and_then(|v| v.as_bytes()) {
+            self.check(
+                Access::Write,
+                Resource::Exchange,
+                &String::from_utf8_lossy(target),
+            )?;
+            self.check(Access::Read, kind, name)?;
+        }
+        Ok(())
     }
 }
 

@@ -57,6 +57,18 @@ impl Stat {
     }
 }
 
+/// What a queue counts (the broker-wide counters add confirms and
+/// unroutable drops).
+pub const QUEUE_STATS: [Stat; 7] = [
+    Stat::Publish,
+    Stat::Deliver,
+    Stat::DeliverNoAck,
+    Stat::Get,
+    Stat::GetNoAck,
+    Stat::Ack,
+    Stat::Redeliver,
+];
+
 const N: usize = Stat::ALL.len();
 
 /// The previous sample and the rates it gave.

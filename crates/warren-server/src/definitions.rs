@@ -8,7 +8,6 @@
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -253,14 +252,13 @@ pub fn restore(broker: &Broker, d: &Definitions) {
         });
     }
     for p in &d.permissions {
-        let Some(mut user) = broker.user(&p.user) else {
-            tracing::warn!("skipping permissions of '{}', no such user", p.user);
-            continue;
-        };
         match Permission::new(&p.configure, &p.write, &p.read) {
             Ok(perm) => {
-                user.permissions.insert(p.vhost.clone(), perm);
-                broker.put_user(user);
+                if !broker.update_user(&p.user, |u| {
+                    u.permissions.insert(p.vhost.clone(), perm);
+                }) {
+                    tracing::warn!("skipping permissions of '{}', no such user", p.user);
+                }
             }
             Err(e) => tracing::warn!("skipping {}'s permissions in '{}': {e}", p.user, p.vhost),
         }
@@ -321,9 +319,10 @@ pub fn restore(broker: &Broker, d: &Definitions) {
 pub struct Store {
     path: PathBuf,
     lock: Mutex<()>,
-    /// Open [`Batch`]es: while any is, changes only mark the store dirty.
-    batches: AtomicUsize,
-    dirty: AtomicBool,
+    /// Open [`Batch`]es, and whether a change came while one was open
+    /// (one lock, so a change cannot slip between the last batch's end
+    /// and its check of the flag).
+    batching: Mutex<(usize, bool)>,
 }
 
 /// Defers saving definitions until it is dropped, then saves once if
@@ -336,9 +335,12 @@ pub struct Batch {
 
 impl Drop for Batch {
     fn drop(&mut self) {
-        if self.store.batches.fetch_sub(1, Ordering::AcqRel) == 1
-            && self.store.dirty.swap(false, Ordering::AcqRel)
-        {
+        let save = {
+            let mut b = self.store.batching.lock();
+            b.0 -= 1;
+            b.0 == 0 && std::mem::take(&mut b.1)
+        };
+        if save {
             if let Err(e) = self.store.save(&snapshot(&self.broker)) {
                 tracing::error!("cannot save definitions: {e}");
             }
@@ -351,14 +353,13 @@ impl Store {
         Store {
             path: data_dir.join("definitions.json"),
             lock: Mutex::new(()),
-            batches: AtomicUsize::new(0),
-            dirty: AtomicBool::new(false),
+            batching: Mutex::new((0, false)),
         }
     }
 
     /// Save once when the returned guard drops, not after every change.
     pub fn batch(self: &Arc<Self>, broker: &Arc<Broker>) -> Batch {
-        self.batches.fetch_add(1, Ordering::AcqRel);
+        self.batching.lock().0 += 1;
         Batch {
             store: self.clone(),
             broker: broker.clone(),
@@ -401,9 +402,12 @@ pub fn save_hook(
         let Some(b) = broker.get().and_then(|w| w.upgrade()) else {
             return;
         };
-        if store.batches.load(Ordering::Acquire) > 0 {
-            store.dirty.store(true, Ordering::Release);
-            return;
+        {
+            let mut batching = store.batching.lock();
+            if batching.0 > 0 {
+                batching.1 = true;
+                return;
+            }
         }
         if let Err(e) = store.save(&snapshot(&b)) {
             tracing::error!("cannot save definitions: {e}");

@@ -16,7 +16,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use warren_amqp091::frame::{write_heartbeat, write_method};
 use warren_amqp091::methods::*;
-use warren_amqp091::{CodecError, Frame, FrameType, Method, ShortStr, PROTOCOL_HEADER};
+use warren_amqp091::{CodecError, FieldTable, Frame, FrameType, Method, ShortStr, PROTOCOL_HEADER};
 use warren_core::queue::{Effects, Queue};
 use warren_core::{Access, Grant, Resource, User, VHost};
 
@@ -117,6 +117,17 @@ impl Conn {
         };
         grant
             .check(access, kind, &name.to_str_lossy())
+            .map_err(AmqpError::from)
+    }
+
+    /// [`Grant::check_declare`]: configure, and the dead letter or
+    /// alternate exchange's checks.
+    pub fn check_declare(&self, kind: Resource, name: &ShortStr, args: &FieldTable) -> Result<()> {
+        let Some(grant) = &self.grant else {
+            return Err(AmqpError::new(504, "connection not open"));
+        };
+        grant
+            .check_declare(kind, &name.to_str_lossy(), args)
             .map_err(AmqpError::from)
     }
 

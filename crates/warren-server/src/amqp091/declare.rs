@@ -5,7 +5,7 @@
 //! read to purge), applies `nowait`, and writes replies.
 
 use warren_amqp091::methods::*;
-use warren_amqp091::{FieldTable, ShortStr};
+use warren_amqp091::ShortStr;
 use warren_core::exchange::{Binding, Destination};
 use warren_core::vhost::{ExchangeDecl, QueueDecl};
 use warren_core::{Access, BrokerError, Resource};
@@ -21,13 +21,7 @@ pub fn exchange_declare(conn: &mut Conn, ch: &mut Channel, m: ExchangeDeclare) -
     if m.passive {
         vh.check_exchange(&m.exchange)?;
     } else {
-        conn.check(Access::Configure, Resource::Exchange, &m.exchange)?;
-        // Naming an alternate exchange routes into it: write on it, and
-        // read on the one declared (as RabbitMQ checks).
-        if let Some(ae) = named(&m.arguments, "alternate-exchange") {
-            conn.check(Access::Write, Resource::Exchange, &ae)?;
-            conn.check(Access::Read, Resource::Exchange, &m.exchange)?;
-        }
+        conn.check_declare(Resource::Exchange, &m.exchange, &m.arguments)?;
         vh.declare_exchange(ExchangeDecl {
             name: m.exchange,
             kind: m.kind,
@@ -41,14 +35,6 @@ pub fn exchange_declare(conn: &mut Conn, ch: &mut Channel, m: ExchangeDeclare) -
         conn.send(ch.id, ExchangeDeclareOk {});
     }
     Ok(())
-}
-
-/// A resource named by a declare argument (alternate exchange, dead
-/// letter exchange), if present and a string.
-fn named(args: &FieldTable, key: &str) -> Option<ShortStr> {
-    args.get(key)
-        .and_then(|v| v.as_bytes())
-        .map(|b| ShortStr::from_bytes(bytes::Bytes::copy_from_slice(b)))
 }
 
 pub fn exchange_delete(conn: &mut Conn, ch: &mut Channel, m: ExchangeDelete) -> Result<()> {
@@ -130,11 +116,7 @@ pub fn queue_declare(conn: &mut Conn, ch: &mut Channel, m: QueueDeclare) -> Resu
         } else {
             m.queue
         };
-        conn.check(Access::Configure, Resource::Queue, &name)?;
-        if let Some(dlx) = named(&m.arguments, "x-dead-letter-exchange") {
-            conn.check(Access::Write, Resource::Exchange, &dlx)?;
-            conn.check(Access::Read, Resource::Queue, &name)?;
-        }
+        conn.check_declare(Resource::Queue, &name, &m.arguments)?;
         let decl = QueueDecl {
             name,
             durable: m.durable,

@@ -136,7 +136,7 @@ pub fn handle(vh: &Arc<VHost>, grant: &Grant, connection: u64, node: &str, req: 
     }
     let response = match (req.method.as_str(), segments.as_slice()) {
         ("PUT", ["queues", q]) => match decode(q) {
-            Ok(name) => declare_queue(vh, connection, node, &name, &req.body, &mut out),
+            Ok(name) => declare_queue(vh, grant, connection, node, &name, &req.body, &mut out),
             Err(e) => Response::error(400, e),
         },
         ("GET", ["queues", q]) => {
@@ -164,7 +164,7 @@ pub fn handle(vh: &Arc<VHost>, grant: &Grant, connection: u64, node: &str, req: 
             Err(e) => Response::error(400, e),
         },
         ("PUT", ["exchanges", x]) => match decode(x) {
-            Ok(name) => declare_exchange(vh, &name, &req.body),
+            Ok(name) => declare_exchange(vh, grant, &name, &req.body),
             Err(e) => Response::error(400, e),
         },
         ("DELETE", ["exchanges", x]) => match decode(x) {
@@ -310,6 +310,7 @@ fn queue_info(vh: &VHost, node: &str, q: &Queue) -> Value {
 
 fn declare_queue(
     vh: &Arc<VHost>,
+    grant: &Grant,
     connection: u64,
     node: &str,
     name: &str,
@@ -332,6 +333,10 @@ fn declare_queue(
         Ok(d) => d,
         Err(r) => return r,
     };
+    // Its dead letter exchange is checked as 0-9-1's queue.declare does.
+    if let Err(e) = grant.check_declare(Resource::Queue, name, &decl.arguments) {
+        return broker_error(e);
+    }
     match vh.declare_queue(decl, connection) {
         Ok((q, created)) => {
             let info = queue_info(vh, node, &q);
@@ -349,7 +354,7 @@ fn declare_queue(
     }
 }
 
-fn declare_exchange(vh: &VHost, name: &str, body: &Value) -> Response {
+fn declare_exchange(vh: &VHost, grant: &Grant, name: &str, body: &Value) -> Response {
     let decl = (|| {
         Ok::<_, Response>(ExchangeDecl {
             name: name.into(),
@@ -363,6 +368,13 @@ fn declare_exchange(vh: &VHost, name: &str, body: &Value) -> Response {
             arguments: arguments(body)?,
         })
     })();
+    // Its alternate exchange is checked as 0-9-1's exchange.declare does.
+    let decl = decl.and_then(
+        |d| match grant.check_declare(Resource::Exchange, name, &d.arguments) {
+            Ok(()) => Ok(d),
+            Err(e) => Err(broker_error(e)),
+        },
+    );
     match decl.map(|d| vh.declare_exchange(d)) {
         Ok(Ok(_)) => Response::new(204, Value::Null),
         Ok(Err(e)) => broker_error(e),

@@ -12,7 +12,8 @@ use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use base64::Engine;
-use warren_core::{Access, Permission, Resource, User};
+use warren_amqp091::FieldTable;
+use warren_core::{Access, Grant, Permission, Resource, User};
 
 use super::error::ApiError;
 use crate::ServerCtx;
@@ -51,11 +52,33 @@ impl Authed {
         })
     }
 
+    /// The user's standing in `vhost`, as a connection opening it gets.
+    fn grant(&self, vhost: &str) -> Result<Grant, ApiError> {
+        Ok(Grant {
+            user: self.user.name.clone(),
+            vhost: vhost.to_string(),
+            permission: self.may_change(vhost)?.clone(),
+        })
+    }
+
     /// The protocol permission check, for API operations that do what a
-    /// client would (declare, delete, purge, publish, get).
+    /// client would (delete, purge, publish, get).
     pub fn check(&self, vhost: &str, access: Access, kind: Resource, name: &str) -> Result<(), ApiError> {
-        self.may_change(vhost)?
-            .check(access, kind, name, vhost, &self.user.name)
+        self.grant(vhost)?
+            .check(access, kind, name)
+            .map_err(|e| ApiError::Forbidden(e.to_string()))
+    }
+
+    /// A declare's checks ([`Grant::check_declare`]).
+    pub fn check_declare(
+        &self,
+        vhost: &str,
+        kind: Resource,
+        name: &str,
+        args: &FieldTable,
+    ) -> Result<(), ApiError> {
+        self.grant(vhost)?
+            .check_declare(kind, name, args)
             .map_err(|e| ApiError::Forbidden(e.to_string()))
     }
 

@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 use super::auth::Authed;
 use super::conns::{find, visible};
 use super::error::ApiError;
+use super::objects::visible as visible_vhost;
 use super::objects::{listing, ListQuery};
 use crate::amqp10::management::NODE;
 use crate::connections::{ChannelInfo, Entry};
@@ -79,9 +80,7 @@ pub async fn vhost_channels(
     Path(vhost): Path<String>,
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<Value>> {
-    if !who.may_see(&vhost) || ctx.broker.vhost(&vhost).is_none() {
-        return Err(ApiError::NotFound);
-    }
+    visible_vhost(&ctx, &who, &vhost)?;
     listing(channels_of(&visible(&ctx, &who, Some(&vhost))), &q)
 }
 
@@ -164,8 +163,6 @@ pub async fn vhost_consumers(
     Path(vhost): Path<String>,
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<Value>> {
-    if !who.may_see(&vhost) || ctx.broker.vhost(&vhost).is_none() {
-        return Err(ApiError::NotFound);
-    }
+    visible_vhost(&ctx, &who, &vhost)?;
     listing(consumers_in(&ctx, &who, Some(&vhost)), &q)
 }

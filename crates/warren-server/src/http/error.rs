@@ -19,6 +19,8 @@ pub enum ApiError {
     BadRequest(String),
     /// 500, with the reason.
     Internal(String),
+    /// 503: a resource alarm holds publishers.
+    Unavailable(String),
 }
 
 impl From<BrokerError> for ApiError {
@@ -42,6 +44,7 @@ impl IntoResponse for ApiError {
             ApiError::NotFound => (StatusCode::NOT_FOUND, "Object Not Found", "Not Found".to_string()),
             ApiError::BadRequest(reason) => (StatusCode::BAD_REQUEST, "bad_request", reason),
             ApiError::Internal(reason) => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error", reason),
+            ApiError::Unavailable(reason) => (StatusCode::SERVICE_UNAVAILABLE, "service_unavailable", reason),
         };
         let mut r = (status, Json(json!({ "error": error, "reason": reason }))).into_response();
         if status == StatusCode::UNAUTHORIZED {

@@ -3,19 +3,7 @@
 //! plus `deliver_get`, the sum of deliveries and gets.
 
 use serde_json::{json, Map, Value};
-use warren_core::stats::{MessageCounters, Stat};
-
-/// The counters a queue reports (the broker-wide ones add confirms and
-/// unroutable drops).
-const QUEUE_STATS: [Stat; 7] = [
-    Stat::Publish,
-    Stat::Deliver,
-    Stat::DeliverNoAck,
-    Stat::Get,
-    Stat::GetNoAck,
-    Stat::Ack,
-    Stat::Redeliver,
-];
+use warren_core::stats::{MessageCounters, Stat, QUEUE_STATS};
 
 fn put(m: &mut Map<String, Value>, name: &str, count: u64, rate: f64) {
     m.insert(name.to_string(), json!(count));

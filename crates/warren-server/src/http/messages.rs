@@ -20,6 +20,7 @@ use warren_core::{Access, Message, Resource};
 
 use super::auth::Authed;
 use super::error::ApiError;
+use super::objects::visible;
 use crate::definitions::{json_to_table, table_to_json};
 use crate::ServerCtx;
 
@@ -106,18 +107,23 @@ pub async fn publish(
     Path((vhost, name)): Path<(String, String)>,
     Json(body): Json<Value>,
 ) -> ApiResult<Json<Value>> {
-    let vh = ctx
-        .broker
-        .vhost(&vhost)
-        .filter(|_| who.may_see(&vhost))
-        .ok_or(ApiError::NotFound)?;
+    let vh = visible(&ctx, &who, &vhost)?;
     let exchange = exchange_name(&name);
     who.check(&vhost, Access::Write, Resource::Exchange, exchange)?;
     if !exchange.is_empty() {
         vh.check_exchange(exchange.as_bytes())
             .map_err(|_| ApiError::NotFound)?;
     }
+    // A resource alarm blocks this publisher as it blocks a client's.
+    if let Some(why) = ctx.broker.publishing_blocked() {
+        return Err(ApiError::Unavailable(format!("publishing is blocked: {why}")));
+    }
     let key = body.get("routing_key").and_then(Value::as_str).unwrap_or("");
+    if key.len() > 255 {
+        return Err(ApiError::BadRequest(
+            "routing_key is longer than 255 bytes".into(),
+        ));
+    }
     let payload = body.get("payload").and_then(Value::as_str).unwrap_or("");
     let payload = match body.get("payload_encoding").and_then(Value::as_str) {
         Some("base64") => base64::engine::general_purpose::STANDARD
@@ -132,6 +138,16 @@ pub async fn publish(
             .and_then(Value::as_object)
             .unwrap_or(&empty),
     )?;
+    // As a channel would refuse it (0-9-1 publish: 406 PRECONDITION_FAILED).
+    if let Some(u) = &props.user_id {
+        if u.as_bytes() != who.user.name.as_bytes() {
+            return Err(ApiError::BadRequest(format!(
+                "user_id property set to '{}' but authenticated user was '{}'",
+                u.to_str_lossy(),
+                who.user.name
+            )));
+        }
+    }
     let (msg, _) = Message::from_publish(
         ShortStr::from(exchange),
         ShortStr::from(key),
@@ -185,11 +201,7 @@ pub async fn get(
     Path((vhost, name)): Path<(String, String)>,
     Json(body): Json<Value>,
 ) -> ApiResult<Json<Value>> {
-    let vh = ctx
-        .broker
-        .vhost(&vhost)
-        .filter(|_| who.may_see(&vhost))
-        .ok_or(ApiError::NotFound)?;
+    let vh = visible(&ctx, &who, &vhost)?;
     who.check(&vhost, Access::Read, Resource::Queue, &name)?;
     let q = vh.queue(name.as_bytes(), 0).map_err(|_| ApiError::NotFound)?;
     let count = body

@@ -16,6 +16,7 @@ use axum::Router;
 use warren_core::queue::QueueStats;
 use warren_core::stats::{MessageCounters, Stat};
 
+use crate::amqp10::management::NODE;
 use crate::ServerCtx;
 
 const TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -110,6 +111,11 @@ async fn totals(State(ctx): State<Arc<ServerCtx>>) -> impl IntoResponse {
         b.alarms.disk_free_limit(),
     );
     global_counters(&mut out, &b.messages);
+    // RabbitMQ's Grafana dashboards join every series on this one.
+    let _ = writeln!(
+        out,
+        "# TYPE rabbitmq_identity_info untyped\n# HELP rabbitmq_identity_info RabbitMQ node & cluster identity info\nrabbitmq_identity_info{{rabbitmq_node=\"{NODE}\",rabbitmq_cluster=\"{NODE}\",rabbitmq_cluster_permanent_id=\"warren-{NODE}\"}} 1"
+    );
     let _ = writeln!(
         out,
         "# TYPE rabbitmq_build_info untyped\n# HELP rabbitmq_build_info RabbitMQ & Erlang/OTP version info\nrabbitmq_build_info{{rabbitmq_version=\"{}\",product_name=\"Warren\",product_version=\"{}\"}} 1",

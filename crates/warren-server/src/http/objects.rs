@@ -97,7 +97,7 @@ fn compare(a: &Value, b: &Value) -> std::cmp::Ordering {
 }
 
 /// The vhost, if it exists and this user may see it (else 404).
-fn visible(ctx: &ServerCtx, who: &Authed, vhost: &str) -> ApiResult<Arc<VHost>> {
+pub(super) fn visible(ctx: &ServerCtx, who: &Authed, vhost: &str) -> ApiResult<Arc<VHost>> {
     if !who.may_see(vhost) {
         return Err(ApiError::NotFound);
     }
@@ -179,12 +179,11 @@ pub async fn put_vhost(State(ctx): Ctx, who: Authed, Path(vhost): Path<String>) 
     ctx.broker.add_vhost(&vhost);
     // The creator may use it (RabbitMQ grants the creating user full
     // permissions on a new vhost).
-    if let Some(mut u) = ctx.broker.user(&who.user.name) {
-        if !u.permissions.contains_key(&vhost) {
-            u.permissions.insert(vhost.clone(), Permission::full());
-            ctx.broker.put_user(u);
-        }
-    }
+    ctx.broker.update_user(&who.user.name, |u| {
+        u.permissions
+            .entry(vhost.clone())
+            .or_insert_with(Permission::full);
+    });
     Ok(if existed {
         StatusCode::NO_CONTENT
     } else {
@@ -197,9 +196,11 @@ pub async fn delete_vhost(State(ctx): Ctx, who: Authed, Path(vhost): Path<String
     if !ctx.broker.delete_vhost(&vhost) {
         return Err(ApiError::NotFound);
     }
-    for mut u in ctx.broker.users() {
-        if u.permissions.remove(&vhost).is_some() {
-            ctx.broker.put_user(u);
+    for u in ctx.broker.users() {
+        if u.permissions.contains_key(&vhost) {
+            ctx.broker.update_user(&u.name, |u| {
+                u.permissions.remove(&vhost);
+            });
         }
     }
     Ok(StatusCode::NO_CONTENT)
@@ -341,7 +342,6 @@ pub async fn put_permission(
 ) -> ApiResult<StatusCode> {
     who.admin()?;
     ctx.broker.vhost(&vhost).ok_or(ApiError::NotFound)?;
-    let mut u = ctx.broker.user(&user).ok_or(ApiError::NotFound)?;
     let m = body(b);
     let field = |k: &str| match m.get(k) {
         Some(Value::String(s)) => Ok(s.clone()),
@@ -349,8 +349,13 @@ pub async fn put_permission(
     };
     let p = Permission::new(&field("configure")?, &field("write")?, &field("read")?)
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let created = u.permissions.insert(vhost, p).is_none();
-    ctx.broker.put_user(u);
+    let mut created = false;
+    if !ctx
+        .broker
+        .update_user(&user, |u| created = u.permissions.insert(vhost, p).is_none())
+    {
+        return Err(ApiError::NotFound);
+    }
     Ok(if created {
         StatusCode::CREATED
     } else {
@@ -364,11 +369,12 @@ pub async fn delete_permission(
     Path((vhost, user)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
     who.admin()?;
-    let mut u = ctx.broker.user(&user).ok_or(ApiError::NotFound)?;
-    if u.permissions.remove(&vhost).is_none() {
+    let mut removed = false;
+    ctx.broker
+        .update_user(&user, |u| removed = u.permissions.remove(&vhost).is_some());
+    if !removed {
         return Err(ApiError::NotFound);
     }
-    ctx.broker.put_user(u);
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -431,8 +437,9 @@ pub async fn put_exchange(
     b: Option<Json<Value>>,
 ) -> ApiResult<StatusCode> {
     let vh = visible(&ctx, &who, &vhost)?;
-    who.check(&vhost, Access::Configure, Resource::Exchange, &name)?;
     let m = body(b);
+    let args = arguments(&m)?;
+    who.check_declare(&vhost, Resource::Exchange, &name, &args)?;
     let kind = match m.get("type") {
         Some(Value::String(t)) => t.clone(),
         _ => return Err(ApiError::BadRequest("type must be set".into())),
@@ -444,7 +451,7 @@ pub async fn put_exchange(
         durable: flag(&m, "durable", true)?,
         auto_delete: flag(&m, "auto_delete", false)?,
         internal: flag(&m, "internal", false)?,
-        arguments: arguments(&m)?,
+        arguments: args,
     })?;
     Ok(if existed {
         StatusCode::NO_CONTENT
@@ -557,15 +564,16 @@ pub async fn put_queue(
     b: Option<Json<Value>>,
 ) -> ApiResult<StatusCode> {
     let vh = visible(&ctx, &who, &vhost)?;
-    who.check(&vhost, Access::Configure, Resource::Queue, &name)?;
     let m = body(b);
+    let args = arguments(&m)?;
+    who.check_declare(&vhost, Resource::Queue, &name, &args)?;
     let (_, created) = vh.declare_queue(
         QueueDecl {
             name: ShortStr::from(name.as_str()),
             durable: flag(&m, "durable", true)?,
             exclusive: false,
             auto_delete: flag(&m, "auto_delete", false)?,
-            arguments: arguments(&m)?,
+            arguments: args,
         },
         0,
     )?;

@@ -557,8 +557,10 @@ impl Conn {
                 stream,
                 offset,
             } => {
-                // No response to refuse with: dropped, as RabbitMQ does.
-                match self.check(Access::Write, &stream) {
+                // Storing a consumer's offset needs read, what the
+                // consumer has (as RabbitMQ checks); no response to refuse
+                // with, so a refused one is dropped, as RabbitMQ does.
+                match self.check(Access::Read, &stream) {
                     Ok(()) => self.store_offset(&reference, &stream, offset),
                     Err(e) => tracing::warn!(peer = %self.peer, "store_offset refused: {e}"),
                 }

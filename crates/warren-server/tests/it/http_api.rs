@@ -495,6 +495,10 @@ async fn prometheus_metrics_use_rabbitmqs_names() {
         totals.contains("# TYPE rabbitmq_global_messages_acknowledged_total counter"),
         "{totals}"
     );
+    assert!(
+        totals.contains("rabbitmq_identity_info{rabbitmq_node=\""),
+        "{totals}"
+    );
     let per = get("/metrics/per-object").await;
     assert!(
         per.lines()

@@ -204,6 +204,15 @@ async fn publish_and_get_through_the_api() {
     assert_eq!(q["messages"], 0, "taken: {q}");
     assert_eq!(q["message_stats"]["get"], 5);
 
+    // A user_id that is not the caller's is refused, as a channel would.
+    let (st, _) = b
+        .http(
+            Method::POST,
+            "/api/exchanges/%2F/amq.default/publish",
+            Some(json!({"properties": {"user_id": "mallory"}, "routing_key": "peek", "payload": "x", "payload_encoding": "string"})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST);
     let (st, e) = get(1, "sideways").await;
     assert_eq!(st, StatusCode::BAD_REQUEST, "{e}");
     let (st, _) = b

@@ -74,6 +74,16 @@ async fn amqp_0_9_1_checks_configure_write_and_read() {
         "declaring other.q",
     );
     let ch = within(conn.create_channel()).await.unwrap();
+    refused(
+        within(ch.queue_declare(
+            "own.dl".into(),
+            Default::default(),
+            table(&[("x-dead-letter-exchange", s("amq.direct"))]),
+        ))
+        .await,
+        "declaring own.dl dead-lettering into amq.direct",
+    );
+    let ch = within(conn.create_channel()).await.unwrap();
     let e = within(ch.queue_delete("shared".into(), Default::default()))
         .await
         .expect_err("deleting shared");
@@ -287,6 +297,24 @@ async fn the_http_api_checks_the_same_permissions() {
     assert_eq!(st, StatusCode::UNAUTHORIZED, "{body}");
     assert_eq!(body["error"], "not_authorized");
     assert_eq!(put("own.q").await.0, StatusCode::CREATED);
+    // A dead letter exchange it may not write to: refused, as over 0-9-1.
+    let (st, body) = b
+        .http_as(
+            USER,
+            PASS,
+            Method::PUT,
+            "/api/queues/%2F/own.dl",
+            Some(json!({"durable": true, "arguments": {"x-dead-letter-exchange": "amq.direct"}})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::UNAUTHORIZED, "{body}");
+    assert!(
+        body["reason"]
+            .as_str()
+            .unwrap()
+            .contains("write access to exchange 'amq.direct'"),
+        "{body}"
+    );
     let (st, _) = b
         .http_as(
             USER,
