@@ -57,17 +57,9 @@ impl Stat {
     }
 }
 
-/// What a queue counts (the broker-wide counters add confirms and
-/// unroutable drops).
-pub const QUEUE_STATS: [Stat; 7] = [
-    Stat::Publish,
-    Stat::Deliver,
-    Stat::DeliverNoAck,
-    Stat::Get,
-    Stat::GetNoAck,
-    Stat::Ack,
-    Stat::Redeliver,
-];
+/// What a queue counts: all but the last two of [`Stat::ALL`] (the
+/// broker-wide counters add confirms and unroutable drops).
+pub const QUEUE_STATS: &[Stat] = Stat::ALL.split_at(7).0;
 
 const N: usize = Stat::ALL.len();
 

@@ -25,7 +25,7 @@ fn build(c: &MessageCounters, stats: &[Stat]) -> Value {
 /// A queue's `message_stats`; None (the field left out, as RabbitMQ does)
 /// until it has seen a message.
 pub fn queue(c: &MessageCounters) -> Option<Value> {
-    c.any().then(|| build(c, &QUEUE_STATS))
+    c.any().then(|| build(c, QUEUE_STATS))
 }
 
 /// /api/overview's `message_stats`: every broker-wide counter.

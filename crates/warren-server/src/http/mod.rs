@@ -35,6 +35,9 @@ use tokio::sync::watch;
 
 use crate::ServerCtx;
 
+/// The largest request body taken (RabbitMQ: 20 MB).
+pub const MAX_BODY: usize = 20_000_000;
+
 /// Every route of the API.
 pub fn router(ctx: Arc<ServerCtx>) -> Router {
     Router::new()
@@ -124,6 +127,9 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
         .route("/api/definitions", get(defs::export).post(defs::import))
         .route("/api/definitions/{vhost}", get(defs::export_vhost))
         .route("/api/{*rest}", get(error::no_such_path))
+        // Definitions of a large broker pass axum's 2 MB default; this is
+        // RabbitMQ's management.http.max_body_size default, still a bound.
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .with_state(ctx)
 }
 
