@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use warren_core::queue::StreamLog;
+use warren_core::queue::{Queue, StreamLog};
 use warren_core::stats::Stat;
 use warren_log::{Delta, Message};
 use warren_stream::command::{key, Command};
@@ -33,6 +33,8 @@ pub const MAX_PENDING_BYTES: usize = 1 << 20;
 pub struct Publisher {
     pub stream: String,
     pub log: Arc<StreamLog>,
+    /// The stream as a queue: its `message_stats` count what is published.
+    queue: Arc<Queue>,
     pub reference: Option<String>,
     /// Entries received, waiting to be written.
     pending: Vec<Published>,
@@ -47,11 +49,17 @@ pub struct Publisher {
 impl Conn {
     /// The log of stream `name` in this connection's vhost.
     pub(super) fn stream_log(&self, name: &str) -> Result<Arc<StreamLog>, u16> {
-        let vh = self.vhost();
-        match vh.queue(name.as_bytes(), 0) {
-            Ok(q) => q.stream().cloned().ok_or(code::STREAM_DOES_NOT_EXIST),
-            Err(_) => Err(code::STREAM_DOES_NOT_EXIST),
-        }
+        self.stream_queue(name).map(|(_, log)| log)
+    }
+
+    /// Stream `name` as a queue, and its log.
+    fn stream_queue(&self, name: &str) -> Result<(Arc<Queue>, Arc<StreamLog>), u16> {
+        let q = self
+            .vhost()
+            .queue(name.as_bytes(), 0)
+            .map_err(|_| code::STREAM_DOES_NOT_EXIST)?;
+        let log = q.stream().cloned().ok_or(code::STREAM_DOES_NOT_EXIST)?;
+        Ok((q, log))
     }
 
     pub(super) fn declare_publisher(
@@ -61,8 +69,8 @@ impl Conn {
         reference: Option<String>,
         stream: &str,
     ) {
-        let log = match self.stream_log(stream) {
-            Ok(l) => l,
+        let (queue, log) = match self.stream_queue(stream) {
+            Ok(ql) => ql,
             Err(c) => return self.respond(key::DECLARE_PUBLISHER, correlation_id, c),
         };
         let taken = self.publishers.contains_key(&publisher_id)
@@ -81,6 +89,7 @@ impl Conn {
             Publisher {
                 stream: stream.to_string(),
                 log,
+                queue,
                 reference,
                 pending: Vec::new(),
                 pending_bytes: 0,
@@ -140,6 +149,7 @@ impl Conn {
         match self.publishers.get_mut(&publisher_id) {
             Some(p) => {
                 self.ctx.broker.messages.add(Stat::Publish, entries.len() as u64);
+                p.queue.counters.add(Stat::Publish, entries.len() as u64);
                 p.pending.extend(entries);
                 p.pending_bytes += len;
                 self.pending_bytes += len;

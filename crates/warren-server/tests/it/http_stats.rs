@@ -253,3 +253,28 @@ async fn the_web_ui_is_served_from_the_api_port() {
         assert!(within(r.text()).await.unwrap().len() > 100, "{path}");
     }
 }
+
+/// Messages published over the stream protocol count in the stream's own
+/// `message_stats` as well as broker-wide.
+// Multi-threaded: a failed assertion drops the producer, whose Drop
+// blocks on a close that needs the broker's tasks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_publishes_count_on_the_stream() {
+    use rabbitmq_stream_client::types::Message;
+    let b = Broker::start().await;
+    let env = b.stream_env().await;
+    within(env.stream_creator().create("counted")).await.unwrap();
+    let producer = within(env.producer().build("counted")).await.unwrap();
+    let msgs: Vec<Message> = (0..5)
+        .map(|i| Message::builder().body(format!("s{i}")).build())
+        .collect();
+    let confirmed = within(producer.batch_send_with_confirm(msgs)).await.unwrap();
+    assert_eq!(confirmed.len(), 5);
+    within(producer.close()).await.unwrap();
+    let (_, q) = b.http(Method::GET, "/api/queues/%2F/counted", None).await;
+    assert_eq!(q["type"], "stream");
+    assert_eq!(q["message_stats"]["publish"], 5, "{q}");
+    let (_, o) = b.http(Method::GET, "/api/overview", None).await;
+    assert_eq!(o["message_stats"]["publish"], 5, "{o}");
+    assert_eq!(o["message_stats"]["confirm"], 5, "{o}");
+}
