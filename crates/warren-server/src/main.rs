@@ -26,6 +26,10 @@ async fn main() -> std::process::ExitCode {
         env!("CARGO_PKG_VERSION"),
         config.data_dir.display()
     );
+    // Before starting: a SIGTERM that comes while the broker starts (from
+    // a supervisor, or a test that saw the listener's log line) then stops
+    // it cleanly instead of killing it with the default action.
+    let stop = shutdown_signal();
     let running = match warren_server::start(config).await {
         Ok(r) => r,
         Err(StartError::Listen { addr, source }) if source.kind() == std::io::ErrorKind::AddrInUse => {
@@ -39,31 +43,44 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(1);
         }
     };
-    wait_for_signal().await;
+    stop.await;
     tracing::info!("shutting down");
     running.shutdown().await;
     tracing::info!("stopped");
     std::process::ExitCode::SUCCESS
 }
 
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
+/// SIGTERM or SIGINT, registered now (tokio installs a signal's handler
+/// when its stream is made, not when it is first awaited).
+#[cfg(unix)]
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let term = signal(SignalKind::terminate()).ok();
+    let int = signal(SignalKind::interrupt()).ok();
+    async move {
+        match (term, int) {
+            (Some(mut t), Some(mut i)) => {
                 tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
+                    _ = t.recv() => {}
+                    _ = i.recv() => {}
                 }
             }
-            Err(_) => {
+            (Some(mut t), None) => {
+                t.recv().await;
+            }
+            (None, Some(mut i)) => {
+                i.recv().await;
+            }
+            (None, None) => {
                 let _ = tokio::signal::ctrl_c().await;
             }
         }
     }
-    #[cfg(not(unix))]
-    {
+}
+
+#[cfg(not(unix))]
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    async {
         let _ = tokio::signal::ctrl_c().await;
     }
 }
