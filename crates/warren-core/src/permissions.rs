@@ -11,6 +11,7 @@ use regex::Regex;
 use warren_amqp091::FieldTable;
 
 use crate::error::{BrokerError, Result};
+use crate::exchange::Destination;
 
 /// Which of the three permissions an operation needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,6 +162,17 @@ impl Grant {
             self.check(Access::Read, kind, name)?;
         }
         Ok(())
+    }
+
+    /// Binding `destination` to exchange `source` (queue.bind,
+    /// exchange.bind, unbinding too): write on the destination, read on
+    /// the source.
+    pub fn check_bind(&self, source: &str, destination: &Destination) -> Result<()> {
+        match destination {
+            Destination::Queue(q) => self.check(Access::Write, Resource::Queue, &q.to_str_lossy())?,
+            Destination::Exchange(x) => self.check(Access::Write, Resource::Exchange, &x.to_str_lossy())?,
+        }
+        self.check(Access::Read, Resource::Exchange, source)
     }
 }
 

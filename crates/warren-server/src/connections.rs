@@ -36,12 +36,12 @@ pub struct Entry {
     /// Open 0-9-1 channels, by number.
     channels: Mutex<Vec<Arc<ChannelInfo>>>,
     /// Open AMQP 1.0 sessions (listed as channels, as RabbitMQ counts them).
-    pub sessions: AtomicU32,
+    sessions: AtomicU32,
 }
 
 /// A 0-9-1 channel as `/api/channels` shows it. The connection that owns
-/// the channel stores its numbers once per wakeup (relaxed atomics: the
-/// API reads a recent value, never a torn one).
+/// the channel stores its numbers after each wakeup that changed them
+/// (relaxed atomics: the API reads a recent value, never a torn one).
 #[derive(Debug, Default)]
 pub struct ChannelInfo {
     pub number: u16,
@@ -106,6 +106,11 @@ impl Entry {
     /// Channels (0-9-1) or sessions (1.0) open on this connection.
     pub fn channel_count(&self) -> usize {
         self.channels.lock().len() + self.sessions.load(Ordering::Relaxed) as usize
+    }
+
+    /// The AMQP 1.0 connection's session count changed.
+    pub fn set_sessions(&self, n: usize) {
+        self.sessions.store(n as u32, Ordering::Relaxed);
     }
 
     pub fn count_recv(&self, n: usize) {

@@ -17,6 +17,7 @@ use tokio::sync::watch;
 use warren_amqp091::frame::{write_heartbeat, write_method};
 use warren_amqp091::methods::*;
 use warren_amqp091::{CodecError, FieldTable, Frame, FrameType, Method, ShortStr, PROTOCOL_HEADER};
+use warren_core::exchange::Destination;
 use warren_core::queue::{Effects, Queue};
 use warren_core::{Access, Grant, Resource, User, VHost};
 
@@ -112,23 +113,24 @@ impl Conn {
     /// The permission check every operation on a named resource makes
     /// first (access-control guide; a refusal is 403, a channel error).
     pub fn check(&self, access: Access, kind: Resource, name: &ShortStr) -> Result<()> {
-        let Some(grant) = &self.grant else {
-            return Err(AmqpError::new(504, "connection not open"));
-        };
-        grant
-            .check(access, kind, &name.to_str_lossy())
-            .map_err(AmqpError::from)
+        Ok(self.grant()?.check(access, kind, &name.to_str_lossy())?)
+    }
+
+    fn grant(&self) -> Result<&Grant> {
+        self.grant
+            .as_ref()
+            .ok_or_else(|| AmqpError::new(504, "connection not open"))
+    }
+
+    /// [`Grant::check_bind`]: write on the destination, read on the source.
+    pub fn check_bind(&self, source: &ShortStr, destination: &Destination) -> Result<()> {
+        Ok(self.grant()?.check_bind(&source.to_str_lossy(), destination)?)
     }
 
     /// [`Grant::check_declare`]: configure, and the dead letter or
     /// alternate exchange's checks.
     pub fn check_declare(&self, kind: Resource, name: &ShortStr, args: &FieldTable) -> Result<()> {
-        let Some(grant) = &self.grant else {
-            return Err(AmqpError::new(504, "connection not open"));
-        };
-        grant
-            .check_declare(kind, &name.to_str_lossy(), args)
-            .map_err(AmqpError::from)
+        Ok(self.grant()?.check_declare(kind, &name.to_str_lossy(), args)?)
     }
 
     /// Carry out a queue call's effects (dead letters, auto-delete, timers).
@@ -175,6 +177,9 @@ struct Driver {
     close_deadline: Option<Instant>,
     /// Paused by a queue's backlog until drained, or this instant at most.
     flow_until: Option<tokio::time::Instant>,
+    /// Input was handled or deliveries drained since the channels' numbers
+    /// were last stored for the management API.
+    info_stale: bool,
 }
 
 pub async fn serve(
@@ -223,6 +228,7 @@ pub async fn serve(
         sent_since_tick: false,
         close_deadline: None,
         flow_until: None,
+        info_stale: false,
     };
     if let Err(e) = d.run(&mut shutdown).await {
         tracing::debug!(peer = %peer, "connection ended: {e}");
@@ -244,6 +250,7 @@ impl Driver {
             }
             if self.conn.wbuf.len() < WBUF_HIGH && self.conn.outbox.is_pending() {
                 consume::drain_outbox(&mut self.conn, &mut self.channels);
+                self.info_stale = true;
             }
             if self.conn.outbox.take_synced() {
                 publish::release_synced(&mut self.conn, &mut self.channels);
@@ -263,9 +270,12 @@ impl Driver {
                 self.flow_until = None;
             }
             let flow_deadline = self.flow_until;
-            // Once per wakeup, not per message: the API reads these.
-            for ch in self.channels.values() {
-                ch.publish_info();
+            // Once per wakeup that changed them, not per message: the API
+            // reads these.
+            if std::mem::take(&mut self.info_stale) {
+                for ch in self.channels.values() {
+                    ch.publish_info();
+                }
             }
             if self.unprocessed && !self.input_paused() {
                 self.unprocessed = false;
@@ -438,6 +448,7 @@ impl Driver {
     /// Handle the frames buffered so far and what follows from them.
     fn process_input(&mut self, just_read: usize) {
         self.handle_input();
+        self.info_stale = true;
         if self.rbuf.is_empty() && self.rbuf.capacity() > 4096 && just_read < 1024 {
             // Quiet again: give the buffer back, start small next time.
             self.rbuf = BytesMut::new();

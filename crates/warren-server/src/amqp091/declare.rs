@@ -47,13 +47,12 @@ pub fn exchange_delete(conn: &mut Conn, ch: &mut Channel, m: ExchangeDelete) -> 
 }
 
 pub fn exchange_bind(conn: &mut Conn, ch: &mut Channel, m: ExchangeBind) -> Result<()> {
-    conn.check(Access::Write, Resource::Exchange, &m.destination)?;
-    conn.check(Access::Read, Resource::Exchange, &m.source)?;
     let b = Binding {
         destination: Destination::Exchange(m.destination),
         routing_key: m.routing_key,
         arguments: m.arguments,
     };
+    conn.check_bind(&m.source, &b.destination)?;
     conn.vhost()?.bind(&m.source, b)?;
     if !m.no_wait {
         conn.send(ch.id, ExchangeBindOk {});
@@ -62,13 +61,12 @@ pub fn exchange_bind(conn: &mut Conn, ch: &mut Channel, m: ExchangeBind) -> Resu
 }
 
 pub fn exchange_unbind(conn: &mut Conn, ch: &mut Channel, m: ExchangeUnbind) -> Result<()> {
-    conn.check(Access::Write, Resource::Exchange, &m.destination)?;
-    conn.check(Access::Read, Resource::Exchange, &m.source)?;
     let b = Binding {
         destination: Destination::Exchange(m.destination),
         routing_key: m.routing_key,
         arguments: m.arguments,
     };
+    conn.check_bind(&m.source, &b.destination)?;
     conn.vhost()?.unbind(&m.source, &b)?;
     if !m.no_wait {
         conn.send(ch.id, ExchangeUnbindOk {});
@@ -167,8 +165,7 @@ fn bind_target(conn: &Conn, ch: &Channel, queue: &ShortStr) -> Result<ShortStr> 
 
 pub fn queue_bind(conn: &mut Conn, ch: &mut Channel, m: QueueBind) -> Result<()> {
     let name = bind_target(conn, ch, &m.queue)?;
-    conn.check(Access::Write, Resource::Queue, &name)?;
-    conn.check(Access::Read, Resource::Exchange, &m.exchange)?;
+    conn.check_bind(&m.exchange, &Destination::Queue(name.clone()))?;
     // Both empty: the routing key is the queue's name too.
     let key = if m.queue.is_empty() && m.routing_key.is_empty() {
         name.clone()
@@ -189,8 +186,7 @@ pub fn queue_bind(conn: &mut Conn, ch: &mut Channel, m: QueueBind) -> Result<()>
 
 pub fn queue_unbind(conn: &mut Conn, ch: &mut Channel, m: QueueUnbind) -> Result<()> {
     let name = bind_target(conn, ch, &m.queue)?;
-    conn.check(Access::Write, Resource::Queue, &name)?;
-    conn.check(Access::Read, Resource::Exchange, &m.exchange)?;
+    conn.check_bind(&m.exchange, &Destination::Queue(name.clone()))?;
     let key = if m.queue.is_empty() && m.routing_key.is_empty() {
         name.clone()
     } else {

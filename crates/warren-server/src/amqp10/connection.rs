@@ -606,9 +606,7 @@ impl Conn {
                 just_closed: None,
             },
         );
-        self.entry
-            .sessions
-            .store(self.sessions.len() as u32, std::sync::atomic::Ordering::Relaxed);
+        self.entry.set_sessions(self.sessions.len());
         self.send(
             channel,
             &Performative::Begin(Begin {
@@ -634,9 +632,7 @@ impl Conn {
             self.stop_receiver(channel, h);
         }
         self.sessions.remove(&channel);
-        self.entry
-            .sessions
-            .store(self.sessions.len() as u32, std::sync::atomic::Ordering::Relaxed);
+        self.entry.set_sessions(self.sessions.len());
         true
     }
 

@@ -208,16 +208,6 @@ fn authorize(
     }
 }
 
-/// Binding `destination` to `source` needs write on the destination and
-/// read on the source (as 0-9-1's queue.bind and exchange.bind).
-fn authorize_binding(grant: &Grant, source: &str, destination: &Destination) -> Result<(), BrokerError> {
-    match destination {
-        Destination::Queue(q) => grant.check(Access::Write, Resource::Queue, &q.to_str_lossy())?,
-        Destination::Exchange(x) => grant.check(Access::Write, Resource::Exchange, &x.to_str_lossy())?,
-    }
-    grant.check(Access::Read, Resource::Exchange, source)
-}
-
 /// The status RabbitMQ's management node gives a broker error.
 fn broker_error(e: BrokerError) -> Response {
     let status = match &e {
@@ -399,7 +389,7 @@ fn bind(vh: &VHost, grant: &Grant, body: &Value) -> Response {
             )
         }
     };
-    if let Err(e) = authorize_binding(grant, &source, &destination) {
+    if let Err(e) = grant.check_bind(&source, &destination) {
         return broker_error(e);
     }
     let arguments = match arguments(body) {
@@ -551,7 +541,7 @@ fn unbind(vh: &VHost, grant: &Grant, spec: &str, whole: &str) -> Response {
     else {
         return Response::error(400, format!("bad binding path {whole}"));
     };
-    if let Err(e) = authorize_binding(grant, src, dest) {
+    if let Err(e) = grant.check_bind(src, dest) {
         return broker_error(e);
     }
     for b in spec.matching(vh, src, dest) {

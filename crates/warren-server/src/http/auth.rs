@@ -13,6 +13,7 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use base64::Engine;
 use warren_amqp091::FieldTable;
+use warren_core::exchange::Destination;
 use warren_core::{Access, Grant, Permission, Resource, User};
 
 use super::error::ApiError;
@@ -66,6 +67,13 @@ impl Authed {
     pub fn check(&self, vhost: &str, access: Access, kind: Resource, name: &str) -> Result<(), ApiError> {
         self.grant(vhost)?
             .check(access, kind, name)
+            .map_err(|e| ApiError::Forbidden(e.to_string()))
+    }
+
+    /// A binding's checks ([`Grant::check_bind`]).
+    pub fn check_bind(&self, vhost: &str, source: &str, destination: &Destination) -> Result<(), ApiError> {
+        self.grant(vhost)?
+            .check_bind(source, destination)
             .map_err(|e| ApiError::Forbidden(e.to_string()))
     }
 

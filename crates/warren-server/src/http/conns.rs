@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use super::auth::Authed;
 use super::error::ApiError;
-use super::objects::{listing, ListQuery};
+use super::objects::{listing, visible as visible_vhost, ListQuery};
 use crate::amqp10::management::NODE;
 use crate::connections::Entry;
 use crate::ServerCtx;
@@ -72,9 +72,7 @@ pub async fn vhost_connections(
     Path(vhost): Path<String>,
     Query(q): Query<ListQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    if !who.may_see(&vhost) || ctx.broker.vhost(&vhost).is_none() {
-        return Err(ApiError::NotFound);
-    }
+    visible_vhost(&ctx, &who, &vhost)?;
     listing(
         visible(&ctx, &who, Some(&vhost))
             .iter()

@@ -622,8 +622,13 @@ fn properties_key(b: &Binding) -> String {
     } else if key.is_empty() {
         "~".to_string()
     } else {
-        key.replace('%', "%25").replace('/', "%2F")
+        path_escape(&key)
     }
+}
+
+/// A routing key as it stands in a binding's path segment.
+fn path_escape(key: &str) -> String {
+    key.replace('%', "%25").replace('/', "%2F")
 }
 
 fn binding_json(vhost: &str, source: &ShortStr, b: &Binding) -> Value {
@@ -702,16 +707,6 @@ pub async fn bindings_between(
     )))
 }
 
-/// Binding needs write on the destination and read on the source, as
-/// 0-9-1's queue.bind and exchange.bind.
-fn may_bind(who: &Authed, vhost: &str, source: &str, dest: &Destination) -> ApiResult<()> {
-    match dest {
-        Destination::Queue(q) => who.check(vhost, Access::Write, Resource::Queue, &q.to_str_lossy())?,
-        Destination::Exchange(x) => who.check(vhost, Access::Write, Resource::Exchange, &x.to_str_lossy())?,
-    }
-    who.check(vhost, Access::Read, Resource::Exchange, source)
-}
-
 /// POST /api/bindings/{vhost}/e/{source}/{q|e}/{destination}:
 /// `routing_key` and `arguments`; 201 with the new binding's location.
 pub async fn bind(
@@ -722,7 +717,7 @@ pub async fn bind(
 ) -> ApiResult<(StatusCode, [(axum::http::HeaderName, String); 1])> {
     let vh = visible(&ctx, &who, &vhost)?;
     let dest = destination(&kind, &destination_name)?;
-    may_bind(&who, &vhost, &source, &dest)?;
+    who.check_bind(&vhost, &source, &dest)?;
     let m = body(b);
     let key = m
         .get("routing_key")
@@ -755,14 +750,14 @@ pub async fn unbind(
 ) -> ApiResult<StatusCode> {
     let vh = visible(&ctx, &who, &vhost)?;
     let dest = destination(&kind, &destination_name)?;
-    may_bind(&who, &vhost, &source, &dest)?;
+    who.check_bind(&vhost, &source, &dest)?;
     let found = vh
         .bindings_from(source.as_bytes(), Some(&dest))
         .into_iter()
         // The path segment arrives decoded; the key is kept encoded.
         .find(|b| {
             let k = properties_key(b);
-            k == props || k == props.replace('%', "%25").replace('/', "%2F")
+            k == props || k == path_escape(&props)
         })
         .ok_or(ApiError::NotFound)?;
     vh.unbind(&ShortStr::from(source.as_str()), &found)?;

@@ -560,7 +560,7 @@ impl Conn {
                 // Storing a consumer's offset needs read, what the
                 // consumer has (as RabbitMQ checks); no response to refuse
                 // with, so a refused one is dropped, as RabbitMQ does.
-                match self.check(Access::Read, &stream) {
+                match self.check(Access::Read, Resource::Queue, &stream) {
                     Ok(()) => self.store_offset(&reference, &stream, offset),
                     Err(e) => tracing::warn!(peer = %self.peer, "store_offset refused: {e}"),
                 }
@@ -665,29 +665,19 @@ impl Conn {
                 let args = if r.remaining() > 0 { r.pairs()? } else { Vec::new() };
                 // Configure on the super stream (an exchange) and on each
                 // partition stream.
-                let refused = self
-                    .grant
-                    .as_ref()
-                    .map(|g| {
-                        g.check(Access::Configure, Resource::Exchange, &name).is_err()
-                            || partitions
-                                .iter()
-                                .any(|p| g.check(Access::Configure, Resource::Queue, p).is_err())
-                    })
-                    .unwrap_or(true);
-                if refused {
-                    self.respond(k, correlation_id, code::ACCESS_REFUSED);
-                } else {
+                let allowed = self.check(Access::Configure, Resource::Exchange, &name).is_ok()
+                    && partitions
+                        .iter()
+                        .all(|p| self.check(Access::Configure, Resource::Queue, p).is_ok());
+                if allowed {
                     self.create_super_stream(correlation_id, &name, &partitions, &keys, &args);
+                } else {
+                    self.respond(k, correlation_id, code::ACCESS_REFUSED);
                 }
             }
             ext_key::DELETE_SUPER_STREAM => {
                 let name = r.string()?;
-                let allowed = self
-                    .grant
-                    .as_ref()
-                    .is_some_and(|g| g.check(Access::Configure, Resource::Exchange, &name).is_ok());
-                if allowed {
+                if self.check(Access::Configure, Resource::Exchange, &name).is_ok() {
                     self.delete_super_stream(correlation_id, &name);
                 } else {
                     self.respond(k, correlation_id, code::ACCESS_REFUSED);
@@ -698,11 +688,11 @@ impl Conn {
         Ok(())
     }
 
-    /// The permission check for a command on `stream` (a queue, to
-    /// permissions).
-    fn check(&self, access: Access, stream: &str) -> Result<(), warren_core::BrokerError> {
+    /// The permission check for a command: streams are queues to
+    /// permissions, super streams exchanges.
+    fn check(&self, access: Access, kind: Resource, name: &str) -> Result<(), warren_core::BrokerError> {
         match &self.grant {
-            Some(g) => g.check(access, Resource::Queue, stream),
+            Some(g) => g.check(access, kind, name),
             None => Err(warren_core::BrokerError::AccessRefused(
                 "connection not open".into(),
             )),
@@ -711,7 +701,7 @@ impl Conn {
 
     /// [`Self::check`], answering a refusal with ACCESS_REFUSED (0x10).
     fn allowed(&mut self, k: u16, correlation_id: u32, access: Access, stream: &str) -> bool {
-        match self.check(access, stream) {
+        match self.check(access, Resource::Queue, stream) {
             Ok(()) => true,
             Err(e) => {
                 tracing::debug!(peer = %self.peer, "{e}");
