@@ -65,11 +65,19 @@ impl Syncer {
 
     /// Wake `w` after the next round ends (it then checks its tickets and
     /// registers again if some are still pending).
+    ///
+    /// Callers check their tickets first and register after, so the round
+    /// they waited for may end in between and the thread go to sleep with
+    /// nothing dirty: the notify makes it wake `w` at once rather than at
+    /// the next write, which may never come (a publisher waiting for its
+    /// confirms sends nothing).
     pub fn wait(&self, w: Arc<dyn SyncWaiter>) {
         let mut st = self.state.lock();
         if !st.waiters.iter().any(|x| Arc::ptr_eq(x, &w)) {
             st.waiters.push(w);
         }
+        drop(st);
+        self.cv.notify_one();
     }
 
     /// Finish the round in progress and stop the thread.

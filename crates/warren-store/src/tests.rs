@@ -257,6 +257,36 @@ fn one_fsync_round_covers_many_appends() {
     st.shutdown();
 }
 
+/// A waiter that registers after the round it hoped for has ended, while
+/// the sync thread sleeps with nothing dirty, is still woken: the channel
+/// checks its tickets, then registers, so the round can end in between
+/// (a confirm once stalled here until the next publish, which never came).
+#[test]
+fn a_waiter_registered_while_the_thread_is_idle_is_woken() {
+    struct Flag(std::sync::atomic::AtomicBool);
+    impl crate::SyncWaiter for Flag {
+        fn synced(&self) {
+            self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let st = Storage::open(dir.path()).unwrap();
+    let mut s = st.create("/", b"q", true).unwrap();
+    let b = body(0);
+    let t = s.append(&rec(0, true, &b), false).unwrap().unwrap();
+    wait_synced(&t);
+    // Let the thread go back to sleep with no store and no waiter.
+    std::thread::sleep(Duration::from_millis(50));
+    let flag = std::sync::Arc::new(Flag(Default::default()));
+    st.syncer().wait(flag.clone());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !flag.0.load(std::sync::atomic::Ordering::SeqCst) {
+        assert!(Instant::now() < deadline, "the waiter was never woken");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    st.shutdown();
+}
+
 #[test]
 fn large_records_are_read_back_whole() {
     let dir = tempfile::tempdir().unwrap();
