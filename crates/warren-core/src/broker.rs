@@ -12,11 +12,12 @@ use rand::RngCore;
 use sha2::{Digest, Sha256};
 
 use crate::alarms::Alarms;
+use crate::changes::{Change, DefinitionsLog};
 use crate::error::BrokerError;
 use crate::permissions::{Grant, Permission};
 use crate::queue::{MemoryGauge, QueueEnv, Storage};
 use crate::stats::MessageCounters;
-use crate::vhost::{ChangeHook, VHost};
+use crate::vhost::VHost;
 
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
@@ -100,7 +101,7 @@ pub struct Broker {
     pub messages: Arc<MessageCounters>,
     vhosts: RwLock<HashMap<String, Arc<VHost>>>,
     users: RwLock<HashMap<String, User>>,
-    on_change: ChangeHook,
+    log: Arc<dyn DefinitionsLog>,
     next_id: AtomicU64,
 }
 
@@ -111,7 +112,8 @@ impl std::fmt::Debug for Broker {
 }
 
 impl Broker {
-    pub fn new(config: BrokerConfig, on_change: ChangeHook) -> Arc<Broker> {
+    /// A broker whose durable changes go to `log` (see [`crate::changes`]).
+    pub fn new(config: BrokerConfig, log: Arc<dyn DefinitionsLog>) -> Arc<Broker> {
         Arc::new(Broker {
             alarms: Alarms::new(config.memory_high_watermark, config.disk_free_limit),
             config,
@@ -119,7 +121,7 @@ impl Broker {
             messages: Arc::new(MessageCounters::default()),
             vhosts: RwLock::new(HashMap::new()),
             users: RwLock::new(HashMap::new()),
-            on_change,
+            log,
             next_id: AtomicU64::new(1),
         })
     }
@@ -131,9 +133,11 @@ impl Broker {
 
     pub fn add_vhost(&self, name: &str) -> Arc<VHost> {
         let mut v = self.vhosts.write();
+        let mut ticket = None;
         let vh = v
             .entry(name.to_string())
             .or_insert_with(|| {
+                ticket = Some(self.log.record(Change::VHostAdded(name)));
                 let env = QueueEnv {
                     memory: self.memory.clone(),
                     storage: self.config.storage.clone(),
@@ -142,11 +146,13 @@ impl Broker {
                     stream_cache_bytes: self.config.stream_cache_bytes,
                     messages: self.messages.clone(),
                 };
-                Arc::new(VHost::new(name, env, self.on_change.clone()))
+                Arc::new(VHost::new(name, env, self.log.clone()))
             })
             .clone();
         drop(v);
-        (self.on_change)();
+        if let Some(ticket) = ticket {
+            self.log.commit(ticket);
+        }
         vh
     }
 
@@ -159,48 +165,58 @@ impl Broker {
     }
 
     pub fn put_user(&self, user: User) {
-        self.users.write().insert(user.name.clone(), user);
-        (self.on_change)();
+        let mut users = self.users.write();
+        let ticket = self.log.record(Change::UserPut(&user));
+        users.insert(user.name.clone(), user);
+        drop(users);
+        self.log.commit(ticket);
     }
 
     /// Delete a vhost and everything in it (its queues' consumers are
     /// cancelled). False if there was none.
     pub fn delete_vhost(&self, name: &str) -> bool {
-        let Some(vh) = self.vhosts.write().remove(name) else {
+        let mut vhosts = self.vhosts.write();
+        let Some(vh) = vhosts.remove(name) else {
             return false;
         };
+        // One record for the vhost and all in it; what its queues' removal
+        // below would record is not.
+        vh.retire();
+        let ticket = self.log.record(Change::VHostDeleted(name));
+        drop(vhosts);
         for q in vh.queues() {
             if vh.remove_queue_if_same(&q) {
                 vh.destroy_queue(&q);
             }
         }
-        (self.on_change)();
+        self.log.commit(ticket);
         true
     }
 
     /// Delete a user. False if there was none.
     pub fn delete_user(&self, name: &str) -> bool {
-        let gone = self.users.write().remove(name).is_some();
-        if gone {
-            (self.on_change)();
+        let mut users = self.users.write();
+        if users.remove(name).is_none() {
+            return false;
         }
-        gone
+        let ticket = self.log.record(Change::UserDeleted(name));
+        drop(users);
+        self.log.commit(ticket);
+        true
     }
 
     /// Change a user in place, under the users' lock (so two concurrent
     /// changes to one user both land). False if there is no such user.
     pub fn update_user(&self, name: &str, f: impl FnOnce(&mut User)) -> bool {
-        let found = match self.users.write().get_mut(name) {
-            Some(u) => {
-                f(u);
-                true
-            }
-            None => false,
+        let mut users = self.users.write();
+        let Some(u) = users.get_mut(name) else {
+            return false;
         };
-        if found {
-            (self.on_change)();
-        }
-        found
+        f(u);
+        let ticket = self.log.record(Change::UserPut(u));
+        drop(users);
+        self.log.commit(ticket);
+        true
     }
 
     pub fn user(&self, name: &str) -> Option<User> {
@@ -290,7 +306,7 @@ mod tests {
 
     #[test]
     fn guest_only_from_loopback() {
-        let b = Broker::new(BrokerConfig::default(), Arc::new(|| {}));
+        let b = Broker::new(BrokerConfig::default(), Arc::new(crate::changes::NoLog));
         b.add_vhost("/");
         b.put_user(User {
             name: "guest".into(),

@@ -8,6 +8,7 @@
 
 pub mod alarms;
 pub mod broker;
+pub mod changes;
 pub mod error;
 pub mod exchange;
 pub mod message;

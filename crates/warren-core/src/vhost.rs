@@ -10,12 +10,10 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use warren_amqp091::{FieldTable, FieldValue, ShortStr};
 
+use crate::changes::{Change, DefinitionsLog};
 use crate::error::BrokerError;
 use crate::exchange::{Binding, Destination, Exchange, ExchangeKind};
 use crate::queue::{dead_letter, Effects, Queue, QueueEnv, EQUIVALENCE_ARGS};
-
-/// Called after a durable definition changed, so it can be saved.
-pub type ChangeHook = Arc<dyn Fn() + Send + Sync>;
 
 #[derive(Default)]
 struct Topology {
@@ -23,13 +21,16 @@ struct Topology {
     queues: HashMap<ShortStr, Arc<Queue>>,
     /// For each destination, the exchanges with bindings to it.
     sources: HashMap<Destination, HashSet<ShortStr>>,
+    /// Set once the vhost is deleted (a deletion recorded as one change):
+    /// what its last users still do to it is not recorded.
+    retired: bool,
 }
 
 pub struct VHost {
     pub name: String,
     topology: RwLock<Topology>,
     env: QueueEnv,
-    on_change: ChangeHook,
+    log: Arc<dyn DefinitionsLog>,
 }
 
 impl std::fmt::Debug for VHost {
@@ -128,7 +129,7 @@ fn show(v: Option<&FieldValue>) -> String {
 }
 
 impl VHost {
-    pub fn new(name: &str, env: QueueEnv, on_change: ChangeHook) -> VHost {
+    pub fn new(name: &str, env: QueueEnv, log: Arc<dyn DefinitionsLog>) -> VHost {
         let mut t = Topology::default();
         for (n, kind, internal) in PREDECLARED {
             let name = ShortStr::from(*n);
@@ -141,7 +142,7 @@ impl VHost {
             name: name.to_string(),
             topology: RwLock::new(t),
             env,
-            on_change,
+            log,
         }
     }
 
@@ -163,6 +164,41 @@ impl VHost {
 
     fn default_exchange_refused(&self) -> BrokerError {
         BrokerError::AccessRefused("operation not permitted on the default exchange".into())
+    }
+
+    // ----- durable changes -------------------------------------------------
+
+    /// Record a durable change while the topology lock `t` is held, so
+    /// records keep the order of the changes.
+    fn record(&self, t: &Topology, change: Change<'_>) -> Option<u64> {
+        (!t.retired).then(|| self.log.record(change))
+    }
+
+    /// Record the durable exchanges a removal took with it.
+    fn record_gone(&self, t: &Topology, gone: &[ShortStr]) -> Option<u64> {
+        gone.iter().fold(None, |last, name| {
+            self.record(
+                t,
+                Change::ExchangeDeleted {
+                    vhost: &self.name,
+                    name,
+                },
+            )
+            .or(last)
+        })
+    }
+
+    /// Wait, with no lock held, until what was recorded is durable.
+    fn commit(&self, ticket: Option<u64>) {
+        if let Some(ticket) = ticket {
+            self.log.commit(ticket);
+        }
+    }
+
+    /// The vhost is being deleted, its deletion recorded: record nothing
+    /// more of it.
+    pub(crate) fn retire(&self) {
+        self.topology.write().retired = true;
     }
 
     // ----- exchanges -------------------------------------------------------
@@ -234,13 +270,22 @@ impl VHost {
             d.durable,
             d.auto_delete,
             d.internal,
-            d.arguments,
+            d.arguments.clone(),
         )?;
-        t.exchanges.insert(d.name, x);
+        t.exchanges.insert(d.name.clone(), x);
+        let ticket = if d.durable {
+            self.record(
+                &t,
+                Change::ExchangeDeclared {
+                    vhost: &self.name,
+                    decl: &d,
+                },
+            )
+        } else {
+            None
+        };
         drop(t);
-        if d.durable {
-            (self.on_change)();
-        }
+        self.commit(ticket);
         Ok(true)
     }
 
@@ -278,31 +323,36 @@ impl VHost {
                 self.name
             )));
         }
-        let durable = x.durable;
-        Self::remove_exchange_locked(&mut t, name);
+        let mut gone = Vec::new();
+        Self::remove_exchange_locked(&mut t, name, &mut gone);
+        let ticket = self.record_gone(&t, &gone);
         drop(t);
-        if durable {
-            (self.on_change)();
-        }
+        self.commit(ticket);
         Ok(())
     }
 
-    fn remove_exchange_locked(t: &mut Topology, name: &ShortStr) {
+    /// Remove exchange `name` and its bindings (from and to it); durable
+    /// exchanges removed, this one and any auto-deleted as a result, are
+    /// added to `gone`.
+    fn remove_exchange_locked(t: &mut Topology, name: &ShortStr, gone: &mut Vec<ShortStr>) {
         let Some(x) = t.exchanges.remove(name) else {
             return;
         };
+        if x.durable {
+            gone.push(name.clone());
+        }
         for b in x.bindings() {
             if let Some(s) = t.sources.get_mut(&b.destination) {
                 s.remove(name);
             }
         }
         let dest = Destination::Exchange(name.clone());
-        Self::unbind_destination_locked(t, &dest);
+        Self::unbind_destination_locked(t, &dest, gone);
     }
 
     /// Remove every binding leading to `dest`, auto-deleting sources left
     /// with no bindings.
-    fn unbind_destination_locked(t: &mut Topology, dest: &Destination) {
+    fn unbind_destination_locked(t: &mut Topology, dest: &Destination, gone: &mut Vec<ShortStr>) {
         let Some(sources) = t.sources.remove(dest) else {
             return;
         };
@@ -315,7 +365,7 @@ impl VHost {
                 None => false,
             };
             if empty_auto {
-                Self::remove_exchange_locked(t, &s);
+                Self::remove_exchange_locked(t, &s, gone);
             }
         }
     }
@@ -354,14 +404,24 @@ impl VHost {
         }
         let dest = binding.destination.clone();
         let durable = Self::is_durable_dest(&t, &dest) && t.exchanges.get(source).is_some_and(|x| x.durable);
+        let kept = durable.then(|| binding.clone());
         let added = t.exchanges.get_mut(source).is_some_and(|x| x.bind(binding));
+        let mut ticket = None;
         if added {
             t.sources.entry(dest).or_default().insert(source.clone());
+            if let Some(binding) = &kept {
+                ticket = self.record(
+                    &t,
+                    Change::Bound {
+                        vhost: &self.name,
+                        source,
+                        binding,
+                    },
+                );
+            }
         }
         drop(t);
-        if added && durable {
-            (self.on_change)();
-        }
+        self.commit(ticket);
         Ok(())
     }
 
@@ -400,13 +460,24 @@ impl VHost {
                 s.remove(source);
             }
         }
+        let mut ticket = None;
+        if removed && durable {
+            ticket = self.record(
+                &t,
+                Change::Unbound {
+                    vhost: &self.name,
+                    source,
+                    binding,
+                },
+            );
+        }
         if removed && auto_empty {
-            Self::remove_exchange_locked(&mut t, source);
+            let mut gone = Vec::new();
+            Self::remove_exchange_locked(&mut t, source, &mut gone);
+            ticket = self.record_gone(&t, &gone).or(ticket);
         }
         drop(t);
-        if removed && durable {
-            (self.on_change)();
-        }
+        self.commit(ticket);
         Ok(())
     }
 
@@ -481,10 +552,19 @@ impl VHost {
             return self.redeclare(&existing, &d, connection).map(|q| (q, false));
         }
         t.queues.insert(d.name.clone(), q.clone());
+        let ticket = if d.durable {
+            self.record(
+                &t,
+                Change::QueueDeclared {
+                    vhost: &self.name,
+                    decl: &d,
+                },
+            )
+        } else {
+            None
+        };
         drop(t);
-        if d.durable {
-            (self.on_change)();
-        }
+        self.commit(ticket);
         Ok((q, true))
     }
 
@@ -548,11 +628,21 @@ impl VHost {
             return None;
         }
         let q = t.queues.remove(name)?;
-        Self::unbind_destination_locked(&mut t, &Destination::Queue(name.clone()));
-        drop(t);
+        let mut gone = Vec::new();
+        Self::unbind_destination_locked(&mut t, &Destination::Queue(name.clone()), &mut gone);
+        let mut ticket = None;
         if q.durable {
-            (self.on_change)();
+            ticket = self.record(
+                &t,
+                Change::QueueDeleted {
+                    vhost: &self.name,
+                    name,
+                },
+            );
         }
+        ticket = self.record_gone(&t, &gone).or(ticket);
+        drop(t);
+        self.commit(ticket);
         Some(q)
     }
 

@@ -17,7 +17,7 @@ pub mod stream;
 pub mod timers;
 
 use std::net::SocketAddr;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -121,11 +121,10 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         source,
     };
     std::fs::create_dir_all(&config.data_dir).map_err(data_err)?;
-    let store = Arc::new(definitions::Store::new(&config.data_dir));
-    let stored = store.load().map_err(data_err)?;
+    let (store, stored) = definitions::Store::open(&config.data_dir).map_err(data_err)?;
+    let store = Arc::new(store);
     let storage = Storage::open(&config.data_dir.join("queues"))?;
 
-    let weak = Arc::new(OnceLock::new());
     let broker = Broker::new(
         BrokerConfig {
             loopback_users: config.loopback_users.clone(),
@@ -136,8 +135,11 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             stream_codec: Some(amqp10::convert::STREAM_CODEC),
             stream_cache_bytes: config.stream_cache_bytes,
         },
-        definitions::save_hook(store.clone(), weak.clone()),
+        store.clone(),
     );
+    // Restoring records every object again; they are written once, as the
+    // new snapshot below.
+    let batch = store.batch();
     match &stored {
         Some(d) => definitions::restore(&broker, d),
         None => {
@@ -153,8 +155,8 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     // Stores of queues that are gone (non-durable ones, deleted ones).
     storage.discard_unclaimed();
     disk_monitor::check(&broker, &config.data_dir);
-    let _ = weak.set(Arc::downgrade(&broker));
-    store.save(&definitions::snapshot(&broker)).map_err(data_err)?;
+    store.compact().map_err(data_err)?;
+    drop(batch);
 
     let timers = timers::Timers::new();
     for vh in broker.vhosts() {

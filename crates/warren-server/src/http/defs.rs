@@ -69,7 +69,7 @@ pub async fn import(
     }
     let d: Definitions =
         serde_json::from_value(raw).map_err(|e| ApiError::BadRequest(format!("invalid definitions: {e}")))?;
-    let _batch = ctx.definitions.batch(&ctx.broker);
+    let _batch = ctx.definitions.batch();
     restore(&ctx.broker, &d);
     Ok(StatusCode::NO_CONTENT)
 }

@@ -159,3 +159,141 @@ async fn durable_definitions_survive_restart() {
         assert_eq!(amqp_error(&err).0, 404, "{name}");
     }
 }
+
+/// The broker's durable set as its definitions would list it: queue
+/// names, exchange names and `source->destination:key` bindings in `/`.
+fn durable_set(b: &Broker) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let vh = b.running.as_ref().unwrap().ctx.broker.vhost("/").unwrap();
+    let (xs, qs, bs) = vh.durable_definitions();
+    let mut xs: Vec<String> = xs.iter().map(|x| x.name.to_string()).collect();
+    xs.retain(|x| !x.starts_with("amq."));
+    let mut qs: Vec<String> = qs.iter().map(|q| q.name.to_string()).collect();
+    let mut bs: Vec<String> = bs
+        .iter()
+        .map(|(src, b)| format!("{src}->{:?}:{}", b.destination, b.routing_key))
+        .collect();
+    xs.sort();
+    qs.sort();
+    bs.sort();
+    (xs, qs, bs)
+}
+
+async fn restart(b: &mut Broker, dir: &std::path::Path) {
+    b.stop().await;
+    // The old fixture must not delete the directory when it drops.
+    b.data_dir = dir.join("not-there");
+    let d = dir.to_path_buf();
+    *b = Broker::start_with(move |c| c.data_dir = d).await;
+}
+
+/// Removals and their cascades, users and vhosts come back as they were
+/// left, over two restarts: the first replays the change log over the
+/// snapshot, the second a log written after the first one's compaction.
+#[tokio::test]
+async fn deletions_cascades_users_and_vhosts_survive_restarts() {
+    let dir = temp_dir("restart-log");
+    let d = dir.clone();
+    let mut b = Broker::start_with(move |c| c.data_dir = d).await;
+    let durable_x = |auto_delete| ExchangeDeclareOptions {
+        durable: true,
+        auto_delete,
+        ..Default::default()
+    };
+    let durable_q = QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    {
+        let (_c, ch) = b.channel().await;
+        within(ch.exchange_declare(
+            "keep-x".into(),
+            ExchangeKind::Topic,
+            durable_x(false),
+            FieldTable::default(),
+        ))
+        .await
+        .unwrap();
+        within(ch.exchange_declare(
+            "auto-x".into(),
+            ExchangeKind::Fanout,
+            durable_x(true),
+            FieldTable::default(),
+        ))
+        .await
+        .unwrap();
+        for q in ["q1", "q2", "q3"] {
+            within(ch.queue_declare(q.into(), durable_q, FieldTable::default()))
+                .await
+                .unwrap();
+        }
+        for (q, x, key) in [
+            ("q1", "keep-x", "k1"),
+            ("q2", "keep-x", "k2"),
+            ("q3", "auto-x", ""),
+        ] {
+            within(ch.queue_bind(
+                q.into(),
+                x.into(),
+                key.into(),
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            ))
+            .await
+            .unwrap();
+        }
+        within(ch.queue_unbind("q2".into(), "keep-x".into(), "k2".into(), FieldTable::default()))
+            .await
+            .unwrap();
+        // Takes its binding, and with it the auto-delete exchange.
+        within(ch.queue_delete("q3".into(), QueueDeleteOptions::default()))
+            .await
+            .unwrap();
+    }
+    {
+        let broker = &b.running.as_ref().unwrap().ctx.broker;
+        broker.add_vhost("gone");
+        broker.add_vhost("kept");
+        broker.put_user(warren_core::User {
+            name: "u2".into(),
+            password_hash: warren_core::User::hash_password("p"),
+            tags: vec![],
+            permissions: Default::default(),
+        });
+        assert!(broker.update_user("u2", |u| {
+            u.permissions
+                .insert("kept".into(), warren_core::Permission::full());
+        }));
+        broker.delete_vhost("gone");
+    }
+    let expected = (
+        vec!["keep-x".to_string()],
+        vec!["q1".to_string(), "q2".to_string()],
+        vec!["keep-x->Queue(\"q1\"):k1".to_string()],
+    );
+    assert_eq!(durable_set(&b), expected);
+
+    restart(&mut b, &dir).await;
+    assert_eq!(durable_set(&b), expected);
+    {
+        let broker = &b.running.as_ref().unwrap().ctx.broker;
+        assert!(broker.vhost("gone").is_none());
+        assert!(broker.vhost("kept").is_some());
+        let u2 = broker.user("u2").expect("user u2 kept");
+        assert!(u2.check_password("p"));
+        assert!(u2.permissions.contains_key("kept"));
+    }
+    {
+        let (_c, ch) = b.channel().await;
+        within(ch.queue_delete("q2".into(), QueueDeleteOptions::default()))
+            .await
+            .unwrap();
+        within(ch.exchange_delete("keep-x".into(), ExchangeDeleteOptions::default()))
+            .await
+            .unwrap();
+    }
+    b.running.as_ref().unwrap().ctx.broker.delete_user("u2");
+
+    restart(&mut b, &dir).await;
+    assert_eq!(durable_set(&b), (vec![], vec!["q1".to_string()], vec![]));
+    assert!(b.running.as_ref().unwrap().ctx.broker.user("u2").is_none());
+}

@@ -1,17 +1,16 @@
-//! Durable definitions on disk: vhosts, users, and durable exchanges, queues
-//! and bindings, in RabbitMQ's definitions JSON format (the one
-//! `rabbitmqctl export_definitions` writes), so files move between the two.
-//! The file is rewritten whole on every change: written to a temporary file,
-//! fsynced, then renamed over the old one, so a crash leaves either the old
-//! or the new definitions, never half of one.
+//! Definitions: vhosts, users, and durable exchanges, queues and bindings,
+//! in RabbitMQ's definitions JSON format (the one `rabbitmqctl
+//! export_definitions` writes), so files move between the two. This module
+//! owns the format and the conversions to and from the broker (export,
+//! import, restore at start); `store` keeps them on disk as a snapshot plus
+//! a log of changes, `model` is the set the store holds in memory.
 
-use std::fs;
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+mod model;
+mod store;
+
+pub use store::{Batch, Store};
 
 use bytes::Bytes;
-use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use warren_amqp091::{FieldTable, FieldValue, ShortStr};
@@ -21,6 +20,10 @@ use warren_core::{Broker, Permission, User};
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Definitions {
+    /// Which change log (`definitions.N.log`) continues this file; only in
+    /// the store's own snapshot, never in an export.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warren_log_generation: Option<u64>,
     #[serde(default)]
     pub vhosts: Vec<VHostDef>,
     #[serde(default)]
@@ -35,12 +38,12 @@ pub struct Definitions {
     pub bindings: Vec<BindingDef>,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct VHostDef {
     pub name: String,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct UserDef {
     pub name: String,
     pub password_hash: String,
@@ -55,7 +58,7 @@ fn sha256() -> String {
 }
 
 /// RabbitMQ writes tags as a list (3.10+) or a comma-separated string (older).
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Tags {
     List(Vec<String>),
@@ -74,7 +77,7 @@ impl Tags {
     }
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PermissionDef {
     pub user: String,
     pub vhost: String,
@@ -83,7 +86,7 @@ pub struct PermissionDef {
     pub read: String,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExchangeDef {
     pub name: String,
     pub vhost: String,
@@ -96,7 +99,7 @@ pub struct ExchangeDef {
     pub arguments: Map<String, Value>,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct QueueDef {
     pub name: String,
     pub vhost: String,
@@ -106,7 +109,7 @@ pub struct QueueDef {
     pub arguments: Map<String, Value>,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BindingDef {
     pub source: String,
     pub vhost: String,
@@ -168,21 +171,9 @@ fn json_to_value(v: &Value) -> FieldValue {
 pub fn snapshot(broker: &Broker) -> Definitions {
     let mut d = Definitions::default();
     for u in broker.users() {
-        for (vh, p) in &u.permissions {
-            d.permissions.push(PermissionDef {
-                user: u.name.clone(),
-                vhost: vh.clone(),
-                configure: p.configure().into(),
-                write: p.write().into(),
-                read: p.read().into(),
-            });
-        }
-        d.users.push(UserDef {
-            name: u.name.clone(),
-            password_hash: u.password_hash.clone(),
-            hashing_algorithm: sha256(),
-            tags: Tags::List(u.tags.clone()),
-        });
+        let (user, permissions) = user_defs(&u);
+        d.users.push(user);
+        d.permissions.extend(permissions);
     }
     let mut vhosts = broker.vhosts();
     vhosts.sort_by(|a, b| a.name.cmp(&b.name));
@@ -191,42 +182,71 @@ pub fn snapshot(broker: &Broker) -> Definitions {
             name: vh.name.clone(),
         });
         let (xs, qs, bs) = vh.durable_definitions();
-        for x in xs {
-            d.exchanges.push(ExchangeDef {
-                name: x.name.to_string(),
-                vhost: vh.name.clone(),
-                kind: x.kind.to_string(),
-                durable: x.durable,
-                auto_delete: x.auto_delete,
-                internal: x.internal,
-                arguments: table_to_json(&x.arguments),
-            });
-        }
-        for q in qs {
-            d.queues.push(QueueDef {
-                name: q.name.to_string(),
-                vhost: vh.name.clone(),
-                durable: true,
-                auto_delete: q.auto_delete,
-                arguments: table_to_json(&q.arguments),
-            });
-        }
-        for (src, b) in bs {
-            let (dest, kind) = match &b.destination {
-                Destination::Queue(n) => (n.to_string(), "queue"),
-                Destination::Exchange(n) => (n.to_string(), "exchange"),
-            };
-            d.bindings.push(BindingDef {
-                source: src.to_string(),
-                vhost: vh.name.clone(),
-                destination: dest,
-                destination_type: kind.into(),
-                routing_key: b.routing_key.to_string(),
-                arguments: table_to_json(&b.arguments),
-            });
-        }
+        d.exchanges.extend(xs.iter().map(|x| exchange_def(&vh.name, x)));
+        d.queues.extend(qs.iter().map(|q| queue_def(&vh.name, q)));
+        d.bindings
+            .extend(bs.iter().map(|(src, b)| binding_def(&vh.name, src, b)));
     }
     d
+}
+
+/// A user and its permissions as definitions list them.
+pub fn user_defs(u: &User) -> (UserDef, Vec<PermissionDef>) {
+    let permissions = u
+        .permissions
+        .iter()
+        .map(|(vh, p)| PermissionDef {
+            user: u.name.clone(),
+            vhost: vh.clone(),
+            configure: p.configure().into(),
+            write: p.write().into(),
+            read: p.read().into(),
+        })
+        .collect();
+    let user = UserDef {
+        name: u.name.clone(),
+        password_hash: u.password_hash.clone(),
+        hashing_algorithm: sha256(),
+        tags: Tags::List(u.tags.clone()),
+    };
+    (user, permissions)
+}
+
+fn exchange_def(vhost: &str, x: &ExchangeDecl) -> ExchangeDef {
+    ExchangeDef {
+        name: x.name.to_string(),
+        vhost: vhost.into(),
+        kind: x.kind.to_string(),
+        durable: x.durable,
+        auto_delete: x.auto_delete,
+        internal: x.internal,
+        arguments: table_to_json(&x.arguments),
+    }
+}
+
+fn queue_def(vhost: &str, q: &QueueDecl) -> QueueDef {
+    QueueDef {
+        name: q.name.to_string(),
+        vhost: vhost.into(),
+        durable: true,
+        auto_delete: q.auto_delete,
+        arguments: table_to_json(&q.arguments),
+    }
+}
+
+fn binding_def(vhost: &str, source: &ShortStr, b: &Binding) -> BindingDef {
+    let (destination, kind) = match &b.destination {
+        Destination::Queue(n) => (n.to_string(), "queue"),
+        Destination::Exchange(n) => (n.to_string(), "exchange"),
+    };
+    BindingDef {
+        source: source.to_string(),
+        vhost: vhost.into(),
+        destination,
+        destination_type: kind.into(),
+        routing_key: b.routing_key.to_string(),
+        arguments: table_to_json(&b.arguments),
+    }
 }
 
 /// Recreate definitions in `broker`. Entries that fail (say, a queue with
@@ -313,106 +333,6 @@ pub fn restore(broker: &Broker, d: &Definitions) {
             tracing::warn!(source = %b.source, vhost = %b.vhost, "skipping stored binding: {e}");
         }
     }
-}
-
-/// Writes definitions to `<data_dir>/definitions.json`.
-pub struct Store {
-    path: PathBuf,
-    lock: Mutex<()>,
-    /// Open [`Batch`]es, and whether a change came while one was open
-    /// (one lock, so a change cannot slip between the last batch's end
-    /// and its check of the flag).
-    batching: Mutex<(usize, bool)>,
-}
-
-/// Defers saving definitions until it is dropped, then saves once if
-/// anything changed: an import of N objects costs one write instead of N
-/// (each a full snapshot, which made a 10,000-queue import quadratic).
-pub struct Batch {
-    store: Arc<Store>,
-    broker: Arc<Broker>,
-}
-
-impl Drop for Batch {
-    fn drop(&mut self) {
-        let save = {
-            let mut b = self.store.batching.lock();
-            b.0 -= 1;
-            b.0 == 0 && std::mem::take(&mut b.1)
-        };
-        if save {
-            if let Err(e) = self.store.save(&snapshot(&self.broker)) {
-                tracing::error!("cannot save definitions: {e}");
-            }
-        }
-    }
-}
-
-impl Store {
-    pub fn new(data_dir: &Path) -> Store {
-        Store {
-            path: data_dir.join("definitions.json"),
-            lock: Mutex::new(()),
-            batching: Mutex::new((0, false)),
-        }
-    }
-
-    /// Save once when the returned guard drops, not after every change.
-    pub fn batch(self: &Arc<Self>, broker: &Arc<Broker>) -> Batch {
-        self.batching.lock().0 += 1;
-        Batch {
-            store: self.clone(),
-            broker: broker.clone(),
-        }
-    }
-
-    pub fn load(&self) -> std::io::Result<Option<Definitions>> {
-        match fs::read(&self.path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-
-    pub fn save(&self, d: &Definitions) -> std::io::Result<()> {
-        let _guard = self.lock.lock();
-        let tmp = self.path.with_extension("json.tmp");
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(&serde_json::to_vec_pretty(d).map_err(std::io::Error::other)?)?;
-        f.sync_all()?;
-        fs::rename(&tmp, &self.path)?;
-        if let Some(dir) = self.path.parent() {
-            // Make the rename itself durable.
-            if let Ok(d) = fs::File::open(dir) {
-                let _ = d.sync_all();
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A hook for [`Broker::new`] that saves definitions after each change.
-pub fn save_hook(
-    store: Arc<Store>,
-    broker: Arc<std::sync::OnceLock<std::sync::Weak<Broker>>>,
-) -> warren_core::vhost::ChangeHook {
-    Arc::new(move || {
-        let Some(b) = broker.get().and_then(|w| w.upgrade()) else {
-            return;
-        };
-        {
-            let mut batching = store.batching.lock();
-            if batching.0 > 0 {
-                batching.1 = true;
-                return;
-            }
-        }
-        if let Err(e) = store.save(&snapshot(&b)) {
-            tracing::error!("cannot save definitions: {e}");
-        }
-    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,252 @@
+//! The durable set as the definitions store holds it in memory, and the
+//! records that change it. One `apply` serves both the live broker's
+//! changes and the replay of the log at start, so the two cannot drift
+//! apart; compaction writes the model, never reads the broker (which would
+//! race with changes being recorded).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use warren_core::changes::Change;
+
+use super::{
+    binding_def, exchange_def, queue_def, user_defs, BindingDef, Definitions, ExchangeDef, PermissionDef,
+    QueueDef, UserDef, VHostDef,
+};
+
+/// One line of the change log.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Record {
+    Vhost {
+        name: String,
+    },
+    VhostDeleted {
+        name: String,
+    },
+    User {
+        user: UserDef,
+        permissions: Vec<PermissionDef>,
+    },
+    UserDeleted {
+        name: String,
+    },
+    Exchange(ExchangeDef),
+    ExchangeDeleted {
+        vhost: String,
+        name: String,
+    },
+    Queue(QueueDef),
+    QueueDeleted {
+        vhost: String,
+        name: String,
+    },
+    Binding(BindingDef),
+    Unbinding(BindingDef),
+}
+
+impl From<Change<'_>> for Record {
+    fn from(c: Change<'_>) -> Record {
+        match c {
+            Change::VHostAdded(name) => Record::Vhost { name: name.into() },
+            Change::VHostDeleted(name) => Record::VhostDeleted { name: name.into() },
+            Change::UserPut(u) => {
+                let (user, permissions) = user_defs(u);
+                Record::User { user, permissions }
+            }
+            Change::UserDeleted(name) => Record::UserDeleted { name: name.into() },
+            Change::ExchangeDeclared { vhost, decl } => Record::Exchange(exchange_def(vhost, decl)),
+            Change::ExchangeDeleted { vhost, name } => Record::ExchangeDeleted {
+                vhost: vhost.into(),
+                name: name.to_string(),
+            },
+            Change::QueueDeclared { vhost, decl } => Record::Queue(queue_def(vhost, decl)),
+            Change::QueueDeleted { vhost, name } => Record::QueueDeleted {
+                vhost: vhost.into(),
+                name: name.to_string(),
+            },
+            Change::Bound {
+                vhost,
+                source,
+                binding,
+            } => Record::Binding(binding_def(vhost, source, binding)),
+            Change::Unbound {
+                vhost,
+                source,
+                binding,
+            } => Record::Unbinding(binding_def(vhost, source, binding)),
+        }
+    }
+}
+
+/// A binding's identity. Destination first, so the bindings to a queue or
+/// exchange are one range; arguments as their JSON text (serde_json's maps
+/// are sorted, so equal tables give equal text).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct BindingKey {
+    destination_type: String,
+    destination: String,
+    source: String,
+    routing_key: String,
+    arguments: String,
+}
+
+impl BindingKey {
+    fn of(b: &BindingDef) -> BindingKey {
+        BindingKey {
+            destination_type: b.destination_type.clone(),
+            destination: b.destination.clone(),
+            source: b.source.clone(),
+            routing_key: b.routing_key.clone(),
+            arguments: serde_json::to_string(&b.arguments).unwrap_or_default(),
+        }
+    }
+
+    /// The first key of every binding to `destination`.
+    fn first_to(destination_type: &str, destination: &str) -> BindingKey {
+        BindingKey {
+            destination_type: destination_type.into(),
+            destination: destination.into(),
+            source: String::new(),
+            routing_key: String::new(),
+            arguments: String::new(),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct VHostModel {
+    exchanges: BTreeMap<String, ExchangeDef>,
+    queues: BTreeMap<String, QueueDef>,
+    bindings: BTreeMap<BindingKey, BindingDef>,
+}
+
+impl VHostModel {
+    fn unbind_destination(&mut self, destination_type: &str, destination: &str) {
+        let keys: Vec<BindingKey> = self
+            .bindings
+            .range(BindingKey::first_to(destination_type, destination)..)
+            .take_while(|(k, _)| k.destination_type == destination_type && k.destination == destination)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in keys {
+            self.bindings.remove(&k);
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Model {
+    users: BTreeMap<String, (UserDef, Vec<PermissionDef>)>,
+    vhosts: BTreeMap<String, VHostModel>,
+}
+
+impl Model {
+    /// The model of a definitions file (what restoring it would record).
+    pub fn of(d: &Definitions) -> Model {
+        let mut m = Model::default();
+        for v in &d.vhosts {
+            m.apply(Record::Vhost { name: v.name.clone() });
+        }
+        for u in &d.users {
+            let permissions = d
+                .permissions
+                .iter()
+                .filter(|p| p.user == u.name)
+                .cloned()
+                .collect();
+            m.apply(Record::User {
+                user: u.clone(),
+                permissions,
+            });
+        }
+        for x in &d.exchanges {
+            m.apply(Record::Exchange(x.clone()));
+        }
+        for q in &d.queues {
+            m.apply(Record::Queue(q.clone()));
+        }
+        for b in &d.bindings {
+            m.apply(Record::Binding(b.clone()));
+        }
+        m
+    }
+
+    /// Change the model as the record says. Objects in a vhost the model
+    /// does not have are ignored, as restoring them would skip them.
+    pub fn apply(&mut self, r: Record) {
+        match r {
+            Record::Vhost { name } => {
+                self.vhosts.entry(name).or_default();
+            }
+            Record::VhostDeleted { name } => {
+                self.vhosts.remove(&name);
+            }
+            Record::User { user, permissions } => {
+                self.users.insert(user.name.clone(), (user, permissions));
+            }
+            Record::UserDeleted { name } => {
+                self.users.remove(&name);
+            }
+            Record::Exchange(x) => {
+                if let Some(v) = self.vhosts.get_mut(&x.vhost) {
+                    v.exchanges.insert(x.name.clone(), x);
+                }
+            }
+            Record::ExchangeDeleted { vhost, name } => {
+                if let Some(v) = self.vhosts.get_mut(&vhost) {
+                    v.exchanges.remove(&name);
+                    v.bindings.retain(|k, _| k.source != name);
+                    v.unbind_destination("exchange", &name);
+                }
+            }
+            Record::Queue(q) => {
+                if let Some(v) = self.vhosts.get_mut(&q.vhost) {
+                    v.queues.insert(q.name.clone(), q);
+                }
+            }
+            Record::QueueDeleted { vhost, name } => {
+                if let Some(v) = self.vhosts.get_mut(&vhost) {
+                    v.queues.remove(&name);
+                    v.unbind_destination("queue", &name);
+                }
+            }
+            Record::Binding(b) => {
+                if let Some(v) = self.vhosts.get_mut(&b.vhost) {
+                    v.bindings.insert(BindingKey::of(&b), b);
+                }
+            }
+            Record::Unbinding(b) => {
+                if let Some(v) = self.vhosts.get_mut(&b.vhost) {
+                    v.bindings.remove(&BindingKey::of(&b));
+                }
+            }
+        }
+    }
+
+    /// How many objects the model holds (to decide when the log has grown
+    /// past what a snapshot would cost).
+    pub fn len(&self) -> usize {
+        self.users.len()
+            + self
+                .vhosts
+                .values()
+                .map(|v| 1 + v.exchanges.len() + v.queues.len() + v.bindings.len())
+                .sum::<usize>()
+    }
+
+    pub fn to_definitions(&self) -> Definitions {
+        let mut d = Definitions::default();
+        for (user, permissions) in self.users.values() {
+            d.users.push(user.clone());
+            d.permissions.extend(permissions.iter().cloned());
+        }
+        for (name, v) in &self.vhosts {
+            d.vhosts.push(VHostDef { name: name.clone() });
+            d.exchanges.extend(v.exchanges.values().cloned());
+            d.queues.extend(v.queues.values().cloned());
+            d.bindings.extend(v.bindings.values().cloned());
+        }
+        d
+    }
+}
