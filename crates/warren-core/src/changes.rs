@@ -4,6 +4,9 @@
 //! set: a full rewrite per declare made declaring N durable queues cost
 //! O(N²).
 //!
+//! Policies are definitions too (a vhost's, recorded under its topology
+//! lock).
+//!
 //! The owner of the changed object records the change while still holding
 //! the lock that ordered it (a vhost's topology lock, the broker's vhost or
 //! user map), so records come out in the order the changes happened; it
@@ -13,6 +16,7 @@
 use warren_amqp091::ShortStr;
 
 use crate::exchange::Binding;
+use crate::policy::Policy;
 use crate::vhost::{ExchangeDecl, QueueDecl};
 use crate::User;
 
@@ -53,6 +57,12 @@ pub enum Change<'a> {
         vhost: &'a str,
         source: &'a ShortStr,
         binding: &'a Binding,
+    },
+    /// A policy added or replaced.
+    PolicySet(&'a Policy),
+    PolicyCleared {
+        vhost: &'a str,
+        name: &'a str,
     },
 }
 

@@ -13,6 +13,7 @@ pub mod error;
 pub mod exchange;
 pub mod message;
 pub mod permissions;
+pub mod policy;
 pub mod queue;
 pub mod stats;
 pub mod vhost;

@@ -7,13 +7,14 @@
 use ahash::{AHashMap as HashMap, AHashSet as HashSet};
 use std::sync::Arc;
 
-use parking_lot::RwLock;
+use parking_lot::{RwLock, RwLockWriteGuard};
 use warren_amqp091::{FieldTable, FieldValue, ShortStr};
 
 use crate::changes::{Change, DefinitionsLog};
 use crate::error::BrokerError;
 use crate::exchange::{Binding, Destination, Exchange, ExchangeKind};
-use crate::queue::{dead_letter, Effects, Queue, QueueEnv, EQUIVALENCE_ARGS};
+use crate::policy::{pick, Policy};
+use crate::queue::{dead_letter, Effects, Queue, QueueEnv, QueueKind, EQUIVALENCE_ARGS};
 
 #[derive(Default)]
 struct Topology {
@@ -21,6 +22,10 @@ struct Topology {
     queues: HashMap<ShortStr, Arc<Queue>>,
     /// For each destination, the exchanges with bindings to it.
     sources: HashMap<Destination, HashSet<ShortStr>>,
+    policies: std::collections::BTreeMap<String, Arc<Policy>>,
+    /// Bumped by every policy change; a queue ignores a policy chosen at
+    /// an older version than the one it has.
+    policy_version: u64,
     /// Set once the vhost is deleted (a deletion recorded as one change):
     /// what its last users still do to it is not recorded.
     retired: bool,
@@ -201,6 +206,85 @@ impl VHost {
         self.topology.write().retired = true;
     }
 
+    // ----- policies --------------------------------------------------------
+
+    /// The policy for queue `name` of `kind` now, and the version it was
+    /// chosen at.
+    fn queue_policy(t: &Topology, name: &[u8], kind: QueueKind) -> crate::queue::AppliedPolicy {
+        (
+            pick(t.policies.values(), |p| p.matches_queue(name, kind)),
+            t.policy_version,
+        )
+    }
+
+    pub fn policies(&self) -> Vec<Arc<Policy>> {
+        self.topology.read().policies.values().cloned().collect()
+    }
+
+    /// The policy that applies to exchange `name`, if any.
+    pub fn exchange_policy(&self, name: &[u8]) -> Option<Arc<Policy>> {
+        self.topology.read().exchanges.get(name)?.policy.clone()
+    }
+
+    /// Add or replace a policy, then choose every queue's and exchange's
+    /// policy anew. `arm` is called for each queue whose settings changed
+    /// (its timers may need to run now).
+    pub fn put_policy(&self, policy: Policy, arm: &mut dyn FnMut(&Arc<Queue>)) {
+        let mut t = self.topology.write();
+        let ticket = self.record(&t, Change::PolicySet(&policy));
+        t.policies.insert(policy.name.clone(), Arc::new(policy));
+        self.reapply_policies(t, ticket, arm);
+    }
+
+    /// Remove a policy; false if there was none of that name.
+    pub fn delete_policy(&self, name: &str, arm: &mut dyn FnMut(&Arc<Queue>)) -> bool {
+        let mut t = self.topology.write();
+        if t.policies.remove(name).is_none() {
+            return false;
+        }
+        let ticket = self.record(
+            &t,
+            Change::PolicyCleared {
+                vhost: &self.name,
+                name,
+            },
+        );
+        self.reapply_policies(t, ticket, arm);
+        true
+    }
+
+    fn reapply_policies(
+        &self,
+        mut t: RwLockWriteGuard<'_, Topology>,
+        ticket: Option<u64>,
+        arm: &mut dyn FnMut(&Arc<Queue>),
+    ) {
+        t.policy_version += 1;
+        let Topology {
+            exchanges, policies, ..
+        } = &mut *t;
+        for x in exchanges.values_mut() {
+            x.policy = pick(policies.values(), |p| p.matches_exchange(&x.name));
+        }
+        let queues: Vec<_> = t
+            .queues
+            .values()
+            .map(|q| (q.clone(), Self::queue_policy(&t, &q.name, q.kind())))
+            .collect();
+        drop(t);
+        self.commit(ticket);
+        // Outside the topology lock: setting a policy takes the queue's.
+        for (q, policy) in queues {
+            let (changed, effects) = q.set_policy(policy);
+            if changed {
+                self.apply(&q, effects, arm);
+                if q.needs_timer() {
+                    arm(&q);
+                }
+            }
+        }
+    }
+
     // ----- exchanges -------------------------------------------------------
 
     /// exchange.declare with passive=false. Returns whether it was created.
@@ -272,6 +356,8 @@ impl VHost {
             d.internal,
             d.arguments.clone(),
         )?;
+        let mut x = x;
+        x.policy = pick(t.policies.values(), |p| p.matches_exchange(&d.name));
         t.exchanges.insert(d.name.clone(), x);
         let ticket = if d.durable {
             self.record(
@@ -528,12 +614,18 @@ impl VHost {
             durable: d.durable && !d.exclusive,
             ..d
         };
-        {
+        let kind = match d.arguments.get("x-queue-type").and_then(|v| v.as_bytes()) {
+            Some(b"stream") => QueueKind::Stream,
+            _ => QueueKind::Classic,
+        };
+        let policy = {
             let t = self.topology.read();
             if let Some(q) = t.queues.get(&d.name) {
                 return self.redeclare(q, &d, connection).map(|q| (q, false));
             }
-        }
+            Self::queue_policy(&t, &d.name, kind)
+        };
+        let seen = policy.1;
         let owner = d.exclusive.then_some(connection);
         let q = Queue::new(
             d.name.clone(),
@@ -542,6 +634,7 @@ impl VHost {
             d.auto_delete,
             owner,
             d.arguments.clone(),
+            policy,
             &self.env,
         )?;
         let mut t = self.topology.write();
@@ -563,8 +656,15 @@ impl VHost {
         } else {
             None
         };
+        // A policy changed while the queue was being made, before the
+        // change could see it: choose again.
+        let late = (t.policy_version != seen).then(|| Self::queue_policy(&t, &d.name, kind));
         drop(t);
         self.commit(ticket);
+        if let Some(policy) = late {
+            let (_, effects) = q.set_policy(policy);
+            self.apply(&q, effects, &mut |_| {});
+        }
         Ok((q, true))
     }
 
@@ -862,7 +962,12 @@ impl VHost {
         }
         let after = out.iter().filter(|d| matches!(d, Destination::Queue(_))).count();
         if after == before {
-            if let Some(ae) = x.alternate_exchange.as_ref().and_then(|n| t.exchanges.get(n)) {
+            // The argument wins over a policy's (RabbitMQ's rule).
+            let name = x
+                .alternate_exchange
+                .as_deref()
+                .or_else(|| x.policy.as_ref()?.alternate_exchange());
+            if let Some(ae) = name.and_then(|n| t.exchanges.get(n)) {
                 Self::route_from(t, ae, keys, headers, visited, out);
             }
         }

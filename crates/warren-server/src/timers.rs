@@ -61,7 +61,7 @@ async fn run(timers: &Arc<Timers>, vhost: Arc<VHost>, weak: Weak<Queue>, notify:
         };
         vhost.apply(&q, effects, &mut arm);
         let mut next = q.next_deadline();
-        if let Some(ms) = q.config.expires_ms {
+        if let Some(ms) = q.config().expires_ms {
             let ttl = Duration::from_millis(ms);
             match q.idle_since() {
                 Some(idle) if now >= idle + ttl => {

@@ -71,6 +71,23 @@ enum Command {
         write: String,
         read: String,
     },
+    /// Set a policy in the vhost: queues and exchanges whose names match
+    /// PATTERN get DEFINITION (JSON, e.g. '{"max-length":1000}').
+    SetPolicy {
+        name: String,
+        pattern: String,
+        definition: String,
+        /// The highest priority among matching policies applies.
+        #[arg(long, default_value_t = 0)]
+        priority: i64,
+        /// queues, exchanges or all.
+        #[arg(long = "apply-to", default_value = "all")]
+        apply_to: String,
+    },
+    /// Remove a policy from the vhost.
+    ClearPolicy { name: String },
+    /// Policies of the vhost (columns: vhost, name, pattern, apply-to, definition, priority).
+    ListPolicies { columns: Vec<String> },
     /// Add a virtual host.
     AddVhost { name: String },
     /// Delete a virtual host and everything in it.
@@ -206,6 +223,27 @@ fn run(cli: &Cli, api: &Api) -> Result<(), CtlError> {
         } => api.put(
             &format!("/api/permissions/{v}/{}", vh(user)),
             json!({"configure": configure, "write": write, "read": read}),
+        ),
+        Command::SetPolicy {
+            name,
+            pattern,
+            definition,
+            priority,
+            apply_to,
+        } => {
+            let definition: Value = serde_json::from_str(definition)
+                .map_err(|e| CtlError::Usage(format!("the definition is not JSON: {e}")))?;
+            println!("Setting policy \"{name}\" for pattern \"{pattern}\" to \"{definition}\" with priority \"{priority}\" for vhost \"{}\" ...", cli.vhost);
+            api.put(
+                &format!("/api/policies/{v}/{}", vh(name)),
+                json!({"pattern": pattern, "definition": definition, "priority": priority, "apply-to": apply_to}),
+            )
+        }
+        Command::ClearPolicy { name } => api.delete(&format!("/api/policies/{v}/{}", vh(name)), None),
+        Command::ListPolicies { columns } => list(
+            format!("/api/policies/{v}"),
+            columns,
+            &["vhost", "name", "pattern", "apply-to", "definition", "priority"],
         ),
         Command::AddVhost { name } => api.put(&format!("/api/vhosts/{}", vh(name)), json!({})),
         Command::DeleteVhost { name } => api.delete(&format!("/api/vhosts/{}", vh(name)), None),

@@ -137,6 +137,33 @@ async fn warrenctl_manages_a_broker_over_http() {
     let (code, _, err) = ctl(port, &["-p", "shop", "delete_queue", "nope"]).await;
     assert_eq!(code, 70);
     assert!(err.contains("404"), "{err}");
+    // A policy set, listed, and applied to the queue.
+    let (code, _, err) = ctl(
+        port,
+        &[
+            "-p",
+            "shop",
+            "set_policy",
+            "--priority",
+            "2",
+            "--apply-to",
+            "queues",
+            "cap",
+            "^ord",
+            r#"{"max-length":5}"#,
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let (_, out, _) = ctl(port, &["-p", "shop", "list_policies"]).await;
+    assert_eq!(
+        out,
+        "vhost\tname\tpattern\tapply-to\tdefinition\tpriority\nshop\tcap\t^ord\tqueues\t{\"max-length\":5}\t2\n"
+    );
+    let (_, out, _) = ctl(port, &["-p", "shop", "list_queues", "name", "policy"]).await;
+    assert_eq!(out, "name\tpolicy\norders\tcap\n");
+    let (code, _, err) = ctl(port, &["-p", "shop", "set_policy", "bad", ".*", "{not json"]).await;
+    assert_eq!(code, 64, "{err}");
     // Definitions out, the vhost deleted, definitions back in.
     let file = dir.join("defs.json");
     let f = file.to_str().unwrap().to_string();
@@ -147,6 +174,11 @@ async fn warrenctl_manages_a_broker_over_http() {
     assert_eq!(ctl(port, &["import_definitions", &f]).await.0, 0);
     let (_, out, _) = ctl(port, &["-p", "shop", "list_queues", "name"]).await;
     assert_eq!(out, "name\norders\n", "the queue came back with the definitions");
+    let (_, out, _) = ctl(port, &["-p", "shop", "list_queues", "name", "policy"]).await;
+    assert_eq!(out, "name\tpolicy\norders\tcap\n", "and its policy");
+    assert_eq!(ctl(port, &["-p", "shop", "clear_policy", "cap"]).await.0, 0);
+    let (_, out, _) = ctl(port, &["-p", "shop", "list_policies"]).await;
+    assert_eq!(out.lines().count(), 1, "{out}");
     let (code, out, _) = ctl(port, &["status"]).await;
     assert_eq!(code, 0);
     assert!(out.contains("Listener: amqp"), "{out}");

@@ -87,6 +87,9 @@ pub struct Exchange {
     pub arguments: FieldTable,
     /// The `alternate-exchange` argument: where unroutable messages go.
     pub alternate_exchange: Option<ShortStr>,
+    /// The policy that applies to it (its `alternate-exchange` is used when
+    /// the argument is absent); kept by the vhost.
+    pub policy: Option<std::sync::Arc<crate::policy::Policy>>,
     bindings: Vec<Binding>,
     index: Index,
 }
@@ -125,6 +128,7 @@ impl Exchange {
             internal,
             arguments,
             alternate_exchange,
+            policy: None,
             bindings: Vec::new(),
             index,
         })

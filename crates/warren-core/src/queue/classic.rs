@@ -244,12 +244,12 @@ impl ClassicQueue {
 
 impl QueueType for ClassicQueue {
     fn publish(&mut self, ctx: &mut Ctx, msg: MessageRef) -> PublishOutcome {
-        let config = ctx.config().clone();
+        let config = ctx.config();
         let body = msg.body_size() as u64;
         if matches!(
             config.overflow,
             Overflow::RejectPublish | Overflow::RejectPublishDlx
-        ) && self.over_limit(&config, 1, body)
+        ) && self.over_limit(config, 1, body)
         {
             // Consumers waiting with credit would take it at once; RabbitMQ
             // still refuses when the ready count is at the limit.
@@ -279,7 +279,7 @@ impl QueueType for ClassicQueue {
             }
             Stored::InTail(ticket) => {
                 ctx.effects.sync = ticket;
-                self.after_publish(ctx, &config);
+                self.after_publish(ctx, config);
                 return PublishOutcome::Enqueued;
             }
         };
@@ -310,7 +310,7 @@ impl QueueType for ClassicQueue {
                 }
             }
         }
-        self.after_publish(ctx, &config);
+        self.after_publish(ctx, config);
         PublishOutcome::Enqueued
     }
 
@@ -464,6 +464,13 @@ impl QueueType for ClassicQueue {
 
     fn consumers(&self) -> Vec<ConsumerInfo> {
         self.consumers.iter().map(Consumer::info).collect()
+    }
+
+    /// A policy's new max-length drops (or dead-letters) the oldest at
+    /// once, as RabbitMQ does when a policy changes.
+    fn limits_changed(&mut self, ctx: &mut Ctx) {
+        let config = ctx.config();
+        self.after_publish(ctx, config);
     }
 
     fn idle_since(&self) -> Option<Instant> {

@@ -29,9 +29,10 @@ use warren_amqp091::{FieldTable, ShortStr};
 
 use crate::error::BrokerError;
 use crate::message::MessageRef;
+use crate::policy::{effective_arguments, Policy};
 use crate::stats::{MessageCounters, Stat};
 
-pub use args::{Overflow, QueueConfig, QueueKind, StreamArgs, EQUIVALENCE_ARGS};
+pub use args::{parse_max_age, Overflow, QueueConfig, QueueKind, StreamArgs, EQUIVALENCE_ARGS};
 pub use classic::ClassicQueue;
 pub use consumer::{
     ChannelLimit, ConsumerInfo, ConsumerSpec, Delivery, DeliverySink, FlowWaiter, LinkCredit,
@@ -140,22 +141,24 @@ pub struct Ctx<'a> {
     pub now: Instant,
     pub queue: &'a Arc<Queue>,
     pub effects: &'a mut Effects,
+    config: &'a QueueConfig,
 }
 
-impl Ctx<'_> {
-    pub fn config(&self) -> &QueueConfig {
-        &self.queue.config
+impl<'a> Ctx<'a> {
+    /// The queue's settings as they are now (arguments and policy).
+    pub fn config(&self) -> &'a QueueConfig {
+        self.config
     }
 
     /// Dead-letter `msg` if the queue has a dead-letter exchange.
     pub fn dead_letter(&mut self, msg: &MessageRef, reason: Reason) {
-        if let Some(dlx) = &self.queue.config.dead_letter_exchange {
+        if let Some(dlx) = &self.config.dead_letter_exchange {
             let dl = dead_letter::dead_letter(
                 msg,
                 &self.queue.name,
                 reason,
                 dlx,
-                self.queue.config.dead_letter_routing_key.as_ref(),
+                self.config.dead_letter_routing_key.as_ref(),
             );
             self.effects.dead_letters.push(dl);
         }
@@ -186,6 +189,8 @@ pub trait QueueType: Send + std::fmt::Debug {
     fn stats(&self) -> QueueStats;
     /// Its consumers, in the order they are served.
     fn consumers(&self) -> Vec<ConsumerInfo>;
+    /// The settings changed (a policy): apply new length limits now.
+    fn limits_changed(&mut self, _ctx: &mut Ctx) {}
     /// Register a publisher to be resumed once the backlog is back under
     /// the low mark; false (and no registration) if it already is.
     fn wait_for_drain(&mut self, waiter: Arc<dyn FlowWaiter>) -> bool;
@@ -202,15 +207,61 @@ pub struct Queue {
     pub auto_delete: bool,
     /// The connection that declared an exclusive queue.
     pub exclusive_owner: Option<u64>,
+    /// The arguments it was declared with (a policy's are not in here).
     pub arguments: FieldTable,
-    pub config: QueueConfig,
     pub memory: Arc<MemoryGauge>,
     /// A stream's log (x-queue-type: stream).
     stream: Option<Arc<StreamLog>>,
-    state: Mutex<Box<dyn QueueType>>,
+    state: Mutex<Locked>,
     /// This queue's message counters (`message_stats`).
     pub counters: MessageCounters,
     global: Arc<MessageCounters>,
+}
+
+/// What sits behind a queue's lock: its type's state and its settings,
+/// which a policy can change while it runs.
+#[derive(Debug)]
+struct Locked {
+    ty: Box<dyn QueueType>,
+    config: Arc<QueueConfig>,
+    policy: Option<Arc<Policy>>,
+    /// The vhost's policy version `policy` was chosen at; an older choice
+    /// arriving late is ignored.
+    policy_version: u64,
+}
+
+impl Locked {
+    fn new(ty: Box<dyn QueueType>, config: QueueConfig, policy: AppliedPolicy) -> Mutex<Locked> {
+        Mutex::new(Locked {
+            ty,
+            config: Arc::new(config),
+            policy: policy.0,
+            policy_version: policy.1,
+        })
+    }
+}
+
+/// A policy (or none) as chosen at a vhost's policy version.
+pub type AppliedPolicy = (Option<Arc<Policy>>, u64);
+
+/// The queue's settings: its arguments with `policy` merged in. A merge
+/// that does not parse (a policy's dead-letter-routing-key with no
+/// exchange anywhere, say) leaves the policy out.
+fn settings(
+    arguments: &FieldTable,
+    policy: Option<&Policy>,
+    name: &ShortStr,
+    vhost: &str,
+) -> Result<QueueConfig, BrokerError> {
+    let own = QueueConfig::from_arguments(arguments, name, vhost)?;
+    let Some(p) = policy else { return Ok(own) };
+    QueueConfig::from_arguments(&effective_arguments(arguments, Some(p)), name, vhost).or_else(|e| {
+        tracing::warn!(
+            "policy '{}' not applied to queue '{name}' in vhost '{vhost}': {e}",
+            p.name
+        );
+        Ok(own)
+    })
 }
 
 impl Queue {
@@ -222,9 +273,10 @@ impl Queue {
         auto_delete: bool,
         exclusive_owner: Option<u64>,
         arguments: FieldTable,
+        policy: AppliedPolicy,
         env: &QueueEnv,
     ) -> Result<Arc<Queue>, BrokerError> {
-        let config = QueueConfig::from_arguments(&arguments, &name, vhost)?;
+        let config = settings(&arguments, policy.0.as_deref(), &name, vhost)?;
         if config.kind == QueueKind::Stream {
             return Self::new_stream(
                 name,
@@ -234,6 +286,7 @@ impl Queue {
                 exclusive_owner,
                 arguments,
                 config,
+                policy,
                 env,
             );
         }
@@ -270,10 +323,9 @@ impl Queue {
             auto_delete,
             exclusive_owner,
             arguments,
-            config,
             memory,
             stream: None,
-            state: Mutex::new(state),
+            state: Locked::new(state, config, policy),
             counters: MessageCounters::default(),
             global: env.messages.clone(),
         });
@@ -296,6 +348,7 @@ impl Queue {
         exclusive_owner: Option<u64>,
         arguments: FieldTable,
         config: QueueConfig,
+        policy: AppliedPolicy,
         env: &QueueEnv,
     ) -> Result<Arc<Queue>, BrokerError> {
         let refuse = |what: &str| {
@@ -344,13 +397,20 @@ impl Queue {
             auto_delete,
             exclusive_owner,
             arguments,
-            config,
             memory: env.memory.clone(),
             stream: Some(log),
-            state: Mutex::new(state),
+            state: Locked::new(state, config, policy),
             counters: MessageCounters::default(),
             global: env.messages.clone(),
         }))
+    }
+
+    pub fn kind(&self) -> QueueKind {
+        if self.stream.is_some() {
+            QueueKind::Stream
+        } else {
+            QueueKind::Classic
+        }
     }
 
     /// Is this queue a stream? Its log, if so.
@@ -361,14 +421,57 @@ impl Queue {
     fn with<R>(self: &Arc<Self>, f: impl FnOnce(&mut dyn QueueType, &mut Ctx) -> R) -> (R, Effects) {
         let mut effects = Effects::default();
         let mut state = self.state.lock();
+        let Locked { ty, config, .. } = &mut *state;
         let mut ctx = Ctx {
             now: Instant::now(),
             queue: self,
             effects: &mut effects,
+            config,
         };
-        let r = f(&mut **state, &mut ctx);
+        let r = f(&mut **ty, &mut ctx);
         drop(state);
         (r, effects)
+    }
+
+    /// Its settings now: declared arguments with its policy merged in.
+    pub fn config(&self) -> Arc<QueueConfig> {
+        self.state.lock().config.clone()
+    }
+
+    /// The policy that applies to it, if any.
+    pub fn policy(&self) -> Option<Arc<Policy>> {
+        self.state.lock().policy.clone()
+    }
+
+    /// Apply `policy` (chosen at a vhost policy version): new settings at
+    /// once, new length limits enforced now (what they drop comes back as
+    /// dead letters). TTLs apply to messages published from now on; a
+    /// stream's retention stays what it was opened with. False if nothing
+    /// changed (the same policy, or a newer choice already applied).
+    pub fn set_policy(self: &Arc<Self>, policy: AppliedPolicy) -> (bool, Effects) {
+        let (p, version) = policy;
+        let mut state = self.state.lock();
+        if version < state.policy_version {
+            return (false, Effects::default());
+        }
+        state.policy_version = version;
+        let same = match (&state.policy, &p) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        if same {
+            return (false, Effects::default());
+        }
+        let config = match settings(&self.arguments, p.as_deref(), &self.name, &self.vhost) {
+            Ok(c) => c,
+            // The arguments parsed when it was declared; keep what it has.
+            Err(_) => return (false, Effects::default()),
+        };
+        state.policy = p;
+        state.config = Arc::new(config);
+        drop(state);
+        (true, self.with(|q, ctx| q.limits_changed(ctx)).1)
     }
 
     pub fn publish(self: &Arc<Self>, msg: MessageRef) -> (PublishOutcome, Effects) {
@@ -433,22 +536,23 @@ impl Queue {
     /// A publisher told to pause (`Effects::flow`) waits here; false if the
     /// backlog is already low again.
     pub fn wait_for_drain(&self, waiter: Arc<dyn FlowWaiter>) -> bool {
-        self.state.lock().wait_for_drain(waiter)
+        self.state.lock().ty.wait_for_drain(waiter)
     }
 
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.state.lock().next_deadline()
+        self.state.lock().ty.next_deadline()
     }
 
     pub fn stats(&self) -> QueueStats {
-        self.state.lock().stats()
+        self.state.lock().ty.stats()
     }
 
     /// Its consumers; with single active consumer only the first is
     /// active.
     pub fn consumers(&self) -> Vec<ConsumerInfo> {
-        let mut v = self.state.lock().consumers();
-        if self.config.single_active_consumer {
+        let state = self.state.lock();
+        let mut v = state.ty.consumers();
+        if state.config.single_active_consumer {
             for c in v.iter_mut().skip(1) {
                 c.active = false;
             }
@@ -457,19 +561,20 @@ impl Queue {
     }
 
     pub fn idle_since(&self) -> Option<Instant> {
-        self.state.lock().idle_since()
+        self.state.lock().ty.idle_since()
     }
 
     /// Count a redeclare or basic.get as use (x-expires).
     pub fn touch(&self) {
-        self.state.lock().touch(Instant::now())
+        self.state.lock().ty.touch(Instant::now())
     }
 
     /// Does this queue need a timer (TTLs, x-expires, or recovered
     /// messages with an expiration)?
     pub fn needs_timer(&self) -> bool {
-        self.config.message_ttl_ms.is_some()
-            || self.config.expires_ms.is_some()
-            || self.next_deadline().is_some()
+        let state = self.state.lock();
+        state.config.message_ttl_ms.is_some()
+            || state.config.expires_ms.is_some()
+            || state.ty.next_deadline().is_some()
     }
 }

@@ -40,7 +40,17 @@ fn queue(args: &[(&str, FieldValue)]) -> Arc<Queue> {
     for (k, v) in args {
         t.insert(k, v.clone());
     }
-    Queue::new("q".into(), "/", false, false, None, t, &QueueEnv::default()).unwrap()
+    Queue::new(
+        "q".into(),
+        "/",
+        false,
+        false,
+        None,
+        t,
+        (None, 0),
+        &QueueEnv::default(),
+    )
+    .unwrap()
 }
 
 fn msg(n: u32) -> MessageRef {

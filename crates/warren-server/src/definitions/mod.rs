@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use warren_amqp091::{FieldTable, FieldValue, ShortStr};
 use warren_core::exchange::{Binding, Destination};
+use warren_core::policy::{Policy, PolicyError};
 use warren_core::vhost::{ExchangeDecl, QueueDecl};
 use warren_core::{Broker, Permission, User};
 
@@ -36,6 +37,8 @@ pub struct Definitions {
     pub queues: Vec<QueueDef>,
     #[serde(default)]
     pub bindings: Vec<BindingDef>,
+    #[serde(default)]
+    pub policies: Vec<PolicyDef>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -89,6 +92,8 @@ pub struct PermissionDef {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExchangeDef {
     pub name: String,
+    /// Absent in RabbitMQ's per-vhost exports (the path names it).
+    #[serde(default)]
     pub vhost: String,
     #[serde(rename = "type")]
     pub kind: String,
@@ -102,6 +107,8 @@ pub struct ExchangeDef {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct QueueDef {
     pub name: String,
+    /// Absent in RabbitMQ's per-vhost exports (the path names it).
+    #[serde(default)]
     pub vhost: String,
     pub durable: bool,
     pub auto_delete: bool,
@@ -112,12 +119,58 @@ pub struct QueueDef {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BindingDef {
     pub source: String,
+    /// Absent in RabbitMQ's per-vhost exports (the path names it).
+    #[serde(default)]
     pub vhost: String,
     pub destination: String,
     pub destination_type: String,
     pub routing_key: String,
     #[serde(default)]
     pub arguments: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PolicyDef {
+    /// Absent in RabbitMQ's per-vhost exports (the path names it).
+    #[serde(default)]
+    pub vhost: String,
+    pub name: String,
+    pub pattern: String,
+    #[serde(rename = "apply-to", default = "apply_to_all")]
+    pub apply_to: String,
+    #[serde(default)]
+    pub definition: Map<String, Value>,
+    #[serde(default)]
+    pub priority: i64,
+}
+
+fn apply_to_all() -> String {
+    "all".into()
+}
+
+impl PolicyDef {
+    pub fn of(p: &Policy) -> PolicyDef {
+        PolicyDef {
+            vhost: p.vhost.clone(),
+            name: p.name.clone(),
+            pattern: p.pattern.clone(),
+            apply_to: p.apply_to.as_str().into(),
+            definition: table_to_json(&p.definition),
+            priority: p.priority,
+        }
+    }
+
+    /// The policy this describes, checked as RabbitMQ checks a new one.
+    pub fn to_policy(&self) -> Result<Policy, PolicyError> {
+        Policy::new(
+            &self.vhost,
+            &self.name,
+            &self.pattern,
+            &self.apply_to,
+            self.priority,
+            json_to_table(&self.definition),
+        )
+    }
 }
 
 /// A field table as JSON, the way RabbitMQ's HTTP API and definitions show
@@ -181,6 +234,7 @@ pub fn snapshot(broker: &Broker) -> Definitions {
         d.vhosts.push(VHostDef {
             name: vh.name.clone(),
         });
+        d.policies.extend(vh.policies().iter().map(|p| PolicyDef::of(p)));
         let (xs, qs, bs) = vh.durable_definitions();
         d.exchanges.extend(xs.iter().map(|x| exchange_def(&vh.name, x)));
         d.queues.extend(qs.iter().map(|q| queue_def(&vh.name, q)));
@@ -281,6 +335,17 @@ pub fn restore(broker: &Broker, d: &Definitions) {
                 }
             }
             Err(e) => tracing::warn!("skipping {}'s permissions in '{}': {e}", p.user, p.vhost),
+        }
+    }
+    // Policies before the objects they apply to, so those start with them.
+    // Timers the new settings need are the caller's to arm.
+    for p in &d.policies {
+        let Some(vh) = broker.vhost(&p.vhost) else {
+            continue;
+        };
+        match p.to_policy() {
+            Ok(policy) => vh.put_policy(policy, &mut |_| {}),
+            Err(e) => tracing::warn!(policy = %p.name, vhost = %p.vhost, "skipping policy: {e}"),
         }
     }
     for x in &d.exchanges {

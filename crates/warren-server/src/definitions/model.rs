@@ -11,7 +11,7 @@ use warren_core::changes::Change;
 
 use super::{
     binding_def, exchange_def, queue_def, user_defs, BindingDef, Definitions, ExchangeDef, PermissionDef,
-    QueueDef, UserDef, VHostDef,
+    PolicyDef, QueueDef, UserDef, VHostDef,
 };
 
 /// One line of the change log.
@@ -43,6 +43,11 @@ pub enum Record {
     },
     Binding(BindingDef),
     Unbinding(BindingDef),
+    Policy(PolicyDef),
+    PolicyDeleted {
+        vhost: String,
+        name: String,
+    },
 }
 
 impl From<Change<'_>> for Record {
@@ -75,6 +80,11 @@ impl From<Change<'_>> for Record {
                 source,
                 binding,
             } => Record::Unbinding(binding_def(vhost, source, binding)),
+            Change::PolicySet(p) => Record::Policy(PolicyDef::of(p)),
+            Change::PolicyCleared { vhost, name } => Record::PolicyDeleted {
+                vhost: vhost.into(),
+                name: name.into(),
+            },
         }
     }
 }
@@ -119,6 +129,7 @@ struct VHostModel {
     exchanges: BTreeMap<String, ExchangeDef>,
     queues: BTreeMap<String, QueueDef>,
     bindings: BTreeMap<BindingKey, BindingDef>,
+    policies: BTreeMap<String, PolicyDef>,
 }
 
 impl VHostModel {
@@ -168,6 +179,9 @@ impl Model {
         }
         for b in &d.bindings {
             m.apply(Record::Binding(b.clone()));
+        }
+        for p in &d.policies {
+            m.apply(Record::Policy(p.clone()));
         }
         m
     }
@@ -221,6 +235,16 @@ impl Model {
                     v.bindings.remove(&BindingKey::of(&b));
                 }
             }
+            Record::Policy(p) => {
+                if let Some(v) = self.vhosts.get_mut(&p.vhost) {
+                    v.policies.insert(p.name.clone(), p);
+                }
+            }
+            Record::PolicyDeleted { vhost, name } => {
+                if let Some(v) = self.vhosts.get_mut(&vhost) {
+                    v.policies.remove(&name);
+                }
+            }
         }
     }
 
@@ -231,7 +255,7 @@ impl Model {
             + self
                 .vhosts
                 .values()
-                .map(|v| 1 + v.exchanges.len() + v.queues.len() + v.bindings.len())
+                .map(|v| 1 + v.exchanges.len() + v.queues.len() + v.bindings.len() + v.policies.len())
                 .sum::<usize>()
     }
 
@@ -246,6 +270,7 @@ impl Model {
             d.exchanges.extend(v.exchanges.values().cloned());
             d.queues.extend(v.queues.values().cloned());
             d.bindings.extend(v.bindings.values().cloned());
+            d.policies.extend(v.policies.values().cloned());
         }
         d
     }

@@ -90,6 +90,20 @@ impl Authed {
             .map_err(|e| ApiError::Forbidden(e.to_string()))
     }
 
+    /// Policies take `policymaker` (or `administrator`, which has it all).
+    pub fn policymaker(&self) -> Result<(), ApiError> {
+        if self
+            .user
+            .tags
+            .iter()
+            .any(|t| t == "administrator" || t == "policymaker")
+        {
+            Ok(())
+        } else {
+            Err(ApiError::Forbidden("Not policymaker user".into()))
+        }
+    }
+
     pub fn admin(&self) -> Result<(), ApiError> {
         if self.is_admin() {
             Ok(())

@@ -23,6 +23,7 @@ mod messages;
 pub mod metrics;
 mod objects;
 mod overview;
+mod policies;
 mod ui;
 
 use std::net::SocketAddr;
@@ -124,8 +125,19 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
             "/api/bindings/{vhost}/e/{source}/{kind}/{destination}/{props}",
             axum::routing::delete(objects::unbind),
         )
+        .route("/api/policies", get(policies::policies))
+        .route("/api/policies/{vhost}", get(policies::policies_in))
+        .route(
+            "/api/policies/{vhost}/{name}",
+            get(policies::policy)
+                .put(policies::put_policy)
+                .delete(policies::delete_policy),
+        )
         .route("/api/definitions", get(defs::export).post(defs::import))
-        .route("/api/definitions/{vhost}", get(defs::export_vhost))
+        .route(
+            "/api/definitions/{vhost}",
+            get(defs::export_vhost).post(defs::import_vhost),
+        )
         .route("/api/{*rest}", get(error::no_such_path))
         // Definitions of a large broker pass axum's 2 MB default; this is
         // RabbitMQ's management.http.max_body_size default, still a bound.

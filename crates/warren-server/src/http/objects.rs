@@ -380,8 +380,9 @@ pub async fn delete_permission(
 
 // ---- exchanges ----
 
-fn exchange_json(vhost: &str, x: &ExchangeDecl) -> Value {
-    json!({
+fn exchange_json(vh: &VHost, x: &ExchangeDecl) -> Value {
+    let vhost = &vh.name;
+    let mut v = json!({
         "name": x.name.to_str_lossy(),
         "vhost": vhost,
         "type": x.kind.to_str_lossy(),
@@ -390,7 +391,12 @@ fn exchange_json(vhost: &str, x: &ExchangeDecl) -> Value {
         "internal": x.internal,
         "arguments": table_to_json(&x.arguments),
         "user_who_performed_action": "",
-    })
+    });
+    // RabbitMQ shows the field only when a policy applies.
+    if let Some(p) = vh.exchange_policy(&x.name) {
+        v["policy"] = p.name.clone().into();
+    }
+    v
 }
 
 fn exchanges_of(vhs: &[Arc<VHost>]) -> Vec<Value> {
@@ -398,7 +404,7 @@ fn exchanges_of(vhs: &[Arc<VHost>]) -> Vec<Value> {
         .flat_map(|vh| {
             vh.exchanges()
                 .into_iter()
-                .map(|x| exchange_json(&vh.name, &x))
+                .map(|x| exchange_json(vh, &x))
                 .collect::<Vec<_>>()
         })
         .collect()
@@ -426,7 +432,7 @@ pub async fn exchange(
     vh.exchanges()
         .into_iter()
         .find(|x| x.name.as_bytes() == name.as_bytes())
-        .map(|x| Json(exchange_json(&vhost, &x)))
+        .map(|x| Json(exchange_json(&vh, &x)))
         .ok_or(ApiError::NotFound)
 }
 
@@ -497,7 +503,11 @@ fn memory_estimate(s: &QueueStats) -> u64 {
 fn queue_json(q: &Queue) -> Value {
     let s = q.stats();
     let kind = if q.stream().is_some() { "stream" } else { "classic" };
+    let policy = q.policy();
     let mut v = json!({
+        "policy": policy.as_ref().map(|p| p.name.clone()),
+        "effective_policy_definition": policy.as_ref().map_or_else(Map::new, |p| table_to_json(&p.definition)),
+        "operator_policy": null,
         "name": q.name.to_str_lossy(),
         "vhost": q.vhost,
         "durable": q.durable,

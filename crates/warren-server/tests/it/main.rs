@@ -20,6 +20,7 @@ mod http_api;
 mod http_stats;
 mod lapin_basics;
 mod permissions;
+mod policies;
 mod queues;
 mod raw;
 mod reply_to;
