@@ -29,6 +29,7 @@ const QN = `ui-test-q-${RUN}`;
 const XN = `ui-test-x-${RUN}`;
 const SN = `ui-test-s-${RUN}`;
 const VH = `ui-test-vh-${RUN}`;
+const POL = `ui-test-policy-${RUN}`;
 const IMPORTED = `ui-test-imported-${RUN}`;
 const PAYLOAD = `hello from the UI test ${RUN}`;
 const TAG = `ui-test-consumer-${RUN}`;
@@ -450,7 +451,7 @@ async function run(t, keepAmqp) {
     await shoot('connections');
   }
 
-  await t.test('admin: export and import definitions, users, add a vhost', async () => {
+  await t.test('admin: export and import definitions, users, policies, add a vhost', async () => {
     try {
       await openTab('admin');
       await page.click('#defs-export-btn');
@@ -467,6 +468,29 @@ async function run(t, keepAmqp) {
       await noticeIs('Definitions imported.');
       assert.equal((await api('GET', `/queues/%2F/${enc(IMPORTED)}`)).status, 200);
 
+      // A policy set from the form applies to the queue, then goes.
+      await page.selectOption('#policy-vhost', '/');
+      await page.fill('#policy-name', POL);
+      await page.fill('#policy-pattern', `^${QN}$`);
+      await page.selectOption('#policy-apply-to', 'queues');
+      await page.fill('#policy-priority', '3');
+      await page.fill('#policy-definition', '{"max-length": 1000}');
+      await page.click('#policy-add-btn');
+      await noticeIs(`Policy ${POL} set.`);
+      await page.locator(`#policies-table tr[data-name="${POL}"]`).waitFor();
+      const q = (await api('GET', `/queues/%2F/${enc(QN)}`)).body;
+      assert.equal(q.policy, POL, 'the queue should have the policy');
+      assert.equal(q.effective_policy_definition['max-length'], 1000);
+      await page.fill('#policy-definition', '{"max-length": -1}');
+      await page.click('#policy-add-btn');
+      await page.locator('#error').waitFor({ state: 'visible' });
+      assert.match(await text('#error-text'), /not a valid maximum length/);
+      await page.click('#error-close');
+      await clickTwice(page.locator(`#policies-table tr[data-name="${POL}"] button[data-action="delete"]`));
+      await noticeIs(`Policy ${POL} deleted.`);
+      await page.locator(`#policies-table tr[data-name="${POL}"]`).waitFor({ state: 'detached' });
+      assert.equal((await api('GET', `/policies/%2F/${enc(POL)}`)).status, 404);
+
       await page.fill('#vhost-name', VH);
       await page.click('#vhost-add-btn');
       await noticeIs(`Virtual host ${VH} added.`);
@@ -476,6 +500,7 @@ async function run(t, keepAmqp) {
       await shoot('admin');
       await api('DELETE', `/queues/%2F/${enc(IMPORTED)}`).catch(() => {});
       await api('DELETE', `/vhosts/${enc(VH)}`).catch(() => {});
+      await api('DELETE', `/policies/%2F/${enc(POL)}`).catch(() => {});
     }
   });
 

@@ -514,6 +514,7 @@ async function loadQueues() {
     ['Name', (q) => h('button', { type: 'button', class: 'link', 'data-queue': q.name, onclick: () => showQueue(q) }, q.name), 'name'],
     ['Type', 'type'],
     ['Features', (q) => [q.durable && 'D', q.auto_delete && 'AD', q.exclusive && 'Excl'].filter(Boolean).join(' '), 'features'],
+    ['Policy', (q) => q.policy || '', 'policy'],
     ['State', 'state'],
     ['Consumers', 'consumers'],
     ['Ready', (q) => fmtNum(q.messages_ready), 'messages_ready'],
@@ -671,8 +672,21 @@ async function loadAdmin() {
     ['Unacked', (v) => fmtNum(v.messages_unacknowledged), 'messages_unacknowledged'],
     ['Total', (v) => fmtNum(v.messages), 'messages'],
   ];
+  const pCols = [
+    ['Virtual host', 'vhost'],
+    ['Name', 'name'],
+    ['Pattern', 'pattern'],
+    ['Apply to', 'apply-to'],
+    ['Definition', (p) => JSON.stringify(p.definition), 'definition'],
+    ['Priority', 'priority'],
+    ['', (p) => dangerButton('Delete', 'pdel:' + p.vhost + ':' + p.name, () => deletePolicy(p), { 'data-action': 'delete' }), 'actions'],
+  ];
   await Promise.all([
     api('GET', '/users').then((r) => renderTable('users-table', uCols, list(r), (u) => ({ 'data-name': u.name })), (e) => failTable('users-table', uCols, e)),
+    api('GET', '/policies').then(
+      (r) => renderTable('policies-table', pCols, list(r), (p) => ({ 'data-vhost': p.vhost, 'data-name': p.name }), 'No policies.'),
+      (e) => failTable('policies-table', pCols, e)
+    ),
     api('GET', '/vhosts').then(
       (r) => {
         renderTable('vhosts-table', vCols, list(r), (v) => ({ 'data-name': v.name }));
@@ -721,6 +735,32 @@ async function importDefinitions() {
   }
   await api('POST', '/definitions', text);
   notice('Definitions imported.');
+  await loadAdmin();
+}
+
+/** Adds a policy, or replaces the one of that name in the vhost. */
+async function setPolicy() {
+  const name = $('#policy-name').value.trim();
+  let definition;
+  try {
+    definition = JSON.parse($('#policy-definition').value);
+  } catch (e) {
+    throw new Error('The definition is not valid JSON: ' + e.message);
+  }
+  const body = {
+    pattern: $('#policy-pattern').value,
+    'apply-to': $('#policy-apply-to').value,
+    priority: Number($('#policy-priority').value || 0),
+    definition,
+  };
+  await api('PUT', '/policies/' + enc($('#policy-vhost').value) + '/' + enc(name), body);
+  notice(`Policy ${name} set.`);
+  await loadAdmin();
+}
+
+async function deletePolicy(p) {
+  await api('DELETE', '/policies/' + enc(p.vhost) + '/' + enc(p.name));
+  notice(`Policy ${p.name} deleted.`);
   await loadAdmin();
 }
 
@@ -861,6 +901,7 @@ function wire() {
     if (f) $('#defs-import-text').value = await f.text();
   };
   $('#vhost-add-form').onsubmit = action(addVhost);
+  $('#policy-add-form').onsubmit = action(setPolicy);
   // Back/forward and typed #tab addresses switch tabs too.
   window.onhashchange = () => {
     if (sessionStorage.getItem(AUTH_KEY) && location.hash.slice(1) !== state.tab) showTab(location.hash.slice(1));
