@@ -24,6 +24,7 @@ pub mod metrics;
 mod objects;
 mod overview;
 mod policies;
+mod queue_info;
 mod ui;
 
 use std::net::SocketAddr;

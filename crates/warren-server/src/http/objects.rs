@@ -8,18 +8,18 @@ use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use axum::response::Response;
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use warren_amqp091::ShortStr;
 use warren_core::exchange::{Binding, Destination};
-use warren_core::queue::{Queue, QueueStats};
 use warren_core::vhost::{ExchangeDecl, QueueDecl, VHost};
 use warren_core::{Access, Permission, Resource, User};
 
 use super::auth::Authed;
 use super::error::ApiError;
-use super::message_stats;
+use super::queue_info::{queue_json, queue_listing};
 use crate::amqp10::management::{percent_encode, NODE};
 use crate::definitions::{json_to_table, table_to_json};
 use crate::ServerCtx;
@@ -31,11 +31,11 @@ type ApiResult<T> = Result<T, ApiError>;
 /// `page` / `page_size` (which turn the answer into a page object).
 #[derive(Debug, Default, Deserialize)]
 pub struct ListQuery {
-    sort: Option<String>,
-    sort_reverse: Option<bool>,
-    page: Option<usize>,
-    page_size: Option<usize>,
-    name: Option<String>,
+    pub sort: Option<String>,
+    pub sort_reverse: Option<bool>,
+    pub page: Option<usize>,
+    pub page_size: Option<usize>,
+    pub name: Option<String>,
 }
 
 /// Sort and paginate a listing as RabbitMQ does.
@@ -58,9 +58,20 @@ pub fn listing(mut items: Vec<Value>, q: &ListQuery) -> ApiResult<Json<Value>> {
     if q.sort_reverse == Some(true) {
         items.reverse();
     }
-    let Some(page) = q.page else {
+    if q.page.is_none() {
         return Ok(Json(Value::Array(items)));
-    };
+    }
+    paginate(items, q, |i| i)
+}
+
+/// The page `q` asks for of `items` (sorted already), as RabbitMQ's page
+/// object; only the page's items go through `build`.
+pub(super) fn paginate<T>(
+    items: Vec<T>,
+    q: &ListQuery,
+    build: impl Fn(T) -> Value,
+) -> ApiResult<Json<Value>> {
+    let page = q.page.unwrap_or(1);
     let size = q.page_size.unwrap_or(100);
     if page == 0 || size == 0 || size > 500 {
         return Err(ApiError::BadRequest(
@@ -69,7 +80,12 @@ pub fn listing(mut items: Vec<Value>, q: &ListQuery) -> ApiResult<Json<Value>> {
     }
     let total = items.len();
     let page_count = total.div_ceil(size).max(1);
-    let shown: Vec<Value> = items.into_iter().skip((page - 1) * size).take(size).collect();
+    let shown: Vec<Value> = items
+        .into_iter()
+        .skip((page - 1) * size)
+        .take(size)
+        .map(build)
+        .collect();
     Ok(Json(json!({
         "filtered_count": total,
         "item_count": shown.len(),
@@ -491,61 +507,8 @@ pub async fn delete_exchange(
 
 // ---- queues ----
 
-/// A rough figure for a queue's memory: the bodies of its ready messages
-/// held in memory, an allowance per message for the entry and headers
-/// around it, and the queue's own structures.
-fn memory_estimate(s: &QueueStats) -> u64 {
-    const QUEUE_BASE: u64 = 2048;
-    const PER_MESSAGE: u64 = 160;
-    QUEUE_BASE + s.ram_bytes + (s.ram_messages + s.unacked) * PER_MESSAGE
-}
-
-fn queue_json(q: &Queue) -> Value {
-    let s = q.stats();
-    let kind = if q.stream().is_some() { "stream" } else { "classic" };
-    let policy = q.policy();
-    let mut v = json!({
-        "policy": policy.as_ref().map(|p| p.name.clone()),
-        "effective_policy_definition": policy.as_ref().map_or_else(Map::new, |p| table_to_json(&p.definition)),
-        "operator_policy": null,
-        "name": q.name.to_str_lossy(),
-        "vhost": q.vhost,
-        "durable": q.durable,
-        "auto_delete": q.auto_delete,
-        "exclusive": q.exclusive_owner.is_some(),
-        "arguments": table_to_json(&q.arguments),
-        "node": NODE,
-        "state": "running",
-        "type": kind,
-        "messages": s.ready + s.unacked,
-        "messages_ready": s.ready,
-        "messages_unacknowledged": s.unacked,
-        "messages_ram": s.ram_messages,
-        "messages_ready_ram": s.ram_messages,
-        "message_bytes_ready": s.ready_bytes,
-        "message_bytes_ram": s.ram_bytes,
-        "consumers": s.consumers,
-        "memory": memory_estimate(&s),
-    });
-    if let Some(m) = message_stats::queue(&q.counters) {
-        v["message_stats"] = m;
-    }
-    v
-}
-
-fn queues_of(vhs: &[Arc<VHost>]) -> Vec<Value> {
-    let mut out: Vec<Value> = vhs
-        .iter()
-        .flat_map(|vh| vh.queues().iter().map(|q| queue_json(q)).collect::<Vec<_>>())
-        .collect();
-    out.sort_by(|a, b| {
-        (a["vhost"].as_str(), a["name"].as_str()).cmp(&(b["vhost"].as_str(), b["name"].as_str()))
-    });
-    out
-}
-
-pub async fn queues(State(ctx): Ctx, who: Authed, Query(q): Query<ListQuery>) -> ApiResult<Json<Value>> {
-    listing(queues_of(&visible_vhosts(&ctx, &who)), &q)
+pub async fn queues(State(ctx): Ctx, who: Authed, Query(q): Query<ListQuery>) -> ApiResult<Response> {
+    queue_listing(&visible_vhosts(&ctx, &who), &q)
 }
 
 pub async fn queues_in(
@@ -553,8 +516,8 @@ pub async fn queues_in(
     who: Authed,
     Path(vhost): Path<String>,
     Query(q): Query<ListQuery>,
-) -> ApiResult<Json<Value>> {
-    listing(queues_of(&[visible(&ctx, &who, &vhost)?]), &q)
+) -> ApiResult<Response> {
+    queue_listing(&[visible(&ctx, &who, &vhost)?], &q)
 }
 
 pub async fn queue(

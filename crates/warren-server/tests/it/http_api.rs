@@ -187,6 +187,29 @@ async fn listings_sort_and_paginate_like_rabbitmq() {
     assert_eq!(names(&page["items"]), ["c"]);
     let (s, _) = b.http(Method::GET, "/api/queues?page=0", None).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
+    // Pages in name order build only their own objects; they must agree
+    // with the full listing.
+    let (_, page) = b
+        .http(
+            Method::GET,
+            "/api/queues?page=1&page_size=2&sort_reverse=true",
+            None,
+        )
+        .await;
+    assert_eq!(names(&page["items"]), ["c", "b"]);
+    let (_, page) = b.http(Method::GET, "/api/queues/%2F?page=1&name=b", None).await;
+    assert_eq!(
+        (names(&page["items"]), page["filtered_count"].as_u64()),
+        (vec!["b".to_string()], Some(1))
+    );
+    let (_, page) = b
+        .http(Method::GET, "/api/queues?sort=name&page=1&page_size=500", None)
+        .await;
+    assert_eq!(page["items"], all);
+    let (_, page) = b
+        .http(Method::GET, "/api/queues?sort=messages&page=1&page_size=2", None)
+        .await;
+    assert_eq!(page["item_count"], 2);
 
     let (_, xs) = b.http(Method::GET, "/api/exchanges/%2F", None).await;
     let xs = names(&xs);

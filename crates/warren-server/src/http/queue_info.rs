@@ -1,0 +1,125 @@
+//! Queue objects as the API shows them (RabbitMQ's fields) and queue
+//! listings. Objects are typed structs serialized straight to JSON: a
+//! `serde_json::Value` per queue (a map with two dozen string keys) made
+//! listing 10,000 queues several times slower. Listings in name order
+//! (the default and the UI's) sort the queues themselves and build only
+//! what is shown; other sort keys go through the generic `listing`.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use axum::http::header::CONTENT_TYPE;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use warren_core::queue::{Queue, QueueStats};
+use warren_core::VHost;
+
+use super::error::ApiError;
+use super::message_stats;
+use super::objects::{listing, paginate, ListQuery};
+use crate::amqp10::management::NODE;
+use crate::definitions::table_to_json;
+
+#[derive(Serialize)]
+struct QueueInfo<'a> {
+    name: Cow<'a, str>,
+    vhost: &'a str,
+    durable: bool,
+    auto_delete: bool,
+    exclusive: bool,
+    arguments: Map<String, Value>,
+    node: &'static str,
+    state: &'static str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    messages: u64,
+    messages_ready: u64,
+    messages_unacknowledged: u64,
+    messages_ram: u64,
+    messages_ready_ram: u64,
+    message_bytes_ready: u64,
+    message_bytes_ram: u64,
+    consumers: u32,
+    memory: u64,
+    policy: Option<String>,
+    effective_policy_definition: Map<String, Value>,
+    operator_policy: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message_stats: Option<Value>,
+}
+
+/// A rough figure for a queue's memory: the bodies of its ready messages
+/// held in memory, an allowance per message for the entry and headers
+/// around it, and the queue's own structures.
+fn memory_estimate(s: &QueueStats) -> u64 {
+    const QUEUE_BASE: u64 = 2048;
+    const PER_MESSAGE: u64 = 160;
+    QUEUE_BASE + s.ram_bytes + (s.ram_messages + s.unacked) * PER_MESSAGE
+}
+
+fn info(q: &Queue) -> QueueInfo<'_> {
+    let s = q.stats();
+    let policy = q.policy();
+    QueueInfo {
+        name: q.name.to_str_lossy(),
+        vhost: &q.vhost,
+        durable: q.durable,
+        auto_delete: q.auto_delete,
+        exclusive: q.exclusive_owner.is_some(),
+        arguments: table_to_json(&q.arguments),
+        node: NODE,
+        state: "running",
+        kind: if q.stream().is_some() { "stream" } else { "classic" },
+        messages: s.ready + s.unacked,
+        messages_ready: s.ready,
+        messages_unacknowledged: s.unacked,
+        messages_ram: s.ram_messages,
+        messages_ready_ram: s.ram_messages,
+        message_bytes_ready: s.ready_bytes,
+        message_bytes_ram: s.ram_bytes,
+        consumers: s.consumers,
+        memory: memory_estimate(&s),
+        policy: policy.as_ref().map(|p| p.name.clone()),
+        effective_policy_definition: policy
+            .as_ref()
+            .map_or_else(Map::new, |p| table_to_json(&p.definition)),
+        operator_policy: None,
+        message_stats: message_stats::queue(&q.counters),
+    }
+}
+
+pub fn queue_json(q: &Queue) -> Value {
+    serde_json::to_value(info(q)).unwrap_or(Value::Null)
+}
+
+/// The queues of `vhs` as `q` asks: filtered, sorted, paged.
+pub fn queue_listing(vhs: &[Arc<VHost>], q: &ListQuery) -> Result<Response, ApiError> {
+    if !matches!(q.sort.as_deref(), None | Some("name")) {
+        let all = vhs
+            .iter()
+            .flat_map(|vh| vh.queues())
+            .map(|x| queue_json(&x))
+            .collect();
+        return listing(all, q).map(IntoResponse::into_response);
+    }
+    let mut qs: Vec<Arc<Queue>> = vhs.iter().flat_map(|vh| vh.queues()).collect();
+    if let Some(f) = &q.name {
+        qs.retain(|x| x.name.to_str_lossy().contains(f.as_str()));
+    }
+    // By vhost and name; then, stably, by name alone when asked (what the
+    // generic listing's sort gives).
+    qs.sort_by(|a, b| (a.vhost.as_str(), a.name.as_bytes()).cmp(&(b.vhost.as_str(), b.name.as_bytes())));
+    if q.sort.is_some() {
+        qs.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+    }
+    if q.sort_reverse == Some(true) {
+        qs.reverse();
+    }
+    if q.page.is_some() {
+        return paginate(qs, q, |x| queue_json(&x)).map(IntoResponse::into_response);
+    }
+    let body = serde_json::to_vec(&qs.iter().map(|x| info(x)).collect::<Vec<_>>())
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(([(CONTENT_TYPE, "application/json")], body).into_response())
+}
