@@ -88,6 +88,22 @@ pub async fn within<T>(f: impl Future<Output = T>) -> T {
         .expect("timed out after 10 s")
 }
 
+/// Ready messages in `q` (a passive declare is a round trip, so everything
+/// published before it on the same channel has been routed).
+pub async fn depth(ch: &Channel, q: &str) -> u32 {
+    within(ch.queue_declare(
+        q.into(),
+        QueueDeclareOptions {
+            passive: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap()
+    .message_count()
+}
+
 /// Await `f` briefly, expecting nothing to happen.
 pub async fn nothing_within<T: std::fmt::Debug>(ms: u64, f: impl Future<Output = T>) {
     if let Ok(v) = tokio::time::timeout(Duration::from_millis(ms), f).await {

@@ -27,22 +27,6 @@ async fn publish(ch: &Channel, x: &str, key: &str, props: BasicProperties) {
         .unwrap();
 }
 
-/// Ready messages in `q` (a passive declare is a round trip, so everything
-/// published before it on the same channel has been routed).
-async fn depth(ch: &Channel, q: &str) -> u32 {
-    within(ch.queue_declare(
-        q.into(),
-        QueueDeclareOptions {
-            passive: true,
-            ..Default::default()
-        },
-        FieldTable::default(),
-    ))
-    .await
-    .unwrap()
-    .message_count()
-}
-
 #[tokio::test]
 async fn topic_routing() {
     let b = Broker::start().await;

@@ -124,20 +124,6 @@ async fn next_unblocked(events: &mut (impl futures_lite::Stream<Item = Event> + 
     .await
 }
 
-async fn count(ch: &lapin::Channel, queue: &str) -> u32 {
-    within(ch.queue_declare(
-        queue.into(),
-        QueueDeclareOptions {
-            passive: true,
-            ..Default::default()
-        },
-        FieldTable::default(),
-    ))
-    .await
-    .unwrap()
-    .message_count()
-}
-
 #[tokio::test]
 async fn raising_the_memory_watermark_lets_blocked_publishers_go_on() {
     let b = Broker::start_with(|c| c.memory_high_watermark_bytes = 64 * 1024).await;
@@ -151,7 +137,7 @@ async fn raising_the_memory_watermark_lets_blocked_publishers_go_on() {
     // Blocked: the count stops growing short of 300...
     let (_c2, other) = b.channel().await;
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    let stuck = count(&other, "mem").await;
+    let stuck = depth(&other, "mem").await;
     assert!(stuck < 300, "{stuck}");
     // ...while a consumer still receives.
     let m = within(other.basic_get("mem".into(), BasicGetOptions { no_ack: true }))
@@ -170,7 +156,7 @@ async fn raising_the_memory_watermark_lets_blocked_publishers_go_on() {
     next_unblocked(&mut events).await;
     within(pubs).await.unwrap();
     within(async {
-        while count(&other, "mem").await < 299 {
+        while depth(&other, "mem").await < 299 {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     })
@@ -189,7 +175,7 @@ async fn the_disk_alarm_blocks_publishers_until_space_is_back() {
     assert_eq!(next_blocked(&mut events).await, "low on disk");
 
     let (_c2, other) = b.channel().await;
-    let before = count(&other, "disk").await;
+    let before = depth(&other, "disk").await;
     assert!(before < 50, "{before}");
     if before > 0 {
         // Consuming goes on under the alarm.
@@ -208,7 +194,7 @@ async fn the_disk_alarm_blocks_publishers_until_space_is_back() {
     next_unblocked(&mut events).await;
     within(pubs).await.unwrap();
     within(async {
-        while count(&other, "disk").await + u32::from(before > 0) < 50 {
+        while depth(&other, "disk").await + u32::from(before > 0) < 50 {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     })

@@ -27,20 +27,6 @@ async fn publish(ch: &Channel, exchange: &str, key: &str, body: &[u8]) {
     .unwrap();
 }
 
-async fn count(ch: &Channel, queue: &str) -> u32 {
-    within(ch.queue_declare(
-        queue.into(),
-        QueueDeclareOptions {
-            passive: true,
-            ..Default::default()
-        },
-        FieldTable::default(),
-    ))
-    .await
-    .unwrap()
-    .message_count()
-}
-
 async fn bodies(ch: &Channel, queue: &str) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     while let Some(m) = within(ch.basic_get(queue.into(), BasicGetOptions { no_ack: true }))
@@ -80,7 +66,7 @@ async fn policies_limit_queues_route_unroutables_and_survive_a_restart() {
             publish(&ch, "", q, &[n]).await;
         }
     }
-    assert_eq!(count(&ch, "pol.q").await, 5);
+    assert_eq!(depth(&ch, "pol.q").await, 5);
 
     // A policy trims at once, dead-lettering what it drops.
     let (status, _) = put_policy(
@@ -92,11 +78,11 @@ async fn policies_limit_queues_route_unroutables_and_survive_a_restart() {
     )
     .await;
     assert_eq!(status, StatusCode::CREATED);
-    assert_eq!(count(&ch, "pol.q").await, 2);
+    assert_eq!(depth(&ch, "pol.q").await, 2);
     // The lower of argument and policy: 1 stays 1, 10 becomes 2.
-    assert_eq!(count(&ch, "pol.small").await, 1);
-    assert_eq!(count(&ch, "pol.big").await, 2);
-    assert_eq!(count(&ch, "dead.pol").await, 3 + 3);
+    assert_eq!(depth(&ch, "pol.small").await, 1);
+    assert_eq!(depth(&ch, "pol.big").await, 2);
+    assert_eq!(depth(&ch, "dead.pol").await, 3 + 3);
     let (_, q) = b.http(Method::GET, "/api/queues/%2F/pol.q", None).await;
     assert_eq!(q["policy"], "limits");
     assert_eq!(q["effective_policy_definition"]["max-length"], 2);
@@ -111,7 +97,7 @@ async fn policies_limit_queues_route_unroutables_and_survive_a_restart() {
     )
     .await;
     assert_eq!(status, StatusCode::CREATED);
-    assert_eq!(count(&ch, "pol.q").await, 1);
+    assert_eq!(depth(&ch, "pol.q").await, 1);
     let (_, q) = b.http(Method::GET, "/api/queues/%2F/pol.q", None).await;
     assert_eq!(q["policy"], "strict");
     let (status, _) = b.http(Method::DELETE, "/api/policies/%2F/strict", None).await;
@@ -159,7 +145,7 @@ async fn policies_limit_queues_route_unroutables_and_survive_a_restart() {
     .await
     .unwrap();
     publish(&ch, "pol-x", "nowhere", b"lost").await;
-    assert_eq!(count(&ch, "ae.q").await, 0);
+    assert_eq!(depth(&ch, "ae.q").await, 0);
     let (status, _) = put_policy(
         &b,
         "ae",
@@ -202,7 +188,7 @@ async fn policies_limit_queues_route_unroutables_and_survive_a_restart() {
     .await;
     publish(&ch, "", "ttl.q", b"short-lived").await;
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    assert_eq!(count(&ch, "ttl.q").await, 0);
+    assert_eq!(depth(&ch, "ttl.q").await, 0);
     let (status, _) = b.http(Method::GET, "/api/queues/%2F/exp.q", None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 

@@ -17,20 +17,6 @@ async fn publish(ch: &Channel, q: &str, body: &[u8], props: BasicProperties) {
         .unwrap();
 }
 
-async fn depth(ch: &Channel, q: &str) -> u32 {
-    within(ch.queue_declare(
-        q.into(),
-        QueueDeclareOptions {
-            passive: true,
-            ..Default::default()
-        },
-        FieldTable::default(),
-    ))
-    .await
-    .unwrap()
-    .message_count()
-}
-
 async fn get_body(ch: &Channel, q: &str) -> Option<Vec<u8>> {
     within(ch.basic_get(q.into(), BasicGetOptions { no_ack: true }))
         .await
