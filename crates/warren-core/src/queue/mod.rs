@@ -241,6 +241,21 @@ impl Locked {
     }
 }
 
+/// A stream's log settings from its queue settings.
+fn log_config(config: &QueueConfig) -> warren_log::Config {
+    let defaults = warren_log::Config::default();
+    warren_log::Config {
+        max_segment_bytes: config
+            .stream
+            .max_segment_bytes
+            .unwrap_or(defaults.max_segment_bytes),
+        max_bytes: config.max_length_bytes,
+        max_age_ms: config.stream.max_age_ms,
+        filter_size: config.stream.filter_size.unwrap_or(defaults.filter_size),
+        ..defaults
+    }
+}
+
 /// A policy (or none) as chosen at a vhost's policy version.
 pub type AppliedPolicy = (Option<Arc<Policy>>, u64);
 
@@ -370,17 +385,7 @@ impl Queue {
                 "streams need a data directory".into(),
             ));
         };
-        let defaults = warren_log::Config::default();
-        let log_config = warren_log::Config {
-            max_segment_bytes: config
-                .stream
-                .max_segment_bytes
-                .unwrap_or(defaults.max_segment_bytes),
-            max_bytes: config.max_length_bytes,
-            max_age_ms: config.stream.max_age_ms,
-            filter_size: config.stream.filter_size.unwrap_or(defaults.filter_size),
-            ..defaults
-        };
+        let log_config = log_config(&config);
         let log = StreamLog::open(
             root,
             vhost,
@@ -445,9 +450,10 @@ impl Queue {
 
     /// Apply `policy` (chosen at a vhost policy version): new settings at
     /// once, new length limits enforced now (what they drop comes back as
-    /// dead letters). TTLs apply to messages published from now on; a
-    /// stream's retention stays what it was opened with. False if nothing
-    /// changed (the same policy, or a newer choice already applied).
+    /// dead letters; a stream drops whole old segments past its new
+    /// retention). TTLs apply to messages published from now on. False if
+    /// nothing changed (the same policy, or a newer choice already
+    /// applied).
     pub fn set_policy(self: &Arc<Self>, policy: AppliedPolicy) -> (bool, Effects) {
         let (p, version) = policy;
         let mut state = self.state.lock();
@@ -468,6 +474,15 @@ impl Queue {
             // The arguments parsed when it was declared; keep what it has.
             Err(_) => return (false, Effects::default()),
         };
+        if let Some(log) = &self.stream {
+            if let Err(e) = log.set_config(log_config(&config)) {
+                tracing::warn!(
+                    "stream '{}' in vhost '{}': retention after a policy change failed: {e}",
+                    self.name,
+                    self.vhost
+                );
+            }
+        }
         state.policy = p;
         state.config = Arc::new(config);
         drop(state);

@@ -183,6 +183,13 @@ impl StreamLog {
         }
     }
 
+    /// New retention and segment size (a policy changed), applied now.
+    pub fn set_config(&self, config: LogConfig) -> Result<usize, LogError> {
+        let mut log = self.log.lock();
+        log.set_config(config);
+        log.apply_retention(now_ms())
+    }
+
     /// Apply retention now (x-max-age runs on a clock too, not only at
     /// roll-over).
     pub fn apply_retention(&self) -> Result<usize, LogError> {

@@ -294,3 +294,44 @@ async fn a_rabbitmq_vhost_export_imports_with_its_policy() {
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+/// A retention policy applied to a stream that exists deletes its old
+/// segments there and then.
+#[tokio::test]
+async fn a_retention_policy_trims_an_existing_stream() {
+    let b = Broker::start().await;
+    let (_c, ch) = b.channel().await;
+    within(ch.queue_declare(
+        "str.s".into(),
+        QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        table(&[
+            ("x-queue-type", s("stream")),
+            ("x-stream-max-segment-size-bytes", i(1000)),
+        ]),
+    ))
+    .await
+    .unwrap();
+    within(ch.confirm_select(ConfirmSelectOptions::default()))
+        .await
+        .unwrap();
+    for n in 0..40u8 {
+        publish(&ch, "", "str.s", &[n; 200]).await;
+    }
+    let messages = |v: &Value| v["messages"].as_u64().unwrap();
+    let (_, q) = b.http(Method::GET, "/api/queues/%2F/str.s", None).await;
+    assert_eq!(messages(&q), 40);
+    let (status, _) = put_policy(
+        &b,
+        "str",
+        json!({"pattern": "^str\\.", "apply-to": "streams", "definition": {"max-length-bytes": 2000}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (_, q) = b.http(Method::GET, "/api/queues/%2F/str.s", None).await;
+    assert_eq!(q["policy"], "str");
+    let left = messages(&q);
+    assert!(left > 0 && left < 20, "{left} of 40 messages left");
+}
