@@ -221,19 +221,15 @@ impl VHost {
         self.topology.read().policies.values().cloned().collect()
     }
 
-    /// The policy that applies to exchange `name`, if any.
-    pub fn exchange_policy(&self, name: &[u8]) -> Option<Arc<Policy>> {
-        self.topology.read().exchanges.get(name)?.policy.clone()
-    }
-
     /// Add or replace a policy, then choose every queue's and exchange's
     /// policy anew. `arm` is called for each queue whose settings changed
-    /// (its timers may need to run now).
-    pub fn put_policy(&self, policy: Policy, arm: &mut dyn FnMut(&Arc<Queue>)) {
+    /// (its timers may need to run now). True if it replaced one.
+    pub fn put_policy(&self, policy: Policy, arm: &mut dyn FnMut(&Arc<Queue>)) -> bool {
         let mut t = self.topology.write();
         let ticket = self.record(&t, Change::PolicySet(&policy));
-        t.policies.insert(policy.name.clone(), Arc::new(policy));
+        let replaced = t.policies.insert(policy.name.clone(), Arc::new(policy)).is_some();
         self.reapply_policies(t, ticket, arm);
+        replaced
     }
 
     /// Remove a policy; false if there was none of that name.
@@ -348,7 +344,7 @@ impl VHost {
                 d.name
             )));
         }
-        let x = Exchange::new(
+        let mut x = Exchange::new(
             d.name.clone(),
             kind,
             d.durable,
@@ -356,7 +352,6 @@ impl VHost {
             d.internal,
             d.arguments.clone(),
         )?;
-        let mut x = x;
         x.policy = pick(t.policies.values(), |p| p.matches_exchange(&d.name));
         t.exchanges.insert(d.name.clone(), x);
         let ticket = if d.durable {
@@ -973,24 +968,32 @@ impl VHost {
         }
     }
 
-    /// Every exchange, the predeclared ones included, as declared (for
-    /// listings: the management API).
-    pub fn exchanges(&self) -> Vec<ExchangeDecl> {
+    /// Every exchange, the predeclared ones included, as declared, with the
+    /// policy that applies to it (for listings: the management API).
+    pub fn exchanges(&self) -> Vec<(ExchangeDecl, Option<Arc<Policy>>)> {
         let t = self.topology.read();
-        let mut xs: Vec<ExchangeDecl> = t
+        let mut xs: Vec<_> = t
             .exchanges
             .values()
-            .map(|x| ExchangeDecl {
-                name: x.name.clone(),
-                kind: x.kind.as_str().into(),
-                durable: x.durable,
-                auto_delete: x.auto_delete,
-                internal: x.internal,
-                arguments: x.arguments.clone(),
+            .map(|x| {
+                let decl = ExchangeDecl {
+                    name: x.name.clone(),
+                    kind: x.kind.as_str().into(),
+                    durable: x.durable,
+                    auto_delete: x.auto_delete,
+                    internal: x.internal,
+                    arguments: x.arguments.clone(),
+                };
+                (decl, x.policy.clone())
             })
             .collect();
-        xs.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+        xs.sort_by(|a, b| a.0.name.as_bytes().cmp(b.0.name.as_bytes()));
         xs
+    }
+
+    /// How many exchanges, the predeclared ones included.
+    pub fn exchange_count(&self) -> usize {
+        self.topology.read().exchanges.len()
     }
 
     /// Every binding, by source exchange (for listings).

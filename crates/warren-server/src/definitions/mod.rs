@@ -344,7 +344,9 @@ pub fn restore(broker: &Broker, d: &Definitions) {
             continue;
         };
         match p.to_policy() {
-            Ok(policy) => vh.put_policy(policy, &mut |_| {}),
+            Ok(policy) => {
+                vh.put_policy(policy, &mut |_| {});
+            }
             Err(e) => tracing::warn!(policy = %p.name, vhost = %p.vhost, "skipping policy: {e}"),
         }
     }

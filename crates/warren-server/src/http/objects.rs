@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use warren_amqp091::ShortStr;
 use warren_core::exchange::{Binding, Destination};
+use warren_core::policy::Policy;
 use warren_core::vhost::{ExchangeDecl, QueueDecl, VHost};
 use warren_core::{Access, Permission, Resource, User};
 
@@ -396,8 +397,7 @@ pub async fn delete_permission(
 
 // ---- exchanges ----
 
-fn exchange_json(vh: &VHost, x: &ExchangeDecl) -> Value {
-    let vhost = &vh.name;
+fn exchange_json(vhost: &str, x: &ExchangeDecl, policy: Option<&Policy>) -> Value {
     let mut v = json!({
         "name": x.name.to_str_lossy(),
         "vhost": vhost,
@@ -409,7 +409,7 @@ fn exchange_json(vh: &VHost, x: &ExchangeDecl) -> Value {
         "user_who_performed_action": "",
     });
     // RabbitMQ shows the field only when a policy applies.
-    if let Some(p) = vh.exchange_policy(&x.name) {
+    if let Some(p) = policy {
         v["policy"] = p.name.clone().into();
     }
     v
@@ -420,7 +420,7 @@ fn exchanges_of(vhs: &[Arc<VHost>]) -> Vec<Value> {
         .flat_map(|vh| {
             vh.exchanges()
                 .into_iter()
-                .map(|x| exchange_json(vh, &x))
+                .map(|(x, p)| exchange_json(&vh.name, &x, p.as_deref()))
                 .collect::<Vec<_>>()
         })
         .collect()
@@ -447,8 +447,8 @@ pub async fn exchange(
     let vh = visible(&ctx, &who, &vhost)?;
     vh.exchanges()
         .into_iter()
-        .find(|x| x.name.as_bytes() == name.as_bytes())
-        .map(|x| Json(exchange_json(&vh, &x)))
+        .find(|(x, _)| x.name.as_bytes() == name.as_bytes())
+        .map(|(x, p)| Json(exchange_json(&vh.name, &x, p.as_deref())))
         .ok_or(ApiError::NotFound)
 }
 

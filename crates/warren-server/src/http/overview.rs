@@ -51,7 +51,7 @@ pub async fn overview(State(ctx): State<Arc<ServerCtx>>, who: Authed) -> Json<Va
         .into_iter()
         .filter(|v| who.may_see(&v.name))
         .collect();
-    let exchanges: usize = seen.iter().map(|v| v.exchanges().len()).sum();
+    let exchanges: usize = seen.iter().map(|v| v.exchange_count()).sum();
     let Totals {
         queues,
         consumers,

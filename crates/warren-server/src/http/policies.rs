@@ -120,9 +120,8 @@ pub async fn put_policy(
         priority,
     };
     let policy = def.to_policy().map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let existed = vh.policies().iter().any(|p| p.name == name);
-    vh.put_policy(policy, &mut |q| ctx.timers.arm(&vh, q));
-    Ok(if existed {
+    let replaced = vh.put_policy(policy, &mut |q| ctx.timers.arm(&vh, q));
+    Ok(if replaced {
         StatusCode::NO_CONTENT
     } else {
         StatusCode::CREATED
