@@ -38,6 +38,19 @@ pub struct Cli {
     /// Log filter (tracing's EnvFilter syntax), e.g. `info` or `warren=debug`.
     #[arg(long, env = "WARREN_LOG")]
     pub log: Option<String>,
+    /// Log line format: `text` (coloured only when standard output is a
+    /// terminal and NO_COLOR is unset) or `json` (one object per line,
+    /// for log shippers).
+    #[arg(long, env = "WARREN_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
 }
 
 /// Everything the broker can be told, with RabbitMQ's defaults.

@@ -24,7 +24,7 @@ use tokio::sync::watch;
 use warren_core::{Broker, BrokerConfig, User};
 use warren_store::Storage;
 
-pub use config::{Cli, Config};
+pub use config::{Cli, Config, LogFormat};
 
 /// What every connection task shares.
 pub struct ServerCtx {

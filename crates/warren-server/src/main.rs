@@ -4,16 +4,12 @@
 
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
-use warren_server::{Cli, Config, StartError};
+use warren_server::{Cli, Config, LogFormat, StartError};
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    let filter = cli.log.clone().unwrap_or_else(|| "info".into());
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_new(&filter).unwrap_or_else(|_| EnvFilter::new("info")))
-        .with_target(false)
-        .init();
+    init_logging(&cli);
     let config = match Config::load(&cli) {
         Ok(c) => c,
         Err(e) => {
@@ -48,6 +44,25 @@ async fn main() -> std::process::ExitCode {
     running.shutdown().await;
     tracing::info!("stopped");
     std::process::ExitCode::SUCCESS
+}
+
+/// Log lines to standard output. Colour escapes only reach a terminal: a
+/// service manager's journal or a file gets plain text (NO_COLOR, as
+/// no-color.org asks, turns colour off on a terminal too).
+fn init_logging(cli: &Cli) {
+    use std::io::IsTerminal;
+    let filter = cli.log.clone().unwrap_or_else(|| "info".into());
+    let filter = EnvFilter::try_new(&filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false);
+    match cli.log_format {
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+        LogFormat::Text => {
+            let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            builder.with_ansi(colour).init()
+        }
+    }
 }
 
 /// SIGTERM or SIGINT, registered now (tokio installs a signal's handler

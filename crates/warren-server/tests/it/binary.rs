@@ -20,6 +20,11 @@ pub fn free_port() -> u16 {
 }
 
 pub fn spawn(port: u16, dir: &std::path::Path) -> Child {
+    spawn_with(port, dir, &[])
+}
+
+/// `spawn` with more flags.
+pub fn spawn_with(port: u16, dir: &std::path::Path, extra: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_warren"))
         .args([
             "--amqp-listen",
@@ -33,6 +38,10 @@ pub fn spawn(port: u16, dir: &std::path::Path) -> Child {
             "--data-dir",
         ])
         .arg(dir)
+        .args(extra)
+        // Colour must be off because stdout is no terminal, not because
+        // the environment asked.
+        .env_remove("NO_COLOR")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -162,5 +171,42 @@ async fn environment_variables_configure_the_binary() {
         .unwrap();
     assert!(status.success());
     tokio::time::sleep(Duration::from_millis(10)).await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+async fn stop(mut child: Child) {
+    sigterm(&child);
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    assert!(status.success(), "clean exit: {status:?}");
+}
+
+#[tokio::test]
+async fn logs_to_a_pipe_carry_no_colour_escapes() {
+    let dir = temp_dir("bin-log");
+    let (child, log) = wait_for_line(spawn(free_port(), &dir), "listener on").await;
+    assert!(
+        !log.contains('\u{1b}'),
+        "ANSI escapes in a non-terminal log:\n{log:?}"
+    );
+    assert!(log.contains(" INFO "), "{log}");
+    stop(child).await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn json_logs_are_one_object_per_line() {
+    let dir = temp_dir("bin-json");
+    let child = spawn_with(free_port(), &dir, &["--log-format", "json"]);
+    let (child, log) = wait_for_line(child, "listener on").await;
+    let mut listener = false;
+    for line in log.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+        assert!(v["timestamp"].is_string() && v["level"].is_string(), "{line}");
+        listener |= v["message"].as_str().is_some_and(|m| m.contains("listener on"));
+    }
+    assert!(listener, "{log}");
+    stop(child).await;
     let _ = std::fs::remove_dir_all(dir);
 }
