@@ -645,13 +645,25 @@ impl Driver {
             };
         };
         if ch.state == ChannelState::Closing {
+            // 0-9-1 §4.2.6 / the channel.close rule: after sending close we
+            // discard everything but close and close-ok. A close that
+            // crossed ours is answered, and the channel stays until the
+            // peer's close-ok to ours arrives (removing it now made that
+            // close-ok a frame on an unknown channel: a 504 connection
+            // error that killed the client's other channels).
             match m {
                 Method::ChannelCloseOk(_) => {
                     self.remove_channel(id);
                 }
                 Method::ChannelClose(_) => {
                     self.conn.send(id, ChannelCloseOk {});
+                }
+                // A client that took our close-ok as the end of the
+                // channel may open its number again; RabbitMQ would ignore
+                // this and leave the client waiting, so be kinder.
+                Method::ChannelOpen(_) => {
                     self.remove_channel(id);
+                    return self.channel_method(id, m);
                 }
                 _ => {}
             }

@@ -328,6 +328,126 @@ async fn channel_error_leaves_the_connection_usable() {
     .await;
 }
 
+/// A publish to a missing exchange followed at once by the client's own
+/// channel.close: the broker's close (404) and the client's cross. The
+/// broker answers the client's close with close-ok, takes the client's
+/// close-ok to its own, and the connection's other channels go on
+/// (0-9-1 §4.2.6; RabbitMQ 3.10 does the same).
+#[tokio::test]
+async fn crossing_channel_closes_leave_other_channels_open() {
+    let b = Broker::start().await;
+    let port = b.port;
+    blocking(move || {
+        let mut r = Raw::handshake(port, 0);
+        r.open_channel(1);
+        r.open_channel(2);
+        let mut out = BytesMut::new();
+        write_method(
+            &mut out,
+            1,
+            &BasicPublish {
+                exchange: "no-such-exchange".into(),
+                routing_key: "k".into(),
+                ..Default::default()
+            }
+            .into(),
+        );
+        // content header (class 60, body size 2, no properties) and body
+        let header = [0u8, 60, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0];
+        out.put_u8(2);
+        out.put_u16(1);
+        out.put_u32(header.len() as u32);
+        out.extend_from_slice(&header);
+        out.put_u8(FRAME_END);
+        out.extend_from_slice(&[3, 0, 1, 0, 0, 0, 2, b'h', b'i', FRAME_END]);
+        write_method(
+            &mut out,
+            1,
+            &ChannelClose {
+                reply_code: 200,
+                reply_text: "bye".into(),
+                class_id: 0,
+                method_id: 0,
+            }
+            .into(),
+        );
+        r.send(&out);
+        let m = r.method();
+        let Method::ChannelClose(c) = m else {
+            panic!("expected the broker's channel.close, got {m:?}")
+        };
+        assert_eq!(
+            (c.reply_code, c.class_id, c.method_id),
+            (404, 60, 40),
+            "{}",
+            c.reply_text
+        );
+        let m = r.method();
+        assert!(
+            matches!(m, Method::ChannelCloseOk(_)),
+            "close-ok to ours, got {m:?}"
+        );
+        // Our close-ok to the broker's close.
+        r.send_method(1, ChannelCloseOk {});
+        r.send_method(
+            2,
+            QueueDeclare {
+                queue: "still-here".into(),
+                ..Default::default()
+            },
+        );
+        let m = r.method();
+        assert!(
+            matches!(m, Method::QueueDeclareOk(_)),
+            "channel 2 goes on, got {m:?}"
+        );
+        r.open_channel(1);
+    })
+    .await;
+    still_serving(&b).await;
+}
+
+/// A client that takes the close-ok to its own close as the channel's end
+/// (and sends no close-ok to the broker's) may open the number again.
+#[tokio::test]
+async fn a_crossed_channel_may_be_opened_again() {
+    let b = Broker::start().await;
+    let port = b.port;
+    blocking(move || {
+        let mut r = Raw::handshake(port, 0);
+        r.open_channel(1);
+        r.send_method(
+            1,
+            QueueDeclare {
+                queue: "nope".into(),
+                passive: true,
+                ..Default::default()
+            },
+        );
+        r.send_method(
+            1,
+            ChannelClose {
+                reply_code: 200,
+                reply_text: "bye".into(),
+                class_id: 0,
+                method_id: 0,
+            },
+        );
+        assert!(matches!(r.method(), Method::ChannelClose(_)));
+        assert!(matches!(r.method(), Method::ChannelCloseOk(_)));
+        r.open_channel(1);
+        r.send_method(
+            1,
+            QueueDeclare {
+                queue: "x".into(),
+                ..Default::default()
+            },
+        );
+        assert!(matches!(r.method(), Method::QueueDeclareOk(_)));
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn channel_max_is_enforced() {
     let b = Broker::start_with(|c| c.channel_max = 2).await;
