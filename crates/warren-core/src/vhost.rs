@@ -77,6 +77,29 @@ pub struct QueueDecl {
 }
 
 /// A headers binding's x-match must be one of the four known values.
+/// What an `x-local-random` exchange may be bound to (RabbitMQ 4's
+/// rabbit_exchange_type_local_random): classic queues, with an empty key.
+fn check_local_random(t: &Topology, b: &Binding) -> Result<(), BrokerError> {
+    if !b.routing_key.is_empty() {
+        return Err(BrokerError::PreconditionFailed(format!(
+            "binding invalid: Non empty binding '{}' key not permitted",
+            b.routing_key
+        )));
+    }
+    match &b.destination {
+        Destination::Queue(q) => match t.queues.get(q).map(|q| q.kind()) {
+            Some(QueueKind::Classic) | None => Ok(()),
+            // RabbitMQ names the queue type's module.
+            Some(QueueKind::Stream) => Err(BrokerError::PreconditionFailed(
+                "binding invalid: Queue type rabbit_stream_queue not valid for this exchange type".into(),
+            )),
+        },
+        Destination::Exchange(_) => Err(BrokerError::PreconditionFailed(
+            "binding invalid: Exchange destinations not valid for this exchange type".into(),
+        )),
+    }
+}
+
 fn check_x_match(args: &FieldTable) -> Result<(), BrokerError> {
     match args.get("x-match") {
         None => Ok(()),
@@ -477,11 +500,10 @@ impl VHost {
     pub fn bind(&self, source: &ShortStr, binding: Binding) -> Result<(), BrokerError> {
         let mut t = self.topology.write();
         self.check_bindable(&t, source, &binding.destination)?;
-        if t.exchanges
-            .get(source)
-            .is_some_and(|x| x.kind == ExchangeKind::Headers)
-        {
-            check_x_match(&binding.arguments)?;
+        match t.exchanges.get(source).map(|x| x.kind) {
+            Some(ExchangeKind::Headers) => check_x_match(&binding.arguments)?,
+            Some(ExchangeKind::LocalRandom) => check_local_random(&t, &binding)?,
+            _ => {}
         }
         let dest = binding.destination.clone();
         let durable = Self::is_durable_dest(&t, &dest) && t.exchanges.get(source).is_some_and(|x| x.durable);

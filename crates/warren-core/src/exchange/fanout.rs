@@ -26,6 +26,11 @@ impl FanoutIndex {
         }
     }
 
+    /// Each bound destination once, with its binding count.
+    pub fn destinations(&self) -> &[(Destination, usize)] {
+        &self.dests
+    }
+
     pub fn route(&self, out: &mut Vec<Destination>) {
         out.extend(self.dests.iter().map(|(d, _)| d.clone()));
     }

@@ -1,4 +1,5 @@
-//! Exchanges: the four RabbitMQ types and their bindings. An exchange owns
+//! Exchanges: the four AMQP types, RabbitMQ 4's `x-local-random`, and
+//! their bindings. An exchange owns
 //! its bindings and answers one question, "which destinations does this
 //! message go to?"; following exchange-to-exchange bindings, alternate
 //! exchanges and looking up queues is the virtual host's job.
@@ -6,6 +7,7 @@
 mod direct;
 mod fanout;
 mod headers;
+mod local_random;
 mod topic;
 
 use warren_amqp091::{FieldTable, FieldValue, ShortStr};
@@ -45,6 +47,8 @@ pub enum ExchangeKind {
     Fanout,
     Topic,
     Headers,
+    /// `x-local-random` (RabbitMQ 4.0): one random bound queue.
+    LocalRandom,
 }
 
 impl ExchangeKind {
@@ -54,6 +58,7 @@ impl ExchangeKind {
             b"fanout" => ExchangeKind::Fanout,
             b"topic" => ExchangeKind::Topic,
             b"headers" => ExchangeKind::Headers,
+            b"x-local-random" => ExchangeKind::LocalRandom,
             _ => return None,
         })
     }
@@ -64,6 +69,7 @@ impl ExchangeKind {
             ExchangeKind::Fanout => "fanout",
             ExchangeKind::Topic => "topic",
             ExchangeKind::Headers => "headers",
+            ExchangeKind::LocalRandom => "x-local-random",
         }
     }
 }
@@ -75,6 +81,7 @@ enum Index {
     Fanout(fanout::FanoutIndex),
     Topic(TopicTrie),
     Headers(headers::HeadersIndex),
+    LocalRandom(local_random::LocalRandomIndex),
 }
 
 #[derive(Debug)]
@@ -119,6 +126,7 @@ impl Exchange {
             ExchangeKind::Fanout => Index::Fanout(Default::default()),
             ExchangeKind::Topic => Index::Topic(Default::default()),
             ExchangeKind::Headers => Index::Headers(Default::default()),
+            ExchangeKind::LocalRandom => Index::LocalRandom(Default::default()),
         };
         Ok(Exchange {
             name,
@@ -148,6 +156,7 @@ impl Exchange {
             Index::Fanout(i) => i.add(&b),
             Index::Topic(i) => i.add(&b.routing_key, b.destination.clone()),
             Index::Headers(i) => i.add(&b),
+            Index::LocalRandom(i) => i.add(&b),
         }
         self.bindings.push(b);
         true
@@ -164,6 +173,7 @@ impl Exchange {
             Index::Fanout(i) => i.remove(b),
             Index::Topic(i) => i.remove(&b.routing_key, &b.destination),
             Index::Headers(i) => i.remove(b),
+            Index::LocalRandom(i) => i.remove(b),
         }
         true
     }
@@ -189,6 +199,7 @@ impl Exchange {
             Index::Fanout(i) => i.route(out),
             Index::Topic(i) => i.route(routing_key, out),
             Index::Headers(i) => i.route(headers, out),
+            Index::LocalRandom(i) => i.route(out),
         }
     }
 }

@@ -40,8 +40,13 @@ impl Default for TopicTrie {
     }
 }
 
+/// A key's words, split at every dot as RabbitMQ splits them: the empty
+/// key has no words at all (so `*` does not match it, `#` does), while
+/// every other key has one more word than it has dots, empty words
+/// included (`a.` is `a` and ``, `.` is two empty words).
 fn words(key: &[u8]) -> impl Iterator<Item = &[u8]> {
-    key.split(|b| *b == b'.')
+    let none = key.is_empty();
+    key.split(|b| *b == b'.').filter(move |_| !none)
 }
 
 impl TopicTrie {

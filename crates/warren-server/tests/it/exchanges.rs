@@ -310,3 +310,67 @@ async fn auto_delete_exchange_and_delete_rules() {
         .unwrap_err();
     assert_eq!(amqp_error(&err).0, 403);
 }
+
+/// RabbitMQ 4.0's `x-local-random`: each message to exactly one bound
+/// queue, at random; bindings are classic queues with an empty key.
+#[tokio::test]
+async fn local_random_exchange_picks_one_queue_per_message() {
+    let b = Broker::start().await;
+    let (_c, ch) = b.channel().await;
+    let kind = || ExchangeKind::Custom("x-local-random".into());
+    exchange(&ch, "lr", kind(), FieldTable::default()).await;
+    for q in ["lr1", "lr2", "lr3"] {
+        queue_bound(&ch, q, "lr", "", FieldTable::default()).await;
+    }
+    for _ in 0..60 {
+        publish(&ch, "lr", "any-key", BasicProperties::default()).await;
+    }
+    let depths = [
+        depth(&ch, "lr1").await,
+        depth(&ch, "lr2").await,
+        depth(&ch, "lr3").await,
+    ];
+    assert_eq!(depths.iter().sum::<u32>(), 60, "{depths:?}");
+    assert!(
+        depths.iter().all(|d| *d > 0),
+        "every queue is picked in time: {depths:?}"
+    );
+    // Redeclaring with the same type is fine; the API shows the type.
+    exchange(&ch, "lr", kind(), FieldTable::default()).await;
+    let (_, x) = b.http(reqwest::Method::GET, "/api/exchanges/%2F/lr", None).await;
+    assert_eq!(x["type"], "x-local-random");
+
+    // A key is refused, and so is a stream.
+    declare(&ch, "lr-keyed", FieldTable::default()).await;
+    let e = within(ch.queue_bind(
+        "lr-keyed".into(),
+        "lr".into(),
+        "k".into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap_err();
+    assert_eq!(amqp_error(&e).0, 406, "{e:?}");
+    let (_c2, ch) = b.channel().await;
+    within(ch.queue_declare(
+        "lr-stream".into(),
+        QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        table(&[("x-queue-type", s("stream"))]),
+    ))
+    .await
+    .unwrap();
+    let e = within(ch.queue_bind(
+        "lr-stream".into(),
+        "lr".into(),
+        "".into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap_err();
+    assert_eq!(amqp_error(&e).0, 406, "{e:?}");
+}
