@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 use tokio::sync::watch;
@@ -27,12 +27,17 @@ pub struct Entry {
     pub local: SocketAddr,
     /// Milliseconds since the epoch.
     pub connected_at: u64,
-    login: Mutex<Option<Login>>,
+    login: Mutex<Option<Arc<Login>>>,
     close: watch::Sender<bool>,
     reason: Mutex<Option<String>>,
-    /// Octets read from and written to the socket.
+    /// Octets read from and written to the socket, and how many reads
+    /// and writes carried them (RabbitMQ's recv_cnt / send_cnt).
     pub recv_oct: AtomicU64,
     pub send_oct: AtomicU64,
+    pub recv_cnt: AtomicU64,
+    pub send_cnt: AtomicU64,
+    /// Octets per second over the last statistics interval.
+    rates: Mutex<OctetRates>,
     /// Open 0-9-1 channels, by number.
     channels: Mutex<Vec<Arc<ChannelInfo>>>,
     /// Open AMQP 1.0 sessions (listed as channels, as RabbitMQ counts them).
@@ -53,13 +58,46 @@ pub struct ChannelInfo {
     pub unacked: AtomicU64,
 }
 
-/// Who the connection is, once logged in.
-#[derive(Debug, Clone)]
+/// Who the connection is and what it agreed with the broker, once logged
+/// in: what `/api/connections` shows beside the socket's addresses.
+#[derive(Debug, Clone, Default)]
 pub struct Login {
     /// "AMQP 0-9-1", "AMQP 1.0", "RabbitMQ Stream".
     pub protocol: &'static str,
     pub user: String,
     pub vhost: String,
+    /// The SASL mechanism it logged in with ("PLAIN", "AMQPLAIN", ...).
+    pub auth_mechanism: String,
+    /// What the client said of itself: 0-9-1 start-ok's client-properties,
+    /// AMQP 1.0 open's properties, the stream protocol's PeerProperties.
+    /// Monitoring tools find connections by `connection_name` here.
+    pub client_properties: serde_json::Map<String, serde_json::Value>,
+    pub frame_max: u32,
+    pub channel_max: u32,
+    /// Heartbeat (0-9-1, stream) or idle time-out (1.0), in seconds.
+    pub timeout: u32,
+    /// AMQP 1.0's container-id (from open).
+    pub container_id: Option<String>,
+}
+
+impl Login {
+    /// The name the application gave its connection (RabbitMQ's
+    /// `user_provided_name`, from the `connection_name` property).
+    pub fn user_provided_name(&self) -> Option<&str> {
+        self.client_properties
+            .get("connection_name")
+            .and_then(|v| v.as_str())
+    }
+}
+
+/// Octet counts at the last sample and the rates since the one before.
+#[derive(Debug)]
+struct OctetRates {
+    at: Instant,
+    recv: u64,
+    send: u64,
+    recv_rate: f64,
+    send_rate: f64,
 }
 
 impl Entry {
@@ -68,16 +106,33 @@ impl Entry {
         format!("{} -> {}", self.peer, self.local)
     }
 
-    pub fn logged_in(&self, protocol: &'static str, user: &str, vhost: &str) {
-        *self.login.lock() = Some(Login {
-            protocol,
-            user: user.to_string(),
-            vhost: vhost.to_string(),
-        });
+    pub fn logged_in(&self, login: Login) {
+        *self.login.lock() = Some(Arc::new(login));
     }
 
-    pub fn login(&self) -> Option<Login> {
+    pub fn login(&self) -> Option<Arc<Login>> {
         self.login.lock().clone()
+    }
+
+    /// Take a sample of the octet counters (once per statistics interval).
+    pub fn sample(&self, now: Instant) {
+        let (recv, send) = (
+            self.recv_oct.load(Ordering::Relaxed),
+            self.send_oct.load(Ordering::Relaxed),
+        );
+        let mut r = self.rates.lock();
+        let secs = now.duration_since(r.at).as_secs_f64();
+        if secs > 0.0 {
+            r.recv_rate = recv.saturating_sub(r.recv) as f64 / secs;
+            r.send_rate = send.saturating_sub(r.send) as f64 / secs;
+        }
+        (r.at, r.recv, r.send) = (now, recv, send);
+    }
+
+    /// Octets per second received and sent over the last interval.
+    pub fn rates(&self) -> (f64, f64) {
+        let r = self.rates.lock();
+        (r.recv_rate, r.send_rate)
     }
 
     /// A channel was opened: its entry, for the connection to update.
@@ -115,10 +170,12 @@ impl Entry {
 
     pub fn count_recv(&self, n: usize) {
         self.recv_oct.fetch_add(n as u64, Ordering::Relaxed);
+        self.recv_cnt.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn count_send(&self, n: usize) {
         self.send_oct.fetch_add(n as u64, Ordering::Relaxed);
+        self.send_cnt.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Why the connection is being closed, when the management API asked.
@@ -166,6 +223,15 @@ impl Registry {
             reason: Mutex::new(None),
             recv_oct: AtomicU64::new(0),
             send_oct: AtomicU64::new(0),
+            recv_cnt: AtomicU64::new(0),
+            send_cnt: AtomicU64::new(0),
+            rates: Mutex::new(OctetRates {
+                at: Instant::now(),
+                recv: 0,
+                send: 0,
+                recv_rate: 0.0,
+                send_rate: 0.0,
+            }),
             channels: Mutex::new(Vec::new()),
             sessions: AtomicU32::new(0),
         });

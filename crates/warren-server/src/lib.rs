@@ -203,6 +203,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     stream::upkeep::spawn(ctx.broker.clone(), rx.clone());
     stats_sampler::spawn(
         ctx.broker.clone(),
+        ctx.connections.clone(),
         Duration::from_millis(config.collect_statistics_interval),
         rx.clone(),
     );

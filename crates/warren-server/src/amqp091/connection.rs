@@ -96,6 +96,9 @@ pub struct Conn {
     pub sync_channels: Vec<u16>,
     /// Queues that asked this publisher to pause (flow control).
     pub flow_queues: Vec<Arc<Queue>>,
+    /// What start-ok said (mechanism, client properties), kept until
+    /// connection.open records the login.
+    pub hello: Option<Box<crate::connections::Login>>,
 }
 
 impl Conn {
@@ -217,6 +220,7 @@ pub async fn serve(
             confirm_dirty: Vec::new(),
             sync_channels: Vec::new(),
             flow_queues: Vec::new(),
+            hello: None,
         },
         channels: HashMap::new(),
         stream,

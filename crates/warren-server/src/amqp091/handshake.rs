@@ -10,6 +10,8 @@ use warren_amqp091::{FieldTable, FieldValue, Method};
 
 use super::connection::{Conn, Phase};
 use super::error::{AmqpError, Result};
+use crate::connections::Login;
+use crate::definitions::table_to_json;
 
 const MECHANISMS: &str = "PLAIN AMQPLAIN";
 
@@ -152,7 +154,14 @@ pub fn connection_method(conn: &mut Conn, m: Method) -> Result<()> {
                 .broker
                 .open_vhost(&user, &vhost)
                 .map_err(AmqpError::from)?;
-            conn.entry.logged_in("AMQP 0-9-1", &user.name, &vhost);
+            let mut login = conn.hello.take().map(|b| *b).unwrap_or_default();
+            login.protocol = "AMQP 0-9-1";
+            login.user = user.name.clone();
+            login.vhost = vhost.clone();
+            login.frame_max = conn.frame_max;
+            login.channel_max = conn.channel_max as u32;
+            login.timeout = conn.heartbeat as u32;
+            conn.entry.logged_in(login);
             conn.vhost = Some(vh);
             conn.grant = Some(grant);
             conn.send(0, ConnectionOpenOk::default());
@@ -203,6 +212,11 @@ fn start_ok(conn: &mut Conn, ok: ConnectionStartOk) -> Result<()> {
     match result {
         Ok(user) => {
             conn.user = Some(user);
+            conn.hello = Some(Box::new(Login {
+                auth_mechanism: ok.mechanism.to_string(),
+                client_properties: table_to_json(&ok.client_properties),
+                ..Default::default()
+            }));
             let cfg = &conn.ctx.config;
             conn.send(
                 0,

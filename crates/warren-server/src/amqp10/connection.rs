@@ -31,6 +31,7 @@ use warren_store::SyncWaiter;
 use super::publish::{self, Publisher};
 use crate::amqp091::outbox::Outbox;
 
+use crate::connections::Login;
 use crate::ServerCtx;
 
 mod management;
@@ -319,6 +320,7 @@ impl Conn {
         };
         let anonymous = self.ctx.config.amqp10_anonymous;
         let loopback = self.peer.ip().is_loopback();
+        let mut auth_mechanism = "none".to_string();
         let user = if &h == SASL_HEADER {
             self.wbuf.extend_from_slice(SASL_HEADER);
             let mut mechs = vec!["PLAIN".to_string()];
@@ -340,7 +342,11 @@ impl Conn {
                     mechanism,
                     initial_response,
                     ..
-                } => self.authenticate(&mechanism, initial_response.as_deref(), loopback),
+                } => {
+                    let user = self.authenticate(&mechanism, initial_response.as_deref(), loopback);
+                    auth_mechanism = mechanism;
+                    user
+                }
                 _ => None,
             };
             let code = if user.is_some() { sasl::OK } else { sasl::AUTH };
@@ -391,19 +397,33 @@ impl Conn {
             .and_then(|h| h.strip_prefix("vhost:"))
             .unwrap_or(&self.ctx.config.default_vhost)
             .to_string();
-        match self.ctx.broker.open_vhost(&user, &vhost) {
-            Ok((vh, grant)) => {
-                self.entry.logged_in("AMQP 1.0", &user.name, &vhost);
-                self.vhost = Some(vh);
-                self.grant = Some(grant);
-            }
-            Err(e) => return Err(Fatal(AmqpError::new(condition::UNAUTHORIZED, e.to_string()))),
-        }
+        let (vh, grant) = self
+            .ctx
+            .broker
+            .open_vhost(&user, &vhost)
+            .map_err(|e| Fatal(AmqpError::new(condition::UNAUTHORIZED, e.to_string())))?;
+        self.vhost = Some(vh);
+        self.grant = Some(grant);
         self.peer_max_frame = open.max_frame_size.unwrap_or(u32::MAX).max(MIN_MAX_FRAME_SIZE);
         self.channel_max = open
             .channel_max
             .unwrap_or(u16::MAX)
             .min(self.ctx.config.channel_max);
+        self.entry.logged_in(Login {
+            protocol: "AMQP 1.0",
+            user: user.name.clone(),
+            vhost: vhost.clone(),
+            auth_mechanism,
+            client_properties: open
+                .properties
+                .as_ref()
+                .map(super::convert::json_map)
+                .unwrap_or_default(),
+            frame_max: self.peer_max_frame.min(MAX_FRAME),
+            channel_max: self.channel_max as u32,
+            timeout: self.ctx.config.heartbeat as u32,
+            container_id: Some(open.container_id.clone()),
+        });
         self.send_idle = open
             .idle_time_out
             .filter(|&ms| ms > 0)

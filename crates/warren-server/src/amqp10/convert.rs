@@ -92,6 +92,15 @@ pub fn field_value(v: &Value) -> Option<FieldValue> {
     })
 }
 
+/// A 1.0 map (open's properties, say) as a JSON object, the way the
+/// management API shows a connection's client properties.
+pub fn json_map(v: &Value) -> serde_json::Map<String, serde_json::Value> {
+    match field_value(v) {
+        Some(FieldValue::Table(t)) => crate::definitions::table_to_json(&t),
+        _ => Default::default(),
+    }
+}
+
 /// A 0-9-1 field value as a 1.0 value.
 pub fn value_of(f: &FieldValue) -> Option<Value> {
     Some(match f {

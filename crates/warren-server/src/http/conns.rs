@@ -19,25 +19,63 @@ use crate::amqp10::management::NODE;
 use crate::connections::Entry;
 use crate::ServerCtx;
 
+/// A connection object with RabbitMQ's fields. TLS is not served yet, so
+/// `ssl` is false and the certificate fields are null, as RabbitMQ shows a
+/// plain connection; Erlang's own counters (reductions, garbage
+/// collection) have no counterpart and are left out.
 pub(super) fn connection_json(e: &Entry) -> Value {
     let login = e.login();
-    json!({
+    let l = login.as_deref();
+    let (recv_rate, send_rate) = e.rates();
+    let mut v = json!({
         "name": e.name(),
         "node": NODE,
         "type": "network",
         "state": "running",
-        "protocol": login.as_ref().map(|l| l.protocol),
-        "user": login.as_ref().map(|l| l.user.clone()),
-        "vhost": login.as_ref().map(|l| l.vhost.clone()),
+        "protocol": l.map(|l| l.protocol),
+        "user": l.map(|l| l.user.clone()),
+        "user_who_performed_action": l.map(|l| l.user.clone()),
+        "vhost": l.map(|l| l.vhost.clone()),
+        "auth_mechanism": l.map(|l| l.auth_mechanism.clone()),
+        "client_properties": l.map_or_else(Default::default, |l| l.client_properties.clone()),
+        "timeout": l.map(|l| l.timeout),
+        "frame_max": l.map(|l| l.frame_max),
+        "channel_max": l.map(|l| l.channel_max),
         "host": e.local.ip().to_string(),
         "port": e.local.port(),
         "peer_host": e.peer.ip().to_string(),
         "peer_port": e.peer.port(),
+        "ssl": false,
+        "ssl_protocol": null,
+        "ssl_key_exchange": null,
+        "ssl_cipher": null,
+        "ssl_hash": null,
+        "peer_cert_subject": null,
+        "peer_cert_issuer": null,
+        "peer_cert_validity": null,
         "connected_at": e.connected_at,
         "channels": e.channel_count(),
         "recv_oct": e.recv_oct.load(Relaxed),
+        "recv_oct_details": {"rate": round(recv_rate)},
+        "recv_cnt": e.recv_cnt.load(Relaxed),
         "send_oct": e.send_oct.load(Relaxed),
-    })
+        "send_oct_details": {"rate": round(send_rate)},
+        "send_cnt": e.send_cnt.load(Relaxed),
+        "send_pend": 0,
+    });
+    if let Some(id) = l.and_then(|l| l.container_id.as_deref()) {
+        v["container_id"] = id.into();
+    }
+    // Only present when the client named its connection, as in RabbitMQ.
+    if let Some(n) = l.and_then(|l| l.user_provided_name()) {
+        v["user_provided_name"] = n.into();
+    }
+    v
+}
+
+/// Rates as RabbitMQ shows them (one decimal place).
+fn round(rate: f64) -> f64 {
+    (rate * 10.0).round() / 10.0
 }
 
 /// Logged-in connections this user may see.

@@ -30,10 +30,13 @@ mod ui;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use axum::extract::Request;
 use axum::routing::get;
-use axum::Router;
+use axum::{Router, ServiceExt};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tower_http::normalize_path::NormalizePathLayer;
+use tower_layer::Layer;
 
 use crate::ServerCtx;
 
@@ -148,7 +151,11 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
 
 /// Serve the API on `listener` until shutdown.
 pub async fn serve(listener: TcpListener, ctx: Arc<ServerCtx>, mut shutdown: watch::Receiver<bool>) {
-    let app = router(ctx).into_make_service_with_connect_info::<SocketAddr>();
+    // RabbitMQ (cowboy) serves `/api/queues/` as `/api/queues`, and tools
+    // call it so; the path is trimmed before routing, which axum's own
+    // layers (applied after the route is chosen) cannot do.
+    let app = NormalizePathLayer::trim_trailing_slash().layer(router(ctx));
+    let app = ServiceExt::<Request>::into_make_service_with_connect_info::<SocketAddr>(app);
     let stop = async move {
         let _ = shutdown.changed().await;
     };

@@ -22,6 +22,7 @@ use warren_stream::CodecError;
 use super::code;
 use super::publish::Publisher;
 use super::subscribe::Subscription;
+use crate::connections::Login;
 use crate::ServerCtx;
 
 /// Frames before Open may be at most this large.
@@ -259,10 +260,19 @@ impl Conn {
 
     /// The opening sequence (PROTOCOL.adoc, "Authentication").
     async fn open(&mut self) -> Result<(), Stop> {
+        // What the client says of itself, for the management API.
+        let mut client_properties = serde_json::Map::new();
         loop {
             let f = self.frame().await?;
             match Command::decode(f)? {
-                Command::PeerProperties { correlation_id, .. } => {
+                Command::PeerProperties {
+                    correlation_id,
+                    properties,
+                } => {
+                    client_properties = properties
+                        .into_iter()
+                        .map(|(k, v)| (k, serde_json::Value::String(v)))
+                        .collect();
                     let props = server_properties();
                     let mut rest = BytesMut::new();
                     put_pairs(&mut rest, &props);
@@ -363,7 +373,17 @@ impl Conn {
                     };
                     match self.ctx.broker.open_vhost(&user, &vhost) {
                         Ok((vh, grant)) => {
-                            self.entry.logged_in("RabbitMQ Stream", &user.name, &vhost);
+                            self.entry.logged_in(Login {
+                                protocol: "RabbitMQ Stream",
+                                user: user.name.clone(),
+                                vhost: vhost.clone(),
+                                auth_mechanism: "PLAIN".into(),
+                                client_properties: std::mem::take(&mut client_properties),
+                                frame_max: self.frame_max_after_open,
+                                channel_max: 0,
+                                timeout: self.heartbeat.as_secs() as u32,
+                                container_id: None,
+                            });
                             self.vhost = Some(vh);
                             self.grant = Some(grant);
                             let (host, port) = self.advertised();

@@ -17,6 +17,7 @@ mod errors;
 mod exchanges;
 mod flow;
 mod http_api;
+mod http_connections;
 mod http_stats;
 mod lapin_basics;
 mod permissions;
