@@ -182,22 +182,76 @@ mod tests {
             ("a.*.c", "a.c", false),
             ("a.#.c", "a.c", true),
             ("a.#.c", "a.b.b.c", true),
-            ("#", "", true),
             ("#", "anything.at.all", true),
-            ("*", "", true), // "" is one empty word
             ("*", "a.b", false),
             ("a.#", "a", true),
             ("#.a", "a", true),
             ("#.#", "a.b", true),
-            ("*.#", "", true),
-            ("a.*", "a.", true), // trailing empty word
-            ("a..b", "a..b", true),
             ("a.b", "a.b.c", false),
             ("#.b.#", "a.b.c", true),
             ("#.b.#", "a.c", false),
         ];
         for (p, k, want) in cases {
             assert_eq!(matches(p, k), want, "pattern {p:?} key {k:?}");
+        }
+    }
+
+    /// Empty keys and empty words, exactly as RabbitMQ 3.10 routed them:
+    /// each pattern was bound to its own queue on a real node, every key
+    /// published once, and the keys each queue received are listed here.
+    /// The empty key has no words (`*` misses it, `#` and `` take it);
+    /// any other key has one word more than it has dots.
+    #[test]
+    fn empty_words_route_as_rabbitmq_3_10_did() {
+        const KEYS: [&str; 11] = [
+            "", "a", "a.", ".a", ".", "a..b", "a.b", "a.b.c", "..", "b.a", "a.b.b",
+        ];
+        let observed: [(&str, &[&str]); 23] = [
+            ("", &[""]),
+            (
+                "#",
+                &[
+                    "", "a", "a.", ".a", ".", "a..b", "a.b", "a.b.c", "..", "b.a", "a.b.b",
+                ],
+            ),
+            ("*", &["a"]),
+            (
+                "*.#",
+                &["a", "a.", ".a", ".", "a..b", "a.b", "a.b.c", "..", "b.a", "a.b.b"],
+            ),
+            (
+                "#.*",
+                &["a", "a.", ".a", ".", "a..b", "a.b", "a.b.c", "..", "b.a", "a.b.b"],
+            ),
+            ("*.*", &["a.", ".a", ".", "a.b", "b.a"]),
+            ("a.*", &["a.", "a.b"]),
+            ("a.#", &["a", "a.", "a..b", "a.b", "a.b.c", "a.b.b"]),
+            ("#.a", &["a", ".a", "b.a"]),
+            ("a..b", &["a..b"]),
+            ("a.", &["a."]),
+            (".a", &[".a"]),
+            (".", &["."]),
+            (
+                "#.#",
+                &[
+                    "", "a", "a.", ".a", ".", "a..b", "a.b", "a.b.c", "..", "b.a", "a.b.b",
+                ],
+            ),
+            ("a.*.#", &["a.", "a..b", "a.b", "a.b.c", "a.b.b"]),
+            ("#.#.a", &["a", ".a", "b.a"]),
+            ("*.a", &[".a", "b.a"]),
+            ("a.#.#.b", &["a..b", "a.b", "a.b.b"]),
+            ("a.*.*", &["a..b", "a.b.c", "a.b.b"]),
+            ("..", &[".."]),
+            ("#.", &["a.", ".", ".."]),
+            (".#", &[".a", ".", ".."]),
+            ("*.", &["a.", "."]),
+        ];
+        for (pattern, took) in observed {
+            for key in KEYS {
+                let want = took.contains(&key);
+                assert_eq!(matches(pattern, key), want, "pattern {pattern:?} key {key:?}");
+            }
         }
     }
 

@@ -49,6 +49,26 @@ async fn topic_routing() {
     assert_eq!(depth(&ch, "amqt").await, 1);
 }
 
+/// The empty key and empty words through a real client, as RabbitMQ 3.10
+/// routed them: `*` does not take the empty key (it has no words) while
+/// `#` and the empty binding do; `a.` ends in an empty word.
+#[tokio::test]
+async fn topic_empty_keys_and_words() {
+    let b = Broker::start().await;
+    let (_c, ch) = b.channel().await;
+    exchange(&ch, "te", ExchangeKind::Topic, FieldTable::default()).await;
+    for (q, key) in [("star", "*"), ("hash", "#"), ("empty", ""), ("trail", "#.")] {
+        queue_bound(&ch, q, "te", key, FieldTable::default()).await;
+    }
+    for key in ["", "a", "a.", "."] {
+        publish(&ch, "te", key, BasicProperties::default()).await;
+    }
+    assert_eq!(depth(&ch, "star").await, 1); // a
+    assert_eq!(depth(&ch, "hash").await, 4);
+    assert_eq!(depth(&ch, "empty").await, 1); // the empty key only
+    assert_eq!(depth(&ch, "trail").await, 2); // a. and .
+}
+
 #[tokio::test]
 async fn direct_and_fanout() {
     let b = Broker::start().await;
