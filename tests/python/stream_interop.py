@@ -1,7 +1,9 @@
 """Stream protocol interop checks against a running Warren with rstream,
 the Python RabbitMQ Streams client: create, publish with confirms (plain
 and in a compressed sub-entry batch), consume from first / an offset,
-server-side offset tracking, and deduplication by producer name.
+server-side offset tracking, and deduplication by producer name; and
+streams through RabbitMQ's own AMQP 1.0 client (opened sub-entry
+batches, stream filtering by annotation).
 
 Usage: python3 stream_interop.py STREAM_PORT [AMQP_PORT]
 Prints one line per check and "N passed, M failed"; exits 1 on a failure.
@@ -199,6 +201,71 @@ async def sub_entry_batches_reach_amqp10_consumers_opened():
 
     got = await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(None, consume_over_amqp10), 30)
     assert got == sent, (got[:6], sent[:6])
+
+
+@check
+async def amqp10_filter_values_reach_an_amqp10_filtering_consumer():
+    """RabbitMQ's own AMQP 1.0 client, both ends: the publisher sets the
+    x-stream-filter-value annotation (10 banana, 10 apple, 10 without), the
+    consumer attaches from "first" with the stream filter "banana" and gets
+    the 10 bananas first (the Rust test checks that nothing follows)."""
+    from rabbitmq_amqp_python_client import (
+        AddressHelper,
+        AMQPMessagingHandler,
+        Converter,
+        Environment,
+        Message,
+        OffsetSpecification,
+        StreamConsumerOptions,
+        StreamFilterOptions,
+    )
+
+    stream = f"py-filter-{uuid.uuid4().hex[:8]}"
+    async with Producer("127.0.0.1", PORT, **AUTH) as producer:
+        await producer.create_stream(stream)
+
+    def publish_and_consume():
+        env = Environment(uri=f"amqp://guest:guest@127.0.0.1:{AMQP_PORT}/")
+        conn = env.connection()
+        conn.dial()
+        publisher = conn.publisher(AddressHelper.queue_address(stream))
+        for kind in ("banana", "apple", None):
+            for i in range(10):
+                annotations = {"x-stream-filter-value": kind} if kind else None
+                m = Message(body=Converter.string_to_bytes(f"{kind}-{i}"), annotations=annotations)
+                publisher.publish(m)
+        publisher.close()
+        got = []
+
+        class Done(Exception):
+            pass
+
+        class Handler(AMQPMessagingHandler):
+            def on_amqp_message(self, event):
+                got.append(Converter.bytes_to_string(event.message.body))
+                self.delivery_context.accept(event)
+                if len(got) == 10:
+                    raise Done()
+
+        consumer = conn.consumer(
+            AddressHelper.queue_address(stream),
+            message_handler=Handler(),
+            consumer_options=StreamConsumerOptions(
+                offset_specification=OffsetSpecification.first,
+                filter_options=StreamFilterOptions(values=["banana"]),
+            ),
+        )
+        try:
+            consumer.run()
+        except Done:
+            pass
+        consumer.close()
+        conn.close()
+        env.close()
+        return got
+
+    got = await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(None, publish_and_consume), 30)
+    assert got == [f"banana-{i}" for i in range(10)], got
 
 
 async def main():

@@ -7,8 +7,10 @@
 //! [`StreamLog`] directly, chunk by chunk. Through the queue interface,
 //! messages routed to a stream (AMQP 0-9-1, AMQP 1.0) are appended one
 //! chunk each, encoded as AMQP 1.0 by the [`StreamCodec`] the server
-//! provides (so stream clients read them). Consuming a stream through the
-//! queue interface is not supported yet.
+//! provides (so stream clients read them), with the message's
+//! `x-stream-filter-value` header (a 1.0 publisher's message annotation of
+//! that name arrives as one) as the entry's filter value. Consumers through
+//! the queue interface read from an offset spec with an optional filter.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -313,6 +315,22 @@ fn start_of(args: &FieldTable) -> Result<(Start, u64), String> {
     }
 }
 
+/// The filter value a routed message carries: its `x-stream-filter-value`
+/// header when that is a non-empty string (RabbitMQ's stream filtering
+/// guide; an AMQP 1.0 publisher's message annotation of that name became
+/// this header at publish). Headers are decoded only when present.
+fn filter_value(m: &Message) -> Option<Bytes> {
+    let hints = warren_amqp091::properties::RoutingHints::scan(&m.raw_properties).ok()?;
+    if !hints.has_headers {
+        return None;
+    }
+    let headers = m.headers()?;
+    match headers.get("x-stream-filter-value")? {
+        FieldValue::LongStr(b) | FieldValue::Bytes(b) if !b.is_empty() => Some(b.clone()),
+        _ => None,
+    }
+}
+
 /// A consumer's filter (x-stream-filter: a string or an array of them;
 /// x-stream-match-unfiltered).
 fn matcher_of(args: &FieldTable) -> Option<Matcher> {
@@ -438,7 +456,7 @@ impl QueueType for StreamQueue {
         };
         let m = LogMessage {
             entry: ChunkEntry::Simple((codec.encode)(&msg)),
-            filter: None,
+            filter: filter_value(&msg),
         };
         match self.log.append(&[m], &Delta::default()) {
             Ok(_) => {

@@ -27,3 +27,4 @@ mod raw;
 mod reply_to;
 mod restart;
 mod stream;
+mod stream_filter;
