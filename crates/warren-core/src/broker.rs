@@ -17,6 +17,7 @@ use crate::error::BrokerError;
 use crate::permissions::{Grant, Permission};
 use crate::queue::{MemoryGauge, QueueEnv, Storage};
 use crate::stats::MessageCounters;
+use crate::topic_permissions::{TopicGrants, TopicPermission, Vars};
 use crate::vhost::VHost;
 
 #[derive(Debug, Clone)]
@@ -64,6 +65,8 @@ pub struct User {
     pub password_hash: String,
     pub tags: Vec<String>,
     pub permissions: BTreeMap<String, Permission>,
+    /// Topic permissions by vhost, then exchange.
+    pub topic_permissions: BTreeMap<String, BTreeMap<String, TopicPermission>>,
 }
 
 impl User {
@@ -257,9 +260,15 @@ impl Broker {
     }
 
     /// connection.open: may `user` use `vhost`? (530 NOT_ALLOWED otherwise.)
-    /// Returns the vhost and the user's permissions in it as they are now;
+    /// Returns the vhost and the user's permissions in it as they are now
+    /// (topic permissions compiled for this user, vhost and `client_id`);
     /// a connection keeps that copy, as RabbitMQ's channels cache theirs.
-    pub fn open_vhost(&self, user: &User, vhost: &str) -> Result<(Arc<VHost>, Grant), BrokerError> {
+    pub fn open_vhost(
+        &self,
+        user: &User,
+        vhost: &str,
+        client_id: Option<&str>,
+    ) -> Result<(Arc<VHost>, Grant), BrokerError> {
         let refused = || {
             BrokerError::NotAllowed(format!(
                 "access to vhost '{vhost}' refused for user '{}'",
@@ -269,22 +278,34 @@ impl Broker {
         let vh = self
             .vhost(vhost)
             .ok_or_else(|| BrokerError::NotAllowed(format!("vhost {vhost} not found")))?;
-        let permission = self
-            .users
-            .read()
-            .get(&user.name)
-            .and_then(|u| u.permissions.get(vhost).cloned());
-        match permission {
-            Some(permission) => Ok((
-                vh,
-                Grant {
-                    user: user.name.clone(),
-                    vhost: vhost.to_string(),
-                    permission,
-                },
-            )),
-            _ => Err(refused()),
-        }
+        let users = self.users.read();
+        let Some(u) = users.get(&user.name) else {
+            return Err(refused());
+        };
+        let Some(permission) = u.permissions.get(vhost).cloned() else {
+            return Err(refused());
+        };
+        let vars = Vars {
+            username: &user.name,
+            vhost,
+            client_id,
+        };
+        let topics = TopicGrants::compile(
+            u.topic_permissions
+                .get(vhost)
+                .into_iter()
+                .flat_map(|m| m.values()),
+            &vars,
+        );
+        Ok((
+            vh,
+            Grant {
+                user: user.name.clone(),
+                vhost: vhost.to_string(),
+                permission,
+                topics,
+            },
+        ))
     }
 }
 
@@ -299,6 +320,7 @@ mod tests {
             password_hash: User::hash_password("secret"),
             tags: vec![],
             permissions: BTreeMap::new(),
+            topic_permissions: BTreeMap::new(),
         };
         assert!(u.check_password("secret"));
         assert!(!u.check_password("Secret"));
@@ -313,6 +335,7 @@ mod tests {
             password_hash: User::hash_password("guest"),
             tags: vec!["administrator".into()],
             permissions: [("/".to_string(), Permission::full())].into(),
+            topic_permissions: BTreeMap::new(),
         });
         assert!(b.authenticate("guest", "guest", true).is_ok());
         assert_eq!(
@@ -324,7 +347,7 @@ mod tests {
             403
         );
         let u = b.authenticate("guest", "guest", true).unwrap();
-        assert!(b.open_vhost(&u, "/").is_ok());
-        assert_eq!(b.open_vhost(&u, "/other").unwrap_err().reply_code(), 530);
+        assert!(b.open_vhost(&u, "/", None).is_ok());
+        assert_eq!(b.open_vhost(&u, "/other", None).unwrap_err().reply_code(), 530);
     }
 }

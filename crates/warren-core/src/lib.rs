@@ -16,10 +16,12 @@ pub mod permissions;
 pub mod policy;
 pub mod queue;
 pub mod stats;
+pub mod topic_permissions;
 pub mod vhost;
 
 pub use broker::{Broker, BrokerConfig, User};
 pub use error::BrokerError;
 pub use message::Message;
 pub use permissions::{Access, Grant, Permission, Resource};
+pub use topic_permissions::{TopicAccess, TopicGrants, TopicPermission};
 pub use vhost::VHost;

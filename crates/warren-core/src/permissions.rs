@@ -12,6 +12,8 @@ use warren_amqp091::FieldTable;
 
 use crate::error::{BrokerError, Result};
 use crate::exchange::Destination;
+use crate::topic_permissions::{TopicAccess, TopicGrants};
+use crate::vhost::VHost;
 
 /// Which of the three permissions an operation needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,11 +137,34 @@ pub struct Grant {
     pub user: String,
     pub vhost: String,
     pub permission: Permission,
+    /// Topic permissions, compiled for this connection.
+    pub topics: TopicGrants,
 }
 
 impl Grant {
     pub fn check(&self, access: Access, kind: Resource, name: &str) -> Result<()> {
         self.permission.check(access, kind, name, &self.vhost, &self.user)
+    }
+
+    /// Publishing with `routing_key` to `exchange`: the write topic
+    /// permission when it is a topic exchange of `vh` (RabbitMQ checks
+    /// the publish's own key, not CC or BCC). One branch when the user has
+    /// no topic permissions in this vhost.
+    pub fn check_topic_write(&self, vh: &VHost, exchange: &[u8], routing_key: &[u8]) -> Result<()> {
+        self.check_topic(vh, TopicAccess::Write, exchange, routing_key)
+    }
+
+    fn check_topic(&self, vh: &VHost, access: TopicAccess, exchange: &[u8], key: &[u8]) -> Result<()> {
+        if self.topics.is_empty() || !vh.is_topic(exchange) {
+            return Ok(());
+        }
+        self.topics.check(
+            access,
+            &String::from_utf8_lossy(exchange),
+            &String::from_utf8_lossy(key),
+            &self.vhost,
+            &self.user,
+        )
     }
 
     /// What declaring `name` with `args` needs, by any route (0-9-1, the
@@ -164,15 +189,17 @@ impl Grant {
         Ok(())
     }
 
-    /// Binding `destination` to exchange `source` (queue.bind,
-    /// exchange.bind, unbinding too): write on the destination, read on
-    /// the source.
-    pub fn check_bind(&self, source: &str, destination: &Destination) -> Result<()> {
+    /// Binding `destination` to exchange `source` of `vh` with `key`
+    /// (queue.bind, exchange.bind, unbinding too): write on the
+    /// destination, read on the source, and, when the source is a topic
+    /// exchange, the read topic permission on the binding key.
+    pub fn check_bind(&self, vh: &VHost, source: &str, destination: &Destination, key: &[u8]) -> Result<()> {
         match destination {
             Destination::Queue(q) => self.check(Access::Write, Resource::Queue, &q.to_str_lossy())?,
             Destination::Exchange(x) => self.check(Access::Write, Resource::Exchange, &x.to_str_lossy())?,
         }
-        self.check(Access::Read, Resource::Exchange, source)
+        self.check(Access::Read, Resource::Exchange, source)?;
+        self.check_topic(vh, TopicAccess::Read, source.as_bytes(), key)
     }
 }
 

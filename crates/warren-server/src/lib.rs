@@ -149,6 +149,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
                 password_hash: User::hash_password(&config.default_pass),
                 tags: vec!["administrator".into()],
                 permissions: [(config.default_vhost.clone(), warren_core::Permission::full())].into(),
+                topic_permissions: Default::default(),
             });
         }
     }

@@ -71,6 +71,28 @@ enum Command {
         write: String,
         read: String,
     },
+    /// Take a user's permissions in the vhost (-p) away.
+    ClearPermissions { user: String },
+    /// Users' permissions in the vhost (columns: user, configure, write, read).
+    ListPermissions { columns: Vec<String> },
+    /// A user's permissions in every vhost (columns: vhost, configure, write, read).
+    ListUserPermissions { user: String },
+    /// Limit the routing keys a user may publish (WRITE) and bind (READ)
+    /// with on a topic exchange of the vhost (-p): regular expressions that
+    /// may name {username}, {vhost} and {client_id}.
+    SetTopicPermissions {
+        user: String,
+        exchange: String,
+        write: String,
+        read: String,
+    },
+    /// Remove a user's topic permissions in the vhost (-p): on EXCHANGE
+    /// only, or on all exchanges.
+    ClearTopicPermissions { user: String, exchange: Option<String> },
+    /// Topic permissions in the vhost (columns: user, exchange, write, read).
+    ListTopicPermissions { columns: Vec<String> },
+    /// A user's topic permissions in every vhost (columns: vhost, exchange, write, read).
+    ListUserTopicPermissions { user: String },
     /// Set a policy in the vhost: queues and exchanges whose names match
     /// PATTERN get DEFINITION (JSON, e.g. '{"max-length":1000}').
     SetPolicy {
@@ -223,6 +245,68 @@ fn run(cli: &Cli, api: &Api) -> Result<(), CtlError> {
         } => api.put(
             &format!("/api/permissions/{v}/{}", vh(user)),
             json!({"configure": configure, "write": write, "read": read}),
+        ),
+        Command::ClearPermissions { user } => api.delete(&format!("/api/permissions/{v}/{}", vh(user)), None),
+        Command::ListPermissions { columns } => list(
+            format!("/api/vhosts/{v}/permissions"),
+            columns,
+            &["user", "configure", "write", "read"],
+        ),
+        Command::ListUserPermissions { user } => list(
+            format!("/api/users/{}/permissions", vh(user)),
+            &[],
+            &["vhost", "configure", "write", "read"],
+        ),
+        Command::SetTopicPermissions {
+            user,
+            exchange,
+            write,
+            read,
+        } => {
+            println!(
+                "Setting topic permissions on \"{exchange}\" for user \"{user}\" in vhost \"{}\" ...",
+                cli.vhost
+            );
+            api.put(
+                &format!("/api/topic-permissions/{v}/{}", vh(user)),
+                json!({"exchange": exchange, "write": write, "read": read}),
+            )
+        }
+        Command::ClearTopicPermissions { user, exchange } => {
+            let path = format!("/api/topic-permissions/{v}/{}", vh(user));
+            match exchange {
+                None => api.delete(&path, None),
+                // The API removes a user's topic permissions in a vhost all
+                // at once (as RabbitMQ's does): put back the others.
+                Some(x) => {
+                    let held = api.get(&path)?;
+                    let held = held.as_array().cloned().unwrap_or_default();
+                    if !held.iter().any(|p| p["exchange"] == x.as_str()) {
+                        return Err(CtlError::Usage(format!(
+                            "user '{user}' has no topic permissions on exchange '{x}' in vhost '{}'",
+                            cli.vhost
+                        )));
+                    }
+                    api.delete(&path, None)?;
+                    for p in held.iter().filter(|p| p["exchange"] != x.as_str()) {
+                        api.put(
+                            &path,
+                            json!({"exchange": p["exchange"], "write": p["write"], "read": p["read"]}),
+                        )?;
+                    }
+                    Ok(())
+                }
+            }
+        }
+        Command::ListTopicPermissions { columns } => list(
+            format!("/api/vhosts/{v}/topic-permissions"),
+            columns,
+            &["user", "exchange", "write", "read"],
+        ),
+        Command::ListUserTopicPermissions { user } => list(
+            format!("/api/users/{}/topic-permissions", vh(user)),
+            &[],
+            &["vhost", "exchange", "write", "read"],
         ),
         Command::SetPolicy {
             name,

@@ -4,8 +4,11 @@
 
 use std::process::Command;
 
+/// A broker of its own for each test (they run in parallel).
 async fn broker() -> (warren_server::Running, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("warrenctl-it-{}", std::process::id()));
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("warrenctl-it-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let config = warren_server::Config::loopback(dir.clone());
     (warren_server::start(config).await.expect("broker starts"), dir)
@@ -185,6 +188,65 @@ async fn warrenctl_manages_a_broker_over_http() {
     // Unreachable: exit 69.
     let (code, _, _) = ctl(1, &["status"]).await;
     assert_eq!(code, 69);
+    running.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Permissions and topic permissions set, listed and cleared as
+/// rabbitmqctl's commands of the same names do.
+#[tokio::test(flavor = "multi_thread")]
+async fn warrenctl_sets_lists_and_clears_topic_permissions() {
+    let (running, dir) = broker().await;
+    let port = running.http_addr.port();
+    let ok = |r: (i32, String, String)| {
+        assert_eq!(r.0, 0, "{}", r.2);
+        r.1
+    };
+    ok(ctl(port, &["add_user", "clerk", "pw"]).await);
+    ok(ctl(port, &["set_permissions", "clerk", "^c", ".*", ".*"]).await);
+    ok(ctl(
+        port,
+        &[
+            "set_topic_permissions",
+            "clerk",
+            "amq.topic",
+            "^{username}\\.",
+            ".*",
+        ],
+    )
+    .await);
+    ok(ctl(port, &["set_topic_permissions", "clerk", "events", "^e", "^e"]).await);
+    let out = ok(ctl(port, &["list_topic_permissions"]).await);
+    assert_eq!(
+        out,
+        "user\texchange\twrite\tread\nclerk\tamq.topic\t^{username}\\.\t.*\nclerk\tevents\t^e\t^e\n"
+    );
+    let out = ok(ctl(port, &["list_user_topic_permissions", "clerk"]).await);
+    assert!(
+        out.starts_with("vhost\texchange\twrite\tread\n/\tamq.topic\t"),
+        "{out}"
+    );
+    let out = ok(ctl(port, &["list_permissions"]).await);
+    assert!(out.contains("clerk\t^c\t.*\t.*\n"), "{out}");
+    let out = ok(ctl(port, &["list_user_permissions", "clerk"]).await);
+    assert_eq!(out, "vhost\tconfigure\twrite\tread\n/\t^c\t.*\t.*\n");
+    // One exchange's, then the rest.
+    ok(ctl(port, &["clear_topic_permissions", "clerk", "amq.topic"]).await);
+    let out = ok(ctl(port, &["list_topic_permissions", "exchange"]).await);
+    assert_eq!(out, "exchange\nevents\n");
+    assert_ne!(
+        ctl(port, &["clear_topic_permissions", "clerk", "amq.topic"])
+            .await
+            .0,
+        0
+    );
+    ok(ctl(port, &["clear_topic_permissions", "clerk"]).await);
+    assert_eq!(
+        ok(ctl(port, &["list_topic_permissions"]).await),
+        "user\texchange\twrite\tread\n"
+    );
+    ok(ctl(port, &["clear_permissions", "clerk"]).await);
+    assert!(!ok(ctl(port, &["list_permissions"]).await).contains("clerk"));
     running.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
 }

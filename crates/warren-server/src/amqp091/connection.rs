@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use warren_amqp091::frame::{write_heartbeat, write_method};
 use warren_amqp091::methods::*;
 use warren_amqp091::{CodecError, FieldTable, Frame, FrameType, Method, ShortStr, PROTOCOL_HEADER};
-use warren_core::exchange::Destination;
+use warren_core::exchange::Binding;
 use warren_core::queue::{Effects, Queue};
 use warren_core::{Access, Grant, Resource, User, VHost};
 
@@ -119,15 +119,20 @@ impl Conn {
         Ok(self.grant()?.check(access, kind, &name.to_str_lossy())?)
     }
 
-    fn grant(&self) -> Result<&Grant> {
+    pub fn grant(&self) -> Result<&Grant> {
         self.grant
             .as_ref()
             .ok_or_else(|| AmqpError::new(504, "connection not open"))
     }
 
-    /// [`Grant::check_bind`]: write on the destination, read on the source.
-    pub fn check_bind(&self, source: &ShortStr, destination: &Destination) -> Result<()> {
-        Ok(self.grant()?.check_bind(&source.to_str_lossy(), destination)?)
+    /// [`Grant::check_bind`]: write on the destination, read on the
+    /// source, and read on the binding key when the source is a topic
+    /// exchange with a topic permission.
+    pub fn check_bind(&self, source: &ShortStr, b: &Binding) -> Result<()> {
+        let vh = self.vhost()?;
+        Ok(self
+            .grant()?
+            .check_bind(&vh, &source.to_str_lossy(), &b.destination, &b.routing_key)?)
     }
 
     /// [`Grant::check_declare`]: configure, and the dead letter or

@@ -52,7 +52,7 @@ pub fn exchange_bind(conn: &mut Conn, ch: &mut Channel, m: ExchangeBind) -> Resu
         routing_key: m.routing_key,
         arguments: m.arguments,
     };
-    conn.check_bind(&m.source, &b.destination)?;
+    conn.check_bind(&m.source, &b)?;
     conn.vhost()?.bind(&m.source, b)?;
     if !m.no_wait {
         conn.send(ch.id, ExchangeBindOk {});
@@ -66,7 +66,7 @@ pub fn exchange_unbind(conn: &mut Conn, ch: &mut Channel, m: ExchangeUnbind) -> 
         routing_key: m.routing_key,
         arguments: m.arguments,
     };
-    conn.check_bind(&m.source, &b.destination)?;
+    conn.check_bind(&m.source, &b)?;
     conn.vhost()?.unbind(&m.source, &b)?;
     if !m.no_wait {
         conn.send(ch.id, ExchangeUnbindOk {});
@@ -165,7 +165,6 @@ fn bind_target(conn: &Conn, ch: &Channel, queue: &ShortStr) -> Result<ShortStr> 
 
 pub fn queue_bind(conn: &mut Conn, ch: &mut Channel, m: QueueBind) -> Result<()> {
     let name = bind_target(conn, ch, &m.queue)?;
-    conn.check_bind(&m.exchange, &Destination::Queue(name.clone()))?;
     // Both empty: the routing key is the queue's name too.
     let key = if m.queue.is_empty() && m.routing_key.is_empty() {
         name.clone()
@@ -177,6 +176,7 @@ pub fn queue_bind(conn: &mut Conn, ch: &mut Channel, m: QueueBind) -> Result<()>
         routing_key: key,
         arguments: m.arguments,
     };
+    conn.check_bind(&m.exchange, &b)?;
     conn.vhost()?.bind(&m.exchange, b)?;
     if !m.no_wait {
         conn.send(ch.id, QueueBindOk {});
@@ -186,7 +186,6 @@ pub fn queue_bind(conn: &mut Conn, ch: &mut Channel, m: QueueBind) -> Result<()>
 
 pub fn queue_unbind(conn: &mut Conn, ch: &mut Channel, m: QueueUnbind) -> Result<()> {
     let name = bind_target(conn, ch, &m.queue)?;
-    conn.check_bind(&m.exchange, &Destination::Queue(name.clone()))?;
     let key = if m.queue.is_empty() && m.routing_key.is_empty() {
         name.clone()
     } else {
@@ -197,6 +196,7 @@ pub fn queue_unbind(conn: &mut Conn, ch: &mut Channel, m: QueueUnbind) -> Result
         routing_key: key,
         arguments: m.arguments,
     };
+    conn.check_bind(&m.exchange, &b)?;
     conn.vhost()?.unbind(&m.exchange, &b)?;
     conn.send(ch.id, QueueUnbindOk {});
     Ok(())

@@ -152,7 +152,7 @@ pub fn connection_method(conn: &mut Conn, m: Method) -> Result<()> {
             let (vh, grant) = conn
                 .ctx
                 .broker
-                .open_vhost(&user, &vhost)
+                .open_vhost(&user, &vhost, None)
                 .map_err(AmqpError::from)?;
             let mut login = conn.hello.take().map(|b| *b).unwrap_or_default();
             login.protocol = "AMQP 0-9-1";

@@ -285,6 +285,9 @@ fn complete(conn: &mut Conn, ch: &mut Channel) -> Result<()> {
     }
 
     let vh = conn.vhost()?;
+    conn.grant()?
+        .check_topic_write(&vh, &m.exchange, &m.routing_key)
+        .map_err(|e| err_on(e.into()))?;
     let key_refs: Vec<&[u8]> = keys.iter().map(|k| k.as_bytes()).collect();
     let mut queues = Vec::new();
     vh.route(&m.exchange, &key_refs, headers.as_ref(), &mut queues)

@@ -400,7 +400,7 @@ impl Conn {
         let (vh, grant) = self
             .ctx
             .broker
-            .open_vhost(&user, &vhost)
+            .open_vhost(&user, &vhost, Some(&open.container_id))
             .map_err(|e| Fatal(AmqpError::new(condition::UNAUTHORIZED, e.to_string())))?;
         self.vhost = Some(vh);
         self.grant = Some(grant);

@@ -389,7 +389,8 @@ fn bind(vh: &VHost, grant: &Grant, body: &Value) -> Response {
             )
         }
     };
-    if let Err(e) = grant.check_bind(&source, &destination) {
+    let key = get_str(body, "binding_key").unwrap_or_default();
+    if let Err(e) = grant.check_bind(vh, &source, &destination, key.as_bytes()) {
         return broker_error(e);
     }
     let arguments = match arguments(body) {
@@ -398,7 +399,7 @@ fn bind(vh: &VHost, grant: &Grant, body: &Value) -> Response {
     };
     let b = Binding {
         destination,
-        routing_key: get_str(body, "binding_key").unwrap_or_default().as_str().into(),
+        routing_key: key.as_str().into(),
         arguments,
     };
     match vh.bind(&source.as_str().into(), b) {
@@ -537,11 +538,12 @@ fn unbind(vh: &VHost, grant: &Grant, spec: &str, whole: &str) -> Response {
         Ok(s) => s,
         Err(r) => return r,
     };
-    let (Some(src), Some(dest), Some(_), Some(_)) = (&spec.source, &spec.destination, &spec.key, &spec.args)
+    let (Some(src), Some(dest), Some(key), Some(_)) =
+        (&spec.source, &spec.destination, &spec.key, &spec.args)
     else {
         return Response::error(400, format!("bad binding path {whole}"));
     };
-    if let Err(e) = grant.check_bind(src, dest) {
+    if let Err(e) = grant.check_bind(vh, src, dest, key.as_bytes()) {
         return broker_error(e);
     }
     for b in spec.matching(vh, src, dest) {

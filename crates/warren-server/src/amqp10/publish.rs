@@ -209,6 +209,9 @@ pub fn publish(
         } => (exchange.clone(), routing_key.clone()),
         Target::PerMessage => unreachable!("resolved above"),
     };
+    grant
+        .check_topic_write(vh, exchange.as_bytes(), key.as_bytes())
+        .map_err(|e| AmqpError::new("amqp:unauthorized-access", e.to_string()))?;
     ctx.broker.messages.add(Stat::Publish, 1);
     let raw = c.properties.to_bytes();
     let (msg, _) = Message::from_publish(exchange.as_str().into(), key.as_str().into(), raw, c.body)

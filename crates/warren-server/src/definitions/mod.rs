@@ -17,7 +17,7 @@ use warren_amqp091::{FieldTable, FieldValue, ShortStr};
 use warren_core::exchange::{Binding, Destination};
 use warren_core::policy::{Policy, PolicyError};
 use warren_core::vhost::{ExchangeDecl, QueueDecl};
-use warren_core::{Broker, Permission, User};
+use warren_core::{Broker, Permission, TopicPermission, User};
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Definitions {
@@ -32,6 +32,8 @@ pub struct Definitions {
     #[serde(default)]
     pub permissions: Vec<PermissionDef>,
     #[serde(default)]
+    pub topic_permissions: Vec<TopicPermissionDef>,
+    #[serde(default)]
     pub exchanges: Vec<ExchangeDef>,
     #[serde(default)]
     pub queues: Vec<QueueDef>,
@@ -39,6 +41,17 @@ pub struct Definitions {
     pub bindings: Vec<BindingDef>,
     #[serde(default)]
     pub policies: Vec<PolicyDef>,
+    /// Per-vhost runtime parameters (RabbitMQ's federation upstreams,
+    /// shovels, ...). Warren has no component that takes one, so an
+    /// export's list is empty and an import's entries are logged and
+    /// skipped; the key is kept because RabbitMQ always writes it.
+    #[serde(default)]
+    pub parameters: Vec<Value>,
+    /// Cluster-wide parameters (`cluster_name`, `internal_cluster_id`).
+    /// Warren's are fixed: an export names its cluster, an import's are
+    /// read and not applied.
+    #[serde(default)]
+    pub global_parameters: Vec<Value>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -85,6 +98,16 @@ pub struct PermissionDef {
     pub user: String,
     pub vhost: String,
     pub configure: String,
+    pub write: String,
+    pub read: String,
+}
+
+/// One user's write and read patterns on one exchange's routing keys.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TopicPermissionDef {
+    pub user: String,
+    pub vhost: String,
+    pub exchange: String,
     pub write: String,
     pub read: String,
 }
@@ -224,9 +247,10 @@ fn json_to_value(v: &Value) -> FieldValue {
 pub fn snapshot(broker: &Broker) -> Definitions {
     let mut d = Definitions::default();
     for u in broker.users() {
-        let (user, permissions) = user_defs(&u);
+        let (user, permissions, topic_permissions) = user_defs(&u);
         d.users.push(user);
         d.permissions.extend(permissions);
+        d.topic_permissions.extend(topic_permissions);
     }
     let mut vhosts = broker.vhosts();
     vhosts.sort_by(|a, b| a.name.cmp(&b.name));
@@ -244,8 +268,9 @@ pub fn snapshot(broker: &Broker) -> Definitions {
     d
 }
 
-/// A user and its permissions as definitions list them.
-pub fn user_defs(u: &User) -> (UserDef, Vec<PermissionDef>) {
+/// A user and its permissions and topic permissions as definitions list
+/// them.
+pub fn user_defs(u: &User) -> (UserDef, Vec<PermissionDef>, Vec<TopicPermissionDef>) {
     let permissions = u
         .permissions
         .iter()
@@ -257,13 +282,26 @@ pub fn user_defs(u: &User) -> (UserDef, Vec<PermissionDef>) {
             read: p.read().into(),
         })
         .collect();
+    let topic_permissions = u
+        .topic_permissions
+        .iter()
+        .flat_map(|(vh, by_exchange)| {
+            by_exchange.values().map(move |p| TopicPermissionDef {
+                user: u.name.clone(),
+                vhost: vh.clone(),
+                exchange: p.exchange.clone(),
+                write: p.write.clone(),
+                read: p.read.clone(),
+            })
+        })
+        .collect();
     let user = UserDef {
         name: u.name.clone(),
         password_hash: u.password_hash.clone(),
         hashing_algorithm: sha256(),
         tags: Tags::List(u.tags.clone()),
     };
-    (user, permissions)
+    (user, permissions, topic_permissions)
 }
 
 fn exchange_def(vhost: &str, x: &ExchangeDecl) -> ExchangeDef {
@@ -310,20 +348,41 @@ pub fn restore(broker: &Broker, d: &Definitions) {
         broker.add_vhost(&v.name);
     }
     // A user in the file replaces the one of that name, keeping the
-    // permissions it had; then each permission is set for its user, in
-    // the file or already here (RabbitMQ imports a grant to an existing
-    // user without listing the user).
+    // permissions it had; then each permission and topic permission is set
+    // for its user, in the file or already here (RabbitMQ imports a grant
+    // to an existing user without listing the user).
     for u in &d.users {
-        let permissions = broker
+        let (permissions, topic_permissions) = broker
             .user(&u.name)
-            .map(|old| old.permissions)
+            .map(|old| (old.permissions, old.topic_permissions))
             .unwrap_or_default();
         broker.put_user(User {
             name: u.name.clone(),
             password_hash: u.password_hash.clone(),
             tags: u.tags.to_vec(),
             permissions,
+            topic_permissions,
         });
+    }
+    for p in &d.topic_permissions {
+        match TopicPermission::new(&p.exchange, &p.write, &p.read) {
+            Ok(tp) => {
+                if !broker.update_user(&p.user, |u| {
+                    u.topic_permissions
+                        .entry(p.vhost.clone())
+                        .or_default()
+                        .insert(p.exchange.clone(), tp);
+                }) {
+                    tracing::warn!("skipping topic permissions of '{}', no such user", p.user);
+                }
+            }
+            Err(e) => tracing::warn!(
+                "skipping {}'s topic permissions on '{}' in '{}': {e}",
+                p.user,
+                p.exchange,
+                p.vhost
+            ),
+        }
     }
     for p in &d.permissions {
         match Permission::new(&p.configure, &p.write, &p.read) {

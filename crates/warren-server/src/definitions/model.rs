@@ -11,7 +11,7 @@ use warren_core::changes::Change;
 
 use super::{
     binding_def, exchange_def, queue_def, user_defs, BindingDef, Definitions, ExchangeDef, PermissionDef,
-    PolicyDef, QueueDef, UserDef, VHostDef,
+    PolicyDef, QueueDef, TopicPermissionDef, UserDef, VHostDef,
 };
 
 /// One line of the change log.
@@ -27,6 +27,9 @@ pub enum Record {
     User {
         user: UserDef,
         permissions: Vec<PermissionDef>,
+        /// Absent in logs written before topic permissions.
+        #[serde(default)]
+        topic_permissions: Vec<TopicPermissionDef>,
     },
     UserDeleted {
         name: String,
@@ -56,8 +59,12 @@ impl From<Change<'_>> for Record {
             Change::VHostAdded(name) => Record::Vhost { name: name.into() },
             Change::VHostDeleted(name) => Record::VhostDeleted { name: name.into() },
             Change::UserPut(u) => {
-                let (user, permissions) = user_defs(u);
-                Record::User { user, permissions }
+                let (user, permissions, topic_permissions) = user_defs(u);
+                Record::User {
+                    user,
+                    permissions,
+                    topic_permissions,
+                }
             }
             Change::UserDeleted(name) => Record::UserDeleted { name: name.into() },
             Change::ExchangeDeclared { vhost, decl } => Record::Exchange(exchange_def(vhost, decl)),
@@ -146,9 +153,16 @@ impl VHostModel {
     }
 }
 
+#[derive(Debug)]
+struct UserModel {
+    user: UserDef,
+    permissions: Vec<PermissionDef>,
+    topic_permissions: Vec<TopicPermissionDef>,
+}
+
 #[derive(Debug, Default)]
 pub struct Model {
-    users: BTreeMap<String, (UserDef, Vec<PermissionDef>)>,
+    users: BTreeMap<String, UserModel>,
     vhosts: BTreeMap<String, VHostModel>,
 }
 
@@ -166,9 +180,16 @@ impl Model {
                 .filter(|p| p.user == u.name)
                 .cloned()
                 .collect();
+            let topic_permissions = d
+                .topic_permissions
+                .iter()
+                .filter(|p| p.user == u.name)
+                .cloned()
+                .collect();
             m.apply(Record::User {
                 user: u.clone(),
                 permissions,
+                topic_permissions,
             });
         }
         for x in &d.exchanges {
@@ -196,8 +217,18 @@ impl Model {
             Record::VhostDeleted { name } => {
                 self.vhosts.remove(&name);
             }
-            Record::User { user, permissions } => {
-                self.users.insert(user.name.clone(), (user, permissions));
+            Record::User {
+                user,
+                permissions,
+                topic_permissions,
+            } => {
+                let name = user.name.clone();
+                let u = UserModel {
+                    user,
+                    permissions,
+                    topic_permissions,
+                };
+                self.users.insert(name, u);
             }
             Record::UserDeleted { name } => {
                 self.users.remove(&name);
@@ -261,9 +292,10 @@ impl Model {
 
     pub fn to_definitions(&self) -> Definitions {
         let mut d = Definitions::default();
-        for (user, permissions) in self.users.values() {
-            d.users.push(user.clone());
-            d.permissions.extend(permissions.iter().cloned());
+        for u in self.users.values() {
+            d.users.push(u.user.clone());
+            d.permissions.extend(u.permissions.iter().cloned());
+            d.topic_permissions.extend(u.topic_permissions.iter().cloned());
         }
         for (name, v) in &self.vhosts {
             d.vhosts.push(VHostDef { name: name.clone() });

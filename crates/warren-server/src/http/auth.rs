@@ -14,7 +14,8 @@ use axum::http::request::Parts;
 use base64::Engine;
 use warren_amqp091::FieldTable;
 use warren_core::exchange::Destination;
-use warren_core::{Access, Grant, Permission, Resource, User};
+use warren_core::topic_permissions::Vars;
+use warren_core::{Access, Grant, Permission, Resource, TopicGrants, User, VHost};
 
 use super::error::ApiError;
 use crate::ServerCtx;
@@ -59,6 +60,18 @@ impl Authed {
             user: self.user.name.clone(),
             vhost: vhost.to_string(),
             permission: self.may_change(vhost)?.clone(),
+            topics: TopicGrants::compile(
+                self.user
+                    .topic_permissions
+                    .get(vhost)
+                    .into_iter()
+                    .flat_map(|m| m.values()),
+                &Vars {
+                    username: &self.user.name,
+                    vhost,
+                    client_id: None,
+                },
+            ),
         })
     }
 
@@ -71,9 +84,22 @@ impl Authed {
     }
 
     /// A binding's checks ([`Grant::check_bind`]).
-    pub fn check_bind(&self, vhost: &str, source: &str, destination: &Destination) -> Result<(), ApiError> {
-        self.grant(vhost)?
-            .check_bind(source, destination)
+    pub fn check_bind(
+        &self,
+        vh: &VHost,
+        source: &str,
+        destination: &Destination,
+        key: &[u8],
+    ) -> Result<(), ApiError> {
+        self.grant(&vh.name)?
+            .check_bind(vh, source, destination, key)
+            .map_err(|e| ApiError::Forbidden(e.to_string()))
+    }
+
+    /// A publish's topic permission ([`Grant::check_topic_write`]).
+    pub fn check_topic_write(&self, vh: &VHost, exchange: &str, routing_key: &str) -> Result<(), ApiError> {
+        self.grant(&vh.name)?
+            .check_topic_write(vh, exchange.as_bytes(), routing_key.as_bytes())
             .map_err(|e| ApiError::Forbidden(e.to_string()))
     }
 

@@ -9,11 +9,12 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::auth::Authed;
 use super::error::ApiError;
 use super::overview::RABBITMQ_VERSION;
+use crate::amqp10::management::NODE;
 use crate::definitions::{restore, snapshot, Definitions};
 use crate::ServerCtx;
 
@@ -30,10 +31,13 @@ fn with_versions(d: &Definitions) -> Result<Value, ApiError> {
 
 pub async fn export(State(ctx): State<Arc<ServerCtx>>, who: Authed) -> Result<Json<Value>, ApiError> {
     who.admin()?;
-    Ok(Json(with_versions(&snapshot(&ctx.broker))?))
+    let mut d = snapshot(&ctx.broker);
+    d.global_parameters = vec![json!({"name": "cluster_name", "value": NODE})];
+    Ok(Json(with_versions(&d)?))
 }
 
-/// One vhost's exchanges, queues and bindings.
+/// One vhost's exchanges, queues, bindings, policies and parameters, with
+/// the keys RabbitMQ's per-vhost export has and no others.
 pub async fn export_vhost(
     State(ctx): State<Arc<ServerCtx>>,
     who: Authed,
@@ -49,8 +53,22 @@ pub async fn export_vhost(
     d.queues.retain(|q| q.vhost == vhost);
     d.bindings.retain(|b| b.vhost == vhost);
     d.policies.retain(|p| p.vhost == vhost);
-    Ok(Json(with_versions(&d)?))
+    let mut v = with_versions(&d)?;
+    if let Value::Object(m) = &mut v {
+        m.retain(|k, _| VHOST_EXPORT_KEYS.contains(&k.as_str()));
+    }
+    Ok(Json(v))
 }
+
+/// What RabbitMQ's per-vhost definitions hold (3.10's, compared).
+const VHOST_EXPORT_KEYS: [&str; 6] = [
+    "rabbit_version",
+    "parameters",
+    "policies",
+    "queues",
+    "exchanges",
+    "bindings",
+];
 
 /// Import into one vhost (POST /api/definitions/V): every object goes to
 /// `V` whatever its file says (RabbitMQ's per-vhost exports name none);
@@ -80,15 +98,24 @@ pub async fn import_vhost(
 fn parse(body: &[u8]) -> Result<Definitions, ApiError> {
     let raw: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::BadRequest(format!("invalid definitions: {e}")))?;
-    // What RabbitMQ exports that Warren does not apply yet: imported
-    // without them, and said so in the log.
-    for key in ["parameters", "global_parameters", "topic_permissions"] {
-        let n = raw.get(key).and_then(Value::as_array).map_or(0, Vec::len);
-        if n > 0 {
-            tracing::warn!("definitions import: {n} {key} not applied (not supported yet)");
+    let d: Definitions =
+        serde_json::from_value(raw).map_err(|e| ApiError::BadRequest(format!("invalid definitions: {e}")))?;
+    // Runtime parameters belong to components Warren does not have; the
+    // cluster's identity parameters are Warren's own. Said in the log.
+    for p in &d.parameters {
+        tracing::warn!(
+            component = %p["component"].as_str().unwrap_or("?"),
+            name = %p["name"].as_str().unwrap_or("?"),
+            "definitions import: runtime parameter not applied (no such component)"
+        );
+    }
+    for p in &d.global_parameters {
+        let name = p["name"].as_str().unwrap_or("?");
+        if !matches!(name, "cluster_name" | "internal_cluster_id") {
+            tracing::warn!(%name, "definitions import: global parameter not applied");
         }
     }
-    serde_json::from_value(raw).map_err(|e| ApiError::BadRequest(format!("invalid definitions: {e}")))
+    Ok(d)
 }
 
 /// Restore `d` with one commit, then start the timers it needs.

@@ -124,6 +124,12 @@ pub async fn publish(
             "routing_key is longer than 255 bytes".into(),
         ));
     }
+    // RabbitMQ answers this refusal as the publish's own failure: 400
+    // with the channel error's text (3.10, compared).
+    who.check_topic_write(&vh, exchange, key).map_err(|e| match e {
+        ApiError::Forbidden(text) => ApiError::BadRequest(format!("403 {text}")),
+        e => e,
+    })?;
     let payload = body.get("payload").and_then(Value::as_str).unwrap_or("");
     let payload = match body.get("payload_encoding").and_then(Value::as_str) {
         Some("base64") => base64::engine::general_purpose::STANDARD

@@ -8,8 +8,9 @@
 //! node-wide endpoints (overview, nodes, health checks, aliveness),
 //! `conns` the client connections, `channels` their channels and the
 //! queues' consumers,
-//! `objects` the per-vhost ones (vhosts, users, exchanges, queues,
-//! bindings), `messages` publish and get, `defs` definitions export and
+//! `objects` the per-vhost ones (vhosts, users, permissions, exchanges,
+//! queues, bindings), `topic_perms` topic permissions, `messages` publish
+//! and get, `defs` definitions export and
 //! import, and `ui` the web UI's files; `metrics` is the Prometheus
 //! endpoint, served on its own listener.
 
@@ -25,6 +26,7 @@ mod objects;
 mod overview;
 mod policies;
 mod queue_info;
+mod topic_perms;
 mod ui;
 
 use std::net::SocketAddr;
@@ -84,7 +86,24 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
                 .put(objects::put_user)
                 .delete(objects::delete_user),
         )
+        .route("/api/users/{user}/permissions", get(objects::user_permissions))
+        .route("/api/vhosts/{vhost}/permissions", get(objects::vhost_permissions))
         .route("/api/permissions", get(objects::permissions))
+        .route("/api/topic-permissions", get(topic_perms::all))
+        .route(
+            "/api/topic-permissions/{vhost}/{user}",
+            get(topic_perms::get_pair)
+                .put(topic_perms::put_pair)
+                .delete(topic_perms::delete_pair),
+        )
+        .route(
+            "/api/users/{user}/topic-permissions",
+            get(topic_perms::of_one_user),
+        )
+        .route(
+            "/api/vhosts/{vhost}/topic-permissions",
+            get(topic_perms::in_vhost),
+        )
         .route(
             "/api/permissions/{vhost}/{user}",
             get(objects::permission)

@@ -284,15 +284,16 @@ pub async fn put_user(
         Some(Value::Array(a)) => a.iter().filter_map(|t| t.as_str().map(String::from)).collect(),
         _ => Vec::new(),
     };
-    let permissions = existing
+    let (permissions, topic_permissions) = existing
         .as_ref()
-        .map(|u| u.permissions.clone())
+        .map(|u| (u.permissions.clone(), u.topic_permissions.clone()))
         .unwrap_or_default();
     ctx.broker.put_user(User {
         name,
         password_hash,
         tags,
         permissions,
+        topic_permissions,
     });
     Ok(if existing.is_some() {
         StatusCode::NO_CONTENT
@@ -329,6 +330,43 @@ pub async fn permissions(State(ctx): Ctx, who: Authed) -> ApiResult<Json<Value>>
         }
     }
     out.sort_by_key(|p| p.to_string());
+    Ok(Json(Value::Array(out)))
+}
+
+/// GET /api/users/{user}/permissions: the user's grants in every vhost.
+pub async fn user_permissions(
+    State(ctx): Ctx,
+    who: Authed,
+    Path(user): Path<String>,
+) -> ApiResult<Json<Value>> {
+    who.admin()?;
+    let u = ctx.broker.user(&user).ok_or(ApiError::NotFound)?;
+    let out = u
+        .permissions
+        .iter()
+        .map(|(v, p)| permission_json(&u.name, v, p))
+        .collect();
+    Ok(Json(Value::Array(out)))
+}
+
+/// GET /api/vhosts/{vhost}/permissions: every user's grant in the vhost.
+pub async fn vhost_permissions(
+    State(ctx): Ctx,
+    who: Authed,
+    Path(vhost): Path<String>,
+) -> ApiResult<Json<Value>> {
+    who.admin()?;
+    ctx.broker.vhost(&vhost).ok_or(ApiError::NotFound)?;
+    let mut users = ctx.broker.users();
+    users.sort_by(|a, b| a.name.cmp(&b.name));
+    let out = users
+        .iter()
+        .filter_map(|u| {
+            u.permissions
+                .get(&vhost)
+                .map(|p| permission_json(&u.name, &vhost, p))
+        })
+        .collect();
     Ok(Json(Value::Array(out)))
 }
 
@@ -690,13 +728,13 @@ pub async fn bind(
 ) -> ApiResult<(StatusCode, [(axum::http::HeaderName, String); 1])> {
     let vh = visible(&ctx, &who, &vhost)?;
     let dest = destination(&kind, &destination_name)?;
-    who.check_bind(&vhost, &source, &dest)?;
     let m = body(b);
     let key = m
         .get("routing_key")
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
+    who.check_bind(&vh, &source, &dest, key.as_bytes())?;
     let binding = Binding {
         destination: dest,
         routing_key: ShortStr::from(key.as_str()),
@@ -723,7 +761,6 @@ pub async fn unbind(
 ) -> ApiResult<StatusCode> {
     let vh = visible(&ctx, &who, &vhost)?;
     let dest = destination(&kind, &destination_name)?;
-    who.check_bind(&vhost, &source, &dest)?;
     let found = vh
         .bindings_from(source.as_bytes(), Some(&dest))
         .into_iter()
@@ -733,6 +770,7 @@ pub async fn unbind(
             k == props || k == path_escape(&props)
         })
         .ok_or(ApiError::NotFound)?;
+    who.check_bind(&vh, &source, &dest, &found.routing_key)?;
     vh.unbind(&ShortStr::from(source.as_str()), &found)?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -371,7 +371,7 @@ impl Conn {
                     let Some(user) = self.user.clone() else {
                         return Err(Stop::Close(code::SASL_ERROR, "open before authentication".into()));
                     };
-                    match self.ctx.broker.open_vhost(&user, &vhost) {
+                    match self.ctx.broker.open_vhost(&user, &vhost, None) {
                         Ok((vh, grant)) => {
                             self.entry.logged_in(Login {
                                 protocol: "RabbitMQ Stream",

@@ -73,6 +73,14 @@ impl Broker {
             r.shutdown().await;
         }
     }
+
+    /// Stop (if running) and start again on the same data directory.
+    pub async fn restart(&mut self) {
+        self.stop().await;
+        // The old fixture must not delete the directory when it drops.
+        let dir = std::mem::replace(&mut self.data_dir, PathBuf::from("/nonexistent/warren-test"));
+        *self = Broker::start_with(move |c| c.data_dir = dir).await;
+    }
 }
 
 impl Drop for Broker {

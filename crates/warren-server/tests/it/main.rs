@@ -28,3 +28,4 @@ mod reply_to;
 mod restart;
 mod stream;
 mod stream_filter;
+mod topic_permissions;

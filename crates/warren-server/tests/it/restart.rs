@@ -178,14 +178,6 @@ fn durable_set(b: &Broker) -> (Vec<String>, Vec<String>, Vec<String>) {
     (xs, qs, bs)
 }
 
-async fn restart(b: &mut Broker, dir: &std::path::Path) {
-    b.stop().await;
-    // The old fixture must not delete the directory when it drops.
-    b.data_dir = dir.join("not-there");
-    let d = dir.to_path_buf();
-    *b = Broker::start_with(move |c| c.data_dir = d).await;
-}
-
 /// Removals and their cascades, users and vhosts come back as they were
 /// left, over two restarts: the first replays the change log over the
 /// snapshot, the second a log written after the first one's compaction.
@@ -258,6 +250,7 @@ async fn deletions_cascades_users_and_vhosts_survive_restarts() {
             password_hash: warren_core::User::hash_password("p"),
             tags: vec![],
             permissions: Default::default(),
+            topic_permissions: Default::default(),
         });
         assert!(broker.update_user("u2", |u| {
             u.permissions
@@ -272,7 +265,7 @@ async fn deletions_cascades_users_and_vhosts_survive_restarts() {
     );
     assert_eq!(durable_set(&b), expected);
 
-    restart(&mut b, &dir).await;
+    b.restart().await;
     assert_eq!(durable_set(&b), expected);
     {
         let broker = &b.running.as_ref().unwrap().ctx.broker;
@@ -293,7 +286,7 @@ async fn deletions_cascades_users_and_vhosts_survive_restarts() {
     }
     b.running.as_ref().unwrap().ctx.broker.delete_user("u2");
 
-    restart(&mut b, &dir).await;
+    b.restart().await;
     assert_eq!(durable_set(&b), (vec![], vec!["q1".to_string()], vec![]));
     assert!(b.running.as_ref().unwrap().ctx.broker.user("u2").is_none());
 }
