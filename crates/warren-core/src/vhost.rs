@@ -76,13 +76,12 @@ pub struct QueueDecl {
     pub arguments: FieldTable,
 }
 
-/// A headers binding's x-match must be one of the four known values.
 /// What an `x-local-random` exchange may be bound to (RabbitMQ 4's
 /// rabbit_exchange_type_local_random): classic queues, with an empty key.
 fn check_local_random(t: &Topology, b: &Binding) -> Result<(), BrokerError> {
     if !b.routing_key.is_empty() {
         return Err(BrokerError::PreconditionFailed(format!(
-            "binding invalid: Non empty binding '{}' key not permitted",
+            "Non empty binding '{}' key not permitted",
             b.routing_key
         )));
     }
@@ -91,15 +90,15 @@ fn check_local_random(t: &Topology, b: &Binding) -> Result<(), BrokerError> {
             Some(QueueKind::Classic) | None => Ok(()),
             // RabbitMQ names the queue type's module.
             Some(QueueKind::Stream) => Err(BrokerError::PreconditionFailed(
-                "binding invalid: Queue type rabbit_stream_queue not valid for this exchange type".into(),
+                "Queue type rabbit_stream_queue not valid for this exchange type".into(),
             )),
         },
-        Destination::Exchange(_) => Err(BrokerError::PreconditionFailed(
-            "binding invalid: Exchange destinations not valid for this exchange type".into(),
-        )),
+        // RabbitMQ looks the destination up as a queue.
+        Destination::Exchange(_) => Err(BrokerError::PreconditionFailed("Destination not found".into())),
     }
 }
 
+/// A headers binding's x-match must be one of the four known values.
 fn check_x_match(args: &FieldTable) -> Result<(), BrokerError> {
     match args.get("x-match") {
         None => Ok(()),
