@@ -197,6 +197,52 @@ def proton_every_address_form_and_bodies_as_sent():
 
 
 @check
+def proton_every_property_comes_back_as_sent():
+    """Each field of the properties section, set by qpid-proton, reaches a
+    proton consumer unchanged (subject, to, group-sequence and the rest
+    have no 0-9-1 field)."""
+    env, conn, mgmt = management_env()
+    q = fresh_queue(mgmt, "py-props")
+    c = proton_conn()
+    try:
+        m = Message(
+            body="props",
+            id=uuid.UUID(int=42),
+            user_id=b"guest",
+            address=f"/queues/{q}",
+            subject="greeting",
+            reply_to="/queues/replies",
+            correlation_id=1234,
+            content_type="text/plain",
+            content_encoding="utf-8",
+            expiry_time=4102444800.123,
+            creation_time=1764000000.456,
+            group_id="g-1",
+            group_sequence=7,
+            reply_to_group_id="rg-1",
+        )
+        s = c.create_sender(f"/queues/{q}")
+        s.send(m)
+        s.close()
+        r = c.create_receiver(f"/queues/{q}", credit=1)
+        got = r.receive(timeout=5)
+        r.accept()
+        r.close()
+        for field in (
+            "id", "user_id", "address", "subject", "reply_to", "correlation_id", "content_type",
+            "content_encoding", "expiry_time", "creation_time", "group_id", "group_sequence",
+            "reply_to_group_id",
+        ):
+            assert getattr(got, field) == getattr(m, field), (field, getattr(got, field), getattr(m, field))
+    finally:
+        c.close()
+        mgmt.delete_queue(q)
+        mgmt.close()
+        conn.close()
+        env.close()
+
+
+@check
 def proton_credit_two_outcomes_and_requeue():
     env, conn, mgmt = management_env()
     q = fresh_queue(mgmt, "py-credit")

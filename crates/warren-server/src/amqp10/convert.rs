@@ -8,18 +8,27 @@
 //!   ulong as decimal, uuid as `urn:uuid:...`; binary or over-long ids go
 //!   to `x-message-id` / `x-correlation-id` headers); group-id <-> app-id;
 //!   creation-time <-> timestamp (ms <-> s).
-//! - application-properties <-> headers; message-annotations with `x-`
-//!   keys <-> `x-` headers (`x-cc` <-> `CC`). A 1.0 consumer also gets
-//!   `x-exchange` and `x-routing-key`.
+//! - application-properties <-> headers (types as mc_amqpl's `to_091`:
+//!   uint is an unsigned int, binary a byte array, symbols strings);
+//!   message-annotations with `x-` keys <-> `x-` headers (`x-cc` <->
+//!   `CC`). A 1.0 consumer also gets `x-exchange` and `x-routing-key`.
 //! - body: data sections <-> the body. Any other body (amqp-value,
 //!   amqp-sequence) is kept as its encoded sections, marked with the 0-9-1
 //!   `type` property `amqp-1.0`, so a 1.0 consumer gets it back as sent and
 //!   a 0-9-1 consumer gets the encoded bytes, as from RabbitMQ 4.
 //!
-//! A 1.0 message is converted once, at publish; a delivery to a 1.0
-//! consumer is converted back. Sections with no 0-9-1 counterpart
-//! (delivery-annotations, a footer after data sections, subject, to,
-//! absolute-expiry-time) are not carried.
+//! RabbitMQ 4 stores a 1.0 message as it came, so a 1.0 consumer reads it
+//! unchanged. Warren stores the 0-9-1 form, and keeps what that form would
+//! lose the way RabbitMQ's mc_amqpl does when it stores 0-9-1: a
+//! properties section the fields above cannot carry exactly (to, subject,
+//! absolute-expiry-time, group-sequence, reply-to-group-id, a typed id,
+//! the milliseconds of creation-time) travels whole in the
+//! `x-amqp-1.0-properties` header, and application properties of types
+//! 0-9-1 lacks in `x-amqp-1.0-app-properties`; a 1.0 delivery writes those
+//! sections back byte for byte. A 0-9-1 consumer sees the mapped fields
+//! and, only for such messages, those headers (as RabbitMQ 3.13 showed
+//! them). Delivery-annotations, annotations without an `x-` key and a
+//! footer after data sections are not carried.
 
 use bytes::{Bytes, BytesMut};
 use warren_amqp091::{BasicProperties, FieldTable, FieldValue, ShortStr};
@@ -31,6 +40,24 @@ use warren_amqp10::{CodecError, Value};
 
 /// The 0-9-1 `type` that marks a body holding encoded 1.0 body sections.
 pub const AMQP10_TYPE: &str = "amqp-1.0";
+
+/// RabbitMQ's headers for 1.0 sections kept as encoded (mc_amqpl): a
+/// 1.0 consumer gets the section from them as it was sent.
+const AMQP10_PROPERTIES_HEADER: &str = "x-amqp-1.0-properties";
+const AMQP10_APP_PROPERTIES_HEADER: &str = "x-amqp-1.0-app-properties";
+
+/// A header holding one encoded section of kind `code`: its bytes, to be
+/// written as they came (the bare message stays immutable, as AMQP 1.0
+/// §3.2 asks), or None if the header holds anything else.
+fn kept_section<'a>(headers: Option<&'a FieldTable>, name: &str, code: u64) -> Option<&'a [u8]> {
+    let whole = headers?.get(name)?.as_bytes()?;
+    let mut rest = whole;
+    let v = Value::decode(&mut rest).ok()?;
+    match v.as_described() {
+        Some((c, _)) if c == code && rest.is_empty() => Some(whole),
+        _ => None,
+    }
+}
 
 /// A 1.0 message as the broker stores it.
 #[derive(Debug)]
@@ -66,7 +93,7 @@ pub fn field_value(v: &Value) -> Option<FieldValue> {
         Value::Byte(x) => FieldValue::I8(*x),
         Value::Ushort(x) => FieldValue::U16(*x),
         Value::Short(x) => FieldValue::I16(*x),
-        Value::Uint(x) => FieldValue::I64(*x as i64),
+        Value::Uint(x) => FieldValue::U32(*x),
         Value::Int(x) => FieldValue::I32(*x),
         Value::Ulong(x) => FieldValue::I64(*x as i64),
         Value::Long(x) => FieldValue::I64(*x),
@@ -74,7 +101,7 @@ pub fn field_value(v: &Value) -> Option<FieldValue> {
         Value::Double(x) => FieldValue::F64(*x),
         Value::Timestamp(ms) => FieldValue::Timestamp((*ms / 1000) as u64),
         Value::String(s) | Value::Symbol(s) => FieldValue::LongStr(Bytes::from(s.clone())),
-        Value::Binary(b) => FieldValue::LongStr(b.clone()),
+        Value::Binary(b) => FieldValue::Bytes(b.clone()),
         Value::Uuid(u) => FieldValue::LongStr(Bytes::from(urn_uuid(u))),
         Value::List(items) | Value::Array(items) => {
             FieldValue::Array(items.iter().filter_map(field_value).collect())
@@ -217,6 +244,7 @@ pub fn from_amqp10(message: &[u8]) -> Result<Converted, CodecError> {
     while !rest.is_empty() {
         let at = message.len() - rest.len();
         let v = Value::decode(&mut rest)?;
+        let section = &message[at..message.len() - rest.len()];
         let Some((code, v)) = v.as_described() else {
             return Err(CodecError::invalid("message", "a section is not described"));
         };
@@ -266,14 +294,38 @@ pub fn from_amqp10(message: &[u8]) -> Result<Converted, CodecError> {
                     p.timestamp = Some((*ms / 1000) as u64);
                 }
                 p.app_id = get(10).and_then(str_of).as_deref().and_then(short);
+                // What the 0-9-1 fields cannot carry (to, subject, expiry,
+                // group-sequence, reply-to-group-id, typed ids, ms of the
+                // creation time) travels as the section itself.
+                if properties_of(&p) != composite(PROPERTIES, f.clone()) {
+                    headers.insert(
+                        AMQP10_PROPERTIES_HEADER,
+                        FieldValue::LongStr(Bytes::copy_from_slice(section)),
+                    );
+                }
             }
             (APPLICATION_PROPERTIES, Value::Map(pairs)) => {
+                let mut exact = true;
                 for (k, v) in pairs {
-                    if let (Value::String(k), Some(v)) = (k, field_value(v)) {
-                        if k.len() <= 255 {
-                            headers.insert(k, v);
+                    let converted = match k {
+                        Value::String(k) if k.len() <= 255 => field_value(v).map(|fv| (k, fv)),
+                        _ => None,
+                    };
+                    match converted {
+                        Some((k, fv)) => {
+                            exact &= value_of(&fv).as_ref() == Some(v);
+                            headers.insert(k, fv);
                         }
+                        None => exact = false,
                     }
+                }
+                // Types 0-9-1 has no match for (ulong, symbol, uuid, ms
+                // timestamps, ...) keep the section as sent.
+                if !exact {
+                    headers.insert(
+                        AMQP10_APP_PROPERTIES_HEADER,
+                        FieldValue::LongStr(Bytes::copy_from_slice(section)),
+                    );
                 }
             }
             (DATA, Value::Binary(b)) if encoded_body.is_none() => data.extend_from_slice(b),
@@ -353,10 +405,19 @@ pub fn to_amqp10(raw_properties: &Bytes, body: &[u8], info: DeliveryInfo, out: &
         (Value::symbol("x-exchange"), Value::string(info.exchange)),
         (Value::symbol("x-routing-key"), Value::string(info.routing_key)),
     ];
+    let kept_props = kept_section(p.headers.as_ref(), AMQP10_PROPERTIES_HEADER, PROPERTIES);
+    let kept_app = kept_section(
+        p.headers.as_ref(),
+        AMQP10_APP_PROPERTIES_HEADER,
+        APPLICATION_PROPERTIES,
+    );
     let mut app = Vec::new();
     if let Some(h) = &p.headers {
         for (k, v) in h.iter() {
             let k = k.to_str_lossy();
+            if k == AMQP10_PROPERTIES_HEADER || k == AMQP10_APP_PROPERTIES_HEADER {
+                continue;
+            }
             if k.starts_with("x-") {
                 if let Some(v) = value_of(v) {
                     annotations.push((Value::Symbol(k.into_owned()), v));
@@ -384,6 +445,32 @@ pub fn to_amqp10(raw_properties: &Bytes, body: &[u8], info: DeliveryInfo, out: &
     }
     Value::described(MESSAGE_ANNOTATIONS, Value::Map(annotations)).encode(out);
 
+    match kept_props {
+        Some(section) => out.extend_from_slice(section),
+        None => {
+            let props = properties_of(&p);
+            if matches!(props.as_described(), Some((_, Value::List(l))) if !l.is_empty()) {
+                props.encode(out);
+            }
+        }
+    }
+    match kept_app {
+        Some(section) => out.extend_from_slice(section),
+        None if !app.is_empty() => Value::described(APPLICATION_PROPERTIES, Value::Map(app)).encode(out),
+        None => {}
+    }
+    if amqp10_body && encoded_sections(body) {
+        out.extend_from_slice(body);
+    } else {
+        Value::described(DATA, Value::Binary(Bytes::copy_from_slice(body))).encode(out);
+    }
+}
+
+/// The 1.0 properties section of 0-9-1 properties (RabbitMQ 4's
+/// mc_amqpl): ids that read as `urn:uuid:` become uuids, user-id binary,
+/// content-type and -encoding symbols, timestamp in milliseconds, app-id
+/// as group-id.
+fn properties_of(p: &BasicProperties) -> Value {
     let s = |v: &Option<ShortStr>| opt(v.as_ref(), |x| Value::String(x.to_str_lossy().into_owned()));
     let id = |v: &Option<ShortStr>| {
         opt(v.as_ref(), |x| {
@@ -394,7 +481,7 @@ pub fn to_amqp10(raw_properties: &Bytes, body: &[u8], info: DeliveryInfo, out: &
             }
         })
     };
-    let props = composite(
+    composite(
         PROPERTIES,
         vec![
             id(&p.message_id),
@@ -413,18 +500,7 @@ pub fn to_amqp10(raw_properties: &Bytes, body: &[u8], info: DeliveryInfo, out: &
             opt(p.timestamp, |t| Value::Timestamp(t as i64 * 1000)),
             s(&p.app_id),
         ],
-    );
-    if matches!(props.as_described(), Some((_, Value::List(l))) if !l.is_empty()) {
-        props.encode(out);
-    }
-    if !app.is_empty() {
-        Value::described(APPLICATION_PROPERTIES, Value::Map(app)).encode(out);
-    }
-    if amqp10_body && encoded_sections(body) {
-        out.extend_from_slice(body);
-    } else {
-        Value::described(DATA, Value::Binary(Bytes::copy_from_slice(body))).encode(out);
-    }
+    )
 }
 
 /// How streams store messages routed to them, and hand them to AMQP
