@@ -219,3 +219,71 @@ async fn every_publisher_route_reaches_every_filtering_consumer() {
         assert_eq!(consume_1_0(&b, &stream).await, bananas(), "{route} -> 1.0");
     }
 }
+
+/// Filters are named by their descriptors, whatever the client calls them
+/// in the map (RabbitMQ's own tests label them "ts filter" and the like);
+/// the attach answers with the filters in force, not a properties filter
+/// this broker does not apply.
+#[tokio::test]
+async fn filters_go_by_descriptor_and_only_known_ones_are_echoed() {
+    let b = Broker::start().await;
+    let env = b.stream_env().await;
+    within(env.stream_creator().create("labelled")).await.unwrap();
+    publish_0_9_1(&b, "labelled").await;
+    let url = format!("amqp://guest:guest@127.0.0.1:{}", b.port);
+    let mut conn = within(Connection::open("labelled-sub", url.as_str()))
+        .await
+        .unwrap();
+    let mut session = within(Session::begin(&mut conn)).await.unwrap();
+    let source = |with_properties_filter: bool| {
+        let mut s = Source::builder()
+            .address("/queues/labelled")
+            .add_to_filter(
+                "ts filter",
+                filter("rabbitmq:stream-offset-spec", Value::String("first".into())),
+            )
+            .add_to_filter(
+                "bloom filter",
+                filter("rabbitmq:stream-filter", Value::String("banana".into())),
+            );
+        if with_properties_filter {
+            s = s.add_to_filter(
+                "prop filter",
+                filter("amqp:properties-filter", Value::String("not applied here".into())),
+            );
+        }
+        s.build()
+    };
+    // fe2o3-amqp reads the echo, and refuses a link without a filter it
+    // asked for.
+    let refused = within(
+        Receiver::builder()
+            .name("with-props")
+            .source(source(true))
+            .attach(&mut session),
+    )
+    .await;
+    let text = format!("{:?}", refused.err());
+    assert!(
+        text.contains("DesiredFilterNotSupported") && text.contains("prop filter") && !text.contains("bloom"),
+        "{text}"
+    );
+    let mut receiver = within(
+        Receiver::builder()
+            .name("labelled")
+            .source(source(false))
+            .credit_mode(fe2o3_amqp::link::receiver::CreditMode::Auto(100))
+            .attach(&mut session),
+    )
+    .await
+    .unwrap();
+    let d: fe2o3_amqp::link::delivery::Delivery<Body<Value>> = within(receiver.recv()).await.unwrap();
+    match d.body() {
+        Body::Data(batch) => assert_eq!(batch[0].0.as_slice(), b"banana-0"),
+        other => panic!("expected a data section, got {other:?}"),
+    }
+    within(receiver.accept(&d)).await.unwrap();
+    let _ = within(receiver.close()).await;
+    let _ = within(session.end()).await;
+    let _ = within(conn.close()).await;
+}

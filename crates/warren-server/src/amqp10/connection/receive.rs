@@ -91,10 +91,12 @@ impl Conn {
             link_credit: Some(credit.clone()),
             arguments: a.source.as_ref().map(stream_filters).unwrap_or_default(),
         };
+        let source = a.source.as_ref().map(with_known_filters);
         self.accept_receiving_link(
             out,
             Attach {
                 properties: None,
+                source,
                 ..a
             },
             u8::from(settled),
@@ -491,6 +493,51 @@ pub(super) fn write_transfer(
     frames as u32
 }
 
+/// The filter names [`stream_filters`] takes.
+const KNOWN_FILTERS: [&str; 3] = [
+    "rabbitmq:stream-offset-spec",
+    "rabbitmq:stream-filter",
+    "rabbitmq:stream-match-unfiltered",
+];
+
+/// A filter's name: its descriptor when it is described (RabbitMQ reads
+/// filters so; the map's key is the client's own label, "ts filter" say),
+/// else its key. None for a code descriptor, which names no filter here.
+fn filter_name<'a>(key: &'a Value, value: &'a Value) -> Option<(&'a str, &'a Value)> {
+    match (key, value) {
+        (_, Value::Described(d, inner)) => match &**d {
+            warren_amqp10::value::Descriptor::Symbol(name) => Some((name, inner)),
+            warren_amqp10::value::Descriptor::Code(_) => None,
+        },
+        (Value::Symbol(k) | Value::String(k), other) => Some((k, other)),
+        _ => None,
+    }
+}
+
+/// The source as the attach answers it: with only the filters this
+/// broker applies (§3.5.3: the filters in the reply are the ones in
+/// force), so a client asking for one it does not know (a properties or
+/// SQL filter) learns that it was not taken.
+fn with_known_filters(source: &Value) -> Value {
+    let Some((code, Value::List(fields))) = source.as_described() else {
+        return source.clone();
+    };
+    let mut fields = fields.clone();
+    if let Some(Value::Map(filters)) = fields.get(7) {
+        let kept: Vec<(Value, Value)> = filters
+            .iter()
+            .filter(|(k, v)| filter_name(k, v).is_some_and(|(n, _)| KNOWN_FILTERS.contains(&n)))
+            .cloned()
+            .collect();
+        fields[7] = if kept.is_empty() {
+            Value::Null
+        } else {
+            Value::Map(kept)
+        };
+    }
+    Value::described(code, Value::List(fields))
+}
+
 /// A source's filters that streams understand (RabbitMQ's AMQP 1.0
 /// filters), as the consumer arguments AMQP 0-9-1 uses for the same:
 /// `rabbitmq:stream-offset-spec` (first, last, next, an offset, a
@@ -507,16 +554,10 @@ fn stream_filters(source: &Value) -> warren_amqp091::FieldTable {
         return t;
     };
     for (k, v) in filters {
-        let (Value::Symbol(k) | Value::String(k)) = k else {
+        let Some((name, v)) = filter_name(k, v) else {
             continue;
         };
-        // Each filter is a described value (its descriptor, a symbol or a
-        // code, names it too): look inside.
-        let v = match v {
-            Value::Described(_, inner) => &**inner,
-            other => other,
-        };
-        match (k.as_str(), v) {
+        match (name, v) {
             ("rabbitmq:stream-offset-spec", Value::String(s) | Value::Symbol(s)) => t.insert(
                 "x-stream-offset",
                 FieldValue::LongStr(s.clone().into_bytes().into()),
