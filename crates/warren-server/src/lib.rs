@@ -40,6 +40,18 @@ pub struct ServerCtx {
     pub connections: connections::Registry,
     /// Where definitions are kept (imports batch their saves through it).
     pub definitions: Arc<definitions::Store>,
+    /// The addresses the listeners are bound to (a configured port 0 is
+    /// the one the OS chose).
+    pub listeners: Listeners,
+}
+
+/// Where each listener is bound.
+#[derive(Debug, Clone, Copy)]
+pub struct Listeners {
+    pub amqp: SocketAddr,
+    pub stream: SocketAddr,
+    pub http: SocketAddr,
+    pub prometheus: SocketAddr,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -167,16 +179,6 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             }
         }
     }
-    let ctx = Arc::new(ServerCtx {
-        broker,
-        config: Arc::new(config.clone()),
-        timers,
-        replies: reply_to::Registry::default(),
-        stream_sac: stream::sac::Coordinator::default(),
-        stream_writer: stream::writer::Writer::start(),
-        connections: connections::Registry::default(),
-        definitions: store.clone(),
-    });
     let tcp = listen(config.amqp_listen).map_err(|source| StartError::Listen {
         addr: config.amqp_listen,
         source,
@@ -199,6 +201,22 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     tracing::info!("management HTTP API on {http_addr}");
     let (prom, prometheus_addr) = listen_http(config.prometheus_listen).await?;
     tracing::info!("Prometheus metrics on {prometheus_addr}");
+    let ctx = Arc::new(ServerCtx {
+        broker,
+        config: Arc::new(config.clone()),
+        timers,
+        replies: reply_to::Registry::default(),
+        stream_sac: stream::sac::Coordinator::default(),
+        stream_writer: stream::writer::Writer::start(),
+        connections: connections::Registry::default(),
+        definitions: store.clone(),
+        listeners: Listeners {
+            amqp: amqp_addr,
+            stream: stream_addr,
+            http: http_addr,
+            prometheus: prometheus_addr,
+        },
+    });
     let (tx, rx) = watch::channel(false);
     disk_monitor::spawn(ctx.broker.clone(), config.data_dir.clone(), rx.clone());
     stream::upkeep::spawn(ctx.broker.clone(), rx.clone());

@@ -130,6 +130,15 @@ impl Authed {
         }
     }
 
+    /// Monitoring (or administrator): sees every vhost's objects.
+    pub fn monitor(&self) -> Result<(), ApiError> {
+        if self.sees_all() {
+            Ok(())
+        } else {
+            Err(ApiError::Forbidden("Not monitor user".into()))
+        }
+    }
+
     pub fn admin(&self) -> Result<(), ApiError> {
         if self.is_admin() {
             Ok(())

@@ -127,6 +127,56 @@ pub(super) fn find(ctx: &ServerCtx, who: &Authed, name: &str) -> Result<Arc<Entr
         .ok_or(ApiError::NotFound)
 }
 
+/// GET /api/connections/username/{user}: the user's connections (their
+/// own, or anyone's for administrators and monitoring users).
+pub async fn user_connections(
+    State(ctx): State<Arc<ServerCtx>>,
+    who: Authed,
+    Path(user): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    if user != who.user.name {
+        who.monitor()?;
+    }
+    Ok(Json(Value::Array(
+        of_user(&ctx, &who, &user)
+            .iter()
+            .map(|e| connection_json(e))
+            .collect(),
+    )))
+}
+
+/// DELETE /api/connections/username/{user}: close them all (an
+/// administrator's, or the user's own).
+pub async fn close_user_connections(
+    State(ctx): State<Arc<ServerCtx>>,
+    who: Authed,
+    Path(user): Path<String>,
+    headers: HeaderMap,
+) -> Result<StatusCode, ApiError> {
+    if user != who.user.name {
+        who.admin()?;
+    }
+    let reason = close_reason(&headers);
+    for e in of_user(&ctx, &who, &user) {
+        ctx.connections.close_named(&e.name(), Some(reason.clone()));
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+fn of_user(ctx: &ServerCtx, who: &Authed, user: &str) -> Vec<Arc<Entry>> {
+    let mut v = visible(ctx, who, None);
+    v.retain(|e| e.login().is_some_and(|l| l.user == user));
+    v
+}
+
+fn close_reason(headers: &HeaderMap) -> String {
+    headers
+        .get("x-reason")
+        .and_then(|v| v.to_str().ok())
+        .map(String::from)
+        .unwrap_or_else(|| "Closed via management plugin".into())
+}
+
 pub async fn connection(
     State(ctx): State<Arc<ServerCtx>>,
     who: Authed,
@@ -150,11 +200,6 @@ pub async fn close_connection(
             who.admin()?;
         }
     }
-    let reason = headers
-        .get("x-reason")
-        .and_then(|v| v.to_str().ok())
-        .map(String::from)
-        .unwrap_or_else(|| "Closed via management plugin".into());
-    ctx.connections.close_named(&name, Some(reason));
+    ctx.connections.close_named(&name, Some(close_reason(&headers)));
     Ok(StatusCode::NO_CONTENT)
 }

@@ -5,7 +5,10 @@
 //!
 //! The module owns routing and serving; `auth` decides who may see and do
 //! what, `error` shapes failures as RabbitMQ does, `overview` answers the
-//! node-wide endpoints (overview, nodes, health checks, aliveness),
+//! node-wide endpoints (overview, nodes, cluster name, alarm checks,
+//! aliveness), `health` the listener, vhost, certificate and cluster
+//! health checks, `params` the runtime and global parameters, operator
+//! policies, limits and feature flags Warren answers empty,
 //! `conns` the client connections, `channels` their channels and the
 //! queues' consumers,
 //! `objects` the per-vhost ones (vhosts, users, permissions, exchanges,
@@ -19,11 +22,13 @@ mod channels;
 mod conns;
 mod defs;
 mod error;
+mod health;
 mod message_stats;
 mod messages;
 pub mod metrics;
 mod objects;
 mod overview;
+mod params;
 mod policies;
 mod queue_info;
 mod topic_perms;
@@ -56,6 +61,58 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
         .route("/api/whoami", get(overview::whoami))
         .route("/api/health/checks/alarms", get(overview::alarms))
         .route("/api/health/checks/local-alarms", get(overview::alarms))
+        .route(
+            "/api/health/checks/port-listener/{port}",
+            get(health::port_listener),
+        )
+        .route(
+            "/api/health/checks/protocol-listener/{protocol}",
+            get(health::protocol_listener),
+        )
+        .route("/api/health/checks/virtual-hosts", get(health::virtual_hosts))
+        .route(
+            "/api/health/checks/node-is-quorum-critical",
+            get(health::single_node),
+        )
+        .route(
+            "/api/health/checks/node-is-mirror-sync-critical",
+            get(health::single_node),
+        )
+        .route(
+            "/api/health/checks/certificate-expiration/{within}/{unit}",
+            get(health::certificate_expiration),
+        )
+        .route("/api/nodes/{name}", get(overview::node))
+        .route("/api/cluster-name", get(overview::cluster_name))
+        .route("/api/extensions", get(overview::extensions))
+        .route("/api/auth", get(overview::auth))
+        .route("/api/parameters", get(params::none))
+        .route("/api/parameters/{component}", get(params::none))
+        .route(
+            "/api/parameters/{component}/{vhost}",
+            get(params::component_in_vhost),
+        )
+        .route("/api/global-parameters", get(params::globals))
+        .route("/api/global-parameters/{name}", get(params::global))
+        .route("/api/operator-policies", get(params::none))
+        .route("/api/operator-policies/{vhost}", get(params::none_in_vhost))
+        .route("/api/vhost-limits", get(params::none))
+        .route("/api/vhost-limits/{vhost}", get(params::none_in_vhost))
+        .route("/api/user-limits", get(params::none))
+        .route("/api/user-limits/{user}", get(params::user_limits))
+        .route("/api/feature-flags", get(params::none))
+        .route(
+            "/api/users/without-permissions",
+            get(objects::users_without_permissions),
+        )
+        .route(
+            "/api/exchanges/{vhost}/{name}/bindings/{side}",
+            get(objects::exchange_bindings),
+        )
+        .route(
+            "/api/connections/username/{user}",
+            get(conns::user_connections).delete(conns::close_user_connections),
+        )
         .route("/api/aliveness-test/{vhost}", get(overview::aliveness))
         .route("/api/connections", get(conns::connections))
         .route(

@@ -242,6 +242,15 @@ pub async fn users(State(ctx): Ctx, who: Authed, Query(q): Query<ListQuery>) -> 
     listing(us.iter().map(user_json).collect(), &q)
 }
 
+/// GET /api/users/without-permissions: users with no vhost to use.
+pub async fn users_without_permissions(State(ctx): Ctx, who: Authed) -> ApiResult<Json<Value>> {
+    who.admin()?;
+    let mut us = ctx.broker.users();
+    us.retain(|u| u.permissions.is_empty());
+    us.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(Json(Value::Array(us.iter().map(user_json).collect())))
+}
+
 pub async fn user(State(ctx): Ctx, who: Authed, Path(name): Path<String>) -> ApiResult<Json<Value>> {
     who.admin()?;
     ctx.broker
@@ -690,6 +699,35 @@ pub async fn bindings_in(
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<Value>> {
     listing(bindings_of(&[visible(&ctx, &who, &vhost)?]), &q)
+}
+
+/// GET /api/exchanges/{vhost}/{name}/bindings/{source|destination}: the
+/// bindings from the exchange, or to it.
+pub async fn exchange_bindings(
+    State(ctx): Ctx,
+    who: Authed,
+    Path((vhost, name, side)): Path<(String, String, String)>,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<Value>> {
+    let vh = visible(&ctx, &who, &vhost)?;
+    vh.check_exchange(name.as_bytes())
+        .map_err(|_| ApiError::NotFound)?;
+    let to_it = match side.as_str() {
+        "source" => false,
+        "destination" => true,
+        _ => return Err(ApiError::NotFound),
+    };
+    let out = vh
+        .bindings()
+        .iter()
+        .filter(|(source, b)| match (&b.destination, to_it) {
+            (Destination::Exchange(x), true) => x.as_bytes() == name.as_bytes(),
+            (_, true) => false,
+            (_, false) => source.as_bytes() == name.as_bytes(),
+        })
+        .map(|(source, b)| binding_json(&vhost, source, b))
+        .collect();
+    listing(out, &q)
 }
 
 /// The destination of a binding path: `q` for a queue, `e` for an

@@ -1,5 +1,6 @@
-//! Node-wide endpoints: /api/overview, /api/nodes, /api/whoami, the
-//! alarm health checks and /api/aliveness-test.
+//! Node-wide endpoints: /api/overview, /api/nodes (and one by name),
+//! /api/cluster-name, /api/extensions, /api/auth, /api/whoami, the alarm
+//! health checks and /api/aliveness-test.
 
 use std::sync::Arc;
 
@@ -58,14 +59,27 @@ pub async fn overview(State(ctx): State<Arc<ServerCtx>>, who: Authed) -> Json<Va
         ready,
         unacked,
     } = Totals::of(&seen);
-    let c = &ctx.config;
     let conns: Vec<_> = ctx
         .connections
         .list()
         .into_iter()
         .filter(|e| e.login().is_some_and(|l| who.may_see(&l.vhost)))
         .collect();
-    let listener = |protocol: &str, addr: std::net::SocketAddr| json!({"node": NODE, "protocol": protocol, "ip_address": addr.ip().to_string(), "port": addr.port()});
+    let ip = |protocol: &str| {
+        let l = &ctx.listeners;
+        match protocol {
+            "amqp" => l.amqp,
+            "stream" => l.stream,
+            "http" => l.http,
+            _ => l.prometheus,
+        }
+        .ip()
+        .to_string()
+    };
+    let listeners: Vec<Value> = super::health::listeners(&ctx)
+        .into_iter()
+        .map(|(protocol, port)| json!({"node": NODE, "protocol": protocol, "ip_address": ip(protocol), "port": port}))
+        .collect();
     Json(json!({
         "management_version": RABBITMQ_VERSION,
         "rabbitmq_version": RABBITMQ_VERSION,
@@ -87,17 +101,44 @@ pub async fn overview(State(ctx): State<Arc<ServerCtx>>, who: Authed) -> Json<Va
         },
         "message_stats": super::message_stats::overview(&ctx.broker.messages),
         "statistics_db_event_queue": 0,
-        "listeners": [
-            listener("amqp", c.amqp_listen),
-            listener("stream", c.stream_listen),
-            listener("http", c.http_listen),
-        ],
+        "listeners": listeners,
     }))
 }
 
 pub async fn nodes(State(ctx): State<Arc<ServerCtx>>, _who: Authed) -> Json<Value> {
+    Json(json!([node_json(&ctx)]))
+}
+
+/// `/api/nodes/{name}`: this node by its name.
+pub async fn node(
+    State(ctx): State<Arc<ServerCtx>>,
+    _who: Authed,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    if name != NODE {
+        return Err(ApiError::NotFound);
+    }
+    Ok(Json(node_json(&ctx)))
+}
+
+/// `/api/cluster-name`.
+pub async fn cluster_name(_who: Authed) -> Json<Value> {
+    Json(json!({"name": NODE}))
+}
+
+/// `/api/extensions`: the web UI's plugins (none).
+pub async fn extensions(_who: Authed) -> Json<Value> {
+    Json(json!([]))
+}
+
+/// `/api/auth`, read by login pages before anyone logs in: no OAuth 2.
+pub async fn auth() -> Json<Value> {
+    Json(json!({"enable_uaa": false, "uaa_client_id": "", "uaa_location": ""}))
+}
+
+fn node_json(ctx: &ServerCtx) -> Value {
     let b = &ctx.broker;
-    Json(json!([{
+    json!({
         "name": NODE,
         "type": "disc",
         "running": true,
@@ -108,7 +149,7 @@ pub async fn nodes(State(ctx): State<Arc<ServerCtx>>, _who: Authed) -> Json<Valu
         "disk_free_alarm": b.alarms.disk_alarm(),
         "fd_total": fd_limit(),
         "processors": std::thread::available_parallelism().map_or(1, |n| n.get()),
-    }]))
+    })
 }
 
 fn fd_limit() -> u64 {

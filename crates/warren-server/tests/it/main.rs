@@ -19,6 +19,7 @@ mod exchanges;
 mod flow;
 mod http_api;
 mod http_connections;
+mod http_monitoring;
 mod http_stats;
 mod lapin_basics;
 mod permissions;

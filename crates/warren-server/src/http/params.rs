@@ -1,0 +1,73 @@
+//! RabbitMQ's runtime parameters, global parameters, operator policies
+//! and vhost and user limits, as far as Warren has them: no component
+//! takes runtime parameters (no federation, no shovel), no operator
+//! policies or limits can be set, and the one global parameter is the
+//! cluster's name. The listings answer as RabbitMQ's do with nothing set
+//! (empty lists, compared with 3.10), so tools that read them work.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::Json;
+use serde_json::{json, Value};
+
+use super::auth::Authed;
+use super::error::ApiError;
+use crate::amqp10::management::NODE;
+use crate::ServerCtx;
+
+type ApiResult<T> = Result<T, ApiError>;
+
+/// The global parameters: the cluster's name.
+pub fn global_parameters() -> Vec<Value> {
+    vec![json!({"name": "cluster_name", "value": NODE})]
+}
+
+/// An empty listing, for any user who may log in.
+pub async fn none(_who: Authed) -> Json<Value> {
+    Json(json!([]))
+}
+
+/// An empty listing of a vhost's, 404 when there is no such vhost.
+pub async fn none_in_vhost(
+    State(ctx): State<Arc<ServerCtx>>,
+    who: Authed,
+    Path(vhost): Path<String>,
+) -> ApiResult<Json<Value>> {
+    if !who.may_see(&vhost) || ctx.broker.vhost(&vhost).is_none() {
+        return Err(ApiError::NotFound);
+    }
+    Ok(Json(json!([])))
+}
+
+/// A component's runtime parameters in a vhost: none.
+pub async fn component_in_vhost(
+    State(ctx): State<Arc<ServerCtx>>,
+    who: Authed,
+    Path((_component, vhost)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    none_in_vhost(State(ctx), who, Path(vhost)).await
+}
+
+/// A user's limits: none; 404 for no such user.
+pub async fn user_limits(
+    State(ctx): State<Arc<ServerCtx>>,
+    who: Authed,
+    Path(user): Path<String>,
+) -> ApiResult<Json<Value>> {
+    who.admin()?;
+    ctx.broker.user(&user).ok_or(ApiError::NotFound)?;
+    Ok(Json(json!([])))
+}
+
+pub async fn globals(_who: Authed) -> Json<Value> {
+    Json(Value::Array(global_parameters()))
+}
+
+pub async fn global(_who: Authed, Path(name): Path<String>) -> ApiResult<Json<Value>> {
+    global_parameters()
+        .into_iter()
+        .find(|p| p["name"] == name.as_str())
+        .map(Json)
+        .ok_or(ApiError::NotFound)
+}
