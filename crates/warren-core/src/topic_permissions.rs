@@ -64,15 +64,16 @@ pub struct Vars<'a> {
     pub client_id: Option<&'a str>,
 }
 
-/// `{name}` replaced by its value; a variable without one is escaped so
-/// the braces stay literal text (PCRE reads `{client_id}` so; Rust's
-/// regex would take it for a broken repetition).
+/// `{name}` replaced by its value, regex-escaped (RabbitMQ escapes them
+/// since 4.2.4: a user named `a.b` must not match `aXb`); a variable
+/// without a value is escaped so the braces stay literal text (PCRE reads
+/// `{client_id}` so; Rust's regex would take it for a broken repetition).
 fn expand(pattern: &str, vars: &Vars) -> String {
     let mut out = pattern
-        .replace("{username}", vars.username)
-        .replace("{vhost}", vars.vhost);
+        .replace("{username}", &regex::escape(vars.username))
+        .replace("{vhost}", &regex::escape(vars.vhost));
     out = match vars.client_id {
-        Some(id) => out.replace("{client_id}", id),
+        Some(id) => out.replace("{client_id}", &regex::escape(id)),
         None => out.replace("{client_id}", "\\{client_id\\}"),
     };
     out
@@ -195,6 +196,16 @@ mod tests {
         assert!(g.allows(TopicAccess::Write, "amq.topic", "alice.prod.x"));
         assert!(!g.allows(TopicAccess::Write, "amq.topic", "bob.prod.x"));
         assert!(g.allows(TopicAccess::Read, "amq.topic", "c-1"));
+        // Values are literal text, not patterns.
+        let p = TopicPermission::new("amq.topic", "^{username}$", ".*").unwrap();
+        let dotted = Vars {
+            username: "a.b",
+            vhost: "/",
+            client_id: None,
+        };
+        let g = TopicGrants::compile([&p], &dotted);
+        assert!(g.allows(TopicAccess::Write, "amq.topic", "a.b"));
+        assert!(!g.allows(TopicAccess::Write, "amq.topic", "aXb"));
         let g = grants(".*", "^{client_id}$", None);
         assert!(g.allows(TopicAccess::Read, "amq.topic", "{client_id}"));
         assert!(!g.allows(TopicAccess::Read, "amq.topic", "c-1"));

@@ -276,26 +276,7 @@ fn run(cli: &Cli, api: &Api) -> Result<(), CtlError> {
             let path = format!("/api/topic-permissions/{v}/{}", vh(user));
             match exchange {
                 None => api.delete(&path, None),
-                // The API removes a user's topic permissions in a vhost all
-                // at once (as RabbitMQ's does): put back the others.
-                Some(x) => {
-                    let held = api.get(&path)?;
-                    let held = held.as_array().cloned().unwrap_or_default();
-                    if !held.iter().any(|p| p["exchange"] == x.as_str()) {
-                        return Err(CtlError::Usage(format!(
-                            "user '{user}' has no topic permissions on exchange '{x}' in vhost '{}'",
-                            cli.vhost
-                        )));
-                    }
-                    api.delete(&path, None)?;
-                    for p in held.iter().filter(|p| p["exchange"] != x.as_str()) {
-                        api.put(
-                            &path,
-                            json!({"exchange": p["exchange"], "write": p["write"], "read": p["read"]}),
-                        )?;
-                    }
-                    Ok(())
-                }
+                Some(x) => api.delete(&format!("{path}/{}", vh(x)), None),
             }
         }
         Command::ListTopicPermissions { columns } => list(

@@ -154,6 +154,10 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
                 .delete(topic_perms::delete_pair),
         )
         .route(
+            "/api/topic-permissions/{vhost}/{user}/{exchange}",
+            axum::routing::delete(topic_perms::delete_one),
+        )
+        .route(
             "/api/users/{user}/topic-permissions",
             get(topic_perms::of_one_user),
         )

@@ -1,8 +1,9 @@
 //! Topic permissions in the management API, with RabbitMQ's paths, JSON
 //! and status codes (compared with 3.10): `/api/topic-permissions`, one
 //! user in one vhost at `/api/topic-permissions/{vhost}/{user}` (GET, PUT
-//! of one exchange's patterns, DELETE of all of them), and the lists by
-//! user and by vhost. Administrators only, as for ordinary permissions.
+//! of one exchange's patterns, DELETE of all of them), one exchange's at
+//! `.../{exchange}` (DELETE, as RabbitMQ 4 has it), and the lists by user
+//! and by vhost. Administrators only, as for ordinary permissions.
 
 use std::sync::Arc;
 
@@ -120,6 +121,30 @@ pub async fn put_pair(
     } else {
         StatusCode::NO_CONTENT
     })
+}
+
+/// Remove one exchange's topic permission of a user in a vhost
+/// (`/api/topic-permissions/{vhost}/{user}/{exchange}`, RabbitMQ 4's
+/// path; 404 if there is none).
+pub async fn delete_one(
+    State(ctx): Ctx,
+    who: Authed,
+    Path((vhost, user, exchange)): Path<(String, String, String)>,
+) -> ApiResult<StatusCode> {
+    who.admin()?;
+    let mut removed = false;
+    ctx.broker.update_user(&user, |u| {
+        if let Some(in_vhost) = u.topic_permissions.get_mut(&vhost) {
+            removed = in_vhost.remove(&exchange).is_some();
+            if in_vhost.is_empty() {
+                u.topic_permissions.remove(&vhost);
+            }
+        }
+    });
+    if !removed {
+        return Err(ApiError::NotFound);
+    }
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// Remove all of a user's topic permissions in a vhost (404 if none).

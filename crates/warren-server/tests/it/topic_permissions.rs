@@ -117,6 +117,14 @@ async fn the_api_sets_lists_and_removes_them_as_rabbitmq_does() {
     assert_eq!(defs["topic_permissions"].as_array().map(Vec::len), Some(2));
     assert_eq!(defs["parameters"], json!([]));
     assert!(defs["global_parameters"].is_array());
+    // One exchange's (RabbitMQ 4's path), then the rest.
+    let one = "/api/topic-permissions/%2F/guest/t2";
+    assert_eq!(b.http(Method::DELETE, one, None).await.0, StatusCode::NO_CONTENT);
+    let (_, left) = b
+        .http(Method::GET, "/api/topic-permissions/%2F/guest", None)
+        .await;
+    assert_eq!(left, json!([want[0].clone()]));
+    assert_eq!(b.http(Method::DELETE, one, None).await.0, StatusCode::NOT_FOUND);
     let (s, _) = b
         .http(Method::DELETE, "/api/topic-permissions/%2F/guest", None)
         .await;
