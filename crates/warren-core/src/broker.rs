@@ -85,6 +85,23 @@ impl User {
         base64::engine::general_purpose::STANDARD.encode(out)
     }
 
+    /// This user's topic permissions in `vhost`, compiled for a connection
+    /// (its `client_id`, if the protocol has one).
+    pub fn topic_grants(&self, vhost: &str, client_id: Option<&str>) -> TopicGrants {
+        let vars = Vars {
+            username: &self.name,
+            vhost,
+            client_id,
+        };
+        TopicGrants::compile(
+            self.topic_permissions
+                .get(vhost)
+                .into_iter()
+                .flat_map(|m| m.values()),
+            &vars,
+        )
+    }
+
     pub fn check_password(&self, password: &str) -> bool {
         let Ok(raw) = base64::engine::general_purpose::STANDARD.decode(&self.password_hash) else {
             return false;
@@ -285,18 +302,7 @@ impl Broker {
         let Some(permission) = u.permissions.get(vhost).cloned() else {
             return Err(refused());
         };
-        let vars = Vars {
-            username: &user.name,
-            vhost,
-            client_id,
-        };
-        let topics = TopicGrants::compile(
-            u.topic_permissions
-                .get(vhost)
-                .into_iter()
-                .flat_map(|m| m.values()),
-            &vars,
-        );
+        let topics = u.topic_grants(vhost, client_id);
         Ok((
             vh,
             Grant {

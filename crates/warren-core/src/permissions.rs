@@ -40,15 +40,16 @@ impl Resource {
 }
 
 /// One compiled pattern; `.*` (the usual grant) skips the regex entirely so
-/// the per-publish check costs a branch.
+/// the per-publish check costs a branch. Topic permissions compile theirs
+/// the same way.
 #[derive(Debug, Clone)]
-struct Pattern {
+pub(crate) struct Pattern {
     source: String,
     regex: Option<Regex>,
 }
 
 impl Pattern {
-    fn new(source: &str) -> Result<Pattern> {
+    pub(crate) fn new(source: &str) -> Result<Pattern> {
         let regex = match source {
             ".*" => None,
             "" => Some(Regex::new("^$").expect("valid")),
@@ -63,7 +64,7 @@ impl Pattern {
         })
     }
 
-    fn matches(&self, name: &str) -> bool {
+    pub(crate) fn matches(&self, name: &str) -> bool {
         self.regex.as_ref().is_none_or(|r| r.is_match(name))
     }
 }

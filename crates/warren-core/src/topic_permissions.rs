@@ -18,9 +18,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use regex::Regex;
-
 use crate::error::{BrokerError, Result};
+use crate::permissions::Pattern;
 
 /// A user's write and read patterns on one exchange of one vhost.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,22 +78,15 @@ fn expand(pattern: &str, vars: &Vars) -> String {
     out
 }
 
-/// `None` for `.*` (matches every key, no regex run on the hot path).
-fn compile(pattern: &str, vars: &Vars) -> Result<Option<Regex>> {
-    let expanded = expand(pattern, vars);
-    match expanded.as_str() {
-        ".*" => Ok(None),
-        "" => Ok(Some(Regex::new("^$").expect("valid"))),
-        s => Regex::new(s)
-            .map(Some)
-            .map_err(|e| BrokerError::PreconditionFailed(format!("invalid regex '{pattern}': {e}"))),
-    }
+/// A pattern filled in for a connection and compiled as permissions are.
+fn compile(pattern: &str, vars: &Vars) -> Result<Pattern> {
+    Pattern::new(&expand(pattern, vars))
 }
 
 #[derive(Debug)]
 struct Compiled {
-    write: Option<Regex>,
-    read: Option<Regex>,
+    write: Pattern,
+    read: Pattern,
 }
 
 /// A connection's topic permissions in its vhost, compiled for its
@@ -105,16 +97,17 @@ pub struct TopicGrants {
 }
 
 impl TopicGrants {
-    /// Compile `held` for a connection. A pattern that no longer compiles
-    /// once filled in (a user name with regex syntax in it) grants nothing.
+    /// Compile `held` for a connection. Each was checked when set and the
+    /// values filled in are escaped, so this cannot fail; if it did, the
+    /// pattern would grant nothing.
     pub fn compile<'a>(held: impl IntoIterator<Item = &'a TopicPermission>, vars: &Vars) -> TopicGrants {
-        let nothing = || Some(Regex::new("^$").expect("valid"));
+        let or_nothing = |r: Result<Pattern>| r.unwrap_or_else(|_| Pattern::new("").expect("valid"));
         let map: HashMap<String, Compiled> = held
             .into_iter()
             .map(|p| {
                 let c = Compiled {
-                    write: compile(&p.write, vars).unwrap_or_else(|_| nothing()),
-                    read: compile(&p.read, vars).unwrap_or_else(|_| nothing()),
+                    write: or_nothing(compile(&p.write, vars)),
+                    read: or_nothing(compile(&p.read, vars)),
                 };
                 (p.exchange.clone(), c)
             })
@@ -134,11 +127,10 @@ impl TopicGrants {
         let Some(c) = self.by_exchange.as_ref().and_then(|m| m.get(exchange)) else {
             return true;
         };
-        let r = match access {
-            TopicAccess::Write => &c.write,
-            TopicAccess::Read => &c.read,
-        };
-        r.as_ref().is_none_or(|r| r.is_match(key))
+        match access {
+            TopicAccess::Write => c.write.matches(key),
+            TopicAccess::Read => c.read.matches(key),
+        }
     }
 
     /// `allows`, or RabbitMQ's ACCESS_REFUSED text (3.10's, compared: it

@@ -14,8 +14,7 @@ use axum::http::request::Parts;
 use base64::Engine;
 use warren_amqp091::FieldTable;
 use warren_core::exchange::Destination;
-use warren_core::topic_permissions::Vars;
-use warren_core::{Access, Grant, Permission, Resource, TopicGrants, User, VHost};
+use warren_core::{Access, Grant, Permission, Resource, User, VHost};
 
 use super::error::ApiError;
 use crate::ServerCtx;
@@ -60,18 +59,7 @@ impl Authed {
             user: self.user.name.clone(),
             vhost: vhost.to_string(),
             permission: self.may_change(vhost)?.clone(),
-            topics: TopicGrants::compile(
-                self.user
-                    .topic_permissions
-                    .get(vhost)
-                    .into_iter()
-                    .flat_map(|m| m.values()),
-                &Vars {
-                    username: &self.user.name,
-                    vhost,
-                    client_id: None,
-                },
-            ),
+            topics: self.user.topic_grants(vhost, None),
         })
     }
 

@@ -9,12 +9,11 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::auth::Authed;
 use super::error::ApiError;
 use super::overview::RABBITMQ_VERSION;
-use crate::amqp10::management::NODE;
 use crate::definitions::{restore, snapshot, Definitions};
 use crate::ServerCtx;
 
@@ -32,7 +31,7 @@ fn with_versions(d: &Definitions) -> Result<Value, ApiError> {
 pub async fn export(State(ctx): State<Arc<ServerCtx>>, who: Authed) -> Result<Json<Value>, ApiError> {
     who.admin()?;
     let mut d = snapshot(&ctx.broker);
-    d.global_parameters = vec![json!({"name": "cluster_name", "value": NODE})];
+    d.global_parameters = super::params::global_parameters();
     Ok(Json(with_versions(&d)?))
 }
 

@@ -133,10 +133,18 @@ fn visible_vhosts(ctx: &ServerCtx, who: &Authed) -> Vec<Arc<VHost>> {
 }
 
 /// A JSON body, or `{}` when there is none.
-fn body(b: Option<Json<Value>>) -> Map<String, Value> {
+pub(super) fn body(b: Option<Json<Value>>) -> Map<String, Value> {
     match b {
         Some(Json(Value::Object(m))) => m,
         _ => Map::new(),
+    }
+}
+
+/// A string field the request must have (RabbitMQ's 400 `key_missing`).
+pub(super) fn required(m: &Map<String, Value>, k: &str) -> ApiResult<String> {
+    match m.get(k) {
+        Some(Value::String(s)) => Ok(s.clone()),
+        _ => Err(ApiError::BadRequest(format!("[{{key_missing,{k}}}]"))),
     }
 }
 
@@ -407,10 +415,7 @@ pub async fn put_permission(
     who.admin()?;
     ctx.broker.vhost(&vhost).ok_or(ApiError::NotFound)?;
     let m = body(b);
-    let field = |k: &str| match m.get(k) {
-        Some(Value::String(s)) => Ok(s.clone()),
-        _ => Err(ApiError::BadRequest(format!("[{{key_missing,{k}}}]"))),
-    };
+    let field = |k: &str| required(&m, k);
     let p = Permission::new(&field("configure")?, &field("write")?, &field("read")?)
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let mut created = false;

@@ -15,6 +15,7 @@ use warren_core::{TopicPermission, User};
 
 use super::auth::Authed;
 use super::error::ApiError;
+use super::objects::{body, required};
 use crate::ServerCtx;
 
 type Ctx = State<Arc<ServerCtx>>;
@@ -94,14 +95,8 @@ pub async fn put_pair(
     b: Option<Json<Value>>,
 ) -> ApiResult<StatusCode> {
     who.admin()?;
-    let m = match b {
-        Some(Json(Value::Object(m))) => m,
-        _ => Default::default(),
-    };
-    let field = |k: &str| match m.get(k) {
-        Some(Value::String(s)) => Ok(s.clone()),
-        _ => Err(ApiError::BadRequest(format!("[{{key_missing,{k}}}]"))),
-    };
+    let m = body(b);
+    let field = |k: &str| required(&m, k);
     let (exchange, write, read) = (field("exchange")?, field("write")?, field("read")?);
     let missing = || ApiError::BadRequest("vhost_or_user_not_found".into());
     ctx.broker.vhost(&vhost).ok_or_else(missing)?;
