@@ -25,25 +25,29 @@ async fn put(b: &Broker, exchange: &str, write: &str, read: &str) -> StatusCode 
     .0
 }
 
-/// A publish, then a round trip on the same channel: a refusal closes
-/// the channel before the round trip's answer.
+/// A publish in confirm mode, waiting for its confirm: a refusal closes
+/// the channel, and the pending confirm fails with the broker's close
+/// (a later method on the channel could race lapin's own closing state).
 async fn publish(
     ch: &Channel,
     exchange: &str,
     key: &str,
     props: BasicProperties,
 ) -> Result<(), lapin::Error> {
-    within(ch.basic_publish(
-        exchange.into(),
-        key.into(),
-        BasicPublishOptions::default(),
-        b"m",
-        props,
-    ))
-    .await?;
-    within(ch.queue_declare("tp.sync".into(), Default::default(), Default::default()))
+    within(ch.confirm_select(Default::default())).await?;
+    within(async {
+        ch.basic_publish(
+            exchange.into(),
+            key.into(),
+            BasicPublishOptions::default(),
+            b"m",
+            props,
+        )
+        .await?
         .await
-        .map(|_| ())
+    })
+    .await
+    .map(|_| ())
 }
 
 fn refused(r: Result<(), lapin::Error>, key: &str, exchange: &str) {
