@@ -276,6 +276,22 @@ impl Broker {
         Ok(user.clone())
     }
 
+    /// Log in without a password: SASL EXTERNAL, where the TLS layer has
+    /// already checked the client's certificate and named the user. The
+    /// user must exist (rabbit_auth_backend_internal with no password).
+    pub fn authenticate_external(&self, name: &str, loopback: bool) -> Result<User, BrokerError> {
+        let users = self.users.read();
+        let user = users.get(name).ok_or_else(|| {
+            BrokerError::AccessRefused(format!("user '{name}' - not found (SASL EXTERNAL)"))
+        })?;
+        if !loopback && self.config.loopback_users.iter().any(|u| u == name) {
+            return Err(BrokerError::AccessRefused(format!(
+                "Login was refused using authentication mechanism EXTERNAL. User '{name}' can only connect via localhost"
+            )));
+        }
+        Ok(user.clone())
+    }
+
     /// connection.open: may `user` use `vhost`? (530 NOT_ALLOWED otherwise.)
     /// Returns the vhost and the user's permissions in it as they are now
     /// (topic permissions compiled for this user, vhost and `client_id`);

@@ -31,7 +31,7 @@ fn options(port: u16, args: &[&str]) -> Options {
 async fn counts_add_up_with_confirms_and_multi_acks() {
     let (b, dir) = broker().await;
     let o = options(
-        b.amqp_addr.port(),
+        b.amqp_addr.unwrap().port(),
         &[
             "-x", "2", "-y", "2", "--queues", "2", "-C", "5000", "-c", "100", "-q", "200", "-A", "10", "-s",
             "100",
@@ -58,7 +58,7 @@ async fn counts_add_up_with_confirms_and_multi_acks() {
 async fn counts_add_up_in_autoack_with_persistent_messages() {
     let (b, dir) = broker().await;
     let o = options(
-        b.amqp_addr.port(),
+        b.amqp_addr.unwrap().port(),
         &[
             "-x",
             "1",
@@ -81,7 +81,7 @@ async fn counts_add_up_in_autoack_with_persistent_messages() {
     // messages are persistent: declaring it again with the same settings works.
     let again = warren_perf::run_workload(
         &options(
-            b.amqp_addr.port(),
+            b.amqp_addr.unwrap().port(),
             &[
                 "-x",
                 "1",
@@ -107,7 +107,7 @@ async fn counts_add_up_in_autoack_with_persistent_messages() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusing_broker_is_an_error_not_a_hang() {
     let (b, dir) = broker().await;
-    let port = b.amqp_addr.port();
+    let port = b.amqp_addr.unwrap().port();
     let bad = format!("amqp://guest:wrong@127.0.0.1:{port}/%2f");
     let mut o = Options::try_parse_from(["warren-perf", "-h", &bad, "-C", "1"]).unwrap();
     o.validate().unwrap();
@@ -122,7 +122,7 @@ async fn prefetch_one_still_flows() {
     // nothing more comes until they are acked (a stall this test caught).
     let (b, dir) = broker().await;
     let o = options(
-        b.amqp_addr.port(),
+        b.amqp_addr.unwrap().port(),
         &["-C", "500", "-c", "10", "-q", "1", "-s", "50"],
     );
     let s = tokio::time::timeout(

@@ -6,9 +6,47 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::str::FromStr;
 
 use clap::Parser;
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
+
+use crate::tls::peer::{LoginFrom, SanType};
+use crate::tls::SslOptions;
+
+/// A listener's address, or `none` for no listener (RabbitMQ's
+/// `listeners.tcp = none`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Listen(pub Option<SocketAddr>);
+
+impl Listen {
+    pub fn at(addr: &str) -> Listen {
+        Listen(Some(addr.parse().expect("static address")))
+    }
+
+    pub const NONE: Listen = Listen(None);
+}
+
+impl FromStr for Listen {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Listen, String> {
+        match s {
+            "none" | "off" | "" => Ok(Listen(None)),
+            _ => s
+                .parse()
+                .map(|a| Listen(Some(a)))
+                .map_err(|e| format!("{s:?}: {e} (an address HOST:PORT, or none)")),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Listen {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Listen, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
 
 #[derive(Debug, Parser, Default)]
 #[command(
@@ -20,18 +58,40 @@ pub struct Cli {
     /// Where definitions and messages are kept.
     #[arg(long, env = "WARREN_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
-    /// AMQP listener address.
+    /// AMQP listener address (`none`: no plain AMQP listener).
     #[arg(long, env = "WARREN_AMQP_LISTEN")]
-    pub amqp_listen: Option<SocketAddr>,
-    /// RabbitMQ Stream protocol listener address.
+    pub amqp_listen: Option<Listen>,
+    /// RabbitMQ Stream protocol listener address (`none` turns it off).
     #[arg(long, env = "WARREN_STREAM_LISTEN")]
-    pub stream_listen: Option<SocketAddr>,
-    /// Management HTTP API listener address.
+    pub stream_listen: Option<Listen>,
+    /// Management HTTP API listener address (`none` turns it off).
     #[arg(long, env = "WARREN_HTTP_LISTEN")]
-    pub http_listen: Option<SocketAddr>,
-    /// Prometheus metrics listener address.
+    pub http_listen: Option<Listen>,
+    /// Prometheus metrics listener address (`none` turns it off).
     #[arg(long, env = "WARREN_PROMETHEUS_LISTEN")]
-    pub prometheus_listen: Option<SocketAddr>,
+    pub prometheus_listen: Option<Listen>,
+    /// AMQP over TLS listener address (needs a certificate and key).
+    #[arg(long, env = "WARREN_AMQPS_LISTEN")]
+    pub amqps_listen: Option<Listen>,
+    /// Stream protocol over TLS listener address.
+    #[arg(long, env = "WARREN_STREAM_TLS_LISTEN")]
+    pub stream_tls_listen: Option<Listen>,
+    /// Management HTTP API over TLS (HTTPS) listener address.
+    #[arg(long, env = "WARREN_HTTPS_LISTEN")]
+    pub https_listen: Option<Listen>,
+    /// Prometheus metrics over TLS listener address (off by default).
+    #[arg(long, env = "WARREN_PROMETHEUS_TLS_LISTEN")]
+    pub prometheus_tls_listen: Option<Listen>,
+    /// The server's certificate chain, PEM (ssl_options.certfile).
+    #[arg(long, env = "WARREN_SSL_CERTFILE")]
+    pub ssl_certfile: Option<PathBuf>,
+    /// The server's private key, PEM (ssl_options.keyfile).
+    #[arg(long, env = "WARREN_SSL_KEYFILE")]
+    pub ssl_keyfile: Option<PathBuf>,
+    /// CA bundle client certificates are checked against, PEM
+    /// (ssl_options.cacertfile).
+    #[arg(long, env = "WARREN_SSL_CACERTFILE")]
+    pub ssl_cacertfile: Option<PathBuf>,
     /// A TOML configuration file.
     #[arg(long, env = "WARREN_CONFIG")]
     pub config: Option<PathBuf>,
@@ -58,7 +118,37 @@ pub enum LogFormat {
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     pub data_dir: PathBuf,
-    pub amqp_listen: SocketAddr,
+    pub amqp_listen: Listen,
+    /// AMQP 0-9-1 and 1.0 over TLS (RabbitMQ's listeners.ssl, 5671).
+    /// Listeners over TLS start only when `ssl_options` names a
+    /// certificate and key.
+    pub amqps_listen: Listen,
+    /// The stream protocol over TLS (stream.listeners.ssl, 5551).
+    pub stream_tls_listen: Listen,
+    /// The management API over HTTPS (management.ssl.port, 15671).
+    pub https_listen: Listen,
+    /// Prometheus over TLS (prometheus.ssl.port, RabbitMQ's 15691); off
+    /// unless set.
+    pub prometheus_tls_listen: Listen,
+    /// Certificates and how clients are verified, for the AMQP and stream
+    /// TLS listeners, and the HTTPS ones unless `management_ssl_options`
+    /// is given (then HTTPS asks no client certificate).
+    pub ssl_options: SslOptions,
+    /// The HTTPS listeners' own settings (RabbitMQ's management.ssl.*).
+    pub management_ssl_options: Option<SslOptions>,
+    /// A TLS handshake not done in this many milliseconds is dropped
+    /// (RabbitMQ's ssl_handshake_timeout).
+    pub ssl_handshake_timeout: u64,
+    /// SASL mechanisms offered, in order (RabbitMQ's auth_mechanisms):
+    /// PLAIN, AMQPLAIN, EXTERNAL, ANONYMOUS.
+    pub auth_mechanisms: Vec<String>,
+    /// Where SASL EXTERNAL takes the user name from in the client's
+    /// certificate: distinguished_name, common_name or
+    /// subject_alternative_name.
+    pub ssl_cert_login_from: LoginFrom,
+    /// With subject_alternative_name: which kind, and which of them.
+    pub ssl_cert_login_san_type: SanType,
+    pub ssl_cert_login_san_index: usize,
     pub default_vhost: String,
     pub default_user: String,
     pub default_pass: String,
@@ -85,18 +175,20 @@ pub struct Config {
     /// user. Off by default.
     pub amqp10_anonymous: bool,
     /// The RabbitMQ Stream protocol listener (RabbitMQ's port 5552).
-    pub stream_listen: SocketAddr,
+    pub stream_listen: Listen,
     /// The host and port stream clients are told to connect to (metadata),
     /// for brokers behind NAT or a load balancer. By default: the address
     /// the client reached, and the listener's port.
     pub stream_advertised_host: Option<String>,
     pub stream_advertised_port: Option<u16>,
+    /// The port TLS stream clients are told (stream.advertised_tls_port).
+    pub stream_advertised_tls_port: Option<u16>,
     /// Largest stream protocol frame, offered in Tune (RabbitMQ: 1 MiB).
     pub stream_frame_max: u32,
     /// The management HTTP API (RabbitMQ: 15672).
-    pub http_listen: SocketAddr,
+    pub http_listen: Listen,
     /// Prometheus metrics (RabbitMQ: 15692).
-    pub prometheus_listen: SocketAddr,
+    pub prometheus_listen: Listen,
     /// Bytes of each stream's newest data left in the OS page cache once
     /// it is on disk; older data is dropped from the cache after each
     /// background sync (0: leave it to the OS, as RabbitMQ does).
@@ -110,7 +202,18 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             data_dir: PathBuf::from("warren-data"),
-            amqp_listen: "0.0.0.0:5672".parse().expect("static address"),
+            amqp_listen: Listen::at("0.0.0.0:5672"),
+            amqps_listen: Listen::at("0.0.0.0:5671"),
+            stream_tls_listen: Listen::at("0.0.0.0:5551"),
+            https_listen: Listen::at("0.0.0.0:15671"),
+            prometheus_tls_listen: Listen::NONE,
+            ssl_options: SslOptions::default(),
+            management_ssl_options: None,
+            ssl_handshake_timeout: 5000,
+            auth_mechanisms: vec!["PLAIN".into(), "AMQPLAIN".into()],
+            ssl_cert_login_from: LoginFrom::default(),
+            ssl_cert_login_san_type: SanType::default(),
+            ssl_cert_login_san_index: 0,
             default_vhost: "/".into(),
             default_user: "guest".into(),
             default_pass: "guest".into(),
@@ -124,14 +227,15 @@ impl Default for Config {
             disk_free_limit_bytes: 50_000_000,
             max_connections: 100_000,
             amqp10_anonymous: false,
-            stream_listen: "0.0.0.0:5552".parse().expect("static address"),
+            stream_listen: Listen::at("0.0.0.0:5552"),
             stream_advertised_host: None,
             stream_advertised_port: None,
+            stream_advertised_tls_port: None,
             stream_frame_max: 1 << 20,
             stream_cache_bytes: 1 << 30,
             collect_statistics_interval: 5000,
-            http_listen: "0.0.0.0:15672".parse().expect("static address"),
-            prometheus_listen: "0.0.0.0:15692".parse().expect("static address"),
+            http_listen: Listen::at("0.0.0.0:15672"),
+            prometheus_listen: Listen::at("0.0.0.0:15692"),
         }
     }
 }
@@ -163,15 +267,19 @@ pub enum ConfigError {
 impl Config {
     /// The defaults, with data in `data_dir` and every listener on
     /// 127.0.0.1 at a port the OS picks: for tests and tools that start a
-    /// broker in-process beside others.
+    /// broker in-process beside others. (The TLS listeners start only once
+    /// `ssl_options` has a certificate; Prometheus over TLS stays off.)
     pub fn loopback(data_dir: PathBuf) -> Config {
-        let any: SocketAddr = "127.0.0.1:0".parse().expect("static address");
+        let any = Listen::at("127.0.0.1:0");
         Config {
             data_dir,
             amqp_listen: any,
             stream_listen: any,
             http_listen: any,
             prometheus_listen: any,
+            amqps_listen: any,
+            stream_tls_listen: any,
+            https_listen: any,
             ..Config::default()
         }
     }
@@ -205,6 +313,27 @@ impl Config {
         if let Some(a) = cli.prometheus_listen {
             c.prometheus_listen = a;
         }
+        if let Some(a) = cli.amqps_listen {
+            c.amqps_listen = a;
+        }
+        if let Some(a) = cli.stream_tls_listen {
+            c.stream_tls_listen = a;
+        }
+        if let Some(a) = cli.https_listen {
+            c.https_listen = a;
+        }
+        if let Some(a) = cli.prometheus_tls_listen {
+            c.prometheus_tls_listen = a;
+        }
+        if let Some(p) = &cli.ssl_certfile {
+            c.ssl_options.certfile = Some(p.clone());
+        }
+        if let Some(p) = &cli.ssl_keyfile {
+            c.ssl_options.keyfile = Some(p.clone());
+        }
+        if let Some(p) = &cli.ssl_cacertfile {
+            c.ssl_options.cacertfile = Some(p.clone());
+        }
         c.validate()?;
         Ok(c)
     }
@@ -228,6 +357,19 @@ impl Config {
         if self.frame_max < 4096 {
             return Err(ConfigError::Invalid("frame_max must be at least 4096".into()));
         }
+        for m in &self.auth_mechanisms {
+            if !crate::sasl::KNOWN.contains(&m.as_str()) {
+                return Err(ConfigError::Invalid(format!(
+                    "auth_mechanisms: unknown mechanism {m:?} (known: {})",
+                    crate::sasl::KNOWN.join(", ")
+                )));
+            }
+        }
+        if self.ssl_options.certfile.is_some() != self.ssl_options.keyfile.is_some() {
+            return Err(ConfigError::Invalid(
+                "ssl_options.certfile and ssl_options.keyfile go together".into(),
+            ));
+        }
         if self.max_message_size > 512 << 20 {
             return Err(ConfigError::Invalid(
                 "max_message_size may be at most 536870912".into(),
@@ -250,11 +392,13 @@ mod tests {
         let cli = Cli {
             config: Some(path.clone()),
             amqp_listen: Some("127.0.0.1:7000".parse().unwrap()),
+            stream_listen: Some("none".parse().unwrap()),
             ..Default::default()
         };
         let c = Config::load(&cli).unwrap();
         assert_eq!(c.heartbeat, 10);
-        assert_eq!(c.amqp_listen.port(), 7000);
+        assert_eq!(c.amqp_listen.0.unwrap().port(), 7000);
+        assert_eq!(c.stream_listen, Listen::NONE);
         assert_eq!(c.frame_max, 131_072);
         std::fs::write(&path, "no_such_key = 1\n").unwrap();
         assert!(matches!(Config::load(&cli), Err(ConfigError::Parse { .. })));

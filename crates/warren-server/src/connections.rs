@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
@@ -42,6 +42,8 @@ pub struct Entry {
     channels: Mutex<Vec<Arc<ChannelInfo>>>,
     /// Open AMQP 1.0 sessions (listed as channels, as RabbitMQ counts them).
     sessions: AtomicU32,
+    /// What the TLS handshake agreed, on a TLS listener's connections.
+    tls: OnceLock<Box<crate::tls::peer::TlsInfo>>,
 }
 
 /// A 0-9-1 channel as `/api/channels` shows it. The connection that owns
@@ -104,6 +106,15 @@ impl Entry {
     /// RabbitMQ's connection name: "PEER -> LOCAL".
     pub fn name(&self) -> String {
         format!("{} -> {}", self.peer, self.local)
+    }
+
+    /// The TLS session, once its handshake is done (set once).
+    pub fn set_tls(&self, info: crate::tls::peer::TlsInfo) {
+        let _ = self.tls.set(Box::new(info));
+    }
+
+    pub fn tls(&self) -> Option<&crate::tls::peer::TlsInfo> {
+        self.tls.get().map(|b| &**b)
     }
 
     pub fn logged_in(&self, login: Login) {
@@ -234,6 +245,7 @@ impl Registry {
             }),
             channels: Mutex::new(Vec::new()),
             sessions: AtomicU32::new(0),
+            tls: OnceLock::new(),
         });
         self.map.lock().insert(id, entry.clone());
         Registered {

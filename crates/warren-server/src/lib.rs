@@ -11,10 +11,13 @@ pub mod disk_monitor;
 pub mod http;
 pub mod listener;
 pub mod reply_to;
+pub mod sasl;
 pub mod sniff;
 pub mod stats_sampler;
 pub mod stream;
 pub mod timers;
+pub mod tls;
+pub mod transport;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -43,15 +46,62 @@ pub struct ServerCtx {
     /// The addresses the listeners are bound to (a configured port 0 is
     /// the one the OS chose).
     pub listeners: Listeners,
+    /// The TLS configuration of the AMQP and stream TLS listeners.
+    pub tls: Option<Arc<tls::Tls>>,
+    /// The HTTPS listeners' (management API and Prometheus).
+    pub https_tls: Option<Arc<tls::Tls>>,
+    /// Login attempts, every protocol (Prometheus).
+    pub auth: sasl::AuthStats,
 }
 
-/// Where each listener is bound.
-#[derive(Debug, Clone, Copy)]
+impl ServerCtx {
+    /// Read the TLS certificate, key and CA files again: new connections
+    /// get them, open ones keep their session.
+    pub fn reload_tls(&self) -> Result<(), String> {
+        if self.tls.is_none() && self.https_tls.is_none() {
+            return Err("TLS is not configured (ssl_options.certfile, ssl_options.keyfile)".into());
+        }
+        for t in self.tls.iter().chain(&self.https_tls) {
+            if let Err(e) = t.reload() {
+                tracing::error!("TLS reload failed, the previous certificates stay: {e}");
+                return Err(e.to_string());
+            }
+        }
+        tracing::info!("TLS certificates and keys reloaded");
+        Ok(())
+    }
+}
+
+/// Where each listener is bound (None: not listening).
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Listeners {
-    pub amqp: SocketAddr,
-    pub stream: SocketAddr,
-    pub http: SocketAddr,
-    pub prometheus: SocketAddr,
+    pub amqp: Option<SocketAddr>,
+    pub amqps: Option<SocketAddr>,
+    pub stream: Option<SocketAddr>,
+    pub stream_tls: Option<SocketAddr>,
+    pub http: Option<SocketAddr>,
+    pub https: Option<SocketAddr>,
+    pub prometheus: Option<SocketAddr>,
+    pub prometheus_tls: Option<SocketAddr>,
+}
+
+impl Listeners {
+    /// The listeners as RabbitMQ names their protocols.
+    pub fn named(&self) -> Vec<(&'static str, SocketAddr)> {
+        [
+            ("amqp", self.amqp),
+            ("amqp/ssl", self.amqps),
+            ("stream", self.stream),
+            ("stream/ssl", self.stream_tls),
+            ("http", self.http),
+            ("https", self.https),
+            ("http/prometheus", self.prometheus),
+            ("https/prometheus", self.prometheus_tls),
+        ]
+        .into_iter()
+        .filter_map(|(n, a)| a.map(|a| (n, a)))
+        .collect()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -65,20 +115,22 @@ pub enum StartError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error("TLS: {0}")]
+    Tls(#[from] tls::TlsError),
 }
 
-/// A running broker: its AMQP and stream addresses, and how to stop it.
+/// A running broker: its listeners' addresses, and how to stop it.
 pub struct Running {
-    pub amqp_addr: SocketAddr,
-    pub stream_addr: SocketAddr,
-    pub http_addr: SocketAddr,
-    pub prometheus_addr: SocketAddr,
+    /// The plain AMQP listener (None when turned off).
+    pub amqp_addr: Option<SocketAddr>,
+    pub stream_addr: Option<SocketAddr>,
+    pub http_addr: Option<SocketAddr>,
+    pub prometheus_addr: Option<SocketAddr>,
+    /// Every listener, the TLS ones included.
+    pub listeners: Listeners,
     pub ctx: Arc<ServerCtx>,
     shutdown: watch::Sender<bool>,
-    listener: tokio::task::JoinHandle<()>,
-    stream_listener: tokio::task::JoinHandle<()>,
-    http_listener: tokio::task::JoinHandle<()>,
-    prometheus_listener: tokio::task::JoinHandle<()>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
     storage: Arc<Storage>,
 }
 
@@ -86,10 +138,9 @@ impl Running {
     /// Close every connection with 320 CONNECTION_FORCED and stop listening.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
-        let _ = self.listener.await;
-        let _ = self.stream_listener.await;
-        let _ = self.http_listener.await;
-        let _ = self.prometheus_listener.await;
+        for t in self.tasks {
+            let _ = t.await;
+        }
         // Acks and pages still in buffers go to disk, and fsync covers them.
         let storage = self.storage.clone();
         let _ = tokio::task::spawn_blocking(move || storage.shutdown()).await;
@@ -117,12 +168,25 @@ fn listen(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::from_std(s.into())
 }
 
-/// A plain listener for an HTTP endpoint, and the address it got.
-async fn listen_http(addr: SocketAddr) -> Result<(tokio::net::TcpListener, SocketAddr), StartError> {
+/// Bind a configured listener (None when turned off), with the address
+/// it got.
+fn bind(
+    what: &str,
+    at: config::Listen,
+    clamp: bool,
+) -> Result<Option<(tokio::net::TcpListener, SocketAddr)>, StartError> {
+    let Some(addr) = at.0 else { return Ok(None) };
     let err = |source| StartError::Listen { addr, source };
-    let l = tokio::net::TcpListener::bind(addr).await.map_err(err)?;
+    let l = if clamp {
+        listen(addr).map_err(err)?
+    } else {
+        let std = std::net::TcpListener::bind(addr).map_err(err)?;
+        std.set_nonblocking(true).map_err(err)?;
+        tokio::net::TcpListener::from_std(std).map_err(err)?
+    };
     let got = l.local_addr().map_err(err)?;
-    Ok((l, got))
+    tracing::info!("{what} on {got}");
+    Ok(Some((l, got)))
 }
 
 /// Build the broker from `config` (restoring stored definitions), bind the
@@ -179,28 +243,59 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             }
         }
     }
-    let tcp = listen(config.amqp_listen).map_err(|source| StartError::Listen {
-        addr: config.amqp_listen,
-        source,
-    })?;
-    let amqp_addr = tcp.local_addr().map_err(|source| StartError::Listen {
-        addr: config.amqp_listen,
-        source,
-    })?;
-    tracing::info!("AMQP 0-9-1 and 1.0 listener on {amqp_addr}");
-    let stcp = listen(config.stream_listen).map_err(|source| StartError::Listen {
-        addr: config.stream_listen,
-        source,
-    })?;
-    let stream_addr = stcp.local_addr().map_err(|source| StartError::Listen {
-        addr: config.stream_listen,
-        source,
-    })?;
-    tracing::info!("stream protocol listener on {stream_addr}");
-    let (http, http_addr) = listen_http(config.http_listen).await?;
-    tracing::info!("management HTTP API on {http_addr}");
-    let (prom, prometheus_addr) = listen_http(config.prometheus_listen).await?;
-    tracing::info!("Prometheus metrics on {prometheus_addr}");
+    let tls = if config.ssl_options.enabled() {
+        Some(Arc::new(tls::Tls::load(&config.ssl_options)?))
+    } else {
+        None
+    };
+    // HTTPS: management.ssl.* when given, else the same certificate
+    // without asking browsers and tools for one of theirs.
+    let https_opts = config
+        .management_ssl_options
+        .clone()
+        .unwrap_or_else(|| tls::SslOptions {
+            verify: tls::Verify::VerifyNone,
+            fail_if_no_peer_cert: false,
+            ..config.ssl_options.clone()
+        });
+    let https_tls = if https_opts.enabled() {
+        Some(Arc::new(tls::Tls::load(&https_opts)?))
+    } else {
+        None
+    };
+    let amqp = bind("AMQP 0-9-1 and 1.0 listener", config.amqp_listen, true)?;
+    let stream_plain = bind("stream protocol listener", config.stream_listen, true)?;
+    let http = bind("management HTTP API", config.http_listen, false)?;
+    let prom = bind("Prometheus metrics", config.prometheus_listen, false)?;
+    let off = config::Listen::NONE;
+    let on = |l: config::Listen, t: &Option<Arc<tls::Tls>>| if t.is_some() { l } else { off };
+    let amqps = bind("AMQP 0-9-1 and 1.0 over TLS", on(config.amqps_listen, &tls), true)?;
+    let stream_tls = bind(
+        "stream protocol over TLS",
+        on(config.stream_tls_listen, &tls),
+        true,
+    )?;
+    let https = bind(
+        "management HTTP API over TLS",
+        on(config.https_listen, &https_tls),
+        false,
+    )?;
+    let prom_tls = bind(
+        "Prometheus metrics over TLS",
+        on(config.prometheus_tls_listen, &https_tls),
+        false,
+    )?;
+    let addr = |b: &Option<(tokio::net::TcpListener, SocketAddr)>| b.as_ref().map(|(_, a)| *a);
+    let listeners = Listeners {
+        amqp: addr(&amqp),
+        amqps: addr(&amqps),
+        stream: addr(&stream_plain),
+        stream_tls: addr(&stream_tls),
+        http: addr(&http),
+        https: addr(&https),
+        prometheus: addr(&prom),
+        prometheus_tls: addr(&prom_tls),
+    };
     let ctx = Arc::new(ServerCtx {
         broker,
         config: Arc::new(config.clone()),
@@ -210,12 +305,10 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         stream_writer: stream::writer::Writer::start(),
         connections: connections::Registry::default(),
         definitions: store.clone(),
-        listeners: Listeners {
-            amqp: amqp_addr,
-            stream: stream_addr,
-            http: http_addr,
-            prometheus: prometheus_addr,
-        },
+        listeners,
+        tls: tls.clone(),
+        https_tls: https_tls.clone(),
+        auth: sasl::AuthStats::default(),
     });
     let (tx, rx) = watch::channel(false);
     disk_monitor::spawn(ctx.broker.clone(), config.data_dir.clone(), rx.clone());
@@ -226,31 +319,59 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         Duration::from_millis(config.collect_statistics_interval),
         rx.clone(),
     );
-    let http_listener = tokio::spawn(http::serve(http, ctx.clone(), rx.clone()));
-    let prometheus_listener = tokio::spawn(http::metrics::serve(prom, ctx.clone(), rx.clone()));
-    let listener = tokio::spawn(listener::accept_loop(
-        tcp,
-        ctx.clone(),
-        rx.clone(),
-        listener::Port::Amqp,
-    ));
-    let stream_listener = tokio::spawn(listener::accept_loop(
-        stcp,
-        ctx.clone(),
-        rx,
-        listener::Port::Stream,
-    ));
+    let mut tasks = Vec::new();
+    let handshake = Duration::from_millis(config.ssl_handshake_timeout);
+    let http_listener = |tcp: tokio::net::TcpListener, with_tls: bool| {
+        let l = match (&https_tls, with_tls) {
+            (Some(t), true) => http::listener::HttpListener::tls(tcp, t.clone(), handshake),
+            _ => http::listener::HttpListener::plain(tcp),
+        };
+        l.expect("a bound listener has an address")
+    };
+    for (bound, with_tls) in [(http, false), (https, true)] {
+        if let Some((tcp, _)) = bound {
+            tasks.push(tokio::spawn(http::serve(
+                http_listener(tcp, with_tls),
+                ctx.clone(),
+                rx.clone(),
+            )));
+        }
+    }
+    for (bound, with_tls) in [(prom, false), (prom_tls, true)] {
+        if let Some((tcp, _)) = bound {
+            tasks.push(tokio::spawn(http::metrics::serve(
+                http_listener(tcp, with_tls),
+                ctx.clone(),
+                rx.clone(),
+            )));
+        }
+    }
+    for (bound, port, with_tls) in [
+        (amqp, listener::Port::Amqp, false),
+        (amqps, listener::Port::Amqp, true),
+        (stream_plain, listener::Port::Stream, false),
+        (stream_tls, listener::Port::Stream, true),
+    ] {
+        if let Some((tcp, _)) = bound {
+            let tls = if with_tls { tls.clone() } else { None };
+            tasks.push(tokio::spawn(listener::accept_loop(
+                tcp,
+                ctx.clone(),
+                rx.clone(),
+                port,
+                tls,
+            )));
+        }
+    }
     Ok(Running {
-        amqp_addr,
-        stream_addr,
-        http_addr,
-        http_listener,
-        prometheus_addr,
-        prometheus_listener,
-        stream_listener,
+        amqp_addr: listeners.amqp,
+        stream_addr: listeners.stream,
+        http_addr: listeners.http,
+        prometheus_addr: listeners.prometheus,
+        listeners,
         ctx,
         shutdown: tx,
-        listener,
+        tasks,
         storage,
     })
 }

@@ -1,7 +1,9 @@
 //! The accept loop: one task per connection, at most `max_connections` at
 //! once (a semaphore, so excess connections wait in the kernel's backlog
 //! rather than costing memory), and a shutdown signal every connection
-//! watches.
+//! watches. On a TLS listener the connection's task first runs the
+//! handshake, bounded by `ssl_handshake_timeout`; the front ends then see
+//! plaintext as on a plain listener.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +14,9 @@ use tokio::sync::{watch, Semaphore};
 use crate::amqp091::connection;
 use crate::amqp10;
 use crate::sniff::{self, Protocol};
+use crate::tls::io::TlsIo;
+use crate::tls::Tls;
+use crate::transport::Transport;
 use crate::ServerCtx;
 
 /// A peer that sends no protocol header in this long is dropped.
@@ -31,6 +36,7 @@ pub async fn accept_loop(
     ctx: Arc<ServerCtx>,
     mut shutdown: watch::Receiver<bool>,
     port: Port,
+    tls: Option<Arc<Tls>>,
 ) {
     let limit = Arc::new(Semaphore::new(ctx.config.max_connections));
     let mut tasks = tokio::task::JoinSet::new();
@@ -50,13 +56,30 @@ pub async fn accept_loop(
                 // Its own shutdown signal: the broker's, or a close through
                 // the management API.
                 let reg = ctx.connections.register(ctx.broker.next_id(), peer, local);
+                let tls = tls.clone();
                 tasks.spawn(async move {
                     let (rx, entry) = (reg.shutdown.clone(), reg.entry.clone());
+                    let stream = match tls {
+                        None => Transport::Plain(stream),
+                        Some(tls) => {
+                            let timeout = Duration::from_millis(ctx.config.ssl_handshake_timeout);
+                            match handshake(&tls, stream, peer, timeout).await {
+                                Some(t) => {
+                                    if let Some(info) = t.tls_info() {
+                                        entry.set_tls(info);
+                                    }
+                                    t
+                                }
+                                None => return,
+                            }
+                        }
+                    };
+                    let mut stream = stream;
                     if port == Port::Stream {
                         crate::stream::connection::serve(stream, peer, ctx, rx, entry).await;
                     } else {
                         // Both AMQP protocols share the port: the header decides.
-                        match sniff::sniff(&stream, HANDSHAKE_TIMEOUT).await {
+                        match sniff::sniff(&mut stream, HANDSHAKE_TIMEOUT).await {
                             Some(Protocol::Amqp10Sasl | Protocol::Amqp10) => {
                                 amqp10::connection::serve(stream, peer, ctx, rx, entry).await
                             }
@@ -84,4 +107,35 @@ pub async fn accept_loop(
         while tasks.join_next().await.is_some() {}
     })
     .await;
+}
+
+/// The TLS handshake with a newly accepted client, within `timeout`. A
+/// failure is logged once with the peer's address and what went wrong
+/// (a plain-text client, an unknown CA, an expired certificate...); the
+/// socket and its buffers go with the task.
+pub async fn handshake(
+    tls: &Tls,
+    tcp: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
+    timeout: Duration,
+) -> Option<Transport> {
+    let session = match tls.session() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(peer = %peer, "cannot start a TLS session: {e}");
+            return None;
+        }
+    };
+    let mut io = Box::new(TlsIo::new(tcp, session));
+    match tokio::time::timeout(timeout, io.handshake()).await {
+        Ok(Ok(())) => Some(Transport::Tls(io)),
+        Ok(Err(e)) => {
+            tracing::warn!(peer = %peer, "TLS handshake failed: {e}");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(peer = %peer, "TLS handshake timed out after {} ms", timeout.as_millis());
+            None
+        }
+    }
 }

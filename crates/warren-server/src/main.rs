@@ -1,6 +1,7 @@
 //! `warren`: the broker binary. Parses flags and configuration, starts the
-//! broker, and shuts it down cleanly on SIGTERM or Ctrl-C (open connections
-//! get connection.close 320 CONNECTION_FORCED).
+//! broker, reloads its TLS certificates on SIGHUP, and shuts it down
+//! cleanly on SIGTERM or Ctrl-C (open connections get connection.close 320
+//! CONNECTION_FORCED).
 
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
@@ -39,6 +40,7 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(1);
         }
     };
+    reload_on_sighup(running.ctx.clone());
     stop.await;
     tracing::info!("shutting down");
     running.shutdown().await;
@@ -92,6 +94,25 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
         }
     }
 }
+
+/// SIGHUP reads the TLS certificate, key and CA files again (new
+/// connections get them; open ones keep theirs).
+#[cfg(unix)]
+fn reload_on_sighup(ctx: std::sync::Arc<warren_server::ServerCtx>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        return;
+    };
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            tracing::info!("SIGHUP: reloading TLS certificates");
+            let _ = ctx.reload_tls();
+        }
+    });
+}
+
+#[cfg(not(unix))]
+fn reload_on_sighup(_ctx: std::sync::Arc<warren_server::ServerCtx>) {}
 
 #[cfg(not(unix))]
 fn shutdown_signal() -> impl std::future::Future<Output = ()> {

@@ -7,6 +7,8 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 use warren_amqp10::{AMQP_HEADER, SASL_HEADER};
 
+use crate::transport::Transport;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Protocol {
     /// AMQP 1.0 with a SASL layer first.
@@ -18,37 +20,58 @@ pub enum Protocol {
     Amqp091,
 }
 
+/// The first byte of a TLS record carrying a handshake (RFC 8446 §5.1).
+const TLS_HANDSHAKE_RECORD: u8 = 0x16;
+
 /// Wait (at most `timeout`) for the first 8 bytes and classify them.
 /// None if the peer went away or stayed silent.
-pub async fn sniff(stream: &TcpStream, timeout: Duration) -> Option<Protocol> {
-    let deadline = tokio::time::Instant::now() + timeout;
+pub async fn sniff(stream: &mut Transport, timeout: Duration) -> Option<Protocol> {
     let mut head = [0u8; 8];
+    let n = stream.peek_head(&mut head, timeout).await?;
+    if n < 8 && could_be_header(&head[..n]) {
+        return None;
+    }
+    if head[0] == TLS_HANDSHAKE_RECORD && stream.tls_info().is_none() {
+        tracing::info!(
+            peer = ?stream.tcp().peer_addr().ok(),
+            "a TLS handshake on a plain AMQP listener: refused (the TLS port is a different one)"
+        );
+    }
+    Some(if n == 8 && &head == SASL_HEADER {
+        Protocol::Amqp10Sasl
+    } else if n == 8 && &head == AMQP_HEADER {
+        Protocol::Amqp10
+    } else {
+        Protocol::Amqp091
+    })
+}
+
+/// Could these bytes begin a 1.0 header? (Anything else is settled at once.)
+pub fn could_be_header(got: &[u8]) -> bool {
+    AMQP_HEADER.starts_with(got) || SASL_HEADER.starts_with(got)
+}
+
+/// The first bytes on a plain socket, without consuming them: all 8, or
+/// fewer that can no longer be a 1.0 header. None if the peer went away or
+/// stayed silent.
+pub async fn peek(stream: &TcpStream, head: &mut [u8; 8], timeout: Duration) -> Option<usize> {
+    let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        let n = tokio::time::timeout_at(deadline, stream.peek(&mut head))
+        let n = tokio::time::timeout_at(deadline, stream.peek(head))
             .await
             .ok()?
             .ok()?;
         if n == 0 {
             return None;
         }
-        if n >= 8 {
-            break;
-        }
         // A header split across segments: the rest is on its way. (peek
         // leaves the socket readable, so waiting on readiness would spin.)
-        if !AMQP_HEADER.starts_with(&head[..n]) && !SASL_HEADER.starts_with(&head[..n]) {
-            return Some(Protocol::Amqp091);
+        if n >= 8 || !could_be_header(&head[..n]) {
+            return Some(n);
         }
         if tokio::time::Instant::now() >= deadline {
             return None;
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    Some(if &head == SASL_HEADER {
-        Protocol::Amqp10Sasl
-    } else if &head == AMQP_HEADER {
-        Protocol::Amqp10
-    } else {
-        Protocol::Amqp091
-    })
 }

@@ -124,6 +124,9 @@ enum Command {
     ExportDefinitions { file: String },
     /// Load definitions from FILE ("-": standard input).
     ImportDefinitions { file: String },
+    /// Read the TLS certificate, key and CA files again (as SIGHUP does):
+    /// new connections get them, open ones keep theirs.
+    ReloadTls,
 }
 
 fn main() -> ExitCode {
@@ -272,6 +275,7 @@ fn run(cli: &Cli, api: &Api) -> Result<(), CtlError> {
                 json!({"exchange": exchange, "write": write, "read": read}),
             )
         }
+        Command::ReloadTls => api.post("/api/tls/reload", json!({})),
         Command::ClearTopicPermissions { user, exchange } => {
             let path = format!("/api/topic-permissions/{v}/{}", vh(user));
             match exchange {

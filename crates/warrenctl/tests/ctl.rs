@@ -37,7 +37,7 @@ async fn ctl(port: u16, args: &[&str]) -> (i32, String, String) {
 #[tokio::test(flavor = "multi_thread")]
 async fn warrenctl_manages_a_broker_over_http() {
     let (running, dir) = broker().await;
-    let port = running.http_addr.port();
+    let port = running.http_addr.unwrap().port();
     assert_eq!(ctl(port, &["add_vhost", "shop"]).await.0, 0);
     assert_eq!(ctl(port, &["add_user", "clerk", "pw"]).await.0, 0);
     assert_eq!(ctl(port, &["set_user_tags", "clerk", "management"]).await.0, 0);
@@ -79,7 +79,10 @@ async fn warrenctl_manages_a_broker_over_http() {
     assert_eq!(out.trim(), r#"[{"name":"orders"}]"#);
     // A consumer (a real client's), listed by list_consumers and
     // list_channels.
-    let uri = format!("amqp://guest:guest@127.0.0.1:{}/shop", running.amqp_addr.port());
+    let uri = format!(
+        "amqp://guest:guest@127.0.0.1:{}/shop",
+        running.amqp_addr.unwrap().port()
+    );
     let conn = lapin::Connection::connect(&uri, Default::default())
         .await
         .unwrap();
@@ -197,7 +200,7 @@ async fn warrenctl_manages_a_broker_over_http() {
 #[tokio::test(flavor = "multi_thread")]
 async fn warrenctl_sets_lists_and_clears_topic_permissions() {
     let (running, dir) = broker().await;
-    let port = running.http_addr.port();
+    let port = running.http_addr.unwrap().port();
     let ok = |r: (i32, String, String)| {
         assert_eq!(r.0, 0, "{}", r.2);
         r.1

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 use warren_amqp091::frame::{write_heartbeat, write_method};
 use warren_amqp091::methods::*;
@@ -25,6 +24,7 @@ use super::channel::{self, Channel, ChannelState};
 use super::error::{AmqpError, Result};
 use super::outbox::Outbox;
 use super::{consume, handshake, publish};
+use crate::transport::Transport;
 use crate::ServerCtx;
 
 /// Stop reading while this much output waits for the socket.
@@ -171,7 +171,7 @@ impl Conn {
 struct Driver {
     conn: Conn,
     channels: HashMap<u16, Channel>,
-    stream: TcpStream,
+    stream: Transport,
     rbuf: BytesMut,
     /// How much room the next read offers: grows while reads fill it, so an
     /// idle connection keeps small buffers and a busy one reads in bulk.
@@ -191,7 +191,7 @@ struct Driver {
 }
 
 pub async fn serve(
-    stream: TcpStream,
+    stream: Transport,
     peer: SocketAddr,
     ctx: Arc<ServerCtx>,
     mut shutdown: watch::Receiver<bool>,
@@ -313,7 +313,7 @@ impl Driver {
                         tokio::task::yield_now().await;
                     }
                 }
-                w = self.stream.writable(), if !self.conn.wbuf.is_empty() => {
+                w = self.stream.writable(), if !self.conn.wbuf.is_empty() || self.stream.wants_write() => {
                     w?;
                     self.try_write()?;
                 }
@@ -374,6 +374,11 @@ impl Driver {
     }
 
     fn try_write(&mut self) -> std::io::Result<()> {
+        // TLS records of earlier writes go first.
+        match self.stream.flush_pending() {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
+            r => r?,
+        }
         while !self.conn.wbuf.is_empty() {
             match self.stream.try_write(&self.conn.wbuf) {
                 Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
@@ -395,7 +400,7 @@ impl Driver {
 
     async fn flush_all(&mut self) -> std::io::Result<()> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
-        while !self.conn.wbuf.is_empty() {
+        while !self.conn.wbuf.is_empty() || self.stream.wants_write() {
             match tokio::time::timeout_at(deadline, self.stream.writable()).await {
                 Ok(r) => r?,
                 Err(_) => break,

@@ -1,5 +1,5 @@
-//! The connection class (0-9-1 §1.4.2): start, start-ok (PLAIN or AMQPLAIN
-//! login), tune, tune-ok, open, and close in either direction. Limits
+//! The connection class (0-9-1 §1.4.2): start, start-ok (the login, by
+//! the mechanisms `sasl.rs` offers: PLAIN, AMQPLAIN, EXTERNAL), tune, tune-ok, open, and close in either direction. Limits
 //! follow RabbitMQ: a client may lower frame_max and channel_max but not
 //! raise them or ask for "no limit" (0), and frame_max may not go under
 //! 4096.
@@ -12,8 +12,7 @@ use super::connection::{Conn, Phase};
 use super::error::{AmqpError, Result};
 use crate::connections::Login;
 use crate::definitions::table_to_json;
-
-const MECHANISMS: &str = "PLAIN AMQPLAIN";
+use crate::sasl::Proto;
 
 fn longstr(s: &str) -> FieldValue {
     FieldValue::LongStr(Bytes::copy_from_slice(s.as_bytes()))
@@ -48,49 +47,19 @@ pub fn server_properties(cluster_name: &str) -> FieldTable {
 }
 
 pub fn send_start(conn: &mut Conn) {
-    let cluster = format!("warren@{}", conn.ctx.config.amqp_listen);
+    let cluster = crate::amqp10::management::NODE;
+    let mechanisms = crate::sasl::offered(&conn.ctx, Proto::Amqp091, conn.entry.tls()).join(" ");
     conn.send(
         0,
         ConnectionStart {
             version_major: 0,
             version_minor: 9,
-            server_properties: server_properties(&cluster),
-            mechanisms: Bytes::from_static(MECHANISMS.as_bytes()),
+            server_properties: server_properties(cluster),
+            mechanisms: Bytes::from(mechanisms),
             locales: Bytes::from_static(b"en_US"),
         },
     );
     conn.phase = Phase::StartOk;
-}
-
-/// Username and password from a start-ok response.
-fn credentials(mechanism: &[u8], response: &Bytes) -> Option<(String, String)> {
-    match mechanism {
-        // RFC 4616: [authzid] NUL authcid NUL passwd
-        b"PLAIN" => {
-            let mut parts = response.split(|b| *b == 0);
-            let _authzid = parts.next()?;
-            let user = parts.next()?;
-            let pass = parts.next()?;
-            Some((
-                String::from_utf8(user.to_vec()).ok()?,
-                String::from_utf8(pass.to_vec()).ok()?,
-            ))
-        }
-        // A field table's entries, without the table's length prefix.
-        b"AMQPLAIN" => {
-            let mut framed = Vec::with_capacity(response.len() + 4);
-            framed.extend_from_slice(&(response.len() as u32).to_be_bytes());
-            framed.extend_from_slice(response);
-            let t = FieldTable::decode_from(Bytes::from(framed)).ok()?;
-            let get = |k: &str| {
-                t.get(k)
-                    .and_then(|v| v.as_bytes())
-                    .map(|b| String::from_utf8_lossy(b).into_owned())
-            };
-            Some((get("LOGIN")?, get("PASSWORD")?))
-        }
-        _ => None,
-    }
 }
 
 fn read_caps(conn: &mut Conn, client_properties: &FieldTable) {
@@ -196,19 +165,14 @@ pub fn connection_method(conn: &mut Conn, m: Method) -> Result<()> {
 
 fn start_ok(conn: &mut Conn, ok: ConnectionStartOk) -> Result<()> {
     read_caps(conn, &ok.client_properties);
-    let loopback = conn.peer.ip().is_loopback();
-    let login = credentials(&ok.mechanism, &ok.response);
-    let result = match &login {
-        Some((user, pass)) => conn
-            .ctx
-            .broker
-            .authenticate(user, pass, loopback)
-            .map_err(|e| (e.to_string(), user.clone())),
-        None => Err((
-            format!("unknown authentication mechanism '{}'", ok.mechanism),
-            String::new(),
-        )),
-    };
+    let result = crate::sasl::login(
+        &conn.ctx,
+        Proto::Amqp091,
+        &ok.mechanism.to_string(),
+        &ok.response,
+        conn.peer,
+        conn.entry.tls(),
+    );
     match result {
         Ok(user) => {
             conn.user = Some(user);
@@ -229,8 +193,7 @@ fn start_ok(conn: &mut Conn, ok: ConnectionStartOk) -> Result<()> {
             conn.phase = Phase::TuneOk;
             Ok(())
         }
-        Err((why, user)) => {
-            tracing::warn!(peer = %conn.peer, user = %user, "login refused: {why}");
+        Err(_) => {
             if conn.caps.authentication_failure_close {
                 // Past start-ok the client understands connection.close.
                 conn.phase = Phase::TuneOk;
@@ -252,24 +215,6 @@ fn start_ok(conn: &mut Conn, ok: ConnectionStartOk) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn plain_and_amqplain_credentials() {
-        let plain = Bytes::from_static(b"\0guest\0secret");
-        assert_eq!(
-            credentials(b"PLAIN", &plain),
-            Some(("guest".into(), "secret".into()))
-        );
-        let mut t = FieldTable::new();
-        t.insert("LOGIN", "bob".into());
-        t.insert("PASSWORD", "pw".into());
-        let mut b = bytes::BytesMut::new();
-        t.encode(&mut b);
-        let body = Bytes::copy_from_slice(&b[4..]);
-        assert_eq!(credentials(b"AMQPLAIN", &body), Some(("bob".into(), "pw".into())));
-        assert_eq!(credentials(b"EXTERNAL", &plain), None);
-        assert_eq!(credentials(b"PLAIN", &Bytes::from_static(b"nonul")), None);
-    }
 
     #[test]
     fn negotiation_follows_rabbitmq() {

@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
 use warren_amqp10::frame::{write_frame, write_heartbeat, FrameType, MIN_MAX_FRAME_SIZE};
 use warren_amqp10::messaging::{self, Outcome};
@@ -162,7 +161,7 @@ impl SyncWaiter for SyncWake {
 }
 
 struct Conn {
-    stream: TcpStream,
+    stream: crate::transport::Transport,
     peer: SocketAddr,
     /// Its entry in the connection registry (management API).
     entry: Arc<crate::connections::Entry>,
@@ -205,7 +204,7 @@ struct Conn {
 }
 
 pub async fn serve(
-    stream: TcpStream,
+    stream: crate::transport::Transport,
     peer: SocketAddr,
     ctx: Arc<ServerCtx>,
     mut shutdown: watch::Receiver<bool>,
@@ -299,6 +298,8 @@ impl Conn {
     async fn flush(&mut self) -> std::io::Result<()> {
         if !self.wbuf.is_empty() {
             self.stream.write_all(&self.wbuf).await?;
+            // Over TLS the last records may still wait for the socket.
+            self.stream.flush().await?;
             self.entry.count_send(self.wbuf.len());
             self.wbuf.clear();
             self.last_sent = Instant::now();
@@ -319,15 +320,13 @@ impl Conn {
             return Ok(None);
         };
         let anonymous = self.ctx.config.amqp10_anonymous;
-        let loopback = self.peer.ip().is_loopback();
         let mut auth_mechanism = "none".to_string();
         let user = if &h == SASL_HEADER {
             self.wbuf.extend_from_slice(SASL_HEADER);
-            let mut mechs = vec!["PLAIN".to_string()];
-            if anonymous {
-                mechs.push("ANONYMOUS".into());
-            }
-            let m = Sasl::Mechanisms(mechs).to_value().to_bytes();
+            let mechs = crate::sasl::offered(&self.ctx, crate::sasl::Proto::Amqp10, self.entry.tls());
+            let m = Sasl::Mechanisms(mechs.into_iter().map(String::from).collect())
+                .to_value()
+                .to_bytes();
             write_frame(&mut self.wbuf, FrameType::Sasl, 0, &[&m]);
             if self.flush().await.is_err() {
                 return Ok(None);
@@ -343,7 +342,7 @@ impl Conn {
                     initial_response,
                     ..
                 } => {
-                    let user = self.authenticate(&mechanism, initial_response.as_deref(), loopback);
+                    let user = self.authenticate(&mechanism, initial_response.as_deref());
                     auth_mechanism = mechanism;
                     user
                 }
@@ -356,7 +355,6 @@ impl Conn {
                 return Ok(None);
             }
             let Some(user) = user else {
-                tracing::info!(peer = %self.peer, "AMQP 1.0 login refused");
                 return Ok(None);
             };
             let Ok(h) = self.header().await else {
@@ -370,7 +368,7 @@ impl Conn {
             user
         } else if anonymous {
             // No SASL layer: allowed only where anonymous logins are.
-            match self.authenticate("ANONYMOUS", None, loopback) {
+            match self.authenticate("ANONYMOUS", None) {
                 Some(u) => u,
                 None => return Ok(None),
             }
@@ -458,24 +456,11 @@ impl Conn {
         Ok(Some(user))
     }
 
-    fn authenticate(&self, mechanism: &str, response: Option<&[u8]>, loopback: bool) -> Option<User> {
-        let broker = &self.ctx.broker;
-        match mechanism {
-            "PLAIN" => {
-                // RFC 4616: authzid NUL authcid NUL passwd.
-                let r = response?;
-                let mut parts = r.split(|&b| b == 0);
-                let _authzid = parts.next()?;
-                let user = std::str::from_utf8(parts.next()?).ok()?;
-                let pass = std::str::from_utf8(parts.next()?).ok()?;
-                broker.authenticate(user, pass, loopback).ok()
-            }
-            "ANONYMOUS" if self.ctx.config.amqp10_anonymous => broker
-                .users()
-                .into_iter()
-                .find(|u| u.name == self.ctx.config.default_user),
-            _ => None,
-        }
+    /// A SASL login (refusals are logged and counted there).
+    fn authenticate(&self, mechanism: &str, response: Option<&[u8]>) -> Option<User> {
+        let proto = crate::sasl::Proto::Amqp10;
+        let response = response.unwrap_or_default();
+        crate::sasl::login(&self.ctx, proto, mechanism, response, self.peer, self.entry.tls()).ok()
     }
 
     async fn run(&mut self, shutdown: &mut watch::Receiver<bool>) -> Result<(), Fatal> {

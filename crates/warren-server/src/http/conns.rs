@@ -19,10 +19,11 @@ use crate::amqp10::management::NODE;
 use crate::connections::Entry;
 use crate::ServerCtx;
 
-/// A connection object with RabbitMQ's fields. TLS is not served yet, so
-/// `ssl` is false and the certificate fields are null, as RabbitMQ shows a
-/// plain connection; Erlang's own counters (reductions, garbage
-/// collection) have no counterpart and are left out.
+/// A connection object with RabbitMQ's fields: on a TLS connection `ssl`
+/// is true with the session's protocol, cipher and the client
+/// certificate's subject, issuer and validity (null without one); Erlang's
+/// own counters (reductions, garbage collection) have no counterpart and
+/// are left out.
 pub(super) fn connection_json(e: &Entry) -> Value {
     let login = e.login();
     let l = login.as_deref();
@@ -63,6 +64,18 @@ pub(super) fn connection_json(e: &Entry) -> Value {
         "send_cnt": e.send_cnt.load(Relaxed),
         "send_pend": 0,
     });
+    if let Some(t) = e.tls() {
+        v["ssl"] = true.into();
+        v["ssl_protocol"] = t.protocol.clone().into();
+        v["ssl_key_exchange"] = t.key_exchange.clone().into();
+        v["ssl_cipher"] = t.cipher.clone().into();
+        v["ssl_hash"] = t.hash.clone().into();
+        if let Some(p) = &t.peer {
+            v["peer_cert_subject"] = p.subject.clone().into();
+            v["peer_cert_issuer"] = p.issuer.clone().into();
+            v["peer_cert_validity"] = p.validity.clone().into();
+        }
+    }
     if let Some(id) = l.and_then(|l| l.container_id.as_deref()) {
         v["container_id"] = id.into();
     }

@@ -26,13 +26,11 @@ fn failed(v: Value) -> Response {
 
 /// The node's listeners as RabbitMQ names their protocols, with ports.
 pub fn listeners(ctx: &ServerCtx) -> Vec<(&'static str, u16)> {
-    let l = &ctx.listeners;
-    vec![
-        ("amqp", l.amqp.port()),
-        ("stream", l.stream.port()),
-        ("http", l.http.port()),
-        ("http/prometheus", l.prometheus.port()),
-    ]
+    ctx.listeners
+        .named()
+        .into_iter()
+        .map(|(n, a)| (n, a.port()))
+        .collect()
 }
 
 /// `/api/health/checks/port-listener/{port}`.
@@ -60,6 +58,10 @@ fn protocol_name(asked: &str) -> &str {
         "http" | "management" => "http",
         "http/prometheus" => "http/prometheus",
         "stream" => "stream",
+        "amqps" | "amqp/ssl" | "amqp091/ssl" | "amqp10/ssl" => "amqp/ssl",
+        "https" | "management/ssl" => "https",
+        "streams" | "stream/ssl" => "stream/ssl",
+        "https/prometheus" => "https/prometheus",
         _ => asked,
     }
 }
@@ -94,19 +96,62 @@ pub async fn single_node(_who: Authed) -> Response {
     ok(json!({"status": "ok", "reason": "single node cluster"}))
 }
 
-/// `/api/health/checks/certificate-expiration/{within}/{unit}`: no TLS
-/// listener, so no certificate expires.
+/// `/api/health/checks/certificate-expiration/{within}/{unit}`: fails
+/// when the TLS listeners' certificate expires within that time (never,
+/// without TLS).
 pub async fn certificate_expiration(
+    State(ctx): State<Arc<ServerCtx>>,
     _who: Authed,
     Path((within, unit)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    if !matches!(unit.as_str(), "days" | "weeks" | "months" | "years") {
-        return Err(ApiError::BadRequest(
-            "Time unit not recognised. Supported units: days, weeks, months, years.".into(),
-        ));
+    let day = 86_400i64;
+    let per = match unit.as_str() {
+        "days" => day,
+        "weeks" => 7 * day,
+        "months" => 30 * day,
+        "years" => 365 * day,
+        _ => {
+            return Err(ApiError::BadRequest(
+                "Time unit not recognised. Supported units: days, weeks, months, years.".into(),
+            ))
+        }
+    };
+    let within: i64 = within
+        .parse::<u32>()
+        .map_err(|_| ApiError::BadRequest("Invalid expiration value.".into()))?
+        .into();
+    let Some(tls) = &ctx.tls else {
+        return Ok(ok(json!({"status": "ok"})));
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    if tls.not_after() > now.saturating_add(within * per) {
+        return Ok(ok(json!({"status": "ok"})));
     }
-    within
-        .parse::<u64>()
-        .map_err(|_| ApiError::BadRequest("Invalid expiration value.".into()))?;
-    Ok(ok(json!({"status": "ok"})))
+    let certfile = tls.opts.certfile.as_ref().map(|p| p.display().to_string());
+    let cacertfile = tls.opts.cacertfile.as_ref().map(|p| p.display().to_string());
+    let expired: Vec<Value> = ctx
+        .listeners
+        .named()
+        .into_iter()
+        .filter(|(p, _)| p.contains("ssl") || p.starts_with("https"))
+        .map(|(protocol, a)| {
+            json!({"node": crate::amqp10::management::NODE, "protocol": protocol,
+                   "interface": a.ip().to_string(), "port": a.port(),
+                   "certfile": certfile, "cacertfile": cacertfile,
+                   "expiry_date": tls.not_after()})
+        })
+        .collect();
+    Ok(failed(
+        json!({"status": "failed", "reason": "Certificates expiring", "expired": expired}),
+    ))
+}
+
+/// `POST /api/tls/reload` (Warren's; `warrenctl reload_tls`): read the TLS
+/// certificate, key and CA files again, as SIGHUP does.
+pub async fn reload_tls(State(ctx): State<Arc<ServerCtx>>, who: Authed) -> Result<Response, ApiError> {
+    who.admin()?;
+    ctx.reload_tls().map_err(ApiError::BadRequest)?;
+    Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -111,6 +111,30 @@ async fn totals(State(ctx): State<Arc<ServerCtx>>) -> impl IntoResponse {
         b.alarms.disk_free_limit(),
     );
     global_counters(&mut out, &b.messages);
+    // rabbitmq_prometheus's auth_attempt_metrics, summed over protocols.
+    let auth = &ctx.auth;
+    let n = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    metric(
+        &mut out,
+        "rabbitmq_auth_attempts_total",
+        "counter",
+        "Total number of authentication attempts",
+        n(&auth.attempts),
+    );
+    metric(
+        &mut out,
+        "rabbitmq_auth_attempts_succeeded_total",
+        "counter",
+        "Total number of successful authentication attempts",
+        n(&auth.succeeded),
+    );
+    metric(
+        &mut out,
+        "rabbitmq_auth_attempts_failed_total",
+        "counter",
+        "Total number of failed authentication attempts",
+        n(&auth.failed),
+    );
     // RabbitMQ's Grafana dashboards join every series on this one.
     let _ = writeln!(
         out,
@@ -227,7 +251,7 @@ async fn per_object(State(ctx): State<Arc<ServerCtx>>) -> impl IntoResponse {
 
 /// Serve the metrics on `listener` until shutdown.
 pub async fn serve(
-    listener: tokio::net::TcpListener,
+    listener: super::listener::HttpListener,
     ctx: Arc<ServerCtx>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {

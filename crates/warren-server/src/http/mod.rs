@@ -23,6 +23,7 @@ mod conns;
 mod defs;
 mod error;
 mod health;
+pub mod listener;
 mod message_stats;
 mod messages;
 pub mod metrics;
@@ -39,8 +40,9 @@ use std::sync::Arc;
 
 use axum::extract::Request;
 use axum::routing::get;
+use axum::serve::ListenerExt;
 use axum::{Router, ServiceExt};
-use tokio::net::TcpListener;
+use listener::HttpListener;
 use tokio::sync::watch;
 use tower_http::normalize_path::NormalizePathLayer;
 use tower_layer::Layer;
@@ -85,6 +87,7 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
         .route("/api/nodes/{name}", get(overview::node))
         .route("/api/cluster-name", get(overview::cluster_name))
         .route("/api/extensions", get(overview::extensions))
+        .route("/api/tls/reload", axum::routing::post(health::reload_tls))
         .route("/api/auth", get(overview::auth))
         .route("/api/parameters", get(params::none))
         .route("/api/parameters/{component}", get(params::none))
@@ -230,7 +233,7 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
 }
 
 /// Serve the API on `listener` until shutdown.
-pub async fn serve(listener: TcpListener, ctx: Arc<ServerCtx>, mut shutdown: watch::Receiver<bool>) {
+pub async fn serve(listener: HttpListener, ctx: Arc<ServerCtx>, mut shutdown: watch::Receiver<bool>) {
     // RabbitMQ (cowboy) serves `/api/queues/` as `/api/queues`, and tools
     // call it so; the path is trimmed before routing, which axum's own
     // layers (applied after the route is chosen) cannot do.
@@ -239,6 +242,9 @@ pub async fn serve(listener: TcpListener, ctx: Arc<ServerCtx>, mut shutdown: wat
     let stop = async move {
         let _ = shutdown.changed().await;
     };
+    // tap_io: axum hands a listener's own address type to ConnectInfo
+    // only through its TapIo wrapper.
+    let listener = listener.tap_io(|_: &mut crate::transport::Transport| {});
     if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
         tracing::error!("management HTTP listener failed: {e}");
     }

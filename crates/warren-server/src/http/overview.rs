@@ -65,20 +65,11 @@ pub async fn overview(State(ctx): State<Arc<ServerCtx>>, who: Authed) -> Json<Va
         .into_iter()
         .filter(|e| e.login().is_some_and(|l| who.may_see(&l.vhost)))
         .collect();
-    let ip = |protocol: &str| {
-        let l = &ctx.listeners;
-        match protocol {
-            "amqp" => l.amqp,
-            "stream" => l.stream,
-            "http" => l.http,
-            _ => l.prometheus,
-        }
-        .ip()
-        .to_string()
-    };
-    let listeners: Vec<Value> = super::health::listeners(&ctx)
+    let listeners: Vec<Value> = ctx
+        .listeners
+        .named()
         .into_iter()
-        .map(|(protocol, port)| json!({"node": NODE, "protocol": protocol, "ip_address": ip(protocol), "port": port}))
+        .map(|(protocol, a)| json!({"node": NODE, "protocol": protocol, "ip_address": a.ip().to_string(), "port": a.port()}))
         .collect();
     Json(json!({
         "management_version": RABBITMQ_VERSION,

@@ -115,11 +115,13 @@ impl Conn {
             .stream_advertised_host
             .clone()
             .unwrap_or_else(|| self.local.ip().to_string());
-        let port = self
-            .ctx
-            .config
-            .stream_advertised_port
-            .unwrap_or(self.local.port());
+        // A TLS client is told the TLS port (stream.advertised_tls_port).
+        let configured = if self.entry.tls().is_some() {
+            self.ctx.config.stream_advertised_tls_port
+        } else {
+            self.ctx.config.stream_advertised_port
+        };
+        let port = configured.unwrap_or(self.local.port());
         (host, port as u32)
     }
 

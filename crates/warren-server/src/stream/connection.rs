@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
 use warren_core::queue::StreamWaiter;
 use warren_core::{Access, Grant, Resource, User, VHost};
@@ -117,7 +116,7 @@ impl From<CodecError> for Stop {
 }
 
 pub struct Conn {
-    pub(super) stream: TcpStream,
+    pub(super) stream: crate::transport::Transport,
     pub(super) peer: SocketAddr,
     pub(super) local: SocketAddr,
     /// Its entry in the connection registry (management API).
@@ -153,7 +152,7 @@ pub struct Conn {
 }
 
 pub async fn serve(
-    stream: TcpStream,
+    stream: crate::transport::Transport,
     peer: SocketAddr,
     ctx: Arc<ServerCtx>,
     mut shutdown: watch::Receiver<bool>,
@@ -238,6 +237,8 @@ impl Conn {
     pub(super) async fn flush(&mut self) -> Result<(), Stop> {
         if !self.wbuf.is_empty() {
             self.stream.write_all(&self.wbuf).await.map_err(|_| Stop::Gone)?;
+            // Over TLS the last records may still wait for the socket.
+            self.stream.flush().await.map_err(|_| Stop::Gone)?;
             self.entry.count_send(self.wbuf.len());
             self.wbuf.clear();
             self.last_sent = Instant::now();
@@ -262,6 +263,7 @@ impl Conn {
     async fn open(&mut self) -> Result<(), Stop> {
         // What the client says of itself, for the management API.
         let mut client_properties = serde_json::Map::new();
+        let mut auth_mechanism = String::from("PLAIN");
         loop {
             let f = self.frame().await?;
             match Command::decode(f)? {
@@ -285,9 +287,12 @@ impl Conn {
                     );
                 }
                 Command::SaslHandshake { correlation_id } => {
+                    let mechs = crate::sasl::offered(&self.ctx, crate::sasl::Proto::Stream, self.entry.tls());
                     let mut rest = BytesMut::new();
-                    rest.put_i32(1);
-                    put_string(&mut rest, "PLAIN");
+                    rest.put_i32(mechs.len() as i32);
+                    for m in mechs {
+                        put_string(&mut rest, m);
+                    }
                     response(
                         &mut self.wbuf,
                         key::SASL_HANDSHAKE,
@@ -301,7 +306,18 @@ impl Conn {
                     mechanism,
                     data,
                 } => {
-                    if mechanism != "PLAIN" {
+                    let offered =
+                        crate::sasl::offered(&self.ctx, crate::sasl::Proto::Stream, self.entry.tls());
+                    if !offered.contains(&mechanism.as_str()) {
+                        tracing::warn!(peer = %self.peer, mechanism = %mechanism, "stream login refused: mechanism not offered");
+                        self.ctx
+                            .auth
+                            .attempts
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        self.ctx
+                            .auth
+                            .failed
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         self.respond(
                             key::SASL_AUTHENTICATE,
                             correlation_id,
@@ -310,21 +326,12 @@ impl Conn {
                         self.flush().await?;
                         return Err(Stop::Gone);
                     }
-                    // RFC 4616: authzid NUL authcid NUL passwd.
-                    let mut parts = data.split(|&b| b == 0);
-                    let _authzid = parts.next();
-                    let user = parts
-                        .next()
-                        .and_then(|u| std::str::from_utf8(u).ok())
-                        .unwrap_or("");
-                    let pass = parts
-                        .next()
-                        .and_then(|p| std::str::from_utf8(p).ok())
-                        .unwrap_or("");
-                    let loopback = self.peer.ip().is_loopback();
-                    match self.ctx.broker.authenticate(user, pass, loopback) {
+                    let proto = crate::sasl::Proto::Stream;
+                    match crate::sasl::login(&self.ctx, proto, &mechanism, &data, self.peer, self.entry.tls())
+                    {
                         Ok(u) => {
                             self.user = Some(u);
+                            auth_mechanism = mechanism;
                             self.respond(key::SASL_AUTHENTICATE, correlation_id, code::OK);
                             Command::Tune {
                                 frame_max: self.ctx.config.stream_frame_max,
@@ -333,8 +340,7 @@ impl Conn {
                             .encode(&mut self.wbuf);
                         }
                         Err(e) => {
-                            tracing::info!(peer = %self.peer, "stream login refused: {e}");
-                            let c = if e.to_string().contains("loopback") {
+                            let c = if e.why.contains("via localhost") {
                                 code::AUTHENTICATION_FAILURE_LOOPBACK
                             } else {
                                 code::AUTHENTICATION_FAILURE
@@ -377,7 +383,7 @@ impl Conn {
                                 protocol: "RabbitMQ Stream",
                                 user: user.name.clone(),
                                 vhost: vhost.clone(),
-                                auth_mechanism: "PLAIN".into(),
+                                auth_mechanism: auth_mechanism.clone(),
                                 client_properties: std::mem::take(&mut client_properties),
                                 frame_max: self.frame_max_after_open,
                                 channel_max: 0,

@@ -46,7 +46,7 @@ impl Broker {
         let data_dir = c.data_dir.clone();
         let running = warren_server::start(c).await.expect("broker starts");
         Broker {
-            port: running.amqp_addr.port(),
+            port: running.amqp_addr.unwrap().port(),
             running: Some(running),
             data_dir,
         }

@@ -12,7 +12,7 @@ use crate::common::*;
 
 impl Broker {
     pub fn http_url(&self, path: &str) -> String {
-        let port = self.running.as_ref().unwrap().http_addr.port();
+        let port = self.running.as_ref().unwrap().http_addr.unwrap().port();
         format!("http://127.0.0.1:{port}{path}")
     }
 
@@ -484,7 +484,7 @@ async fn prometheus_metrics_use_rabbitmqs_names() {
         .await
         .unwrap();
     }
-    let port = b.running.as_ref().unwrap().prometheus_addr.port();
+    let port = b.running.as_ref().unwrap().prometheus_addr.unwrap().port();
     let get = |path: &'static str| async move {
         let r = within(Client::new().get(format!("http://127.0.0.1:{port}{path}")).send())
             .await

@@ -15,7 +15,7 @@ use crate::common::*;
 
 impl Broker {
     pub fn stream_port(&self) -> u16 {
-        self.running.as_ref().unwrap().stream_addr.port()
+        self.running.as_ref().unwrap().stream_addr.unwrap().port()
     }
 
     pub async fn stream_env(&self) -> Environment {
