@@ -51,6 +51,9 @@ pub struct AuthStats {
 pub struct Refused {
     pub user: String,
     pub why: String,
+    /// The mechanism is not offered on this connection (the stream
+    /// protocol answers that with its own code).
+    pub unsupported: bool,
 }
 
 /// The mechanisms offered on this connection, in configured order.
@@ -121,12 +124,13 @@ fn attempt(
     let refused = |user: &str, why: String| Refused {
         user: user.into(),
         why,
+        unsupported: false,
     };
     if !offered(ctx, proto, tls).contains(&mechanism) {
-        return Err(refused(
-            "",
-            format!("authentication mechanism '{mechanism}' not offered"),
-        ));
+        return Err(Refused {
+            unsupported: true,
+            ..refused("", format!("authentication mechanism '{mechanism}' not offered"))
+        });
     }
     let loopback = peer.ip().is_loopback();
     let broker = &ctx.broker;

@@ -31,7 +31,7 @@ pub async fn sniff(stream: &mut Transport, timeout: Duration) -> Option<Protocol
     if n < 8 && could_be_header(&head[..n]) {
         return None;
     }
-    if head[0] == TLS_HANDSHAKE_RECORD && stream.tls_info().is_none() {
+    if head[0] == TLS_HANDSHAKE_RECORD && matches!(stream, Transport::Plain(_)) {
         tracing::info!(
             peer = ?stream.tcp().peer_addr().ok(),
             "a TLS handshake on a plain AMQP listener: refused (the TLS port is a different one)"

@@ -306,26 +306,6 @@ impl Conn {
                     mechanism,
                     data,
                 } => {
-                    let offered =
-                        crate::sasl::offered(&self.ctx, crate::sasl::Proto::Stream, self.entry.tls());
-                    if !offered.contains(&mechanism.as_str()) {
-                        tracing::warn!(peer = %self.peer, mechanism = %mechanism, "stream login refused: mechanism not offered");
-                        self.ctx
-                            .auth
-                            .attempts
-                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        self.ctx
-                            .auth
-                            .failed
-                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        self.respond(
-                            key::SASL_AUTHENTICATE,
-                            correlation_id,
-                            code::SASL_MECHANISM_NOT_SUPPORTED,
-                        );
-                        self.flush().await?;
-                        return Err(Stop::Gone);
-                    }
                     let proto = crate::sasl::Proto::Stream;
                     match crate::sasl::login(&self.ctx, proto, &mechanism, &data, self.peer, self.entry.tls())
                     {
@@ -340,7 +320,9 @@ impl Conn {
                             .encode(&mut self.wbuf);
                         }
                         Err(e) => {
-                            let c = if e.why.contains("via localhost") {
+                            let c = if e.unsupported {
+                                code::SASL_MECHANISM_NOT_SUPPORTED
+                            } else if e.why.contains("via localhost") {
                                 code::AUTHENTICATION_FAILURE_LOOPBACK
                             } else {
                                 code::AUTHENTICATION_FAILURE

@@ -111,6 +111,17 @@ async fn amqprs_open(
     within(AmqprsConnection::open(&args)).await
 }
 
+/// guest, with PLAIN over the AMQPS port and no client certificate.
+async fn guest_over_tls(pki: &Pki, b: &Broker) -> Result<AmqprsConnection, amqprs::error::Error> {
+    amqprs_open(
+        pki,
+        b.amqps_port(),
+        None,
+        SecurityCredentials::new_plain("guest", "guest"),
+    )
+    .await
+}
+
 /// Publish one message to a fresh queue and get it back.
 async fn round_trip(conn: &AmqprsConnection, q: &str) {
     let ch = within(conn.open_channel(None)).await.unwrap();
@@ -146,14 +157,7 @@ async fn round_trip(conn: &AmqprsConnection, q: &str) {
 async fn amqp091_over_tls_with_plain_login_and_the_session_in_the_api() {
     let pki = Pki::new();
     let b = tls_broker(&pki, |_| {}).await;
-    let conn = amqprs_open(
-        &pki,
-        b.amqps_port(),
-        None,
-        SecurityCredentials::new_plain("guest", "guest"),
-    )
-    .await
-    .expect("amqprs connects over TLS");
+    let conn = guest_over_tls(&pki, &b).await.expect("amqprs connects over TLS");
     round_trip(&conn, "tls-q").await;
     let conns = connections_over_https(&b, &pki).await;
     let c = conns
@@ -209,13 +213,7 @@ async fn external_logs_in_by_certificate_cn() {
     .await;
     assert!(r.is_err(), "an unknown CN must be refused");
     // A client without a certificate is refused at the handshake.
-    let r = amqprs_open(
-        &pki,
-        b.amqps_port(),
-        None,
-        SecurityCredentials::new_plain("guest", "guest"),
-    )
-    .await;
+    let r = guest_over_tls(&pki, &b).await;
     assert!(r.is_err(), "no certificate, no connection");
     // EXTERNAL is offered only where a certificate was presented: on the
     // plain port it is not (amqprs gives up before answering).
@@ -324,14 +322,7 @@ async fn plain_clients_on_tls_ports_and_stalled_handshakes_are_dropped() {
     within(s.read_to_end(&mut buf)).await.unwrap();
     assert!(!buf.starts_with(b"HTTP/"));
     // Everyone else is still served.
-    let conn = amqprs_open(
-        &pki,
-        b.amqps_port(),
-        None,
-        SecurityCredentials::new_plain("guest", "guest"),
-    )
-    .await
-    .unwrap();
+    let conn = guest_over_tls(&pki, &b).await.unwrap();
     round_trip(&conn, "after-garbage").await;
     assert_eq!(connections_over_https(&b, &pki).await.len(), 1);
 }
@@ -340,14 +331,7 @@ async fn plain_clients_on_tls_ports_and_stalled_handshakes_are_dropped() {
 async fn reload_serves_new_certificates_to_new_connections_only() {
     let pki = Pki::new();
     let b = tls_broker(&pki, |_| {}).await;
-    let old = amqprs_open(
-        &pki,
-        b.amqps_port(),
-        None,
-        SecurityCredentials::new_plain("guest", "guest"),
-    )
-    .await
-    .unwrap();
+    let old = guest_over_tls(&pki, &b).await.unwrap();
     let subject = |s: &tokio_rustls::client::TlsStream<TcpStream>| {
         let der = s.get_ref().1.peer_certificates().unwrap()[0].clone();
         let (_, c) = x509_parser::parse_x509_certificate(&der).unwrap();
