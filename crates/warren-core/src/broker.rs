@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 use crate::alarms::Alarms;
 use crate::changes::{Change, DefinitionsLog};
 use crate::error::BrokerError;
+use crate::limits::Limits;
 use crate::permissions::{Grant, Permission};
 use crate::queue::{MemoryGauge, QueueEnv, Storage};
 use crate::stats::MessageCounters;
@@ -67,6 +68,8 @@ pub struct User {
     pub permissions: BTreeMap<String, Permission>,
     /// Topic permissions by vhost, then exchange.
     pub topic_permissions: BTreeMap<String, BTreeMap<String, TopicPermission>>,
+    /// max-connections and max-channels (see [`crate::limits`]).
+    pub limits: Limits,
 }
 
 impl User {
@@ -243,6 +246,16 @@ impl Broker {
         self.users.read().get(name).cloned()
     }
 
+    /// A user's limits (none for no such user): what a channel or
+    /// connection open checks, without copying the whole user.
+    pub fn user_limits(&self, name: &str) -> Limits {
+        self.users
+            .read()
+            .get(name)
+            .map(|u| u.limits.clone())
+            .unwrap_or_default()
+    }
+
     pub fn users(&self) -> Vec<User> {
         self.users.read().values().cloned().collect()
     }
@@ -343,6 +356,7 @@ mod tests {
             tags: vec![],
             permissions: BTreeMap::new(),
             topic_permissions: BTreeMap::new(),
+            limits: Limits::default(),
         };
         assert!(u.check_password("secret"));
         assert!(!u.check_password("Secret"));
@@ -358,6 +372,7 @@ mod tests {
             tags: vec!["administrator".into()],
             permissions: [("/".to_string(), Permission::full())].into(),
             topic_permissions: BTreeMap::new(),
+            limits: Limits::default(),
         });
         assert!(b.authenticate("guest", "guest", true).is_ok());
         assert_eq!(

@@ -16,6 +16,7 @@
 use warren_amqp091::ShortStr;
 
 use crate::exchange::Binding;
+use crate::limits::Limits;
 use crate::policy::Policy;
 use crate::vhost::{ExchangeDecl, QueueDecl};
 use crate::User;
@@ -63,6 +64,11 @@ pub enum Change<'a> {
     PolicyCleared {
         vhost: &'a str,
         name: &'a str,
+    },
+    /// A vhost's limits replaced (empty: cleared).
+    VHostLimits {
+        vhost: &'a str,
+        limits: &'a Limits,
     },
 }
 

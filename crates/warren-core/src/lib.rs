@@ -11,6 +11,7 @@ pub mod broker;
 pub mod changes;
 pub mod error;
 pub mod exchange;
+pub mod limits;
 pub mod message;
 pub mod permissions;
 pub mod policy;
@@ -21,6 +22,7 @@ pub mod vhost;
 
 pub use broker::{Broker, BrokerConfig, User};
 pub use error::BrokerError;
+pub use limits::Limits;
 pub use message::Message;
 pub use permissions::{Access, Grant, Permission, Resource};
 pub use topic_permissions::{TopicAccess, TopicGrants, TopicPermission};

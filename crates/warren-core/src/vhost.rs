@@ -13,6 +13,7 @@ use warren_amqp091::{FieldTable, FieldValue, ShortStr};
 use crate::changes::{Change, DefinitionsLog};
 use crate::error::BrokerError;
 use crate::exchange::{Binding, Destination, Exchange, ExchangeKind};
+use crate::limits::{Limits, MAX_QUEUES};
 use crate::policy::{pick, Policy};
 use crate::queue::{dead_letter, Effects, Queue, QueueEnv, QueueKind, EQUIVALENCE_ARGS};
 
@@ -29,6 +30,8 @@ struct Topology {
     /// Set once the vhost is deleted (a deletion recorded as one change):
     /// what its last users still do to it is not recorded.
     retired: bool,
+    /// max-queues and max-connections (see [`crate::limits`]).
+    limits: Limits,
 }
 
 pub struct VHost {
@@ -226,6 +229,42 @@ impl VHost {
     /// more of it.
     pub(crate) fn retire(&self) {
         self.topology.write().retired = true;
+    }
+
+    // ----- limits ----------------------------------------------------------
+
+    pub fn limits(&self) -> Limits {
+        self.topology.read().limits.clone()
+    }
+
+    /// Change the vhost's limits under its lock (so two changes to
+    /// different limits both land), recorded as its policies are. Queues
+    /// already over a new max-queues stay; only new ones are refused, as
+    /// in RabbitMQ.
+    pub fn update_limits(&self, f: impl FnOnce(&mut Limits)) {
+        let mut t = self.topology.write();
+        f(&mut t.limits);
+        let ticket = self.record(
+            &t,
+            Change::VHostLimits {
+                vhost: &self.name,
+                limits: &t.limits,
+            },
+        );
+        drop(t);
+        self.commit(ticket);
+    }
+
+    /// rabbit_vhost_limit's queue limit: counted over every queue of the
+    /// vhost, exclusive ones included.
+    fn check_queue_limit(&self, t: &Topology, name: &ShortStr) -> Result<(), BrokerError> {
+        match t.limits.reached(MAX_QUEUES, t.queues.len()) {
+            None => Ok(()),
+            Some(limit) => Err(BrokerError::PreconditionFailed(format!(
+                "cannot declare queue '{name}': queue limit in vhost '{}' ({limit}) is reached",
+                self.name
+            ))),
+        }
     }
 
     // ----- policies --------------------------------------------------------
@@ -649,6 +688,7 @@ impl VHost {
             if let Some(q) = t.queues.get(&d.name) {
                 return self.redeclare(q, &d, connection).map(|q| (q, false));
             }
+            self.check_queue_limit(&t, &d.name)?;
             Self::queue_policy(&t, &d.name, kind)
         };
         let seen = policy.1;
@@ -669,6 +709,12 @@ impl VHost {
             let existing = existing.clone();
             drop(t);
             return self.redeclare(&existing, &d, connection).map(|q| (q, false));
+        }
+        if let Err(e) = self.check_queue_limit(&t, &d.name) {
+            // Another declare took the last place while this queue was made.
+            drop(t);
+            self.destroy_queue(&q);
+            return Err(e);
         }
         t.queues.insert(d.name.clone(), q.clone());
         let ticket = if d.durable {

@@ -9,6 +9,11 @@
 //! front ends fill in the login (protocol, user, vhost) once it succeeds,
 //! count the bytes they read and write, and keep their channels' numbers
 //! (0-9-1) or session count (1.0) current for `/api/channels`.
+//!
+//! The registry also counts what RabbitMQ's limits bound: connections per
+//! vhost and per user, channels (and 1.0 sessions) per user. A login or a
+//! channel is checked against its limit and counted under one lock, so
+//! two racing opens cannot both take the last place.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -18,6 +23,54 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 use tokio::sync::watch;
+use warren_core::limits::{Limits, MAX_CHANNELS, MAX_CONNECTIONS};
+
+/// A limit that refused a connection or a channel, with the limit's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitReached {
+    VHostConnections(i64),
+    UserConnections(i64),
+    UserChannels(i64),
+}
+
+impl LimitReached {
+    /// RabbitMQ's text for the refusal (rabbit_reader's, 3.10), without
+    /// the `NOT_ALLOWED - ` its 0-9-1 reply adds.
+    pub fn text(&self, user: &str, vhost: &str) -> String {
+        match self {
+            LimitReached::VHostConnections(n) => {
+                format!("access to vhost '{vhost}' refused for user '{user}': connection limit ({n}) is reached")
+            }
+            LimitReached::UserConnections(n) => {
+                format!("Connection refused for user '{user}'. User connection limit ({n}) is reached")
+            }
+            LimitReached::UserChannels(n) => format!(
+                "number of channels opened for user '{user}' has reached the maximum allowed user limit of ({n})"
+            ),
+        }
+    }
+}
+
+/// Open connections per vhost and per user, open channels per user.
+#[derive(Debug, Default)]
+struct Tally {
+    vhost_connections: HashMap<String, usize>,
+    user_connections: HashMap<String, usize>,
+    user_channels: HashMap<String, usize>,
+}
+
+fn count(m: &HashMap<String, usize>, key: &str) -> usize {
+    m.get(key).copied().unwrap_or(0)
+}
+
+fn less(m: &mut HashMap<String, usize>, key: &str, n: usize) {
+    if let Some(c) = m.get_mut(key) {
+        *c = c.saturating_sub(n);
+        if *c == 0 {
+            m.remove(key);
+        }
+    }
+}
 
 /// One open connection.
 #[derive(Debug)]
@@ -44,6 +97,7 @@ pub struct Entry {
     sessions: AtomicU32,
     /// What the TLS handshake agreed, on a TLS listener's connections.
     tls: OnceLock<Box<crate::tls::peer::TlsInfo>>,
+    tally: Arc<Mutex<Tally>>,
 }
 
 /// A 0-9-1 channel as `/api/channels` shows it. The connection that owns
@@ -117,8 +171,46 @@ impl Entry {
         self.tls.get().map(|b| &**b)
     }
 
-    pub fn logged_in(&self, login: Login) {
+    /// The connection has opened its vhost: counted against the vhost's
+    /// and the user's max-connections (checked in that order, as
+    /// rabbit_reader does), or refused when either is reached.
+    pub fn logged_in(
+        &self,
+        login: Login,
+        vhost_limits: &Limits,
+        user_limits: &Limits,
+    ) -> Result<(), LimitReached> {
+        let mut t = self.tally.lock();
+        if let Some(n) = vhost_limits.reached(MAX_CONNECTIONS, count(&t.vhost_connections, &login.vhost)) {
+            return Err(LimitReached::VHostConnections(n));
+        }
+        if let Some(n) = user_limits.reached(MAX_CONNECTIONS, count(&t.user_connections, &login.user)) {
+            return Err(LimitReached::UserConnections(n));
+        }
+        *t.vhost_connections.entry(login.vhost.clone()).or_default() += 1;
+        *t.user_connections.entry(login.user.clone()).or_default() += 1;
         *self.login.lock() = Some(Arc::new(login));
+        Ok(())
+    }
+
+    /// One more channel (or 1.0 session) for the logged-in user, unless
+    /// the user's max-channels is reached.
+    fn count_channel(&self, user_limits: &Limits) -> Result<(), LimitReached> {
+        let Some(login) = self.login() else {
+            return Ok(());
+        };
+        let mut t = self.tally.lock();
+        if let Some(n) = user_limits.reached(MAX_CHANNELS, count(&t.user_channels, &login.user)) {
+            return Err(LimitReached::UserChannels(n));
+        }
+        *t.user_channels.entry(login.user.clone()).or_default() += 1;
+        Ok(())
+    }
+
+    fn uncount_channels(&self, n: usize) {
+        if let Some(login) = self.login() {
+            less(&mut self.tally.lock().user_channels, &login.user, n);
+        }
     }
 
     pub fn login(&self) -> Option<Arc<Login>> {
@@ -146,20 +238,31 @@ impl Entry {
         (r.recv_rate, r.send_rate)
     }
 
-    /// A channel was opened: its entry, for the connection to update.
-    pub fn open_channel(&self, number: u16) -> Arc<ChannelInfo> {
+    /// A channel is opening: its entry, for the connection to update, or
+    /// the user's channel limit that refuses it.
+    pub fn open_channel(&self, number: u16, user_limits: &Limits) -> Result<Arc<ChannelInfo>, LimitReached> {
+        self.count_channel(user_limits)?;
         let info = Arc::new(ChannelInfo {
             number,
             ..Default::default()
         });
         let mut chs = self.channels.lock();
+        let before = chs.len();
         chs.retain(|c| c.number != number);
+        let replaced = before - chs.len();
         chs.push(info.clone());
-        info
+        drop(chs);
+        self.uncount_channels(replaced);
+        Ok(info)
     }
 
     pub fn close_channel(&self, number: u16) {
-        self.channels.lock().retain(|c| c.number != number);
+        let mut chs = self.channels.lock();
+        let before = chs.len();
+        chs.retain(|c| c.number != number);
+        let gone = before - chs.len();
+        drop(chs);
+        self.uncount_channels(gone);
     }
 
     /// Open channels, by number.
@@ -174,9 +277,17 @@ impl Entry {
         self.channels.lock().len() + self.sessions.load(Ordering::Relaxed) as usize
     }
 
-    /// The AMQP 1.0 connection's session count changed.
-    pub fn set_sessions(&self, n: usize) {
-        self.sessions.store(n as u32, Ordering::Relaxed);
+    /// An AMQP 1.0 session is beginning: counted as a channel (RabbitMQ 4
+    /// counts sessions against max-channels), or refused.
+    pub fn open_session(&self, user_limits: &Limits) -> Result<(), LimitReached> {
+        self.count_channel(user_limits)?;
+        self.sessions.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    pub fn close_session(&self) {
+        self.sessions.fetch_sub(1, Ordering::Relaxed);
+        self.uncount_channels(1);
     }
 
     pub fn count_recv(&self, n: usize) {
@@ -203,6 +314,7 @@ impl Entry {
 #[derive(Debug, Default, Clone)]
 pub struct Registry {
     map: Arc<Mutex<HashMap<u64, Arc<Entry>>>>,
+    tally: Arc<Mutex<Tally>>,
 }
 
 /// A registered connection: its entry and its shutdown signal; dropping
@@ -216,6 +328,14 @@ pub struct Registered {
 impl Drop for Registered {
     fn drop(&mut self) {
         self.map.lock().remove(&self.entry.id);
+        // What the connection still had open no longer counts.
+        if let Some(login) = self.entry.login() {
+            let channels = self.entry.channel_count();
+            let mut t = self.entry.tally.lock();
+            less(&mut t.vhost_connections, &login.vhost, 1);
+            less(&mut t.user_connections, &login.user, 1);
+            less(&mut t.user_channels, &login.user, channels);
+        }
     }
 }
 
@@ -246,6 +366,7 @@ impl Registry {
             channels: Mutex::new(Vec::new()),
             sessions: AtomicU32::new(0),
             tls: OnceLock::new(),
+            tally: self.tally.clone(),
         });
         self.map.lock().insert(id, entry.clone());
         Registered {

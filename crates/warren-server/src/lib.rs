@@ -9,6 +9,7 @@ pub mod connections;
 pub mod definitions;
 pub mod disk_monitor;
 pub mod http;
+pub mod limits;
 pub mod listener;
 pub mod reply_to;
 pub mod sasl;
@@ -226,6 +227,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
                 tags: vec!["administrator".into()],
                 permissions: [(config.default_vhost.clone(), warren_core::Permission::full())].into(),
                 topic_permissions: Default::default(),
+                limits: Default::default(),
             });
         }
     }

@@ -124,6 +124,20 @@ enum Command {
     ExportDefinitions { file: String },
     /// Load definitions from FILE ("-": standard input).
     ImportDefinitions { file: String },
+    /// Replace the vhost's (-p) limits with DEFINITION (JSON, e.g.
+    /// '{"max-connections": 64, "max-queues": 256}'; -1: no limit).
+    SetVhostLimits { definition: String },
+    /// Remove every limit of the vhost (-p).
+    ClearVhostLimits,
+    /// The vhost's (-p) limits.
+    ListVhostLimits,
+    /// Set some of a user's limits (JSON, e.g. '{"max-channels": 16}'),
+    /// keeping the others.
+    SetUserLimits { user: String, definition: String },
+    /// Remove one of a user's limits (NAME, e.g. max-channels), or all.
+    ClearUserLimits { user: String, name: String },
+    /// Users' limits: USER's, or every user's that has any.
+    ListUserLimits { user: Option<String> },
     /// Read the TLS certificate, key and CA files again (as SIGHUP does):
     /// new connections get them, open ones keep theirs.
     ReloadTls,
@@ -276,6 +290,59 @@ fn run(cli: &Cli, api: &Api) -> Result<(), CtlError> {
             )
         }
         Command::ReloadTls => api.post("/api/tls/reload", json!({})),
+        Command::SetVhostLimits { definition } => {
+            let new = limits_json(definition)?;
+            println!(
+                "Applying limits to vhost \"{}\" argument list: {definition} ...",
+                cli.vhost
+            );
+            let path = format!("/api/vhost-limits/{v}");
+            for name in limit_names(&api.get(&path)?) {
+                if !new.contains_key(&name) {
+                    api.delete(&format!("{path}/{}", vh(&name)), None)?;
+                }
+            }
+            for (name, value) in new {
+                api.put(&format!("{path}/{}", vh(&name)), json!({ "value": value }))?;
+            }
+            Ok(())
+        }
+        Command::ClearVhostLimits => {
+            let path = format!("/api/vhost-limits/{v}");
+            for name in limit_names(&api.get(&path)?) {
+                api.delete(&format!("{path}/{}", vh(&name)), None)?;
+            }
+            Ok(())
+        }
+        Command::ListVhostLimits => print_limits(&api.get(&format!("/api/vhost-limits/{v}"))?, cli.json),
+        Command::SetUserLimits { user, definition } => {
+            for (name, value) in limits_json(definition)? {
+                api.put(
+                    &format!("/api/user-limits/{}/{}", vh(user), vh(&name)),
+                    json!({ "value": value }),
+                )?;
+            }
+            Ok(())
+        }
+        Command::ClearUserLimits { user, name } => {
+            let path = format!("/api/user-limits/{}", vh(user));
+            let names = if name == "all" {
+                limit_names(&api.get(&path)?)
+            } else {
+                vec![name.clone()]
+            };
+            for n in names {
+                api.delete(&format!("{path}/{}", vh(&n)), None)?;
+            }
+            Ok(())
+        }
+        Command::ListUserLimits { user } => {
+            let path = match user {
+                Some(u) => format!("/api/user-limits/{}", vh(u)),
+                None => "/api/user-limits".into(),
+            };
+            print_limits(&api.get(&path)?, cli.json)
+        }
         Command::ClearTopicPermissions { user, exchange } => {
             let path = format!("/api/topic-permissions/{v}/{}", vh(user));
             match exchange {
@@ -342,6 +409,43 @@ fn run(cli: &Cli, api: &Api) -> Result<(), CtlError> {
             api.post("/api/definitions", d)
         }
     }
+}
+
+/// A limits argument: a JSON object.
+fn limits_json(definition: &str) -> Result<serde_json::Map<String, Value>, CtlError> {
+    match serde_json::from_str(definition) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(CtlError::Usage("the limits must be a JSON object".into())),
+        Err(e) => Err(CtlError::Usage(format!("the limits are not JSON: {e}"))),
+    }
+}
+
+/// The names of the limits a one-object listing holds.
+fn limit_names(listing: &Value) -> Vec<String> {
+    listing
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["value"].as_object())
+        .flat_map(|m| m.keys().cloned())
+        .collect()
+}
+
+/// A limits listing: owner and limits as JSON, one per line.
+fn print_limits(listing: &Value, as_json: bool) -> Result<(), CtlError> {
+    if as_json {
+        println!("{listing}");
+        return Ok(());
+    }
+    for e in listing.as_array().into_iter().flatten() {
+        let owner = e
+            .get("user")
+            .or_else(|| e.get("vhost"))
+            .map(text)
+            .unwrap_or_default();
+        println!("{owner}\t{}", e["value"]);
+    }
+    Ok(())
 }
 
 /// A JSON value as a table cell (strings bare, the rest as JSON).

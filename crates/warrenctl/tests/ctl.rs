@@ -253,3 +253,56 @@ async fn warrenctl_sets_lists_and_clears_topic_permissions() {
     running.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Vhost and user limits set, listed and cleared as rabbitmqctl's
+/// set_vhost_limits (the whole set replaced) and set_user_limits (merged)
+/// do.
+#[tokio::test(flavor = "multi_thread")]
+async fn warrenctl_sets_lists_and_clears_limits() {
+    let (running, dir) = broker().await;
+    let port = running.http_addr.unwrap().port();
+    let ok = |r: (i32, String, String)| {
+        assert_eq!(r.0, 0, "{}", r.2);
+        r.1
+    };
+    ok(ctl(
+        port,
+        &["set_vhost_limits", r#"{"max-connections": 64, "max-queues": 8}"#],
+    )
+    .await);
+    assert_eq!(
+        ok(ctl(port, &["list_vhost_limits"]).await),
+        "/\t{\"max-connections\":64,\"max-queues\":8}\n"
+    );
+    ok(ctl(port, &["set_vhost_limits", r#"{"max-queues": 9}"#]).await);
+    assert_eq!(
+        ok(ctl(port, &["list_vhost_limits"]).await),
+        "/\t{\"max-queues\":9}\n"
+    );
+    assert_eq!(
+        running.ctx.broker.vhost("/").unwrap().limits().get("max-queues"),
+        Some(9)
+    );
+    let (code, _, err) = ctl(port, &["set_vhost_limits", r#"{"max-channels": 1}"#]).await;
+    assert_ne!(code, 0);
+    assert!(err.contains("Unrecognised terms"), "{err}");
+    ok(ctl(port, &["clear_vhost_limits"]).await);
+    assert_eq!(ok(ctl(port, &["list_vhost_limits"]).await), "");
+
+    ok(ctl(port, &["add_user", "clerk", "pw"]).await);
+    ok(ctl(port, &["set_user_limits", "clerk", r#"{"max-channels": 2}"#]).await);
+    ok(ctl(port, &["set_user_limits", "clerk", r#"{"max-connections": 3}"#]).await);
+    assert_eq!(
+        ok(ctl(port, &["list_user_limits"]).await),
+        "clerk\t{\"max-channels\":2,\"max-connections\":3}\n"
+    );
+    ok(ctl(port, &["clear_user_limits", "clerk", "max-channels"]).await);
+    assert_eq!(
+        ok(ctl(port, &["list_user_limits", "clerk"]).await),
+        "clerk\t{\"max-connections\":3}\n"
+    );
+    ok(ctl(port, &["clear_user_limits", "clerk", "all"]).await);
+    assert_eq!(ok(ctl(port, &["list_user_limits"]).await), "");
+    running.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}

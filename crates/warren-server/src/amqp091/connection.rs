@@ -18,7 +18,7 @@ use warren_amqp091::methods::*;
 use warren_amqp091::{CodecError, FieldTable, Frame, FrameType, Method, ShortStr, PROTOCOL_HEADER};
 use warren_core::exchange::Binding;
 use warren_core::queue::{Effects, Queue};
-use warren_core::{Access, Grant, Resource, User, VHost};
+use warren_core::{Access, BrokerError, Grant, Resource, User, VHost};
 
 use super::channel::{self, Channel, ChannelState};
 use super::error::{AmqpError, Result};
@@ -647,8 +647,21 @@ impl Driver {
                         )
                         .on(20, 10));
                     }
-                    self.channels
-                        .insert(id, Channel::new(id, self.conn.entry.open_channel(id)));
+                    let user = self
+                        .conn
+                        .grant
+                        .as_ref()
+                        .map(|g| g.user.clone())
+                        .unwrap_or_default();
+                    let info = self
+                        .conn
+                        .entry
+                        .open_channel(id, &self.conn.ctx.broker.user_limits(&user))
+                        .map_err(|l| {
+                            // A connection error, as RabbitMQ's channel limit is.
+                            AmqpError::from(BrokerError::NotAllowed(l.text(&user, "")))
+                        })?;
+                    self.channels.insert(id, Channel::new(id, info));
                     self.conn.send(id, ChannelOpenOk::default());
                     Ok(())
                 }

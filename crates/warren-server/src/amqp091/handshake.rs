@@ -13,6 +13,7 @@ use super::error::{AmqpError, Result};
 use crate::connections::Login;
 use crate::definitions::table_to_json;
 use crate::sasl::Proto;
+use warren_core::BrokerError;
 
 fn longstr(s: &str) -> FieldValue {
     FieldValue::LongStr(Bytes::copy_from_slice(s.as_bytes()))
@@ -130,7 +131,10 @@ pub fn connection_method(conn: &mut Conn, m: Method) -> Result<()> {
             login.frame_max = conn.frame_max;
             login.channel_max = conn.channel_max as u32;
             login.timeout = conn.heartbeat as u32;
-            conn.entry.logged_in(login);
+            let user_limits = conn.ctx.broker.user_limits(&user.name);
+            conn.entry
+                .logged_in(login, &vh.limits(), &user_limits)
+                .map_err(|l| AmqpError::from(BrokerError::NotAllowed(l.text(&user.name, &vhost))))?;
             conn.vhost = Some(vh);
             conn.grant = Some(grant);
             conn.send(0, ConnectionOpenOk::default());

@@ -407,21 +407,34 @@ impl Conn {
             .channel_max
             .unwrap_or(u16::MAX)
             .min(self.ctx.config.channel_max);
-        self.entry.logged_in(Login {
-            protocol: "AMQP 1.0",
-            user: user.name.clone(),
-            vhost: vhost.clone(),
-            auth_mechanism,
-            client_properties: open
-                .properties
-                .as_ref()
-                .map(super::convert::json_map)
-                .unwrap_or_default(),
-            frame_max: self.peer_max_frame.min(MAX_FRAME),
-            channel_max: self.channel_max as u32,
-            timeout: self.ctx.config.heartbeat as u32,
-            container_id: Some(open.container_id.clone()),
-        });
+        let user_limits = self.ctx.broker.user_limits(&user.name);
+        let vhost_limits = self.vhost.as_ref().map(|v| v.limits()).unwrap_or_default();
+        self.entry
+            .logged_in(
+                Login {
+                    protocol: "AMQP 1.0",
+                    user: user.name.clone(),
+                    vhost: vhost.clone(),
+                    auth_mechanism,
+                    client_properties: open
+                        .properties
+                        .as_ref()
+                        .map(super::convert::json_map)
+                        .unwrap_or_default(),
+                    frame_max: self.peer_max_frame.min(MAX_FRAME),
+                    channel_max: self.channel_max as u32,
+                    timeout: self.ctx.config.heartbeat as u32,
+                    container_id: Some(open.container_id.clone()),
+                },
+                &vhost_limits,
+                &user_limits,
+            )
+            .map_err(|l| {
+                Fatal(AmqpError::new(
+                    condition::RESOURCE_LIMIT,
+                    l.text(&user.name, &vhost),
+                ))
+            })?;
         self.send_idle = open
             .idle_time_out
             .filter(|&ms| ms > 0)
@@ -591,6 +604,10 @@ impl Conn {
                 "begin with a remote-channel: Warren does not begin sessions",
             )));
         }
+        let user = self.grant.as_ref().map(|g| g.user.clone()).unwrap_or_default();
+        self.entry
+            .open_session(&self.ctx.broker.user_limits(&user))
+            .map_err(|l| Fatal(AmqpError::new(condition::RESOURCE_LIMIT, l.text(&user, ""))))?;
         let handle_max = b.handle_max.unwrap_or(u32::MAX).min(HANDLE_MAX);
         self.sessions.insert(
             channel,
@@ -611,7 +628,6 @@ impl Conn {
                 just_closed: None,
             },
         );
-        self.entry.set_sessions(self.sessions.len());
         self.send(
             channel,
             &Performative::Begin(Begin {
@@ -637,7 +653,7 @@ impl Conn {
             self.stop_receiver(channel, h);
         }
         self.sessions.remove(&channel);
-        self.entry.set_sessions(self.sessions.len());
+        self.entry.close_session();
         true
     }
 

@@ -41,10 +41,9 @@ pub struct Definitions {
     pub bindings: Vec<BindingDef>,
     #[serde(default)]
     pub policies: Vec<PolicyDef>,
-    /// Per-vhost runtime parameters (RabbitMQ's federation upstreams,
-    /// shovels, ...). Warren has no component that takes one, so an
-    /// export's list is empty and an import's entries are logged and
-    /// skipped; the key is kept because RabbitMQ always writes it.
+    /// Per-vhost runtime parameters. The one component Warren has is
+    /// `vhost-limits` (a vhost's limits, as RabbitMQ files them); others
+    /// (federation upstreams, shovels, ...) are logged and skipped.
     #[serde(default)]
     pub parameters: Vec<Value>,
     /// Cluster-wide parameters (`cluster_name`, `internal_cluster_id`).
@@ -67,6 +66,10 @@ pub struct UserDef {
     pub hashing_algorithm: String,
     #[serde(default)]
     pub tags: Tags,
+    /// max-connections and max-channels; absent in files that predate
+    /// user limits, where an import keeps the user's own.
+    #[serde(default)]
+    pub limits: Option<warren_core::Limits>,
 }
 
 fn sha256() -> String {
@@ -259,6 +262,11 @@ pub fn snapshot(broker: &Broker) -> Definitions {
             name: vh.name.clone(),
         });
         d.policies.extend(vh.policies().iter().map(|p| PolicyDef::of(p)));
+        let limits = vh.limits();
+        if !limits.is_empty() {
+            d.parameters
+                .push(crate::limits::vhost_parameter(&vh.name, &limits));
+        }
         let (xs, qs, bs) = vh.durable_definitions();
         d.exchanges.extend(xs.iter().map(|x| exchange_def(&vh.name, x)));
         d.queues.extend(qs.iter().map(|q| queue_def(&vh.name, q)));
@@ -300,6 +308,7 @@ pub fn user_defs(u: &User) -> (UserDef, Vec<PermissionDef>, Vec<TopicPermissionD
         password_hash: u.password_hash.clone(),
         hashing_algorithm: sha256(),
         tags: Tags::List(u.tags.clone()),
+        limits: Some(u.limits.clone()),
     };
     (user, permissions, topic_permissions)
 }
@@ -352,9 +361,9 @@ pub fn restore(broker: &Broker, d: &Definitions) {
     // for its user, in the file or already here (RabbitMQ imports a grant
     // to an existing user without listing the user).
     for u in &d.users {
-        let (permissions, topic_permissions) = broker
+        let (permissions, topic_permissions, limits) = broker
             .user(&u.name)
-            .map(|old| (old.permissions, old.topic_permissions))
+            .map(|old| (old.permissions, old.topic_permissions, old.limits))
             .unwrap_or_default();
         broker.put_user(User {
             name: u.name.clone(),
@@ -362,6 +371,7 @@ pub fn restore(broker: &Broker, d: &Definitions) {
             tags: u.tags.to_vec(),
             permissions,
             topic_permissions,
+            limits: u.limits.clone().unwrap_or(limits),
         });
     }
     for p in &d.topic_permissions {
@@ -394,6 +404,20 @@ pub fn restore(broker: &Broker, d: &Definitions) {
                 }
             }
             Err(e) => tracing::warn!("skipping {}'s permissions in '{}': {e}", p.user, p.vhost),
+        }
+    }
+    for p in &d.parameters {
+        match crate::limits::from_vhost_parameter(p) {
+            Some((vhost, Ok(limits))) => match broker.vhost(&vhost) {
+                Some(vh) => vh.update_limits(|l| *l = limits),
+                None => tracing::warn!(%vhost, "skipping vhost limits, no such vhost"),
+            },
+            Some((vhost, Err(e))) => tracing::warn!(%vhost, "skipping vhost limits: {e}"),
+            None => tracing::warn!(
+                component = %p["component"].as_str().unwrap_or("?"),
+                name = %p["name"].as_str().unwrap_or("?"),
+                "definitions: runtime parameter not applied (no such component)"
+            ),
         }
     }
     // Policies before the objects they apply to, so those start with them.

@@ -51,6 +51,10 @@ pub enum Record {
         vhost: String,
         name: String,
     },
+    VhostLimits {
+        vhost: String,
+        limits: warren_core::Limits,
+    },
 }
 
 impl From<Change<'_>> for Record {
@@ -91,6 +95,10 @@ impl From<Change<'_>> for Record {
             Change::PolicyCleared { vhost, name } => Record::PolicyDeleted {
                 vhost: vhost.into(),
                 name: name.into(),
+            },
+            Change::VHostLimits { vhost, limits } => Record::VhostLimits {
+                vhost: vhost.into(),
+                limits: limits.clone(),
             },
         }
     }
@@ -137,6 +145,7 @@ struct VHostModel {
     queues: BTreeMap<String, QueueDef>,
     bindings: BTreeMap<BindingKey, BindingDef>,
     policies: BTreeMap<String, PolicyDef>,
+    limits: warren_core::Limits,
 }
 
 impl VHostModel {
@@ -203,6 +212,11 @@ impl Model {
         }
         for p in &d.policies {
             m.apply(Record::Policy(p.clone()));
+        }
+        for p in &d.parameters {
+            if let Some((vhost, Ok(limits))) = crate::limits::from_vhost_parameter(p) {
+                m.apply(Record::VhostLimits { vhost, limits });
+            }
         }
         m
     }
@@ -276,6 +290,11 @@ impl Model {
                     v.policies.remove(&name);
                 }
             }
+            Record::VhostLimits { vhost, limits } => {
+                if let Some(v) = self.vhosts.get_mut(&vhost) {
+                    v.limits = limits;
+                }
+            }
         }
     }
 
@@ -303,6 +322,9 @@ impl Model {
             d.queues.extend(v.queues.values().cloned());
             d.bindings.extend(v.bindings.values().cloned());
             d.policies.extend(v.policies.values().cloned());
+            if !v.limits.is_empty() {
+                d.parameters.push(crate::limits::vhost_parameter(name, &v.limits));
+            }
         }
         d
     }

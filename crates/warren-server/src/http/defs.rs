@@ -52,6 +52,7 @@ pub async fn export_vhost(
     d.queues.retain(|q| q.vhost == vhost);
     d.bindings.retain(|b| b.vhost == vhost);
     d.policies.retain(|p| p.vhost == vhost);
+    d.parameters.retain(|p| p["vhost"] == vhost.as_str());
     let mut v = with_versions(&d)?;
     if let Value::Object(m) = &mut v {
         m.retain(|k, _| VHOST_EXPORT_KEYS.contains(&k.as_str()));
@@ -89,6 +90,12 @@ pub async fn import_vhost(
     d.queues.iter_mut().for_each(|q| q.vhost = vhost.clone());
     d.bindings.iter_mut().for_each(|b| b.vhost = vhost.clone());
     d.policies.iter_mut().for_each(|p| p.vhost = vhost.clone());
+    d.parameters
+        .iter_mut()
+        .filter_map(Value::as_object_mut)
+        .for_each(|p| {
+            p.insert("vhost".into(), vhost.clone().into());
+        });
     apply(&ctx, &d);
     Ok(StatusCode::NO_CONTENT)
 }
@@ -99,15 +106,8 @@ fn parse(body: &[u8]) -> Result<Definitions, ApiError> {
         .map_err(|e| ApiError::BadRequest(format!("invalid definitions: {e}")))?;
     let d: Definitions =
         serde_json::from_value(raw).map_err(|e| ApiError::BadRequest(format!("invalid definitions: {e}")))?;
-    // Runtime parameters belong to components Warren does not have; the
-    // cluster's identity parameters are Warren's own. Said in the log.
-    for p in &d.parameters {
-        tracing::warn!(
-            component = %p["component"].as_str().unwrap_or("?"),
-            name = %p["name"].as_str().unwrap_or("?"),
-            "definitions import: runtime parameter not applied (no such component)"
-        );
-    }
+    // The cluster's identity parameters are Warren's own. Said in the log
+    // (runtime parameters are, by restore, when not vhost limits).
     for p in &d.global_parameters {
         let name = p["name"].as_str().unwrap_or("?");
         if !matches!(name, "cluster_name" | "internal_cluster_id") {

@@ -8,7 +8,8 @@
 //! node-wide endpoints (overview, nodes, cluster name, alarm checks,
 //! aliveness), `health` the listener, vhost, certificate and cluster
 //! health checks, `params` the runtime and global parameters, operator
-//! policies, limits and feature flags Warren answers empty,
+//! policies and feature flags Warren answers empty, `limits` the vhost
+//! and user limits,
 //! `conns` the client connections, `channels` their channels and the
 //! queues' consumers,
 //! `objects` the per-vhost ones (vhosts, users, permissions, exchanges,
@@ -23,6 +24,7 @@ mod conns;
 mod defs;
 mod error;
 mod health;
+mod limits;
 pub mod listener;
 mod message_stats;
 mod messages;
@@ -39,7 +41,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::Request;
-use axum::routing::get;
+use axum::routing::{get, put};
 use axum::serve::ListenerExt;
 use axum::{Router, ServiceExt};
 use listener::HttpListener;
@@ -99,10 +101,18 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
         .route("/api/global-parameters/{name}", get(params::global))
         .route("/api/operator-policies", get(params::none))
         .route("/api/operator-policies/{vhost}", get(params::none_in_vhost))
-        .route("/api/vhost-limits", get(params::none))
-        .route("/api/vhost-limits/{vhost}", get(params::none_in_vhost))
-        .route("/api/user-limits", get(params::none))
-        .route("/api/user-limits/{user}", get(params::user_limits))
+        .route("/api/vhost-limits", get(limits::vhosts))
+        .route("/api/vhost-limits/{vhost}", get(limits::vhost))
+        .route(
+            "/api/vhost-limits/{vhost}/{name}",
+            put(limits::put_vhost).delete(limits::delete_vhost),
+        )
+        .route("/api/user-limits", get(limits::users))
+        .route("/api/user-limits/{user}", get(limits::user))
+        .route(
+            "/api/user-limits/{user}/{name}",
+            put(limits::put_user).delete(limits::delete_user),
+        )
         .route("/api/feature-flags", get(params::none))
         .route(
             "/api/users/without-permissions",

@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use warren_amqp091::ShortStr;
 use warren_core::exchange::{Binding, Destination};
+use warren_core::limits::LimitsOf;
 use warren_core::policy::Policy;
 use warren_core::vhost::{ExchangeDecl, QueueDecl, VHost};
 use warren_core::{Access, Permission, Resource, User};
@@ -239,7 +240,7 @@ fn user_json(u: &User) -> Value {
         "password_hash": u.password_hash,
         "hashing_algorithm": "rabbit_password_hashing_sha256",
         "tags": u.tags,
-        "limits": {},
+        "limits": crate::limits::to_json(&u.limits),
     })
 }
 
@@ -301,16 +302,28 @@ pub async fn put_user(
         Some(Value::Array(a)) => a.iter().filter_map(|t| t.as_str().map(String::from)).collect(),
         _ => Vec::new(),
     };
-    let (permissions, topic_permissions) = existing
+    let (permissions, topic_permissions, limits) = existing
         .as_ref()
-        .map(|u| (u.permissions.clone(), u.topic_permissions.clone()))
+        .map(|u| {
+            (
+                u.permissions.clone(),
+                u.topic_permissions.clone(),
+                u.limits.clone(),
+            )
+        })
         .unwrap_or_default();
+    // RabbitMQ's put_user takes a user's limits too, when the body has them.
+    let limits = match m.get("limits") {
+        Some(v) => crate::limits::parse(LimitsOf::User, v).map_err(ApiError::BadRequest)?,
+        None => limits,
+    };
     ctx.broker.put_user(User {
         name,
         password_hash,
         tags,
         permissions,
         topic_permissions,
+        limits,
     });
     Ok(if existing.is_some() {
         StatusCode::NO_CONTENT

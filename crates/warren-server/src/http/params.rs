@@ -1,9 +1,10 @@
-//! RabbitMQ's runtime parameters, global parameters, operator policies
-//! and vhost and user limits, as far as Warren has them: no component
-//! takes runtime parameters (no federation, no shovel), no operator
-//! policies or limits can be set, and the one global parameter is the
-//! cluster's name. The listings answer as RabbitMQ's do with nothing set
-//! (empty lists, compared with 3.10), so tools that read them work.
+//! RabbitMQ's runtime parameters, global parameters and operator
+//! policies, as far as Warren has them: no component takes runtime
+//! parameters through this API (no federation, no shovel; vhost limits
+//! have their own, in `limits`), no operator policies can be set, and the
+//! one global parameter is the cluster's name. The listings answer as
+//! RabbitMQ's do with nothing set (empty lists, compared with 3.10), so
+//! tools that read them work.
 
 use std::sync::Arc;
 
@@ -47,17 +48,6 @@ pub async fn component_in_vhost(
     Path((_component, vhost)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     none_in_vhost(State(ctx), who, Path(vhost)).await
-}
-
-/// A user's limits: none; 404 for no such user.
-pub async fn user_limits(
-    State(ctx): State<Arc<ServerCtx>>,
-    who: Authed,
-    Path(user): Path<String>,
-) -> ApiResult<Json<Value>> {
-    who.admin()?;
-    ctx.broker.user(&user).ok_or(ApiError::NotFound)?;
-    Ok(Json(json!([])))
 }
 
 pub async fn globals(_who: Authed) -> Json<Value> {

@@ -22,6 +22,7 @@ mod http_connections;
 mod http_monitoring;
 mod http_stats;
 mod lapin_basics;
+mod limits;
 mod permissions;
 mod pki;
 mod policies;

@@ -251,6 +251,7 @@ async fn deletions_cascades_users_and_vhosts_survive_restarts() {
             tags: vec![],
             permissions: Default::default(),
             topic_permissions: Default::default(),
+            limits: Default::default(),
         });
         assert!(broker.update_user("u2", |u| {
             u.permissions

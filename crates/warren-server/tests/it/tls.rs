@@ -71,6 +71,7 @@ impl Broker {
             tags: vec![],
             permissions: [("/".to_string(), warren_core::Permission::full())].into(),
             topic_permissions: Default::default(),
+            limits: Default::default(),
         });
     }
 }
