@@ -17,6 +17,7 @@ use crate::error::BrokerError;
 use crate::limits::Limits;
 use crate::permissions::{Grant, Permission};
 use crate::queue::{MemoryGauge, QueueEnv, Storage};
+use crate::scopes::TokenGrants;
 use crate::stats::MessageCounters;
 use crate::topic_permissions::{TopicGrants, TopicPermission, Vars};
 use crate::vhost::VHost;
@@ -70,6 +71,10 @@ pub struct User {
     pub topic_permissions: BTreeMap<String, BTreeMap<String, TopicPermission>>,
     /// max-connections and max-channels (see [`crate::limits`]).
     pub limits: Limits,
+    /// Set for a user who logged in with an OAuth 2 token: its scopes
+    /// decide the vhosts and permissions, not `permissions` (the token's
+    /// user need not exist in the user database).
+    pub token: Option<Arc<TokenGrants>>,
 }
 
 impl User {
@@ -324,6 +329,19 @@ impl Broker {
         let vh = self
             .vhost(vhost)
             .ok_or_else(|| BrokerError::NotAllowed(format!("vhost {vhost} not found")))?;
+        if let Some(token) = &user.token {
+            let permission = token.permission_in(vhost).ok_or_else(refused)?;
+            return Ok((
+                vh,
+                Grant {
+                    user: user.name.clone(),
+                    vhost: vhost.to_string(),
+                    permission,
+                    // Topic scopes' routing-key part is read as "any".
+                    topics: TopicGrants::default(),
+                },
+            ));
+        }
         let users = self.users.read();
         let Some(u) = users.get(&user.name) else {
             return Err(refused());
@@ -357,6 +375,7 @@ mod tests {
             permissions: BTreeMap::new(),
             topic_permissions: BTreeMap::new(),
             limits: Limits::default(),
+            token: None,
         };
         assert!(u.check_password("secret"));
         assert!(!u.check_password("Secret"));
@@ -373,6 +392,7 @@ mod tests {
             permissions: [("/".to_string(), Permission::full())].into(),
             topic_permissions: BTreeMap::new(),
             limits: Limits::default(),
+            token: None,
         });
         assert!(b.authenticate("guest", "guest", true).is_ok());
         assert_eq!(

@@ -142,6 +142,12 @@ pub struct Config {
     /// SASL mechanisms offered, in order (RabbitMQ's auth_mechanisms):
     /// PLAIN, AMQPLAIN, EXTERNAL, ANONYMOUS.
     pub auth_mechanisms: Vec<String>,
+    /// Where logins with a password are checked, in order (RabbitMQ's
+    /// auth_backends): `internal` (the user database) and `oauth2` (the
+    /// password is an access token; needs `[auth_oauth2]`).
+    pub auth_backends: Vec<String>,
+    /// OAuth 2 access tokens (RabbitMQ's auth_oauth2.*).
+    pub auth_oauth2: Option<crate::oauth2::OAuth2Settings>,
     /// Where SASL EXTERNAL takes the user name from in the client's
     /// certificate: distinguished_name, common_name or
     /// subject_alternative_name.
@@ -211,6 +217,8 @@ impl Default for Config {
             management_ssl_options: None,
             ssl_handshake_timeout: 5000,
             auth_mechanisms: vec!["PLAIN".into(), "AMQPLAIN".into()],
+            auth_backends: vec!["internal".into()],
+            auth_oauth2: None,
             ssl_cert_login_from: LoginFrom::default(),
             ssl_cert_login_san_type: SanType::default(),
             ssl_cert_login_san_index: 0,
@@ -363,6 +371,27 @@ impl Config {
                     "auth_mechanisms: unknown mechanism {m:?} (known: {})",
                     crate::sasl::KNOWN.join(", ")
                 )));
+            }
+        }
+        for b in &self.auth_backends {
+            match b.as_str() {
+                "internal" => {}
+                "oauth2" => {
+                    if self
+                        .auth_oauth2
+                        .as_ref()
+                        .is_none_or(|o| o.resource_server_id.is_empty())
+                    {
+                        return Err(ConfigError::Invalid(
+                            "auth_backends names oauth2: [auth_oauth2] needs a resource_server_id".into(),
+                        ));
+                    }
+                }
+                other => {
+                    return Err(ConfigError::Invalid(format!(
+                        "auth_backends: unknown backend {other:?} (known: internal, oauth2)"
+                    )))
+                }
             }
         }
         if self.ssl_options.certfile.is_some() != self.ssl_options.keyfile.is_some() {

@@ -14,8 +14,13 @@
 //! vhost and per user, channels (and 1.0 sessions) per user. A login or a
 //! channel is checked against its limit and counted under one lock, so
 //! two racing opens cannot both take the last place.
+//!
+//! Connections that logged in with an OAuth 2 token carry its expiry; the
+//! registry keeps them ordered by it, and [`Registry::close_expired`]
+//! (called once a second) closes those whose token ran out and was not
+//! replaced.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -42,7 +47,7 @@ impl LimitReached {
                 format!("access to vhost '{vhost}' refused for user '{user}': connection limit ({n}) is reached")
             }
             LimitReached::UserConnections(n) => {
-                format!("Connection refused for user '{user}'. User connection limit ({n}) is reached")
+                format!("Connection refused for user '{user}': user connection limit ({n}) is reached")
             }
             LimitReached::UserChannels(n) => format!(
                 "number of channels opened for user '{user}' has reached the maximum allowed user limit of ({n})"
@@ -98,7 +103,16 @@ pub struct Entry {
     /// What the TLS handshake agreed, on a TLS listener's connections.
     tls: OnceLock<Box<crate::tls::peer::TlsInfo>>,
     tally: Arc<Mutex<Tally>>,
+    /// The login token's expiry, seconds since the epoch (0: none).
+    expires_at: AtomicU64,
+    expiring: Expiring,
 }
+
+/// Token-bearing connections by expiry: (expires_at, connection id).
+type Expiring = Arc<Mutex<BTreeSet<(u64, u64)>>>;
+
+/// Why a connection whose token expired is closed.
+pub const TOKEN_EXPIRED: &str = "access token expired";
 
 /// A 0-9-1 channel as `/api/channels` shows it. The connection that owns
 /// the channel stores its numbers after each wakeup that changed them
@@ -191,6 +205,20 @@ impl Entry {
         *t.user_connections.entry(login.user.clone()).or_default() += 1;
         *self.login.lock() = Some(Arc::new(login));
         Ok(())
+    }
+
+    /// The connection's credential expires at `at` (seconds since the
+    /// epoch; None: never), replacing what it had: a fresh token moves it.
+    pub fn set_expiry(&self, at: Option<u64>) {
+        let at = at.unwrap_or(0);
+        let mut set = self.expiring.lock();
+        let old = self.expires_at.swap(at, Ordering::Relaxed);
+        if old != 0 {
+            set.remove(&(old, self.id));
+        }
+        if at != 0 {
+            set.insert((at, self.id));
+        }
     }
 
     /// One more channel (or 1.0 session) for the logged-in user, unless
@@ -315,6 +343,7 @@ impl Entry {
 pub struct Registry {
     map: Arc<Mutex<HashMap<u64, Arc<Entry>>>>,
     tally: Arc<Mutex<Tally>>,
+    expiring: Expiring,
 }
 
 /// A registered connection: its entry and its shutdown signal; dropping
@@ -328,6 +357,7 @@ pub struct Registered {
 impl Drop for Registered {
     fn drop(&mut self) {
         self.map.lock().remove(&self.entry.id);
+        self.entry.set_expiry(None);
         // What the connection still had open no longer counts.
         if let Some(login) = self.entry.login() {
             let channels = self.entry.channel_count();
@@ -367,6 +397,8 @@ impl Registry {
             sessions: AtomicU32::new(0),
             tls: OnceLock::new(),
             tally: self.tally.clone(),
+            expires_at: AtomicU64::new(0),
+            expiring: self.expiring.clone(),
         });
         self.map.lock().insert(id, entry.clone());
         Registered {
@@ -393,6 +425,32 @@ impl Registry {
             }
             None => false,
         }
+    }
+
+    /// Close the connections whose token expired by `now` (seconds since
+    /// the epoch). Returns how many.
+    pub fn close_expired(&self, now: u64) -> usize {
+        let due: Vec<u64> = {
+            let mut set = self.expiring.lock();
+            let mut due = Vec::new();
+            while let Some(&(at, id)) = set.first() {
+                if at > now {
+                    break;
+                }
+                set.pop_first();
+                due.push(id);
+            }
+            due
+        };
+        let n = due.len();
+        for id in due {
+            if let Some(e) = self.get(id) {
+                tracing::info!(connection = %e.name(), "closing connection: {TOKEN_EXPIRED}");
+                e.expires_at.store(0, Ordering::Relaxed);
+                e.close(Some(TOKEN_EXPIRED.into()));
+            }
+        }
+        n
     }
 
     /// Close every connection (broker shutdown).

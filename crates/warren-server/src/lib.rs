@@ -11,6 +11,7 @@ pub mod disk_monitor;
 pub mod http;
 pub mod limits;
 pub mod listener;
+pub mod oauth2;
 pub mod reply_to;
 pub mod sasl;
 pub mod sniff;
@@ -53,13 +54,26 @@ pub struct ServerCtx {
     pub https_tls: Option<Arc<tls::Tls>>,
     /// Login attempts, every protocol (Prometheus).
     pub auth: sasl::AuthStats,
+    /// OAuth 2 token checks, when `auth_backends` names oauth2.
+    pub oauth2: Option<Arc<oauth2::Verifier>>,
 }
 
 impl ServerCtx {
     /// Read the TLS certificate, key and CA files again: new connections
     /// get them, open ones keep their session.
+    /// OAuth 2 signing keys are read again too.
     pub fn reload_tls(&self) -> Result<(), String> {
+        if let Some(o) = &self.oauth2 {
+            if let Err(e) = o.reload() {
+                tracing::error!("OAuth 2 key reload failed, the previous keys stay: {e}");
+                return Err(e.to_string());
+            }
+            tracing::info!("OAuth 2 signing keys reloaded");
+        }
         if self.tls.is_none() && self.https_tls.is_none() {
+            if self.oauth2.is_some() {
+                return Ok(());
+            }
             return Err("TLS is not configured (ssl_options.certfile, ssl_options.keyfile)".into());
         }
         for t in self.tls.iter().chain(&self.https_tls) {
@@ -118,6 +132,8 @@ pub enum StartError {
     },
     #[error("TLS: {0}")]
     Tls(#[from] tls::TlsError),
+    #[error("OAuth 2: {0}")]
+    OAuth2(#[from] oauth2::TokenError),
 }
 
 /// A running broker: its listeners' addresses, and how to stop it.
@@ -228,6 +244,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
                 permissions: [(config.default_vhost.clone(), warren_core::Permission::full())].into(),
                 topic_permissions: Default::default(),
                 limits: Default::default(),
+                token: None,
             });
         }
     }
@@ -264,6 +281,13 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         Some(Arc::new(tls::Tls::load(&https_opts)?))
     } else {
         None
+    };
+    let oauth2 = match (
+        &config.auth_oauth2,
+        config.auth_backends.iter().any(|b| b == "oauth2"),
+    ) {
+        (Some(settings), true) => Some(Arc::new(oauth2::Verifier::new(settings.clone())?)),
+        _ => None,
     };
     let amqp = bind("AMQP 0-9-1 and 1.0 listener", config.amqp_listen, true)?;
     let stream_plain = bind("stream protocol listener", config.stream_listen, true)?;
@@ -311,6 +335,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         tls: tls.clone(),
         https_tls: https_tls.clone(),
         auth: sasl::AuthStats::default(),
+        oauth2,
     });
     let (tx, rx) = watch::channel(false);
     disk_monitor::spawn(ctx.broker.clone(), config.data_dir.clone(), rx.clone());
@@ -321,6 +346,9 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         Duration::from_millis(config.collect_statistics_interval),
         rx.clone(),
     );
+    if ctx.oauth2.is_some() {
+        oauth2::spawn_expiry(ctx.connections.clone(), rx.clone());
+    }
     let mut tasks = Vec::new();
     let handshake = Duration::from_millis(config.ssl_handshake_timeout);
     let http_listener = |tcp: tokio::net::TcpListener, with_tls: bool| {

@@ -142,9 +142,7 @@ fn attempt(
                 amqplain(response)
             }
             .ok_or_else(|| refused("", format!("malformed {mechanism} response")))?;
-            broker
-                .authenticate(&user, &pass, loopback)
-                .map_err(|e| refused(&user, e.to_string()))
+            password(ctx, &user, &pass, loopback).map_err(|why| refused(&user, why))
         }
         "EXTERNAL" => {
             let cert = tls
@@ -170,6 +168,34 @@ fn attempt(
         }
         other => Err(refused("", format!("unknown authentication mechanism '{other}'"))),
     }
+}
+
+/// A user name and password, checked by each of `auth_backends` in turn
+/// (RabbitMQ's order): `oauth2` takes a password shaped as a JWT as an
+/// access token (the user name is then the token's), `internal` the user
+/// database. The last refusal's reason, for the log.
+pub fn password(ctx: &ServerCtx, name: &str, pass: &str, loopback: bool) -> Result<User, String> {
+    let mut why = String::from("no authentication backend");
+    for backend in &ctx.config.auth_backends {
+        match backend.as_str() {
+            "oauth2" => {
+                let Some(o) = &ctx.oauth2 else { continue };
+                if !crate::oauth2::Verifier::looks_like_token(pass) {
+                    why = "the password is not an access token".into();
+                    continue;
+                }
+                match o.verify(pass) {
+                    Ok(v) => return Ok(crate::oauth2::user(v, &ctx.broker)),
+                    Err(e) => why = e.to_string(),
+                }
+            }
+            _ => match ctx.broker.authenticate(name, pass, loopback) {
+                Ok(u) => return Ok(u),
+                Err(e) => why = e.to_string(),
+            },
+        }
+    }
+    Err(why)
 }
 
 /// RFC 4616: [authzid] NUL authcid NUL passwd.

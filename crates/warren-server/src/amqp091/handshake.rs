@@ -135,6 +135,7 @@ pub fn connection_method(conn: &mut Conn, m: Method) -> Result<()> {
             conn.entry
                 .logged_in(login, &vh.limits(), &user_limits)
                 .map_err(|l| AmqpError::from(BrokerError::NotAllowed(l.text(&user.name, &vhost))))?;
+            conn.entry.set_expiry(user.token.as_ref().map(|t| t.expires_at));
             conn.vhost = Some(vh);
             conn.grant = Some(grant);
             conn.send(0, ConnectionOpenOk::default());
@@ -150,10 +151,7 @@ pub fn connection_method(conn: &mut Conn, m: Method) -> Result<()> {
             conn.phase = Phase::Done;
             Ok(())
         }
-        (Phase::Running, Method::ConnectionUpdateSecret(_)) => {
-            conn.send(0, ConnectionUpdateSecretOk {});
-            Ok(())
-        }
+        (Phase::Running, Method::ConnectionUpdateSecret(u)) => update_secret(conn, &u.new_secret),
         (Phase::Running, Method::ConnectionBlocked(_) | Method::ConnectionUnblocked(_)) => Ok(()),
         (Phase::Running, _) => Err(AmqpError::new(
             504,
@@ -165,6 +163,39 @@ pub fn connection_method(conn: &mut Conn, m: Method) -> Result<()> {
         )),
     };
     r.map_err(|e| e.on(class_id, method_id))
+}
+
+/// connection.update-secret: a user who logged in with a token sends a
+/// fresh one; it must verify and be for the same user, and its expiry and
+/// scopes replace the old ones (channels check the new permissions from
+/// now on). A refusal closes the connection, as RabbitMQ's 530. Users of
+/// the user database have nothing to update.
+fn update_secret(conn: &mut Conn, secret: &[u8]) -> Result<()> {
+    let Some(user) = conn.user.as_ref().filter(|u| u.token.is_some()) else {
+        conn.send(0, ConnectionUpdateSecretOk {});
+        return Ok(());
+    };
+    let name = user.name.clone();
+    let refused = |why: String| {
+        tracing::warn!(user = %name, "secret update refused: {why}");
+        AmqpError::from(BrokerError::NotAllowed(
+            "New secret was refused by one of the backends".into(),
+        ))
+    };
+    let fresh =
+        crate::oauth2::refresh(&conn.ctx, &name, &String::from_utf8_lossy(secret)).map_err(refused)?;
+    let vhost = conn.vhost.as_ref().map(|v| v.name.clone()).unwrap_or_default();
+    let (_, grant) = conn
+        .ctx
+        .broker
+        .open_vhost(&fresh, &vhost, None)
+        .map_err(|e| refused(e.to_string()))?;
+    conn.entry.set_expiry(fresh.token.as_ref().map(|t| t.expires_at));
+    conn.grant = Some(grant);
+    conn.user = Some(fresh);
+    tracing::info!(user = %name, "secret updated");
+    conn.send(0, ConnectionUpdateSecretOk {});
+    Ok(())
 }
 
 fn start_ok(conn: &mut Conn, ok: ConnectionStartOk) -> Result<()> {

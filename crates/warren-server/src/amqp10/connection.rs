@@ -182,6 +182,8 @@ struct Conn {
     /// What the user may do in `vhost` (checked at attach, per message for
     /// the anonymous terminus, and by management requests).
     grant: Option<Grant>,
+    /// The login was an OAuth 2 token (refreshed by `PUT /auth/tokens`).
+    token_login: bool,
     /// Settlements decided in this batch: (our channel, delivery-id, outcome).
     settles: Vec<(u16, u32, Outcome)>,
     /// Settlements waiting for fsync, in order.
@@ -227,6 +229,7 @@ pub async fn serve(
         id: 0,
         vhost: None,
         grant: None,
+        token_login: false,
         settles: Vec::new(),
         unsynced: VecDeque::new(),
         wake: Arc::new(SyncWake::default()),
@@ -435,6 +438,8 @@ impl Conn {
                     l.text(&user.name, &vhost),
                 ))
             })?;
+        self.entry.set_expiry(user.token.as_ref().map(|t| t.expires_at));
+        self.token_login = user.token.is_some();
         self.send_idle = open
             .idle_time_out
             .filter(|&ms| ms > 0)

@@ -372,6 +372,7 @@ pub fn restore(broker: &Broker, d: &Definitions) {
             permissions,
             topic_permissions,
             limits: u.limits.clone().unwrap_or(limits),
+            token: None,
         });
     }
     for p in &d.topic_permissions {

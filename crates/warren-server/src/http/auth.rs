@@ -140,10 +140,26 @@ impl FromRequestParts<Arc<ServerCtx>> for Authed {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, ctx: &Arc<ServerCtx>) -> Result<Authed, ApiError> {
-        let (name, password) = parts
-            .headers
-            .get(AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
+        let header = parts.headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok());
+        // An OAuth 2 access token (rabbitmq_auth_backend_oauth2's Bearer).
+        if let Some(token) = header.and_then(|v| v.strip_prefix("Bearer ")) {
+            let o = ctx
+                .oauth2
+                .as_ref()
+                .ok_or(ApiError::NotAuthorized("Not_Authorized"))?;
+            let user = match o.verify(token.trim()) {
+                Ok(v) => crate::oauth2::user(v, &ctx.broker),
+                Err(e) => {
+                    tracing::warn!("HTTP API login refused: {e}");
+                    return Err(ApiError::NotAuthorized("Login failed"));
+                }
+            };
+            if !user.tags.iter().any(|t| TAGS.contains(&t.as_str())) {
+                return Err(ApiError::NotAuthorized("Not management user"));
+            }
+            return Ok(Authed { user });
+        }
+        let (name, password) = header
             .and_then(|v| v.strip_prefix("Basic "))
             .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b.trim()).ok())
             .and_then(|b| String::from_utf8(b).ok())
@@ -153,9 +169,7 @@ impl FromRequestParts<Arc<ServerCtx>> for Authed {
             .extensions
             .get::<ConnectInfo<SocketAddr>>()
             .is_none_or(|c| c.0.ip().is_loopback());
-        let user = ctx
-            .broker
-            .authenticate(&name, &password, loopback)
+        let user = crate::sasl::password(ctx, &name, &password, loopback)
             .map_err(|_| ApiError::NotAuthorized("Login failed"))?;
         if !user.tags.iter().any(|t| TAGS.contains(&t.as_str())) {
             return Err(ApiError::NotAuthorized("Not management user"));

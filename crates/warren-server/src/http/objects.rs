@@ -324,6 +324,7 @@ pub async fn put_user(
         permissions,
         topic_permissions,
         limits,
+        token: None,
     });
     Ok(if existing.is_some() {
         StatusCode::NO_CONTENT

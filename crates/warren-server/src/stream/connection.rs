@@ -386,6 +386,7 @@ impl Conn {
                     });
                     match opened {
                         Ok((vh, grant)) => {
+                            self.entry.set_expiry(user.token.as_ref().map(|t| t.expires_at));
                             self.vhost = Some(vh);
                             self.grant = Some(grant);
                             let (host, port) = self.advertised();
@@ -487,6 +488,37 @@ impl Conn {
     }
 
     /// Handle one frame; false once the connection is closed.
+    /// SaslAuthenticate after Open: the client logs in again, as the same
+    /// user, typically with a fresh OAuth 2 token before the old one
+    /// expires; the new login's expiry and permissions replace the old.
+    fn reauthenticate(&mut self, mechanism: &str, data: &[u8]) -> u16 {
+        let proto = crate::sasl::Proto::Stream;
+        let (Some(current), Some(vh)) = (self.user.as_ref(), self.vhost.as_ref()) else {
+            return code::AUTHENTICATION_FAILURE;
+        };
+        let (name, vhost) = (current.name.clone(), vh.name.clone());
+        let fresh = match crate::sasl::login(&self.ctx, proto, mechanism, data, self.peer, self.entry.tls()) {
+            Ok(u) if u.name == name => u,
+            Ok(u) => {
+                tracing::warn!(peer = %self.peer, "re-authentication as '{}' refused: the connection is '{name}'s", u.name);
+                return code::AUTHENTICATION_FAILURE;
+            }
+            Err(_) => return code::AUTHENTICATION_FAILURE,
+        };
+        match self.ctx.broker.open_vhost(&fresh, &vhost, None) {
+            Ok((_, grant)) => {
+                self.entry.set_expiry(fresh.token.as_ref().map(|t| t.expires_at));
+                self.grant = Some(grant);
+                self.user = Some(fresh);
+                code::OK
+            }
+            Err(e) => {
+                tracing::warn!(peer = %self.peer, "re-authentication refused: {e}");
+                code::AUTHENTICATION_FAILURE
+            }
+        }
+    }
+
     fn dispatch(&mut self, f: Bytes) -> Result<bool, Stop> {
         if f.len() < 4 {
             return Err(Stop::Close(code::UNKNOWN_FRAME, "a frame without a key".into()));
@@ -515,6 +547,14 @@ impl Conn {
         }
         match Command::decode(f)? {
             Command::Heartbeat => {}
+            Command::SaslAuthenticate {
+                correlation_id,
+                mechanism,
+                data,
+            } => {
+                let c = self.reauthenticate(&mechanism, &data);
+                self.respond(key::SASL_AUTHENTICATE, correlation_id, c);
+            }
             Command::Close { correlation_id, .. } => {
                 self.respond(key::CLOSE, correlation_id, code::OK);
                 return Ok(false);

@@ -11,7 +11,7 @@ use fe2o3_amqp::{Connection, Receiver, Sender, Session};
 
 use crate::common::*;
 
-struct Node {
+pub(crate) struct Node {
     sender: Sender,
     receiver: Receiver,
     next_id: u64,
@@ -22,7 +22,16 @@ impl Node {
     /// names differ: fe2o3-amqp refuses two links of one name, and a lone
     /// response link serves any request link).
     async fn open(b: &Broker) -> (ConnectionHandle<()>, SessionHandle<()>, Node) {
-        let url = format!("amqp://guest:guest@127.0.0.1:{}", b.port);
+        Node::open_as(b, "guest", "guest").await
+    }
+
+    /// The same, logged in as `user` with `pass`.
+    pub(crate) async fn open_as(
+        b: &Broker,
+        user: &str,
+        pass: &str,
+    ) -> (ConnectionHandle<()>, SessionHandle<()>, Node) {
+        let url = format!("amqp://{user}:{pass}@127.0.0.1:{}", b.port);
         let mut conn = within(Connection::open("warren-test", url.as_str()))
             .await
             .unwrap();
@@ -41,7 +50,7 @@ impl Node {
         (conn, session, node)
     }
 
-    async fn request(&mut self, method: &str, path: &str, body: Value) -> (String, Value) {
+    pub(crate) async fn request(&mut self, method: &str, path: &str, body: Value) -> (String, Value) {
         self.next_id += 1;
         let id = format!("req-{}", self.next_id);
         let m = Message::builder()

@@ -177,7 +177,7 @@ async fn user_connection_limit_counts_one_users_connections_only() {
         amqp_error(&e),
         (
             530,
-            "NOT_ALLOWED - Connection refused for user 'lim'. User connection limit (1) is reached".into()
+            "NOT_ALLOWED - Connection refused for user 'lim': user connection limit (1) is reached".into()
         )
     );
     // Other users are not counted against it.

@@ -23,6 +23,7 @@ mod http_monitoring;
 mod http_stats;
 mod lapin_basics;
 mod limits;
+mod oauth2;
 mod permissions;
 mod pki;
 mod policies;

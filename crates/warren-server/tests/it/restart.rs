@@ -252,6 +252,7 @@ async fn deletions_cascades_users_and_vhosts_survive_restarts() {
             permissions: Default::default(),
             topic_permissions: Default::default(),
             limits: Default::default(),
+            token: None,
         });
         assert!(broker.update_user("u2", |u| {
             u.permissions

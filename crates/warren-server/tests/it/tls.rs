@@ -72,6 +72,7 @@ impl Broker {
             permissions: [("/".to_string(), warren_core::Permission::full())].into(),
             topic_permissions: Default::default(),
             limits: Default::default(),
+            token: None,
         });
     }
 }

@@ -66,6 +66,44 @@ impl Conn {
         self.accept_receiving_link(out, a, 1);
     }
 
+    /// `PUT /auth/tokens` (RabbitMQ 4): a connection that logged in with
+    /// an OAuth 2 token sends a fresh one, as binary, before the old one
+    /// expires. It must verify and be for the same user; its expiry and
+    /// scopes replace the old ones. 204, or 401 with the reason.
+    fn update_token(&mut self, vhost: &str, body: &warren_amqp10::Value) -> management::Response {
+        let refuse = |why: String| management::Response {
+            status: 401,
+            body: warren_amqp10::Value::String(why),
+        };
+        if !self.token_login {
+            return refuse("this connection did not log in with a token".into());
+        }
+        let secret = match body {
+            warren_amqp10::Value::Binary(b) => String::from_utf8_lossy(b).into_owned(),
+            warren_amqp10::Value::String(s) => s.clone(),
+            _ => return refuse("the body must be the token, as binary".into()),
+        };
+        let name = self.grant.as_ref().map(|g| g.user.clone()).unwrap_or_default();
+        let fresh = match crate::oauth2::refresh(&self.ctx, &name, &secret) {
+            Ok(u) => u,
+            Err(why) => {
+                tracing::warn!(user = %name, "token update refused: {why}");
+                return refuse(why);
+            }
+        };
+        match self.ctx.broker.open_vhost(&fresh, vhost, None) {
+            Ok((_, grant)) => {
+                self.entry.set_expiry(fresh.token.as_ref().map(|t| t.expires_at));
+                self.grant = Some(grant);
+                management::Response {
+                    status: 204,
+                    body: warren_amqp10::Value::Null,
+                }
+            }
+            Err(e) => refuse(e.to_string()),
+        }
+    }
+
     /// One complete request from the link `handle` named `name`: carry it
     /// out and queue the response on the paired link.
     pub(super) fn management_request(
@@ -103,6 +141,10 @@ impl Conn {
         };
         let mut out = BytesMut::new();
         match management::parse(message) {
+            Ok(req) if req.method == "PUT" && req.path == "/auth/tokens" => {
+                let r = self.update_token(&vh.name, &req.body);
+                management::encode(req.message_id.as_ref(), &r, &mut out);
+            }
             Ok(req) => {
                 let done = management::handle(&vh, &grant, self.id, management::NODE, &req);
                 if let Some(q) = done.exclusive {
