@@ -105,6 +105,17 @@ impl TlsIo {
                 return Err(invalid(e));
             }
         }
+        // In TLS 1.2 the server's ChangeCipherSpec and Finished come after
+        // the client's Finished: the handshake is over on this side with
+        // them still queued, and the client waits for them (and TLS 1.3's
+        // session tickets are queued here too). Send them now.
+        while self.tls.wants_write() {
+            match self.flush_tls() {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.tcp.writable().await?,
+                Err(e) => return Err(e),
+            }
+        }
         // The client may have sent application data behind its Finished.
         self.plain_ready = true;
         Ok(())

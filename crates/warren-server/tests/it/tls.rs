@@ -570,3 +570,41 @@ async fn external_logs_in_by_subject_alternative_name() {
     round_trip(&conn, "carol-q").await;
     within(conn.close()).await.unwrap();
 }
+
+/// A TLS 1.2 client (the Java client's and PerfTest's default protocol)
+/// completes its handshake: in 1.2 the server's Finished comes after the
+/// client's, and once stayed queued until the server had something else
+/// to write, so such clients waited for it until they timed out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls12_clients_complete_the_handshake() {
+    let pki = Pki::new();
+    let b = tls_broker(&pki, |_| {}).await;
+    let port = b.amqps_port();
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from(
+            pki.ca.cert.der().to_vec(),
+        ))
+        .unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS12])
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut s = tokio::time::timeout(Duration::from_secs(3), connector.connect(name, tcp))
+        .await
+        .expect("the TLS 1.2 handshake completes")
+        .unwrap();
+    assert_eq!(
+        s.get_ref().1.protocol_version(),
+        Some(rustls::ProtocolVersion::TLSv1_2)
+    );
+    s.write_all(b"AMQP\x00\x00\x09\x01").await.unwrap();
+    let mut head = [0u8; 7];
+    within(s.read_exact(&mut head)).await.unwrap();
+    assert_eq!(head[0], 1, "connection.start arrives");
+}
