@@ -68,6 +68,16 @@ fn count(m: &HashMap<String, usize>, key: &str) -> usize {
     m.get(key).copied().unwrap_or(0)
 }
 
+/// One more under `key`; allocates the key only the first time.
+fn more(m: &mut HashMap<String, usize>, key: &str) {
+    match m.get_mut(key) {
+        Some(c) => *c += 1,
+        None => {
+            m.insert(key.to_string(), 1);
+        }
+    }
+}
+
 fn less(m: &mut HashMap<String, usize>, key: &str, n: usize) {
     if let Some(c) = m.get_mut(key) {
         *c = c.saturating_sub(n);
@@ -201,8 +211,8 @@ impl Entry {
         if let Some(n) = user_limits.reached(MAX_CONNECTIONS, count(&t.user_connections, &login.user)) {
             return Err(LimitReached::UserConnections(n));
         }
-        *t.vhost_connections.entry(login.vhost.clone()).or_default() += 1;
-        *t.user_connections.entry(login.user.clone()).or_default() += 1;
+        more(&mut t.vhost_connections, &login.vhost);
+        more(&mut t.user_connections, &login.user);
         *self.login.lock() = Some(Arc::new(login));
         Ok(())
     }
@@ -211,6 +221,10 @@ impl Entry {
     /// epoch; None: never), replacing what it had: a fresh token moves it.
     pub fn set_expiry(&self, at: Option<u64>) {
         let at = at.unwrap_or(0);
+        // Most connections never had a token: closing one takes no lock.
+        if at == 0 && self.expires_at.load(Ordering::Relaxed) == 0 {
+            return;
+        }
         let mut set = self.expiring.lock();
         let old = self.expires_at.swap(at, Ordering::Relaxed);
         if old != 0 {
@@ -231,7 +245,7 @@ impl Entry {
         if let Some(n) = user_limits.reached(MAX_CHANNELS, count(&t.user_channels, &login.user)) {
             return Err(LimitReached::UserChannels(n));
         }
-        *t.user_channels.entry(login.user.clone()).or_default() += 1;
+        more(&mut t.user_channels, &login.user);
         Ok(())
     }
 

@@ -198,6 +198,21 @@ pub fn password(ctx: &ServerCtx, name: &str, pass: &str, loopback: bool) -> Resu
     Err(why)
 }
 
+/// A connection's user logged in again (a fresh token, sent to keep the
+/// connection past the old one's expiry): its permissions in `vhost` as
+/// the new login gives them, and the connection's expiry moved to the new
+/// token's. Every protocol's refresh ends here.
+pub fn renew(
+    ctx: &ServerCtx,
+    entry: &crate::connections::Entry,
+    fresh: &User,
+    vhost: &str,
+) -> Result<warren_core::Grant, warren_core::BrokerError> {
+    let (_, grant) = ctx.broker.open_vhost(fresh, vhost, None)?;
+    entry.set_expiry(fresh.token.as_ref().map(|t| t.expires_at));
+    Ok(grant)
+}
+
 /// RFC 4616: [authzid] NUL authcid NUL passwd.
 pub fn plain(response: &[u8]) -> Option<(String, String)> {
     let mut parts = response.split(|b| *b == 0);

@@ -647,19 +647,14 @@ impl Driver {
                         )
                         .on(20, 10));
                     }
-                    let user = self
-                        .conn
-                        .grant
-                        .as_ref()
-                        .map(|g| g.user.clone())
-                        .unwrap_or_default();
+                    let user = self.conn.grant.as_ref().map_or("", |g| g.user.as_str());
                     let info = self
                         .conn
                         .entry
-                        .open_channel(id, &self.conn.ctx.broker.user_limits(&user))
+                        .open_channel(id, &self.conn.ctx.broker.user_limits(user))
                         .map_err(|l| {
                             // A connection error, as RabbitMQ's channel limit is.
-                            AmqpError::from(BrokerError::NotAllowed(l.text(&user, "")))
+                            AmqpError::from(BrokerError::NotAllowed(l.text(user, "")))
                         })?;
                     self.channels.insert(id, Channel::new(id, info));
                     self.conn.send(id, ChannelOpenOk::default());

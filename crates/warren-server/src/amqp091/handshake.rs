@@ -185,12 +185,8 @@ fn update_secret(conn: &mut Conn, secret: &[u8]) -> Result<()> {
     let fresh =
         crate::oauth2::refresh(&conn.ctx, &name, &String::from_utf8_lossy(secret)).map_err(refused)?;
     let vhost = conn.vhost.as_ref().map(|v| v.name.clone()).unwrap_or_default();
-    let (_, grant) = conn
-        .ctx
-        .broker
-        .open_vhost(&fresh, &vhost, None)
-        .map_err(|e| refused(e.to_string()))?;
-    conn.entry.set_expiry(fresh.token.as_ref().map(|t| t.expires_at));
+    let grant =
+        crate::sasl::renew(&conn.ctx, &conn.entry, &fresh, &vhost).map_err(|e| refused(e.to_string()))?;
     conn.grant = Some(grant);
     conn.user = Some(fresh);
     tracing::info!(user = %name, "secret updated");

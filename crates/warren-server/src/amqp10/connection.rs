@@ -609,10 +609,10 @@ impl Conn {
                 "begin with a remote-channel: Warren does not begin sessions",
             )));
         }
-        let user = self.grant.as_ref().map(|g| g.user.clone()).unwrap_or_default();
+        let user = self.grant.as_ref().map_or("", |g| g.user.as_str());
         self.entry
-            .open_session(&self.ctx.broker.user_limits(&user))
-            .map_err(|l| Fatal(AmqpError::new(condition::RESOURCE_LIMIT, l.text(&user, ""))))?;
+            .open_session(&self.ctx.broker.user_limits(user))
+            .map_err(|l| Fatal(AmqpError::new(condition::RESOURCE_LIMIT, l.text(user, ""))))?;
         let handle_max = b.handle_max.unwrap_or(u32::MAX).min(HANDLE_MAX);
         self.sessions.insert(
             channel,

@@ -148,7 +148,9 @@ impl FromRequestParts<Arc<ServerCtx>> for Authed {
                 .as_ref()
                 .ok_or(ApiError::NotAuthorized("Not_Authorized"))?;
             let user = match o.verify(token.trim()) {
-                Ok(v) => crate::oauth2::user(v, &ctx.broker),
+                Ok(v) => {
+                    crate::oauth2::with_vhost_permissions(crate::oauth2::user(v, &ctx.broker), &ctx.broker)
+                }
                 Err(e) => {
                     tracing::warn!("HTTP API login refused: {e}");
                     return Err(ApiError::NotAuthorized("Login failed"));
@@ -171,6 +173,8 @@ impl FromRequestParts<Arc<ServerCtx>> for Authed {
             .is_none_or(|c| c.0.ip().is_loopback());
         let user = crate::sasl::password(ctx, &name, &password, loopback)
             .map_err(|_| ApiError::NotAuthorized("Login failed"))?;
+        // A token as the password: its scopes as per-vhost permissions.
+        let user = crate::oauth2::with_vhost_permissions(user, &ctx.broker);
         if !user.tags.iter().any(|t| TAGS.contains(&t.as_str())) {
             return Err(ApiError::NotAuthorized("Not management user"));
         }

@@ -206,25 +206,35 @@ fn scopes(claims: &Map<String, Value>) -> Vec<String> {
     }
 }
 
-/// The broker user a verified token stands for: its scopes' tags and
-/// permissions (in the vhosts there are now, for the HTTP API; a
-/// connection asks the scopes again for the vhost it opens), and the
-/// limits of an internal user of the same name, if there is one.
+/// The broker user a verified token stands for: its scopes' tags, the
+/// scopes themselves (asked for permissions in the vhost a connection
+/// opens), and the limits of an internal user of the same name, if there
+/// is one.
 pub fn user(v: Verified, broker: &Broker) -> User {
-    let permissions = broker
-        .vhosts()
-        .iter()
-        .filter_map(|vh| v.grants.permission_in(&vh.name).map(|p| (vh.name.clone(), p)))
-        .collect();
     User {
         tags: v.grants.tags().to_vec(),
-        permissions,
+        permissions: BTreeMap::new(),
         topic_permissions: BTreeMap::new(),
         limits: broker.user_limits(&v.user),
         password_hash: String::new(),
         token: Some(Arc::new(v.grants)),
         name: v.user,
     }
+}
+
+/// A token user's permissions in every vhost there is now, written into
+/// `permissions` as an internal user's are: for the HTTP API, which asks
+/// them per vhost. (Connections ask the scopes for the one vhost they
+/// open instead, so logins do not compile patterns for every vhost.)
+pub fn with_vhost_permissions(mut u: User, broker: &Broker) -> User {
+    if let Some(token) = u.token.clone() {
+        u.permissions = broker
+            .vhosts()
+            .iter()
+            .filter_map(|vh| token.permission_in(&vh.name).map(|p| (vh.name.clone(), p)))
+            .collect();
+    }
+    u
 }
 
 /// Once a second, close the connections whose token has expired.

@@ -505,9 +505,8 @@ impl Conn {
             }
             Err(_) => return code::AUTHENTICATION_FAILURE,
         };
-        match self.ctx.broker.open_vhost(&fresh, &vhost, None) {
-            Ok((_, grant)) => {
-                self.entry.set_expiry(fresh.token.as_ref().map(|t| t.expires_at));
+        match crate::sasl::renew(&self.ctx, &self.entry, &fresh, &vhost) {
+            Ok(grant) => {
                 self.grant = Some(grant);
                 self.user = Some(fresh);
                 code::OK

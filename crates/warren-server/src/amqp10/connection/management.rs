@@ -91,9 +91,8 @@ impl Conn {
                 return refuse(why);
             }
         };
-        match self.ctx.broker.open_vhost(&fresh, vhost, None) {
-            Ok((_, grant)) => {
-                self.entry.set_expiry(fresh.token.as_ref().map(|t| t.expires_at));
+        match crate::sasl::renew(&self.ctx, &self.entry, &fresh, vhost) {
+            Ok(grant) => {
                 self.grant = Some(grant);
                 management::Response {
                     status: 204,
