@@ -31,6 +31,19 @@ pub struct TlsIo {
     plain_ready: bool,
     /// The socket reported end of file.
     eof: bool,
+    /// Ciphertext read from the socket that rustls could not take yet
+    /// (the caller's buffer filled first); empty, and unallocated, mostly.
+    staged: BytesMut,
+}
+
+/// Most ciphertext read from the socket at once. rustls reads 4 KiB per
+/// `read_tls`; one syscall for a whole burst instead of one per 4 KiB,
+/// into a buffer each worker thread has once (reads never wait, so no
+/// task holds it across an await) rather than each connection.
+const READ_AHEAD: usize = 64 << 10;
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; READ_AHEAD]);
 }
 
 /// `Read` over a non-blocking socket: `WouldBlock` comes through as is,
@@ -72,6 +85,7 @@ impl TlsIo {
             pushback: BytesMut::new(),
             plain_ready: false,
             eof: false,
+            staged: BytesMut::new(),
         }
     }
 
@@ -131,7 +145,7 @@ impl TlsIo {
 
     /// Is there plaintext to take without waiting for the socket?
     pub fn has_buffered(&self) -> bool {
-        self.plain_ready || !self.pushback.is_empty()
+        self.plain_ready || !self.pushback.is_empty() || !self.staged.is_empty()
     }
 
     /// Does rustls hold ciphertext the socket has not taken yet?
@@ -139,9 +153,13 @@ impl TlsIo {
         self.tls.wants_write()
     }
 
-    /// Hand up to `room` bytes of plaintext to `sink`. Ok(0) is the end of
-    /// the stream (close_notify, or the socket closed); `WouldBlock` means
-    /// nothing is buffered and the socket has nothing more.
+    /// Hand up to `room` bytes of plaintext to `sink`, as much as rustls
+    /// holds and the socket has without waiting: a client writes a record
+    /// per message, and taking one record per call would cost the caller a
+    /// pass (and a flush of its replies, confirms among them) per message.
+    /// Ok(0) is the end of the stream (close_notify, or the socket closed);
+    /// `WouldBlock` means nothing is buffered and the socket has nothing
+    /// more.
     pub fn read_plain(&mut self, room: usize, sink: &mut dyn FnMut(&[u8])) -> io::Result<usize> {
         if room == 0 {
             return Ok(0);
@@ -155,47 +173,101 @@ impl TlsIo {
             }
             return Ok(n);
         }
+        let mut total = 0;
         loop {
+            let (n, end) = self.take_plain(room - total, sink)?;
+            total += n;
+            if end || total == room {
+                return Ok(total);
+            }
+            if !self.staged.is_empty() {
+                let mut staged = std::mem::take(&mut self.staged);
+                let mut r = &staged[..];
+                self.feed(&mut r)?;
+                staged.advance(staged.len() - r.len());
+                if !staged.is_empty() {
+                    self.staged = staged;
+                }
+                continue;
+            }
+            if self.eof {
+                return Ok(total);
+            }
+            let read = SCRATCH.with_borrow_mut(|buf| -> io::Result<()> {
+                let got = self.tcp.try_read(buf)?;
+                if got == 0 {
+                    self.eof = true;
+                    return Ok(());
+                }
+                // Never hand rustls an empty reader: it takes that for
+                // the end of the stream.
+                let mut r = &buf[..got];
+                loop {
+                    self.feed(&mut r)?;
+                    let (n, end) = self.take_plain(room - total, sink)?;
+                    total += n;
+                    if r.is_empty() || end {
+                        return Ok(());
+                    }
+                    if total == room {
+                        self.staged.extend_from_slice(r);
+                        return Ok(());
+                    }
+                }
+            });
+            match read {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    // tokio has cleared the socket's readiness.
+                    self.plain_ready = false;
+                    return if total > 0 { Ok(total) } else { Err(e) };
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Hand `sink` up to `want` bytes of the plaintext rustls holds;
+    /// true with it at the end of the stream.
+    fn take_plain(&mut self, want: usize, sink: &mut dyn FnMut(&[u8])) -> io::Result<(usize, bool)> {
+        let mut taken = 0;
+        while taken < want {
             match self.tls.reader().fill_buf() {
-                Ok([]) => return Ok(0),
+                Ok([]) => return Ok((taken, true)),
                 Ok(chunk) => {
-                    let n = room.min(chunk.len());
+                    let n = (want - taken).min(chunk.len());
                     sink(&chunk[..n]);
                     self.tls.reader().consume(n);
                     self.plain_ready = true;
-                    return Ok(n);
+                    taken += n;
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 // The peer closed the socket without close_notify: an end
                 // all the same (the front ends treat it as the peer gone).
-                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok((taken, true)),
                 Err(e) => return Err(e),
             }
-            if self.eof {
-                return Ok(0);
-            }
-            match self.tls.read_tls(&mut SocketRead(&self.tcp)) {
-                Ok(0) => self.eof = true,
-                Ok(_) => {}
-                Err(e) => {
-                    if e.kind() == io::ErrorKind::WouldBlock {
-                        self.plain_ready = false;
-                    }
-                    return Err(e);
-                }
-            }
-            if let Err(e) = self.tls.process_new_packets() {
-                let _ = self.flush_tls();
-                return Err(invalid(e));
-            }
-            // Key updates and the like want an answer.
-            if self.tls.wants_write() {
-                match self.flush_tls() {
-                    Err(e) if e.kind() != io::ErrorKind::WouldBlock => return Err(e),
-                    _ => {}
-                }
+        }
+        Ok((taken, false))
+    }
+
+    /// Give rustls ciphertext from `r` (as much as it takes now) and
+    /// decrypt it.
+    fn feed(&mut self, r: &mut &[u8]) -> io::Result<()> {
+        self.tls.read_tls(r)?;
+        if let Err(e) = self.tls.process_new_packets() {
+            // The alert rustls queued, if the socket takes it.
+            let _ = self.flush_tls();
+            return Err(invalid(e));
+        }
+        // Key updates and the like want an answer.
+        if self.tls.wants_write() {
+            match self.flush_tls() {
+                Err(e) if e.kind() != io::ErrorKind::WouldBlock => return Err(e),
+                _ => {}
             }
         }
+        Ok(())
     }
 
     /// Plaintext into `dst`, at most `room` bytes.

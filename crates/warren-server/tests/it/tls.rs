@@ -608,3 +608,115 @@ async fn tls12_clients_complete_the_handshake() {
     within(s.read_exact(&mut head)).await.unwrap();
     assert_eq!(head[0], 1, "connection.start arrives");
 }
+
+/// A client that writes each publish as a TLS record of its own (as the
+/// Java client does) has its confirms batched as over plain TCP: the
+/// server takes every record the socket holds in one pass. It once took
+/// one record per pass, and so sent one basic.ack per message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publishes_in_many_records_are_confirmed_together() {
+    use bytes::BytesMut;
+    use std::io::{Read, Write};
+    use warren_amqp091::frame::{write_body, write_content_header, write_method};
+    use warren_amqp091::methods::*;
+    use warren_amqp091::{BasicProperties, FieldTable, Frame, FrameType, Method, PROTOCOL_HEADER};
+
+    const N: u64 = 50;
+    let pki = Pki::new();
+    let b = tls_broker(&pki, |_| {}).await;
+    let port = b.amqps_port();
+    let config = pki.client_config(None);
+    let acks = tokio::task::spawn_blocking(move || {
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let conn = rustls::ClientConnection::new(config, name).unwrap();
+        let tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut s = rustls::StreamOwned::new(conn, tcp);
+        let mut inbox = BytesMut::new();
+        let mut next = |s: &mut rustls::StreamOwned<_, std::net::TcpStream>| loop {
+            if let Some(f) = Frame::parse(&mut inbox, 1 << 20).unwrap() {
+                if f.kind == FrameType::Method {
+                    return Method::decode(f.payload).unwrap();
+                }
+                continue;
+            }
+            let mut chunk = [0u8; 16384];
+            let n = s.read(&mut chunk).expect("the server answers");
+            assert!(n > 0, "the server hung up");
+            inbox.extend_from_slice(&chunk[..n]);
+        };
+        let send = |s: &mut rustls::StreamOwned<_, std::net::TcpStream>, ch: u16, m: Method| {
+            let mut out = BytesMut::new();
+            write_method(&mut out, ch, &m);
+            s.write_all(&out).unwrap();
+        };
+        s.write_all(PROTOCOL_HEADER).unwrap();
+        assert!(matches!(next(&mut s), Method::ConnectionStart(_)));
+        let start_ok = ConnectionStartOk {
+            client_properties: FieldTable::new(),
+            mechanism: "PLAIN".into(),
+            response: bytes::Bytes::from_static(b"\0guest\0guest"),
+            locale: "en_US".into(),
+        };
+        send(&mut s, 0, start_ok.into());
+        let Method::ConnectionTune(t) = next(&mut s) else {
+            panic!("expected tune")
+        };
+        let tune_ok = ConnectionTuneOk {
+            channel_max: t.channel_max,
+            frame_max: t.frame_max,
+            heartbeat: 0,
+        };
+        send(&mut s, 0, tune_ok.into());
+        let open = ConnectionOpen {
+            virtual_host: "/".into(),
+            ..Default::default()
+        };
+        send(&mut s, 0, open.into());
+        assert!(matches!(next(&mut s), Method::ConnectionOpenOk(_)));
+        send(&mut s, 1, ChannelOpen::default().into());
+        assert!(matches!(next(&mut s), Method::ChannelOpenOk(_)));
+        send(&mut s, 1, ConfirmSelect { nowait: false }.into());
+        assert!(matches!(next(&mut s), Method::ConfirmSelectOk(_)));
+        let declare = QueueDeclare {
+            queue: "records".into(),
+            ..Default::default()
+        };
+        send(&mut s, 1, declare.into());
+        assert!(matches!(next(&mut s), Method::QueueDeclareOk(_)));
+
+        // N records, one per publish, leave in one write.
+        for _ in 0..N {
+            let mut out = BytesMut::new();
+            let publish = BasicPublish {
+                routing_key: "records".into(),
+                ..Default::default()
+            };
+            write_method(&mut out, 1, &publish.into());
+            write_content_header(&mut out, 1, 60, 100, &BasicProperties::default());
+            write_body(&mut out, 1, &[7u8; 100], t.frame_max);
+            s.conn.writer().write_all(&out).unwrap();
+        }
+        let mut wire = Vec::new();
+        s.conn.write_tls(&mut wire).unwrap();
+        s.sock.write_all(&wire).unwrap();
+
+        let mut acks = 0;
+        loop {
+            match next(&mut s) {
+                Method::BasicAck(a) => {
+                    acks += 1;
+                    if a.delivery_tag == N {
+                        return acks;
+                    }
+                }
+                m => panic!("expected basic.ack, got {m:?}"),
+            }
+        }
+    })
+    .await
+    .unwrap();
+    // Over loopback the whole write arrives at once: one pass, one ack
+    // (a few if the kernel splits it).
+    assert!(acks <= 5, "{N} publishes confirmed by {acks} basic.acks");
+}
