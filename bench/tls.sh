@@ -4,8 +4,10 @@
 #   T1  PerfTest over amqps://, 1 KB messages, publisher confirms (1000 in
 #       flight), prefetch 1000, multiple ack every 100: received msg/s
 #   T2  new AMQP-over-TLS connections per second: N handshakes plus AMQP
-#       opens, 250 in flight (bench/idle_connections.py with a CA file)
-#   T3  broker RSS per idle TLS connection, the same N connections held
+#       opens, 250 in flight (warren-connect: a Rust client on rustls,
+#       X25519, cheap enough that the broker's side is what is measured)
+#   T3  broker RSS per idle TLS connection, N connections held
+#       (bench/idle_connections.py with a CA file)
 # usage: bench/tls.sh [SECONDS] [N]   (from anywhere; output in bench/out)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,11 +16,12 @@ N=${2:-2000}
 source bench/lib.sh
 fetch_perftest
 CERTS=$OUT/tls
-[ -f "$CERTS/ca_certificate.pem" ] || tools/tls-certs.sh "$CERTS" >/dev/null
+# Fresh certificates each run (they are valid for 30 days).
+tools/tls-certs.sh "$CERTS" >/dev/null
 WARREN_TLS_PORT=5681
 RABBIT_TLS_PORT=5674
 
-cargo build --release -p warren-server
+cargo build --release -p warren-server -p warren-perf
 rm -rf "$OUT/warren-data"
 ./target/release/warren --amqp-listen 127.0.0.1:$WARREN_PORT --amqps-listen 127.0.0.1:$WARREN_TLS_PORT \
   --stream-listen none --stream-tls-listen none --http-listen 127.0.0.1:15680 --https-listen none \
@@ -47,9 +50,16 @@ perftest() { # broker port
 perftest warren $WARREN_TLS_PORT
 perftest rabbitmq $RABBIT_TLS_PORT
 
-echo "== T2/T3: $N TLS connections"
-CW=$(python3 bench/idle_connections.py 127.0.0.1 $WARREN_TLS_PORT "$WARREN_PID" "$N" "$CERTS/ca_certificate.pem" | tee "$OUT/T23-warren.txt")
-CR=$(python3 bench/idle_connections.py 127.0.0.1 $RABBIT_TLS_PORT "$RABBIT_PID" "$N" "$CERTS/ca_certificate.pem" | tee "$OUT/T23-rabbitmq.txt")
+echo "== T3: $N idle TLS connections"
+CW=$(python3 bench/idle_connections.py 127.0.0.1 $WARREN_TLS_PORT "$WARREN_PID" "$N" "$CERTS/ca_certificate.pem" | tee "$OUT/T3-warren.txt")
+CR=$(python3 bench/idle_connections.py 127.0.0.1 $RABBIT_TLS_PORT "$RABBIT_PID" "$N" "$CERTS/ca_certificate.pem" | tee "$OUT/T3-rabbitmq.txt")
+# After T3: the connections T2 opens would leave the allocators' pools grown.
+echo "== T2: $N new TLS connections"
+connect() { # broker port
+  ./target/release/warren-connect 127.0.0.1:$2 "$N" --cafile "$CERTS/ca_certificate.pem" | tee "$OUT/T2-$1.txt"
+}
+C2W=$(connect warren $WARREN_TLS_PORT)
+C2R=$(connect rabbitmq $RABBIT_TLS_PORT)
 field() { echo "$1" | grep -o "$2=[0-9.]*" | cut -d= -f2; }
 
 cat <<TABLE | tee "$OUT/tls-summary.md"
@@ -57,6 +67,6 @@ cat <<TABLE | tee "$OUT/tls-summary.md"
 | workload | Warren | RabbitMQ 3.10 | ratio |
 | --- | --- | --- | --- |
 | T1 amqps 1 KB confirms, received msg/s | ${R[T1-warren]} | ${R[T1-rabbitmq]} | $(ratio ${R[T1-warren]} ${R[T1-rabbitmq]})x |
-| T2 new TLS connections/s ($N, 250 in flight) | $(field "$CW" opened_per_s) | $(field "$CR" opened_per_s) | $(ratio $(field "$CW" opened_per_s) $(field "$CR" opened_per_s))x |
+| T2 new TLS connections/s ($N, 250 in flight) | $(field "$C2W" opened_per_s) | $(field "$C2R" opened_per_s) | $(ratio $(field "$C2W" opened_per_s) $(field "$C2R" opened_per_s))x |
 | T3 RSS per idle TLS connection, KiB | $(field "$CW" per_connection_kib) | $(field "$CR" per_connection_kib) | $(ratio $(field "$CR" per_connection_kib) $(field "$CW" per_connection_kib))x less |
 TABLE
