@@ -487,7 +487,6 @@ impl Conn {
         self.pump_subscriptions();
     }
 
-    /// Handle one frame; false once the connection is closed.
     /// SaslAuthenticate after Open: the client logs in again, as the same
     /// user, typically with a fresh OAuth 2 token before the old one
     /// expires; the new login's expiry and permissions replace the old.
@@ -518,6 +517,7 @@ impl Conn {
         }
     }
 
+    /// Handle one frame; false once the connection is closed.
     fn dispatch(&mut self, f: Bytes) -> Result<bool, Stop> {
         if f.len() < 4 {
             return Err(Stop::Close(code::UNKNOWN_FRAME, "a frame without a key".into()));

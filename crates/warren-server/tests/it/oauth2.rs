@@ -19,6 +19,8 @@ use rcgen::KeyPair;
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{json, Value};
 
+use warren_stream::command::Command as StreamCommand;
+
 use crate::amqp10_management::Node;
 use crate::common::*;
 
@@ -253,13 +255,133 @@ async fn read_only_scopes_refuse_publishing_with_403() {
     assert_eq!(amqp_error(&e).0, 403);
 }
 
+/// A stream protocol connection by hand: rabbitmq-stream-client has no
+/// call that authenticates again after Open.
+struct RawStream {
+    s: tokio::net::TcpStream,
+    buf: bytes::BytesMut,
+    next_id: u32,
+}
+
+impl RawStream {
+    /// PeerProperties, SaslHandshake, SaslAuthenticate (PLAIN, the token as
+    /// the password), Tune, Open "/": each answered OK.
+    async fn open(b: &Broker, token: &str) -> RawStream {
+        let s = tokio::net::TcpStream::connect(("127.0.0.1", b.stream_port()))
+            .await
+            .unwrap();
+        let mut r = RawStream {
+            s,
+            buf: bytes::BytesMut::new(),
+            next_id: 1,
+        };
+        let ok = warren_stream::command::code::OK;
+        let properties = vec![];
+        assert_eq!(
+            r.call(|id| StreamCommand::PeerProperties {
+                correlation_id: id,
+                properties
+            })
+            .await,
+            ok
+        );
+        assert_eq!(
+            r.call(|id| StreamCommand::SaslHandshake { correlation_id: id })
+                .await,
+            ok
+        );
+        assert_eq!(r.authenticate(token).await, ok);
+        r.send(StreamCommand::Tune {
+            frame_max: 1 << 20,
+            heartbeat: 0,
+        })
+        .await;
+        let vhost = "/".to_string();
+        assert_eq!(
+            r.call(|id| StreamCommand::Open {
+                correlation_id: id,
+                vhost
+            })
+            .await,
+            ok
+        );
+        r
+    }
+
+    async fn send(&mut self, c: StreamCommand) {
+        use tokio::io::AsyncWriteExt;
+        let mut out = bytes::BytesMut::new();
+        c.encode(&mut out);
+        self.s.write_all(&out).await.unwrap();
+    }
+
+    /// The next frame; None once the socket is closed.
+    async fn frame(&mut self) -> Option<StreamCommand> {
+        use tokio::io::AsyncReadExt;
+        loop {
+            if let Some(f) = warren_stream::command::parse_frame(&mut self.buf, 1 << 20).unwrap() {
+                return Some(StreamCommand::decode(f).unwrap());
+            }
+            if within(self.s.read_buf(&mut self.buf)).await.ok()? == 0 {
+                return None;
+            }
+        }
+    }
+
+    /// Send the command `f` makes with a fresh correlation id; its
+    /// response code.
+    async fn call(&mut self, f: impl FnOnce(u32) -> StreamCommand) -> u16 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(f(id)).await;
+        loop {
+            match self.frame().await.expect("a response") {
+                StreamCommand::Response(r) if r.correlation_id == id => return r.code,
+                StreamCommand::Tune { .. } | StreamCommand::Heartbeat => {}
+                c => panic!("expected a response, got {c:?}"),
+            }
+        }
+    }
+
+    async fn authenticate(&mut self, token: &str) -> u16 {
+        let data = bytes::Bytes::from(format!("\0robot\0{token}"));
+        self.call(|id| StreamCommand::SaslAuthenticate {
+            correlation_id: id,
+            mechanism: "PLAIN".into(),
+            data,
+        })
+        .await
+    }
+
+    /// Did the broker close the connection (a Close, then the socket)?
+    async fn closed(&mut self) -> bool {
+        loop {
+            match self.frame().await {
+                None | Some(StreamCommand::Close { .. }) => return true,
+                Some(StreamCommand::Heartbeat) => {}
+                Some(c) => panic!("unexpected {c:?}"),
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_refreshed_token_keeps_its_connection_and_an_expired_one_closes_it() {
+    use warren_stream::command::code;
     let iss = Issuer::new();
     let b = iss.broker().await;
     let kept = lapin_with(&b, &iss.rs256(2, ALL)).await.unwrap();
     let dropped = lapin_with(&b, &iss.rs256(2, ALL)).await.unwrap();
     let (_c, _s, mut node) = Node::open_as(&b, "anyone", &iss.hs256(2, ALL)).await;
+    let mut stream_kept = RawStream::open(&b, &iss.rs256(2, ALL)).await;
+    let mut stream_dropped = RawStream::open(&b, &iss.rs256(2, ALL)).await;
+    // The stream protocol refreshes by SaslAuthenticate after Open: an
+    // expired token is refused and changes nothing, a fresh one is taken.
+    assert_eq!(
+        stream_kept.authenticate(&iss.rs256(-5, ALL)).await,
+        code::AUTHENTICATION_FAILURE
+    );
+    assert_eq!(stream_kept.authenticate(&iss.rs256(60, ALL)).await, code::OK);
     // A token for someone else, or a bad one, is refused and changes nothing.
     let e = within(kept.update_secret(iss.rs256(-5, ALL).into(), "refresh".into()))
         .await
@@ -287,8 +409,22 @@ async fn a_refreshed_token_keeps_its_connection_and_an_expired_one_closes_it() {
         status, "200",
         "the 1.0 connection refreshed by PUT /auth/tokens stays"
     );
+    let create = |id| StreamCommand::Create {
+        correlation_id: id,
+        stream: "still.streaming".into(),
+        arguments: vec![],
+    };
+    assert_eq!(
+        stream_kept.call(create).await,
+        code::OK,
+        "the stream connection refreshed by SaslAuthenticate stays"
+    );
+    assert!(
+        stream_dropped.closed().await,
+        "the expired stream connection is closed"
+    );
     let (_, conns) = b.http(Method::GET, "/api/connections", None).await;
-    assert_eq!(conns.as_array().unwrap().len(), 2, "{conns}");
+    assert_eq!(conns.as_array().unwrap().len(), 3, "{conns}");
 }
 
 #[tokio::test]
