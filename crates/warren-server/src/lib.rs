@@ -4,6 +4,7 @@
 
 pub mod amqp091;
 pub mod amqp10;
+pub mod cluster;
 pub mod config;
 pub mod connections;
 pub mod definitions;
