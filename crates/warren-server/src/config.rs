@@ -58,6 +58,10 @@ pub struct Cli {
     /// Where definitions and messages are kept.
     #[arg(long, env = "WARREN_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
+    /// This node's name (default warren@localhost); each node of a
+    /// cluster needs its own.
+    #[arg(long, env = "WARREN_NODE_NAME")]
+    pub node_name: Option<String>,
     /// AMQP listener address (`none`: no plain AMQP listener).
     #[arg(long, env = "WARREN_AMQP_LISTEN")]
     pub amqp_listen: Option<Listen>,
@@ -118,6 +122,13 @@ pub enum LogFormat {
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     pub data_dir: PathBuf,
+    /// This node's name, as the API, the Prometheus labels and the other
+    /// nodes know it (RabbitMQ's `rabbit@host`). Each node of a cluster
+    /// needs its own.
+    pub node_name: String,
+    /// The cluster this node belongs to (`[cluster]`); none: a single
+    /// node, exactly as before clustering existed.
+    pub cluster: Option<crate::cluster::ClusterSettings>,
     pub amqp_listen: Listen,
     /// AMQP 0-9-1 and 1.0 over TLS (RabbitMQ's listeners.ssl, 5671).
     /// Listeners over TLS start only when `ssl_options` names a
@@ -208,6 +219,8 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             data_dir: PathBuf::from("warren-data"),
+            node_name: crate::amqp10::management::NODE.into(),
+            cluster: None,
             amqp_listen: Listen::at("0.0.0.0:5672"),
             amqps_listen: Listen::at("0.0.0.0:5671"),
             stream_tls_listen: Listen::at("0.0.0.0:5551"),
@@ -309,6 +322,9 @@ impl Config {
         if let Some(d) = &cli.data_dir {
             c.data_dir = d.clone();
         }
+        if let Some(n) = &cli.node_name {
+            c.node_name = n.clone();
+        }
         if let Some(a) = cli.amqp_listen {
             c.amqp_listen = a;
         }
@@ -346,6 +362,15 @@ impl Config {
         Ok(c)
     }
 
+    /// The cluster's name (RabbitMQ's cluster_name): the `[cluster]`
+    /// table's, or this node's name on a node of its own.
+    pub fn cluster_name(&self) -> &str {
+        match &self.cluster {
+            Some(c) => &c.name,
+            None => &self.node_name,
+        }
+    }
+
     /// The memory high watermark in bytes: the absolute setting if given,
     /// else the relative one applied to physical memory.
     pub fn memory_limit(&self) -> u64 {
@@ -361,6 +386,12 @@ impl Config {
             return Err(ConfigError::Invalid(
                 "memory_high_watermark is a fraction of memory, between 0 and 1".into(),
             ));
+        }
+        if self.node_name.is_empty() || self.node_name.len() > 255 {
+            return Err(ConfigError::Invalid("node_name must be 1 to 255 bytes".into()));
+        }
+        if let Some(c) = &self.cluster {
+            c.validate(&self.node_name).map_err(ConfigError::Invalid)?;
         }
         if self.frame_max < 4096 {
             return Err(ConfigError::Invalid("frame_max must be at least 4096".into()));

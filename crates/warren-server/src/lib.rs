@@ -57,6 +57,9 @@ pub struct ServerCtx {
     pub auth: sasl::AuthStats,
     /// OAuth 2 token checks, when `auth_backends` names oauth2.
     pub oauth2: Option<Arc<oauth2::Verifier>>,
+    /// The other nodes and the links to them, on a node with `[cluster]`
+    /// settings.
+    pub cluster: Option<Arc<cluster::Cluster>>,
 }
 
 impl ServerCtx {
@@ -99,6 +102,8 @@ pub struct Listeners {
     pub https: Option<SocketAddr>,
     pub prometheus: Option<SocketAddr>,
     pub prometheus_tls: Option<SocketAddr>,
+    /// The inter-node listener, on a node with `[cluster]` settings.
+    pub clustering: Option<SocketAddr>,
 }
 
 impl Listeners {
@@ -113,6 +118,7 @@ impl Listeners {
             ("https", self.https),
             ("http/prometheus", self.prometheus),
             ("https/prometheus", self.prometheus_tls),
+            ("clustering", self.clustering),
         ]
         .into_iter()
         .filter_map(|(n, a)| a.map(|a| (n, a)))
@@ -135,6 +141,8 @@ pub enum StartError {
     Tls(#[from] tls::TlsError),
     #[error("OAuth 2: {0}")]
     OAuth2(#[from] oauth2::TokenError),
+    #[error("cluster: {0}")]
+    Cluster(String),
 }
 
 /// A running broker: its listeners' addresses, and how to stop it.
@@ -155,6 +163,9 @@ pub struct Running {
 impl Running {
     /// Close every connection with 320 CONNECTION_FORCED and stop listening.
     pub async fn shutdown(self) {
+        if let Some(c) = &self.ctx.cluster {
+            c.leave().await;
+        }
         let _ = self.shutdown.send(true);
         for t in self.tasks {
             let _ = t.await;
@@ -312,6 +323,18 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         on(config.prometheus_tls_listen, &https_tls),
         false,
     )?;
+    let (tx, rx) = watch::channel(false);
+    let cluster = match &config.cluster {
+        None => None,
+        Some(settings) => {
+            let secret = settings.load_secret().map_err(StartError::Cluster)?;
+            let (tcp, _) = bind("inter-node listener", settings.listen, false)?
+                .expect("cluster.listen is validated not to be none");
+            let c = cluster::Cluster::start(&config.node_name, settings.clone(), &secret, tcp, rx.clone())
+                .map_err(|e| StartError::Cluster(e.to_string()))?;
+            Some(c)
+        }
+    };
     let addr = |b: &Option<(tokio::net::TcpListener, SocketAddr)>| b.as_ref().map(|(_, a)| *a);
     let listeners = Listeners {
         amqp: addr(&amqp),
@@ -322,6 +345,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         https: addr(&https),
         prometheus: addr(&prom),
         prometheus_tls: addr(&prom_tls),
+        clustering: cluster.as_ref().map(|c| c.listen),
     };
     let ctx = Arc::new(ServerCtx {
         broker,
@@ -337,8 +361,8 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         https_tls: https_tls.clone(),
         auth: sasl::AuthStats::default(),
         oauth2,
+        cluster,
     });
-    let (tx, rx) = watch::channel(false);
     disk_monitor::spawn(ctx.broker.clone(), config.data_dir.clone(), rx.clone());
     stream::upkeep::spawn(ctx.broker.clone(), rx.clone());
     stats_sampler::spawn(

@@ -1,6 +1,13 @@
 //! The cluster: several Warren nodes that are one broker. Built in steps
-//! (issue 16); what exists so far is the inter-node link's handshake
-//! (`link.rs`), which no listener runs yet: a node with no cluster
-//! settings is one node exactly as before.
+//! (issue 16). What exists: the `[cluster]` settings (`settings.rs`), the
+//! inter-node handshake (`link.rs`) and the links between nodes with
+//! their failure detector (`links.rs`), which `/api/nodes` reports. No
+//! metadata, queue or message crosses a link yet. A node with no
+//! `[cluster]` settings starts none of this.
 
 pub mod link;
+pub mod links;
+pub mod settings;
+
+pub use links::{Cluster, PeerStatus};
+pub use settings::{ClusterSettings, PeerConfig};

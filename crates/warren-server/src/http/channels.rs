@@ -16,7 +16,6 @@ use super::conns::{find, visible};
 use super::error::ApiError;
 use super::objects::visible as visible_vhost;
 use super::objects::{listing, ListQuery};
-use crate::amqp10::management::NODE;
 use crate::connections::{ChannelInfo, Entry};
 use crate::definitions::table_to_json;
 use crate::ServerCtx;
@@ -28,12 +27,12 @@ fn channel_name(e: &Entry, number: u16) -> String {
     format!("{} ({number})", e.name())
 }
 
-fn channel_json(e: &Entry, c: &ChannelInfo) -> Value {
+fn channel_json(e: &Entry, c: &ChannelInfo, node: &str) -> Value {
     let login = e.login();
     json!({
         "name": channel_name(e, c.number),
         "number": c.number,
-        "node": NODE,
+        "node": node,
         "state": "running",
         "user": login.as_ref().map(|l| l.user.clone()),
         "vhost": login.as_ref().map(|l| l.vhost.clone()),
@@ -54,13 +53,13 @@ fn channel_json(e: &Entry, c: &ChannelInfo) -> Value {
     })
 }
 
-fn channels_of(entries: &[Arc<Entry>]) -> Vec<Value> {
+fn channels_of(entries: &[Arc<Entry>], node: &str) -> Vec<Value> {
     entries
         .iter()
         .flat_map(|e| {
             e.channels()
                 .iter()
-                .map(|c| channel_json(e, c))
+                .map(|c| channel_json(e, c, node))
                 .collect::<Vec<_>>()
         })
         .collect()
@@ -71,7 +70,7 @@ pub async fn channels(
     who: Authed,
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<Value>> {
-    listing(channels_of(&visible(&ctx, &who, None)), &q)
+    listing(channels_of(&visible(&ctx, &who, None), &ctx.config.node_name), &q)
 }
 
 pub async fn vhost_channels(
@@ -81,7 +80,10 @@ pub async fn vhost_channels(
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<Value>> {
     visible_vhost(&ctx, &who, &vhost)?;
-    listing(channels_of(&visible(&ctx, &who, Some(&vhost))), &q)
+    listing(
+        channels_of(&visible(&ctx, &who, Some(&vhost)), &ctx.config.node_name),
+        &q,
+    )
 }
 
 pub async fn connection_channels(
@@ -91,7 +93,7 @@ pub async fn connection_channels(
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<Value>> {
     let e = find(&ctx, &who, &name)?;
-    listing(channels_of(&[e]), &q)
+    listing(channels_of(&[e], &ctx.config.node_name), &q)
 }
 
 /// GET /api/channels/{name}: "PEER -> LOCAL (N)".
@@ -110,7 +112,7 @@ pub async fn channel(
         .into_iter()
         .find(|c| c.number == number)
         .ok_or(ApiError::NotFound)?;
-    Ok(Json(channel_json(&e, &c)))
+    Ok(Json(channel_json(&e, &c, &ctx.config.node_name)))
 }
 
 fn consumers_in(ctx: &ServerCtx, who: &Authed, vhost: Option<&str>) -> Vec<Value> {
@@ -133,7 +135,7 @@ fn consumers_in(ctx: &ServerCtx, who: &Authed, vhost: Option<&str>) -> Vec<Value
                         "peer_host": e.as_ref().map(|e| e.peer.ip().to_string()),
                         "peer_port": e.as_ref().map(|e| e.peer.port()),
                         "user": login.as_ref().map(|l| l.user.clone()),
-                        "node": NODE,
+                        "node": ctx.config.node_name,
                     },
                     "ack_required": c.ack_required,
                     "exclusive": c.exclusive,

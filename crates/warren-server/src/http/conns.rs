@@ -15,7 +15,6 @@ use serde_json::{json, Value};
 use super::auth::Authed;
 use super::error::ApiError;
 use super::objects::{listing, visible as visible_vhost, ListQuery};
-use crate::amqp10::management::NODE;
 use crate::connections::Entry;
 use crate::ServerCtx;
 
@@ -24,13 +23,13 @@ use crate::ServerCtx;
 /// certificate's subject, issuer and validity (null without one); Erlang's
 /// own counters (reductions, garbage collection) have no counterpart and
 /// are left out.
-pub(super) fn connection_json(e: &Entry) -> Value {
+pub(super) fn connection_json(e: &Entry, node: &str) -> Value {
     let login = e.login();
     let l = login.as_deref();
     let (recv_rate, send_rate) = e.rates();
     let mut v = json!({
         "name": e.name(),
-        "node": NODE,
+        "node": node,
         "type": "network",
         "state": "running",
         "protocol": l.map(|l| l.protocol),
@@ -111,7 +110,7 @@ pub async fn connections(
     listing(
         visible(&ctx, &who, None)
             .iter()
-            .map(|e| connection_json(e))
+            .map(|e| connection_json(e, &ctx.config.node_name))
             .collect(),
         &q,
     )
@@ -127,7 +126,7 @@ pub async fn vhost_connections(
     listing(
         visible(&ctx, &who, Some(&vhost))
             .iter()
-            .map(|e| connection_json(e))
+            .map(|e| connection_json(e, &ctx.config.node_name))
             .collect(),
         &q,
     )
@@ -153,7 +152,7 @@ pub async fn user_connections(
     Ok(Json(Value::Array(
         of_user(&ctx, &who, &user)
             .iter()
-            .map(|e| connection_json(e))
+            .map(|e| connection_json(e, &ctx.config.node_name))
             .collect(),
     )))
 }
@@ -196,7 +195,7 @@ pub async fn connection(
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let e = find(&ctx, &who, &name)?;
-    Ok(Json(connection_json(&e)))
+    Ok(Json(connection_json(&e, &ctx.config.node_name)))
 }
 
 pub async fn close_connection(

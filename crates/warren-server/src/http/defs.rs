@@ -31,7 +31,7 @@ fn with_versions(d: &Definitions) -> Result<Value, ApiError> {
 pub async fn export(State(ctx): State<Arc<ServerCtx>>, who: Authed) -> Result<Json<Value>, ApiError> {
     who.admin()?;
     let mut d = snapshot(&ctx.broker);
-    d.global_parameters = super::params::global_parameters();
+    d.global_parameters = super::params::global_parameters(ctx.config.cluster_name());
     Ok(Json(with_versions(&d)?))
 }
 

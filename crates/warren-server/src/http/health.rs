@@ -137,7 +137,7 @@ pub async fn certificate_expiration(
         .into_iter()
         .filter(|(p, _)| p.contains("ssl") || p.starts_with("https"))
         .map(|(protocol, a)| {
-            json!({"node": crate::amqp10::management::NODE, "protocol": protocol,
+            json!({"node": ctx.config.node_name, "protocol": protocol,
                    "interface": a.ip().to_string(), "port": a.port(),
                    "certfile": certfile, "cacertfile": cacertfile,
                    "expiry_date": tls.not_after()})

@@ -16,7 +16,6 @@ use axum::Router;
 use warren_core::queue::QueueStats;
 use warren_core::stats::{MessageCounters, Stat};
 
-use crate::amqp10::management::NODE;
 use crate::ServerCtx;
 
 const TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -138,7 +137,10 @@ async fn totals(State(ctx): State<Arc<ServerCtx>>) -> impl IntoResponse {
     // RabbitMQ's Grafana dashboards join every series on this one.
     let _ = writeln!(
         out,
-        "# TYPE rabbitmq_identity_info untyped\n# HELP rabbitmq_identity_info RabbitMQ node & cluster identity info\nrabbitmq_identity_info{{rabbitmq_node=\"{NODE}\",rabbitmq_cluster=\"{NODE}\",rabbitmq_cluster_permanent_id=\"warren-{NODE}\"}} 1"
+        "# TYPE rabbitmq_identity_info untyped\n# HELP rabbitmq_identity_info RabbitMQ node & cluster identity info\nrabbitmq_identity_info{{rabbitmq_node=\"{}\",rabbitmq_cluster=\"{}\",rabbitmq_cluster_permanent_id=\"warren-{}\"}} 1",
+        ctx.config.node_name,
+        ctx.config.cluster_name(),
+        ctx.config.cluster_name()
     );
     let _ = writeln!(
         out,

@@ -22,7 +22,7 @@ use warren_core::{Access, Permission, Resource, User};
 use super::auth::Authed;
 use super::error::ApiError;
 use super::queue_info::{queue_json, queue_listing};
-use crate::amqp10::management::{percent_encode, NODE};
+use crate::amqp10::management::percent_encode;
 use crate::definitions::{json_to_table, table_to_json};
 use crate::ServerCtx;
 
@@ -168,7 +168,7 @@ fn arguments(m: &Map<String, Value>) -> ApiResult<warren_amqp091::FieldTable> {
 
 // ---- vhosts ----
 
-fn vhost_json(vh: &VHost) -> Value {
+fn vhost_json(vh: &VHost, node: &str) -> Value {
     let (mut ready, mut unacked) = (0, 0);
     for q in vh.queues() {
         let s = q.stats();
@@ -180,7 +180,7 @@ fn vhost_json(vh: &VHost) -> Value {
         "description": "",
         "tags": [],
         "tracing": false,
-        "cluster_state": {NODE: "running"},
+        "cluster_state": {node: "running"},
         "messages": ready + unacked,
         "messages_ready": ready,
         "messages_unacknowledged": unacked,
@@ -189,14 +189,17 @@ fn vhost_json(vh: &VHost) -> Value {
 
 pub async fn vhosts(State(ctx): Ctx, who: Authed, Query(q): Query<ListQuery>) -> ApiResult<Json<Value>> {
     listing(
-        visible_vhosts(&ctx, &who).iter().map(|v| vhost_json(v)).collect(),
+        visible_vhosts(&ctx, &who)
+            .iter()
+            .map(|v| vhost_json(v, &ctx.config.node_name))
+            .collect(),
         &q,
     )
 }
 
 pub async fn vhost(State(ctx): Ctx, who: Authed, Path(vhost): Path<String>) -> ApiResult<Json<Value>> {
     let vh = visible(&ctx, &who, &vhost)?;
-    Ok(Json(vhost_json(&vh)))
+    Ok(Json(vhost_json(&vh, &ctx.config.node_name)))
 }
 
 pub async fn put_vhost(State(ctx): Ctx, who: Authed, Path(vhost): Path<String>) -> ApiResult<StatusCode> {
@@ -574,7 +577,7 @@ pub async fn delete_exchange(
 // ---- queues ----
 
 pub async fn queues(State(ctx): Ctx, who: Authed, Query(q): Query<ListQuery>) -> ApiResult<Response> {
-    queue_listing(&visible_vhosts(&ctx, &who), &q)
+    queue_listing(&visible_vhosts(&ctx, &who), &q, &ctx.config.node_name)
 }
 
 pub async fn queues_in(
@@ -583,7 +586,7 @@ pub async fn queues_in(
     Path(vhost): Path<String>,
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Response> {
-    queue_listing(&[visible(&ctx, &who, &vhost)?], &q)
+    queue_listing(&[visible(&ctx, &who, &vhost)?], &q, &ctx.config.node_name)
 }
 
 pub async fn queue(
@@ -593,7 +596,7 @@ pub async fn queue(
 ) -> ApiResult<Json<Value>> {
     let vh = visible(&ctx, &who, &vhost)?;
     let q = vh.queue(name.as_bytes(), 0).map_err(|_| ApiError::NotFound)?;
-    Ok(Json(queue_json(&q)))
+    Ok(Json(queue_json(&q, &ctx.config.node_name)))
 }
 
 pub async fn put_queue(

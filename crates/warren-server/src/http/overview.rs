@@ -14,7 +14,6 @@ use warren_core::vhost::{QueueDecl, VHost};
 
 use super::auth::Authed;
 use super::error::ApiError;
-use crate::amqp10::management::NODE;
 use crate::ServerCtx;
 
 /// The RabbitMQ release whose management API this one follows.
@@ -69,15 +68,15 @@ pub async fn overview(State(ctx): State<Arc<ServerCtx>>, who: Authed) -> Json<Va
         .listeners
         .named()
         .into_iter()
-        .map(|(protocol, a)| json!({"node": NODE, "protocol": protocol, "ip_address": a.ip().to_string(), "port": a.port()}))
+        .map(|(protocol, a)| json!({"node": ctx.config.node_name, "protocol": protocol, "ip_address": a.ip().to_string(), "port": a.port()}))
         .collect();
     Json(json!({
         "management_version": RABBITMQ_VERSION,
         "rabbitmq_version": RABBITMQ_VERSION,
         "product_name": "Warren",
         "product_version": env!("CARGO_PKG_VERSION"),
-        "cluster_name": NODE,
-        "node": NODE,
+        "cluster_name": ctx.config.cluster_name(),
+        "node": ctx.config.node_name,
         "object_totals": {
             "connections": conns.len(),
             "channels": conns.iter().map(|e| e.channel_count()).sum::<usize>(),
@@ -96,8 +95,26 @@ pub async fn overview(State(ctx): State<Arc<ServerCtx>>, who: Authed) -> Json<Va
     }))
 }
 
+/// `/api/nodes`: this node, then every other node of its cluster,
+/// running or not.
 pub async fn nodes(State(ctx): State<Arc<ServerCtx>>, _who: Authed) -> Json<Value> {
-    Json(json!([node_json(&ctx)]))
+    let mut all = vec![node_json(&ctx)];
+    if let Some(c) = &ctx.cluster {
+        all.extend(c.peers().iter().map(peer_json));
+    }
+    Json(Value::Array(all))
+}
+
+/// Another node as `/api/nodes` shows it: what this node knows (whether
+/// its link is up); the figures only that node has are not carried yet.
+fn peer_json(p: &crate::cluster::PeerStatus) -> Value {
+    json!({
+        "name": p.node,
+        "type": "disc",
+        "running": p.running,
+        "cluster_links": [],
+        "partitions": [],
+    })
 }
 
 /// `/api/nodes/{name}`: this node by its name.
@@ -106,15 +123,17 @@ pub async fn node(
     _who: Authed,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    if name != NODE {
-        return Err(ApiError::NotFound);
+    if name == ctx.config.node_name {
+        return Ok(Json(node_json(&ctx)));
     }
-    Ok(Json(node_json(&ctx)))
+    let peers = ctx.cluster.as_ref().map(|c| c.peers()).unwrap_or_default();
+    let p = peers.iter().find(|p| p.node == name).ok_or(ApiError::NotFound)?;
+    Ok(Json(peer_json(p)))
 }
 
 /// `/api/cluster-name`.
-pub async fn cluster_name(_who: Authed) -> Json<Value> {
-    Json(json!({"name": NODE}))
+pub async fn cluster_name(State(ctx): State<Arc<ServerCtx>>, _who: Authed) -> Json<Value> {
+    Json(json!({"name": ctx.config.cluster_name()}))
 }
 
 /// `/api/extensions`: the web UI's plugins (none).
@@ -130,9 +149,17 @@ pub async fn auth() -> Json<Value> {
 fn node_json(ctx: &ServerCtx) -> Value {
     let b = &ctx.broker;
     json!({
-        "name": NODE,
+        "name": ctx.config.node_name,
         "type": "disc",
         "running": true,
+        "partitions": [],
+        "cluster_links": ctx.cluster.as_ref().map_or_else(Vec::new, |c| {
+            c.peers()
+                .into_iter()
+                .filter(|p| p.running)
+                .map(|p| json!({"name": p.node, "peer_addr": p.address}))
+                .collect()
+        }),
         "mem_used": b.memory.bytes(),
         "mem_limit": b.alarms.memory_limit(),
         "mem_alarm": b.alarms.memory_alarm(),
@@ -166,10 +193,10 @@ pub async fn alarms(State(ctx): State<Arc<ServerCtx>>, _who: Authed) -> Response
     let a = &ctx.broker.alarms;
     let mut on = Vec::new();
     if a.memory_alarm() {
-        on.push(json!({"node": NODE, "resource": "memory"}));
+        on.push(json!({"node": ctx.config.node_name, "resource": "memory"}));
     }
     if a.disk_alarm() {
-        on.push(json!({"node": NODE, "resource": "disk"}));
+        on.push(json!({"node": ctx.config.node_name, "resource": "disk"}));
     }
     if on.is_empty() {
         Json(json!({"status": "ok"})).into_response()

@@ -14,14 +14,13 @@ use serde_json::{json, Value};
 
 use super::auth::Authed;
 use super::error::ApiError;
-use crate::amqp10::management::NODE;
 use crate::ServerCtx;
 
 type ApiResult<T> = Result<T, ApiError>;
 
 /// The global parameters: the cluster's name.
-pub fn global_parameters() -> Vec<Value> {
-    vec![json!({"name": "cluster_name", "value": NODE})]
+pub fn global_parameters(cluster_name: &str) -> Vec<Value> {
+    vec![json!({"name": "cluster_name", "value": cluster_name})]
 }
 
 /// An empty listing, for any user who may log in.
@@ -50,12 +49,16 @@ pub async fn component_in_vhost(
     none_in_vhost(State(ctx), who, Path(vhost)).await
 }
 
-pub async fn globals(_who: Authed) -> Json<Value> {
-    Json(Value::Array(global_parameters()))
+pub async fn globals(State(ctx): State<Arc<ServerCtx>>, _who: Authed) -> Json<Value> {
+    Json(Value::Array(global_parameters(ctx.config.cluster_name())))
 }
 
-pub async fn global(_who: Authed, Path(name): Path<String>) -> ApiResult<Json<Value>> {
-    global_parameters()
+pub async fn global(
+    State(ctx): State<Arc<ServerCtx>>,
+    _who: Authed,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
+    global_parameters(ctx.config.cluster_name())
         .into_iter()
         .find(|p| p["name"] == name.as_str())
         .map(Json)

@@ -18,7 +18,6 @@ use warren_core::VHost;
 use super::error::ApiError;
 use super::message_stats;
 use super::objects::{listing, paginate, ListQuery};
-use crate::amqp10::management::NODE;
 use crate::definitions::table_to_json;
 
 #[derive(Serialize)]
@@ -29,7 +28,7 @@ struct QueueInfo<'a> {
     auto_delete: bool,
     exclusive: bool,
     arguments: Map<String, Value>,
-    node: &'static str,
+    node: &'a str,
     state: &'static str,
     #[serde(rename = "type")]
     kind: &'static str,
@@ -58,7 +57,7 @@ fn memory_estimate(s: &QueueStats) -> u64 {
     QUEUE_BASE + s.ram_bytes + (s.ram_messages + s.unacked) * PER_MESSAGE
 }
 
-fn info(q: &Queue) -> QueueInfo<'_> {
+fn info<'a>(q: &'a Queue, node: &'a str) -> QueueInfo<'a> {
     let s = q.stats();
     let policy = q.policy();
     QueueInfo {
@@ -68,7 +67,7 @@ fn info(q: &Queue) -> QueueInfo<'_> {
         auto_delete: q.auto_delete,
         exclusive: q.exclusive_owner.is_some(),
         arguments: table_to_json(&q.arguments),
-        node: NODE,
+        node,
         state: "running",
         kind: if q.stream().is_some() { "stream" } else { "classic" },
         messages: s.ready + s.unacked,
@@ -89,17 +88,17 @@ fn info(q: &Queue) -> QueueInfo<'_> {
     }
 }
 
-pub fn queue_json(q: &Queue) -> Value {
-    serde_json::to_value(info(q)).unwrap_or(Value::Null)
+pub fn queue_json(q: &Queue, node: &str) -> Value {
+    serde_json::to_value(info(q, node)).unwrap_or(Value::Null)
 }
 
 /// The queues of `vhs` as `q` asks: filtered, sorted, paged.
-pub fn queue_listing(vhs: &[Arc<VHost>], q: &ListQuery) -> Result<Response, ApiError> {
+pub fn queue_listing(vhs: &[Arc<VHost>], q: &ListQuery, node: &str) -> Result<Response, ApiError> {
     if !matches!(q.sort.as_deref(), None | Some("name")) {
         let all = vhs
             .iter()
             .flat_map(|vh| vh.queues())
-            .map(|x| queue_json(&x))
+            .map(|x| queue_json(&x, node))
             .collect();
         return listing(all, q).map(IntoResponse::into_response);
     }
@@ -117,9 +116,9 @@ pub fn queue_listing(vhs: &[Arc<VHost>], q: &ListQuery) -> Result<Response, ApiE
         qs.reverse();
     }
     if q.page.is_some() {
-        return paginate(qs, q, |x| queue_json(&x)).map(IntoResponse::into_response);
+        return paginate(qs, q, |x| queue_json(&x, node)).map(IntoResponse::into_response);
     }
-    let body = serde_json::to_vec(&qs.iter().map(|x| info(x)).collect::<Vec<_>>())
+    let body = serde_json::to_vec(&qs.iter().map(|x| info(x, node)).collect::<Vec<_>>())
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     Ok(([(CONTENT_TYPE, "application/json")], body).into_response())
 }

@@ -11,6 +11,7 @@ mod amqp10_raw;
 mod amqp10_session;
 mod amqprs_client;
 mod binary;
+mod cluster;
 mod common;
 mod consumers;
 mod durability;

@@ -1,0 +1,335 @@
+//! The links between this node and the others: one TCP connection per
+//! node pair, dialled by the node whose name sorts first (so a pair never
+//! has two), authenticated by `link.rs`'s handshake, then carrying
+//! `warren_peer` messages both ways. Each link pings every
+//! `ping_interval`; a peer silent for `down_after` is down, its link is
+//! closed and the dialler tries again. This is the node-pair failure
+//! detector the Raft groups will rely on instead of heartbeats of their
+//! own.
+//!
+//! A link's outgoing messages go through a bounded channel to its writer
+//! task, which sends whatever has queued in one write.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use parking_lot::Mutex;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+use warren_peer::{parse_frame, Message, FRAME_MAX};
+
+use super::link::{accept, dial, Identity, LinkError};
+use super::settings::ClusterSettings;
+
+/// Messages queued for a link's writer before senders wait.
+const LINK_QUEUE: usize = 1024;
+/// Most bytes one write gathers from the queue.
+const WRITE_BATCH: usize = 256 << 10;
+/// A handshake not done by then is dropped (as a client's TLS handshake).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Between attempts to dial a peer that is down: doubling from the first
+/// to the last, back to the first once a link has been up.
+const REDIAL_FIRST: Duration = Duration::from_millis(250);
+const REDIAL_MAX: Duration = Duration::from_secs(8);
+
+/// What this node knows of another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerStatus {
+    pub node: String,
+    pub address: String,
+    /// A link is up and the peer answered within `down_after`.
+    pub running: bool,
+    /// Why the last link ended or the last attempt failed.
+    pub last_error: Option<String>,
+}
+
+struct Peer {
+    address: String,
+    /// The link in use: its id and its writer's queue.
+    link: Option<(u64, mpsc::Sender<Message>)>,
+    last_error: Option<String>,
+}
+
+pub struct Cluster {
+    me: Identity,
+    settings: ClusterSettings,
+    peers: Mutex<HashMap<String, Peer>>,
+    next_link: AtomicU64,
+    /// Where the inter-node listener is bound.
+    pub listen: SocketAddr,
+}
+
+impl Cluster {
+    /// Bind nothing (the caller bound `listener`); start accepting peers
+    /// and dialling those this node dials, until `shutdown`.
+    pub fn start(
+        node: &str,
+        settings: ClusterSettings,
+        secret: &[u8],
+        listener: TcpListener,
+        shutdown: watch::Receiver<bool>,
+    ) -> std::io::Result<Arc<Cluster>> {
+        let listen = listener.local_addr()?;
+        let peers = settings
+            .peers
+            .iter()
+            .map(|p| {
+                let peer = Peer {
+                    address: p.address.clone(),
+                    link: None,
+                    last_error: None,
+                };
+                (p.node.clone(), peer)
+            })
+            .collect();
+        let c = Arc::new(Cluster {
+            me: Identity::new(&settings.name, node, secret),
+            settings,
+            peers: Mutex::new(peers),
+            next_link: AtomicU64::new(1),
+            listen,
+        });
+        tokio::spawn(c.clone().accept_loop(listener, shutdown.clone()));
+        for p in &c.settings.peers {
+            if c.me.node < p.node {
+                tokio::spawn(
+                    c.clone()
+                        .dial_loop(p.node.clone(), p.address.clone(), shutdown.clone()),
+                );
+            }
+        }
+        tracing::info!(node = %c.me.node, cluster = %c.me.cluster, %listen, peers = c.settings.peers.len(), "inter-node listener started");
+        Ok(c)
+    }
+
+    pub fn node(&self) -> &str {
+        &self.me.node
+    }
+
+    /// Every other node, in configuration order.
+    pub fn peers(&self) -> Vec<PeerStatus> {
+        let peers = self.peers.lock();
+        self.settings
+            .peers
+            .iter()
+            .filter_map(|p| {
+                let s = peers.get(&p.node)?;
+                Some(PeerStatus {
+                    node: p.node.clone(),
+                    address: s.address.clone(),
+                    running: s.link.is_some(),
+                    last_error: s.last_error.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// Say goodbye on every link, so peers see this node leave at once
+    /// rather than after `down_after`.
+    pub async fn leave(&self) {
+        let links: Vec<_> = self
+            .peers
+            .lock()
+            .values()
+            .filter_map(|p| p.link.clone())
+            .collect();
+        for (_, tx) in links {
+            let bye = Message::Goodbye {
+                reason: "shutdown".into(),
+            };
+            let _ = tokio::time::timeout(Duration::from_millis(200), tx.send(bye)).await;
+        }
+        // Let the writers put it on the wire.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    fn failed(&self, node: &str, e: String) {
+        if let Some(p) = self.peers.lock().get_mut(node) {
+            if p.last_error.as_deref() != Some(&e) {
+                tracing::warn!(peer = %node, "inter-node link: {e}");
+            }
+            p.last_error = Some(e);
+        }
+    }
+
+    async fn accept_loop(self: Arc<Self>, listener: TcpListener, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            let (tcp, addr) = tokio::select! {
+                _ = shutdown.changed() => return,
+                r = listener.accept() => match r {
+                    Ok(x) => x,
+                    Err(e) => {
+                        tracing::warn!("inter-node accept: {e}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                },
+            };
+            let c = self.clone();
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move {
+                let mut tcp = tcp;
+                let mut buf = BytesMut::new();
+                let r = tokio::time::timeout(HANDSHAKE_TIMEOUT, accept(&mut tcp, &c.me, &mut buf)).await;
+                let peer = match r {
+                    Ok(Ok(p)) => p,
+                    Ok(Err(e)) => {
+                        tracing::warn!(%addr, "inter-node handshake failed: {e}");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::warn!(%addr, "inter-node handshake timed out");
+                        return;
+                    }
+                };
+                if !c.peers.lock().contains_key(&peer.node) {
+                    tracing::warn!(%addr, peer = %peer.node, "inter-node link refused: not a configured peer");
+                    let mut out = BytesMut::new();
+                    Message::Goodbye {
+                        reason: format!("'{}' is not a peer of '{}'", peer.node, c.me.node),
+                    }
+                    .encode(&mut out);
+                    let _ = tcp.write_all(&out).await;
+                    return;
+                }
+                let e = c.clone().run(peer.node.clone(), tcp, buf, shutdown).await;
+                c.failed(&peer.node, e);
+            });
+        }
+    }
+
+    async fn dial_loop(self: Arc<Self>, node: String, address: String, mut shutdown: watch::Receiver<bool>) {
+        let mut pause = REDIAL_FIRST;
+        loop {
+            if *shutdown.borrow() {
+                return;
+            }
+            let attempt = async {
+                let mut tcp = TcpStream::connect(&address).await.map_err(LinkError::from)?;
+                let mut buf = BytesMut::new();
+                let peer = dial(&mut tcp, &self.me, &mut buf).await?;
+                Ok::<_, LinkError>((tcp, buf, peer))
+            };
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, attempt).await {
+                Ok(Ok((tcp, buf, peer))) if peer.node == node => {
+                    let e = self.clone().run(node.clone(), tcp, buf, shutdown.clone()).await;
+                    self.failed(&node, e);
+                    pause = REDIAL_FIRST;
+                }
+                Ok(Ok((_, _, peer))) => {
+                    self.failed(&node, format!("{address} is node '{}', not '{node}'", peer.node))
+                }
+                Ok(Err(e)) => self.failed(&node, e.to_string()),
+                Err(_) => self.failed(&node, "handshake timed out".into()),
+            }
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                _ = tokio::time::sleep(pause) => {}
+            }
+            pause = (pause * 2).min(REDIAL_MAX);
+        }
+    }
+
+    /// Serve a link until it fails; returns why it ended.
+    async fn run(
+        self: Arc<Self>,
+        node: String,
+        tcp: TcpStream,
+        mut buf: BytesMut,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> String {
+        let _ = tcp.set_nodelay(true);
+        let (mut rd, wr) = tcp.into_split();
+        let (tx, rx) = mpsc::channel(LINK_QUEUE);
+        let id = self.next_link.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut peers = self.peers.lock();
+            let Some(p) = peers.get_mut(&node) else {
+                return "not a configured peer".into();
+            };
+            p.link = Some((id, tx.clone()));
+            p.last_error = None;
+        }
+        tracing::info!(peer = %node, "inter-node link up");
+        let writer = tokio::spawn(write_loop(wr, rx));
+        let ping_every = Duration::from_millis(self.settings.ping_interval);
+        let down_after = Duration::from_millis(self.settings.down_after);
+        let mut ping = tokio::time::interval(ping_every);
+        let mut seq = 0u64;
+        let mut last_heard = Instant::now();
+        let why = loop {
+            // Whole frames already read first.
+            match parse_frame(&mut buf, FRAME_MAX) {
+                Ok(Some(f)) => {
+                    last_heard = Instant::now();
+                    match Message::decode(f) {
+                        Ok(Message::Ping { seq }) => {
+                            if tx.try_send(Message::Pong { seq }).is_err() {
+                                break "the link's queue is full".to_string();
+                            }
+                        }
+                        Ok(Message::Pong { .. }) => {}
+                        Ok(Message::Goodbye { reason }) => break format!("the peer left: {reason}"),
+                        Ok(m) if m.is_handshake() => break "a handshake message on an open link".into(),
+                        Ok(m) => {
+                            tracing::debug!(peer = %node, kind = m.kind(), "inter-node message not handled yet")
+                        }
+                        Err(e) => break format!("bad message: {e}"),
+                    }
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => break format!("bad frame: {e}"),
+            }
+            tokio::select! {
+                r = rd.read_buf(&mut buf) => match r {
+                    Ok(0) => break "the peer closed the link".into(),
+                    Ok(_) => {}
+                    Err(e) => break format!("read: {e}"),
+                },
+                _ = ping.tick() => {
+                    if last_heard.elapsed() > down_after {
+                        break format!("no answer for {} ms", down_after.as_millis());
+                    }
+                    seq += 1;
+                    let _ = tx.try_send(Message::Ping { seq });
+                }
+                _ = shutdown.changed() => break "shutdown".into(),
+            }
+        };
+        writer.abort();
+        {
+            let mut peers = self.peers.lock();
+            if let Some(p) = peers.get_mut(&node) {
+                if p.link.as_ref().is_some_and(|(l, _)| *l == id) {
+                    p.link = None;
+                }
+            }
+        }
+        tracing::info!(peer = %node, "inter-node link down: {why}");
+        why
+    }
+}
+
+/// Send what the link's queue holds, as few writes as it takes.
+async fn write_loop(mut wr: tokio::net::tcp::OwnedWriteHalf, mut rx: mpsc::Receiver<Message>) {
+    let mut out = BytesMut::new();
+    while let Some(m) = rx.recv().await {
+        m.encode(&mut out);
+        while out.len() < WRITE_BATCH {
+            match rx.try_recv() {
+                Ok(m) => m.encode(&mut out),
+                Err(_) => break,
+            }
+        }
+        if wr.write_all(&out).await.is_err() {
+            return;
+        }
+        out.clear();
+    }
+}

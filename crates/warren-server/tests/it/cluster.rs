@@ -1,0 +1,178 @@
+//! Several nodes on loopback with `[cluster]` settings: the links between
+//! them come up after the authenticated handshake, `/api/nodes` on every
+//! node lists all of them running or not, a node that stops is seen down
+//! at once (it says goodbye) and up again when it returns, and a node
+//! with the wrong secret or of another cluster stays out while the others
+//! go on.
+
+use std::time::{Duration, Instant};
+
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+use warren_server::cluster::{ClusterSettings, PeerConfig};
+use warren_server::config::Listen;
+
+use crate::common::*;
+
+/// Free loopback ports for the nodes' inter-node listeners, chosen up
+/// front because every node's settings name the others'.
+fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<_> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    held.iter().map(|l| l.local_addr().unwrap().port()).collect()
+}
+
+fn settings(cluster: &str, secret: &str, me: usize, ports: &[u16]) -> ClusterSettings {
+    ClusterSettings {
+        name: cluster.into(),
+        secret: Some(secret.into()),
+        listen: Listen(Some(format!("127.0.0.1:{}", ports[me]).parse().unwrap())),
+        peers: (0..ports.len())
+            .filter(|&i| i != me)
+            .map(|i| PeerConfig {
+                node: node_name(i),
+                address: format!("127.0.0.1:{}", ports[i]),
+            })
+            .collect(),
+        ping_interval: 200,
+        down_after: 1000,
+        ..ClusterSettings::default()
+    }
+}
+
+fn node_name(i: usize) -> String {
+    format!("warren@node-{}", i + 1)
+}
+
+async fn start_node(
+    cluster: &str,
+    secret: &str,
+    me: usize,
+    ports: &[u16],
+    data_dir: Option<std::path::PathBuf>,
+) -> Broker {
+    let s = settings(cluster, secret, me, ports);
+    Broker::start_with(move |c| {
+        c.node_name = node_name(me);
+        c.cluster = Some(s);
+        if let Some(d) = data_dir {
+            c.data_dir = d;
+        }
+    })
+    .await
+}
+
+/// Node name to `running`, from `/api/nodes` on `b`.
+async fn running(b: &Broker) -> Vec<(String, bool)> {
+    let (status, nodes) = b.http(Method::GET, "/api/nodes", None).await;
+    assert_eq!(status, StatusCode::OK);
+    nodes
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["name"].as_str().unwrap().to_string(),
+                n["running"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Wait (at most 10 s) until `b` sees exactly `expected`.
+async fn until_sees(b: &Broker, expected: &[(String, bool)]) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = running(b).await;
+        if now == expected {
+            return;
+        }
+        assert!(Instant::now() < deadline, "still {now:?}, expected {expected:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn view(me: usize, up: &[bool]) -> Vec<(String, bool)> {
+    let mut v = vec![(node_name(me), true)];
+    v.extend((0..up.len()).filter(|&i| i != me).map(|i| (node_name(i), up[i])));
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_see_each_other_and_a_node_that_leaves_and_returns() {
+    let ports = free_ports(3);
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        nodes.push(start_node("itest", "s3cret", i, &ports, None).await);
+    }
+    for (i, b) in nodes.iter().enumerate() {
+        until_sees(b, &view(i, &[true, true, true])).await;
+    }
+    let (_, o) = nodes[0].http(Method::GET, "/api/overview", None).await;
+    assert_eq!(o["cluster_name"], "itest");
+    assert_eq!(o["node"], node_name(0));
+    let clustering: Vec<&Value> = o["listeners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["protocol"] == "clustering")
+        .collect();
+    assert_eq!(clustering.len(), 1);
+    assert_eq!(clustering[0]["port"], ports[0]);
+    let (status, n2) = nodes[0]
+        .http(Method::GET, &format!("/api/nodes/{}", node_name(1)), None)
+        .await;
+    assert_eq!((status, n2["running"].as_bool()), (StatusCode::OK, Some(true)));
+
+    // Node 2 stops: the others see it down at once (it said goodbye).
+    let dir = std::mem::replace(
+        &mut nodes[1].data_dir,
+        std::path::PathBuf::from("/nonexistent/warren-test"),
+    );
+    nodes[1].stop().await;
+    let t0 = Instant::now();
+    until_sees(&nodes[0], &view(0, &[true, false, true])).await;
+    until_sees(&nodes[2], &view(2, &[true, false, true])).await;
+    assert!(
+        t0.elapsed() < Duration::from_secs(1),
+        "goodbye seen in {:?}",
+        t0.elapsed()
+    );
+    // And returns on the same ports and data.
+    nodes[1] = start_node("itest", "s3cret", 1, &ports, Some(dir)).await;
+    for (i, b) in nodes.iter().enumerate() {
+        until_sees(b, &view(i, &[true, true, true])).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_secrets_other_clusters_and_garbage_stay_out() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let ports = free_ports(3);
+    let a = start_node("itest", "right", 0, &ports, None).await;
+    let b = start_node("itest", "wrong", 1, &ports, None).await;
+    let c = start_node("elsewhere", "right", 2, &ports, None).await;
+    // Give the dialers several attempts.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(running(&a).await, view(0, &[true, false, false]));
+    assert_eq!(running(&b).await, view(1, &[false, true, false]));
+    assert_eq!(running(&c).await, view(2, &[false, false, true]));
+    // Garbage and an oversized frame on the inter-node port: the link is
+    // closed and nothing else changes.
+    for bytes in [
+        b"GET / HTTP/1.1\r\n\r\n".to_vec(),
+        vec![0x7f, 0xff, 0xff, 0xff, 1],
+    ] {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", ports[0]))
+            .await
+            .unwrap();
+        s.write_all(&bytes).await.unwrap();
+        let mut rest = Vec::new();
+        let n = within(s.read_to_end(&mut rest)).await.unwrap_or(0);
+        let _ = n;
+    }
+    let (status, _) = a.http(Method::GET, "/api/aliveness-test/%2F", None).await;
+    assert_eq!(status, StatusCode::OK, "node 1 still serves");
+    assert_eq!(running(&a).await, view(0, &[true, false, false]));
+}
