@@ -60,6 +60,8 @@ pub struct ServerCtx {
     /// The other nodes and the links to them, on a node with `[cluster]`
     /// settings.
     pub cluster: Option<Arc<cluster::Cluster>>,
+    /// The metadata Raft group, with `cluster`.
+    pub meta: Option<Arc<cluster::meta::Meta>>,
 }
 
 impl ServerCtx {
@@ -169,6 +171,9 @@ impl Running {
         let _ = self.shutdown.send(true);
         for t in self.tasks {
             let _ = t.await;
+        }
+        if let Some(m) = self.ctx.meta.clone() {
+            let _ = tokio::task::spawn_blocking(move || m.stop()).await;
         }
         // Acks and pages still in buffers go to disk, and fsync covers them.
         let storage = self.storage.clone();
@@ -332,8 +337,15 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
                 .expect("cluster.listen is validated not to be none");
             let c = cluster::Cluster::start(&config.node_name, settings.clone(), &secret, tcp, rx.clone())
                 .map_err(|e| StartError::Cluster(e.to_string()))?;
-            Some(c)
+            let meta = cluster::meta::Meta::start(&config.data_dir.join("raft"), c.clone())
+                .map_err(StartError::Cluster)?;
+            c.set_events(meta.clone());
+            Some((c, meta))
         }
+    };
+    let (cluster, meta) = match cluster {
+        Some((c, m)) => (Some(c), Some(m)),
+        None => (None, None),
     };
     let addr = |b: &Option<(tokio::net::TcpListener, SocketAddr)>| b.as_ref().map(|(_, a)| *a);
     let listeners = Listeners {
@@ -362,6 +374,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         auth: sasl::AuthStats::default(),
         oauth2,
         cluster,
+        meta,
     });
     disk_monitor::spawn(ctx.broker.clone(), config.data_dir.clone(), rx.clone());
     stream::upkeep::spawn(ctx.broker.clone(), rx.clone());

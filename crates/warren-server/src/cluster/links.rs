@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -21,6 +21,7 @@ use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
+use warren_peer::message::RaftEnvelope;
 use warren_peer::{parse_frame, Message, FRAME_MAX};
 
 use super::link::{accept, dial, Identity, LinkError};
@@ -55,8 +56,16 @@ struct Peer {
     last_error: Option<String>,
 }
 
+/// What the links report to the layer above (the metadata Raft group).
+pub trait LinkEvents: Send + Sync {
+    fn up(&self, node: &str);
+    fn down(&self, node: &str);
+    fn raft(&self, from: &str, batch: Vec<RaftEnvelope>);
+}
+
 pub struct Cluster {
     me: Identity,
+    events: OnceLock<Arc<dyn LinkEvents>>,
     settings: ClusterSettings,
     peers: Mutex<HashMap<String, Peer>>,
     next_link: AtomicU64,
@@ -89,6 +98,7 @@ impl Cluster {
             .collect();
         let c = Arc::new(Cluster {
             me: Identity::new(&settings.name, node, secret),
+            events: OnceLock::new(),
             settings,
             peers: Mutex::new(peers),
             next_link: AtomicU64::new(1),
@@ -109,6 +119,22 @@ impl Cluster {
 
     pub fn node(&self) -> &str {
         &self.me.node
+    }
+
+    /// Who hears of links going up and down and of Raft messages (once).
+    pub fn set_events(&self, e: Arc<dyn LinkEvents>) {
+        let _ = self.events.set(e);
+    }
+
+    /// Queue `m` for `node`; false (and dropped) when there is no link or
+    /// its queue is full. Raft resends what is lost.
+    pub fn send(&self, node: &str, m: Message) -> bool {
+        let tx = self
+            .peers
+            .lock()
+            .get(node)
+            .and_then(|p| p.link.as_ref().map(|(_, tx)| tx.clone()));
+        tx.is_some_and(|tx| tx.try_send(m).is_ok())
     }
 
     /// Every other node, in configuration order.
@@ -256,6 +282,9 @@ impl Cluster {
             p.last_error = None;
         }
         tracing::info!(peer = %node, "inter-node link up");
+        if let Some(e) = self.events.get() {
+            e.up(&node);
+        }
         let writer = tokio::spawn(write_loop(wr, rx));
         let ping_every = Duration::from_millis(self.settings.ping_interval);
         let down_after = Duration::from_millis(self.settings.down_after);
@@ -274,6 +303,11 @@ impl Cluster {
                             }
                         }
                         Ok(Message::Pong { .. }) => {}
+                        Ok(Message::Raft { batch }) => {
+                            if let Some(e) = self.events.get() {
+                                e.raft(&node, batch);
+                            }
+                        }
                         Ok(Message::Goodbye { reason }) => break format!("the peer left: {reason}"),
                         Ok(m) if m.is_handshake() => break "a handshake message on an open link".into(),
                         Ok(m) => {
@@ -303,12 +337,19 @@ impl Cluster {
             }
         };
         writer.abort();
-        {
+        let current = {
             let mut peers = self.peers.lock();
-            if let Some(p) = peers.get_mut(&node) {
-                if p.link.as_ref().is_some_and(|(l, _)| *l == id) {
+            match peers.get_mut(&node) {
+                Some(p) if p.link.as_ref().is_some_and(|(l, _)| *l == id) => {
                     p.link = None;
+                    true
                 }
+                _ => false,
+            }
+        };
+        if current {
+            if let Some(e) = self.events.get() {
+                e.down(&node);
             }
         }
         tracing::info!(peer = %node, "inter-node link down: {why}");

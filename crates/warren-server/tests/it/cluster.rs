@@ -176,3 +176,98 @@ async fn wrong_secrets_other_clusters_and_garbage_stay_out() {
     assert_eq!(status, StatusCode::OK, "node 1 still serves");
     assert_eq!(running(&a).await, view(0, &[true, false, false]));
 }
+
+fn meta(b: &Broker) -> std::sync::Arc<warren_server::cluster::meta::Meta> {
+    b.running
+        .as_ref()
+        .unwrap()
+        .ctx
+        .meta
+        .clone()
+        .expect("a cluster node")
+}
+
+/// The index in `nodes` of the metadata leader, once every running node
+/// names the same one.
+async fn meta_leader(nodes: &[Broker]) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let seen: Vec<Option<String>> = nodes.iter().map(|b| meta(b).leader()).collect();
+        if let Some(Some(l)) = seen.first() {
+            if seen.iter().all(|s| s.as_deref() == Some(l.as_str())) {
+                return (0..nodes.len()).find(|&i| node_name(i) == *l).unwrap();
+            }
+        }
+        assert!(Instant::now() < deadline, "no agreed leader: {seen:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn until_applied(b: &Broker, index: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while meta(b).applied_index() < index {
+        assert!(
+            Instant::now() < deadline,
+            "applied {} of {index}",
+            meta(b).applied_index()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metadata_log_commits_on_a_majority_and_a_returning_node_catches_up() {
+    use warren_server::cluster::meta::MetaError;
+    let ports = free_ports(3);
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        nodes.push(start_node("itest", "s3cret", i, &ports, None).await);
+    }
+    let l = meta_leader(&nodes).await;
+    let wait = Duration::from_secs(5);
+    let mut last = 0;
+    for i in 0..20 {
+        last = meta(&nodes[l])
+            .propose(format!("change {i}").into_bytes(), wait)
+            .await
+            .unwrap();
+    }
+    for b in &nodes {
+        until_applied(b, last).await;
+    }
+    let f = (l + 1) % 3;
+    assert_eq!(
+        meta(&nodes[f]).propose(b"x".to_vec(), wait).await,
+        Err(MetaError::NotLeader(node_name(l)))
+    );
+
+    // One follower stops: two of three still commit.
+    let dir1 = std::mem::replace(&mut nodes[f].data_dir, "/nonexistent/warren-test".into());
+    nodes[f].stop().await;
+    for i in 20..30 {
+        last = meta(&nodes[l])
+            .propose(format!("change {i}").into_bytes(), wait)
+            .await
+            .unwrap();
+    }
+    // The other stops too: the leader alone cannot commit, and says so
+    // within the time given.
+    let g = (l + 2) % 3;
+    let dir2 = std::mem::replace(&mut nodes[g].data_dir, "/nonexistent/warren-test".into());
+    nodes[g].stop().await;
+    let t0 = Instant::now();
+    let r = meta(&nodes[l])
+        .propose(b"alone".to_vec(), Duration::from_secs(2))
+        .await;
+    assert_eq!(r, Err(MetaError::Timeout));
+    assert!(t0.elapsed() < Duration::from_secs(3));
+
+    // Both return and catch up, from their own logs and the leader's.
+    nodes[f] = start_node("itest", "s3cret", f, &ports, Some(dir1)).await;
+    nodes[g] = start_node("itest", "s3cret", g, &ports, Some(dir2)).await;
+    let l = meta_leader(&nodes).await;
+    last = last.max(meta(&nodes[l]).propose(b"after".to_vec(), wait).await.unwrap());
+    for b in &nodes {
+        until_applied(b, last).await;
+    }
+}

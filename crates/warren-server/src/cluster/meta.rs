@@ -1,0 +1,313 @@
+//! The metadata Raft group (group 0) every node of the cluster is a
+//! member of: its driver thread, proposals and what has been applied.
+//! What an entry means is not decided here yet: so far the group keeps a
+//! replicated, durable log and reports how far it has applied, which is
+//! what topology changes will ride on.
+//!
+//! The driver is one OS thread per node (it fdatasyncs the node's Raft
+//! log, which must not stall the async workers). It takes inputs from a
+//! channel (messages from peers, proposals, links up and down), ticks
+//! every `TICK`, runs a pass of `warren_raft::RaftNode::drive` after each
+//! batch of inputs, and hands each peer its messages as one frame.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::sync::oneshot;
+use warren_peer::message::RaftEnvelope;
+use warren_peer::Message;
+use warren_raft::{ProposeError, RaftMessage, RaftNode};
+
+use super::links::Cluster;
+
+/// The metadata group's id.
+pub const META: u64 = 0;
+/// Raft's clock: elections after 10 to 20 ticks without a leader.
+const TICK: Duration = Duration::from_millis(100);
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MetaError {
+    #[error("this node is not the metadata leader (the leader is {0})")]
+    NotLeader(String),
+    #[error("no metadata leader: this node cannot reach a majority of the cluster")]
+    NoLeader,
+    #[error("the change was not committed in time (no majority reachable?)")]
+    Timeout,
+    #[error("the metadata store has stopped")]
+    Stopped,
+}
+
+enum Input {
+    Step(u64, RaftMessage),
+    Propose(Vec<u8>, oneshot::Sender<Result<u64, MetaError>>),
+    PeerUp(u64),
+    PeerDown(u64),
+    Stop,
+}
+
+/// Node names to Raft ids: every node sorts the same configured names,
+/// so all agree without asking.
+pub fn node_ids(me: &str, peers: &[String]) -> BTreeMap<String, u64> {
+    let mut all: Vec<&str> = peers.iter().map(String::as_str).chain([me]).collect();
+    all.sort_unstable();
+    all.dedup();
+    all.into_iter()
+        .enumerate()
+        .map(|(i, n)| (n.to_string(), i as u64 + 1))
+        .collect()
+}
+
+pub struct Meta {
+    tx: mpsc::Sender<Input>,
+    ids: BTreeMap<String, u64>,
+    names: HashMap<u64, String>,
+    leader: Arc<AtomicU64>,
+    applied: Arc<AtomicU64>,
+    thread: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Meta {
+    /// Open this node's Raft log under `dir` and start the driver.
+    pub fn start(dir: &Path, cluster: Arc<Cluster>) -> Result<Arc<Meta>, String> {
+        let peers: Vec<String> = cluster.peers().into_iter().map(|p| p.node).collect();
+        let ids = node_ids(cluster.node(), &peers);
+        let me = ids[cluster.node()];
+        let voters: Vec<u64> = ids.values().copied().collect();
+        let mut node = RaftNode::open(dir, me, &voters).map_err(|e| e.to_string())?;
+        node.add_group(META).map_err(|e| e.to_string())?;
+        let (tx, rx) = mpsc::channel();
+        let names: HashMap<u64, String> = ids.iter().map(|(n, i)| (*i, n.clone())).collect();
+        let leader = Arc::new(AtomicU64::new(0));
+        let applied = Arc::new(AtomicU64::new(0));
+        let driver = Driver {
+            node,
+            cluster,
+            names: names.clone(),
+            leader: leader.clone(),
+            applied: applied.clone(),
+            waiting: HashMap::new(),
+            // Started from the clock, so a sequence number of this run
+            // never matches an entry an earlier run proposed (replayed
+            // from the log on start).
+            next_seq: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64),
+        };
+        let thread = std::thread::Builder::new()
+            .name("warren-raft".into())
+            .spawn(move || driver.run(rx))
+            .map_err(|e| e.to_string())?;
+        Ok(Arc::new(Meta {
+            tx,
+            ids,
+            names,
+            leader,
+            applied,
+            thread: parking_lot::Mutex::new(Some(thread)),
+        }))
+    }
+
+    /// The metadata leader's node name, as this node knows it.
+    pub fn leader(&self) -> Option<String> {
+        self.names.get(&self.leader.load(Ordering::Relaxed)).cloned()
+    }
+
+    /// The last metadata entry applied on this node.
+    pub fn applied_index(&self) -> u64 {
+        self.applied.load(Ordering::Relaxed)
+    }
+
+    /// Propose `data`; its index once a majority has it on disk and this
+    /// node has applied it. Only the leader proposes (forwarding comes
+    /// with the topology); a change that cannot commit fails after
+    /// `timeout`.
+    pub async fn propose(&self, data: Vec<u8>, timeout: Duration) -> Result<u64, MetaError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Input::Propose(data, tx))
+            .map_err(|_| MetaError::Stopped)?;
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(MetaError::Stopped),
+            Err(_) => Err(MetaError::Timeout),
+        }
+    }
+
+    /// A frame of Raft messages from a peer.
+    pub fn received(&self, batch: Vec<RaftEnvelope>) {
+        for e in batch {
+            match warren_raft::decode_message(&e.message) {
+                Ok(m) => {
+                    let _ = self.tx.send(Input::Step(e.group, m));
+                }
+                Err(err) => tracing::warn!("a Raft message that does not decode: {err}"),
+            }
+        }
+    }
+
+    pub fn peer_up(&self, node: &str) {
+        if let Some(id) = self.ids.get(node) {
+            let _ = self.tx.send(Input::PeerUp(*id));
+        }
+    }
+
+    pub fn peer_down(&self, node: &str) {
+        if let Some(id) = self.ids.get(node) {
+            let _ = self.tx.send(Input::PeerDown(*id));
+        }
+    }
+
+    /// Stop the driver and wait for it (its log is closed after).
+    pub fn stop(&self) {
+        let _ = self.tx.send(Input::Stop);
+        if let Some(t) = self.thread.lock().take() {
+            let _ = t.join();
+        }
+    }
+}
+
+struct Driver {
+    node: RaftNode,
+    cluster: Arc<Cluster>,
+    names: HashMap<u64, String>,
+    leader: Arc<AtomicU64>,
+    applied: Arc<AtomicU64>,
+    /// This node's proposals not yet applied: sequence number to waiter.
+    waiting: HashMap<u64, oneshot::Sender<Result<u64, MetaError>>>,
+    next_seq: u64,
+}
+
+impl Driver {
+    fn run(mut self, rx: mpsc::Receiver<Input>) {
+        let mut next_tick = Instant::now() + TICK;
+        loop {
+            let wait = next_tick.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(wait) {
+                Ok(Input::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+                Ok(i) => {
+                    if !self.input(i) {
+                        return;
+                    }
+                    while let Ok(i) = rx.try_recv() {
+                        if !self.input(i) {
+                            return;
+                        }
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            if Instant::now() >= next_tick {
+                self.node.tick();
+                next_tick = Instant::now() + TICK;
+            }
+            if let Err(e) = self.pass() {
+                tracing::error!("metadata Raft log: {e}; the node leaves the metadata group");
+                return;
+            }
+        }
+    }
+
+    /// False on Stop.
+    fn input(&mut self, i: Input) -> bool {
+        match i {
+            Input::Stop => return false,
+            Input::Step(g, m) => {
+                if let Err(e) = self.node.step(g, m) {
+                    tracing::debug!("Raft message refused: {e}");
+                }
+            }
+            Input::Propose(data, reply) => {
+                let seq = self.next_seq;
+                self.next_seq += 1;
+                // Tagged with this node and a sequence number, so the
+                // proposer knows its entry when it is applied.
+                let mut entry = Vec::with_capacity(16 + data.len());
+                entry.extend_from_slice(&self.node.id().to_be_bytes());
+                entry.extend_from_slice(&seq.to_be_bytes());
+                entry.extend_from_slice(&data);
+                match self.node.propose(META, entry) {
+                    Ok(()) => {
+                        self.waiting.insert(seq, reply);
+                    }
+                    Err(ProposeError::NotLeader(Some(l))) => {
+                        let name = self.names.get(&l).cloned().unwrap_or_else(|| l.to_string());
+                        let _ = reply.send(Err(MetaError::NotLeader(name)));
+                    }
+                    Err(_) => {
+                        let _ = reply.send(Err(MetaError::NoLeader));
+                    }
+                }
+            }
+            Input::PeerUp(id) => self.node.peer_up(id),
+            Input::PeerDown(id) => self.node.peer_down(id),
+        }
+        true
+    }
+
+    fn pass(&mut self) -> Result<(), warren_raft::NodeError> {
+        let out = self.node.drive()?;
+        let mut batches: BTreeMap<u64, Vec<RaftEnvelope>> = BTreeMap::new();
+        for (to, group, m) in out.messages {
+            batches.entry(to).or_default().push(RaftEnvelope {
+                group,
+                message: Bytes::from(warren_raft::encode_message(&m)),
+            });
+        }
+        for (to, batch) in batches {
+            if let Some(name) = self.names.get(&to) {
+                // A full or missing link drops the batch: Raft resends.
+                self.cluster.send(name, Message::Raft { batch });
+            }
+        }
+        for a in out.applied {
+            self.applied.store(a.index, Ordering::Relaxed);
+            if a.data.len() >= 16 {
+                let node = u64::from_be_bytes(a.data[..8].try_into().unwrap());
+                let seq = u64::from_be_bytes(a.data[8..16].try_into().unwrap());
+                if node == self.node.id() {
+                    if let Some(w) = self.waiting.remove(&seq) {
+                        let _ = w.send(Ok(a.index));
+                    }
+                }
+            }
+        }
+        self.leader
+            .store(self.node.leader(META).unwrap_or(0), Ordering::Relaxed);
+        // A proposer that gave up (timed out) is forgotten.
+        self.waiting.retain(|_, w| !w.is_closed());
+        Ok(())
+    }
+}
+
+impl super::links::LinkEvents for Meta {
+    fn up(&self, node: &str) {
+        self.peer_up(node);
+    }
+
+    fn down(&self, node: &str) {
+        self.peer_down(node);
+    }
+
+    fn raft(&self, _from: &str, batch: Vec<RaftEnvelope>) {
+        self.received(batch);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_node_numbers_the_cluster_the_same() {
+        let a = node_ids("b", &["c".into(), "a".into()]);
+        let b = node_ids("a", &["b".into(), "c".into()]);
+        assert_eq!(a, b);
+        assert_eq!(a["a"], 1);
+        assert_eq!(a["c"], 3);
+    }
+}
