@@ -71,7 +71,11 @@ impl Wal {
             .map_err(io)?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(io)?;
-        let (records, good) = decode_all(&bytes, path)?;
+        let (records, good) = scan(&bytes).map_err(|(offset, what)| WalError::Corrupt {
+            path: path.to_path_buf(),
+            offset,
+            what,
+        })?;
         if good < bytes.len() {
             tracing::warn!(path = %path.display(), at = good, dropped = bytes.len() - good, "write-ahead log: torn tail cut");
             file.set_len(good as u64).map_err(io)?;
@@ -147,8 +151,10 @@ impl Wal {
     }
 }
 
-/// Every whole record in `bytes`, and where the whole ones end.
-fn decode_all(bytes: &[u8], path: &Path) -> Result<(Vec<Record>, usize), WalError> {
+/// Every whole record in `bytes` (a log file's contents), and where the
+/// whole ones end; an error, with its offset, for a record whose CRC
+/// holds but which does not parse.
+pub fn scan(bytes: &[u8]) -> Result<(Vec<Record>, usize), (u64, String)> {
     let mut out = Vec::new();
     let mut at = 0;
     while bytes.len() - at >= HEAD {
@@ -163,11 +169,7 @@ fn decode_all(bytes: &[u8], path: &Path) -> Result<(Vec<Record>, usize), WalErro
         }
         // A record whose CRC holds but does not parse is not a torn
         // write: refuse to start rather than guess.
-        let rec = decode(body).map_err(|what| WalError::Corrupt {
-            path: path.to_path_buf(),
-            offset: at as u64,
-            what,
-        })?;
+        let rec = decode(body).map_err(|what| (at as u64, what))?;
         out.push(rec);
         at += HEAD + len;
     }

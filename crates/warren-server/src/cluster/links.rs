@@ -61,6 +61,8 @@ pub trait LinkEvents: Send + Sync {
     fn up(&self, node: &str);
     fn down(&self, node: &str);
     fn raft(&self, from: &str, batch: Vec<RaftEnvelope>);
+    fn request(&self, from: &str, id: u64, body: bytes::Bytes);
+    fn reply(&self, from: &str, id: u64, ok: bool, body: bytes::Bytes);
 }
 
 pub struct Cluster {
@@ -306,6 +308,16 @@ impl Cluster {
                         Ok(Message::Raft { batch }) => {
                             if let Some(e) = self.events.get() {
                                 e.raft(&node, batch);
+                            }
+                        }
+                        Ok(Message::Request { id, body }) => {
+                            if let Some(e) = self.events.get() {
+                                e.request(&node, id, body);
+                            }
+                        }
+                        Ok(Message::Reply { id, ok, body }) => {
+                            if let Some(e) = self.events.get() {
+                                e.reply(&node, id, ok, body);
                             }
                         }
                         Ok(Message::Goodbye { reason }) => break format!("the peer left: {reason}"),

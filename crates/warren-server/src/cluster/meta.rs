@@ -9,6 +9,11 @@
 //! channel (messages from peers, proposals, links up and down), ticks
 //! every `TICK`, runs a pass of `warren_raft::RaftNode::drive` after each
 //! batch of inputs, and hands each peer its messages as one frame.
+//!
+//! Any node takes a proposal: a follower forwards it to the leader as a
+//! `Request` on their link, the leader proposes it and answers with the
+//! entry's index once applied, and the follower answers its caller once
+//! it has applied that index too (so what the caller changed, it reads).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -42,13 +47,28 @@ pub enum MetaError {
     Stopped,
 }
 
+type Reply = oneshot::Sender<Result<u64, MetaError>>;
+
 enum Input {
     Step(u64, RaftMessage),
-    Propose(Vec<u8>, oneshot::Sender<Result<u64, MetaError>>),
+    Propose(Vec<u8>, Reply),
+    /// A proposal a follower forwarded: its node and request id.
+    Forwarded(String, u64, Vec<u8>),
+    /// The leader's answer to a forwarded proposal.
+    Answer(u64, Result<u64, MetaError>),
     PeerUp(u64),
     PeerDown(u64),
     Stop,
 }
+
+/// Who waits for a proposal this node made.
+enum Waiter {
+    Caller(Reply),
+    Follower { node: String, request: u64 },
+}
+
+/// Request bodies on the links: what is asked.
+const REQ_PROPOSE: u8 = 1;
 
 /// Node names to Raft ids: every node sorts the same configured names,
 /// so all agree without asking.
@@ -91,6 +111,9 @@ impl Meta {
             leader: leader.clone(),
             applied: applied.clone(),
             waiting: HashMap::new(),
+            forwarded: HashMap::new(),
+            catching_up: Vec::new(),
+            next_request: 1,
             // Started from the clock, so a sequence number of this run
             // never matches an entry an earlier run proposed (replayed
             // from the log on start).
@@ -123,9 +146,8 @@ impl Meta {
     }
 
     /// Propose `data`; its index once a majority has it on disk and this
-    /// node has applied it. Only the leader proposes (forwarding comes
-    /// with the topology); a change that cannot commit fails after
-    /// `timeout`.
+    /// node has applied it. A follower forwards it to the leader; a change
+    /// that cannot commit fails after `timeout`.
     pub async fn propose(&self, data: Vec<u8>, timeout: Duration) -> Result<u64, MetaError> {
         let (tx, rx) = oneshot::channel();
         self.tx
@@ -136,6 +158,27 @@ impl Meta {
             Ok(Err(_)) => Err(MetaError::Stopped),
             Err(_) => Err(MetaError::Timeout),
         }
+    }
+
+    /// A request from a peer on its link.
+    pub fn request(&self, from: &str, id: u64, body: &[u8]) {
+        match body.split_first() {
+            Some((&REQ_PROPOSE, data)) => {
+                let _ = self
+                    .tx
+                    .send(Input::Forwarded(from.to_string(), id, data.to_vec()));
+            }
+            _ => tracing::warn!(peer = %from, id, "an inter-node request of an unknown kind, ignored"),
+        }
+    }
+
+    /// The answer to a request this node sent.
+    pub fn reply(&self, id: u64, ok: bool, body: &[u8]) {
+        let r = match (ok, body.try_into()) {
+            (true, Ok(b)) => Ok(u64::from_be_bytes(b)),
+            _ => Err(decode_error(body)),
+        };
+        let _ = self.tx.send(Input::Answer(id, r));
     }
 
     /// A frame of Raft messages from a peer.
@@ -178,8 +221,38 @@ struct Driver {
     leader: Arc<AtomicU64>,
     applied: Arc<AtomicU64>,
     /// This node's proposals not yet applied: sequence number to waiter.
-    waiting: HashMap<u64, oneshot::Sender<Result<u64, MetaError>>>,
+    waiting: HashMap<u64, Waiter>,
     next_seq: u64,
+    /// Proposals forwarded to the leader: request id to caller.
+    forwarded: HashMap<u64, Reply>,
+    /// Callers whose entry committed at the leader, waiting for this node
+    /// to apply it.
+    catching_up: Vec<(u64, Reply)>,
+    next_request: u64,
+}
+
+/// An error sent back on a link, as text.
+fn encode_error(e: &MetaError) -> Bytes {
+    let code = match e {
+        MetaError::NotLeader(_) => 1u8,
+        MetaError::NoLeader => 2,
+        MetaError::Timeout => 3,
+        MetaError::Stopped => 4,
+    };
+    let mut b = vec![code];
+    if let MetaError::NotLeader(l) = e {
+        b.extend_from_slice(l.as_bytes());
+    }
+    Bytes::from(b)
+}
+
+fn decode_error(b: &[u8]) -> MetaError {
+    match b.split_first() {
+        Some((1, l)) => MetaError::NotLeader(String::from_utf8_lossy(l).into_owned()),
+        Some((3, _)) => MetaError::Timeout,
+        Some((4, _)) => MetaError::Stopped,
+        _ => MetaError::NoLeader,
+    }
 }
 
 impl Driver {
@@ -221,25 +294,33 @@ impl Driver {
                     tracing::debug!("Raft message refused: {e}");
                 }
             }
-            Input::Propose(data, reply) => {
-                let seq = self.next_seq;
-                self.next_seq += 1;
-                // Tagged with this node and a sequence number, so the
-                // proposer knows its entry when it is applied.
-                let mut entry = Vec::with_capacity(16 + data.len());
-                entry.extend_from_slice(&self.node.id().to_be_bytes());
-                entry.extend_from_slice(&seq.to_be_bytes());
-                entry.extend_from_slice(&data);
-                match self.node.propose(META, entry) {
-                    Ok(()) => {
-                        self.waiting.insert(seq, reply);
+            Input::Propose(data, reply) => match self.propose(data, Waiter::Caller(reply)) {
+                Ok(()) => {}
+                Err((Waiter::Caller(reply), Some(leader), data)) => self.forward(leader, data, reply),
+                Err((w, _, _)) => self.answer(w, Err(MetaError::NoLeader)),
+            },
+            Input::Forwarded(from, request, data) => {
+                let w = Waiter::Follower { node: from, request };
+                match self.propose(data, w) {
+                    Ok(()) => {}
+                    // Not the leader (any more): the follower learns whom
+                    // to ask, but does not chase it; its caller retries.
+                    Err((w, Some(l), _)) => {
+                        let name = self.names.get(&l).cloned().unwrap_or_default();
+                        self.answer(w, Err(MetaError::NotLeader(name)));
                     }
-                    Err(ProposeError::NotLeader(Some(l))) => {
-                        let name = self.names.get(&l).cloned().unwrap_or_else(|| l.to_string());
-                        let _ = reply.send(Err(MetaError::NotLeader(name)));
-                    }
-                    Err(_) => {
-                        let _ = reply.send(Err(MetaError::NoLeader));
+                    Err((w, None, _)) => self.answer(w, Err(MetaError::NoLeader)),
+                }
+            }
+            Input::Answer(request, r) => {
+                if let Some(reply) = self.forwarded.remove(&request) {
+                    match r {
+                        Ok(index) if self.applied.load(Ordering::Relaxed) < index => {
+                            self.catching_up.push((index, reply));
+                        }
+                        r => {
+                            let _ = reply.send(r);
+                        }
                     }
                 }
             }
@@ -247,6 +328,70 @@ impl Driver {
             Input::PeerDown(id) => self.node.peer_down(id),
         }
         true
+    }
+
+    /// Propose as leader; else hand back the waiter, the leader if known,
+    /// and the data.
+    #[allow(clippy::result_large_err)]
+    fn propose(&mut self, data: Vec<u8>, w: Waiter) -> Result<(), (Waiter, Option<u64>, Vec<u8>)> {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        // Tagged with this node and a sequence number, so the proposer
+        // knows its entry when it is applied.
+        let mut entry = Vec::with_capacity(16 + data.len());
+        entry.extend_from_slice(&self.node.id().to_be_bytes());
+        entry.extend_from_slice(&seq.to_be_bytes());
+        entry.extend_from_slice(&data);
+        match self.node.propose(META, entry) {
+            Ok(()) => {
+                self.waiting.insert(seq, w);
+                Ok(())
+            }
+            Err(ProposeError::NotLeader(Some(l))) if l != self.node.id() => Err((w, Some(l), data)),
+            Err(_) => Err((w, None, data)),
+        }
+    }
+
+    /// Ask the leader to propose `data` for a caller here.
+    fn forward(&mut self, leader: u64, data: Vec<u8>, reply: Reply) {
+        let Some(name) = self.names.get(&leader) else {
+            let _ = reply.send(Err(MetaError::NoLeader));
+            return;
+        };
+        let request = self.next_request;
+        self.next_request += 1;
+        let mut body = Vec::with_capacity(1 + data.len());
+        body.push(REQ_PROPOSE);
+        body.extend_from_slice(&data);
+        let m = Message::Request {
+            id: request,
+            body: Bytes::from(body),
+        };
+        if self.cluster.send(name, m) {
+            self.forwarded.insert(request, reply);
+        } else {
+            let _ = reply.send(Err(MetaError::NoLeader));
+        }
+    }
+
+    fn answer(&self, w: Waiter, r: Result<u64, MetaError>) {
+        match w {
+            Waiter::Caller(reply) => {
+                let _ = reply.send(r);
+            }
+            Waiter::Follower { node, request } => {
+                let (ok, body) = match &r {
+                    Ok(index) => (true, Bytes::copy_from_slice(&index.to_be_bytes())),
+                    Err(e) => (false, encode_error(e)),
+                };
+                let m = Message::Reply {
+                    id: request,
+                    ok,
+                    body,
+                };
+                self.cluster.send(&node, m);
+            }
+        }
     }
 
     fn pass(&mut self) -> Result<(), warren_raft::NodeError> {
@@ -271,15 +416,45 @@ impl Driver {
                 let seq = u64::from_be_bytes(a.data[8..16].try_into().unwrap());
                 if node == self.node.id() {
                     if let Some(w) = self.waiting.remove(&seq) {
-                        let _ = w.send(Ok(a.index));
+                        self.answer(w, Ok(a.index));
                     }
                 }
             }
         }
         self.leader
             .store(self.node.leader(META).unwrap_or(0), Ordering::Relaxed);
-        // A proposer that gave up (timed out) is forgotten.
-        self.waiting.retain(|_, w| !w.is_closed());
+        let applied = self.applied.load(Ordering::Relaxed);
+        let (done, still): (Vec<_>, Vec<_>) = std::mem::take(&mut self.catching_up)
+            .into_iter()
+            .partition(|(index, _)| *index <= applied);
+        self.catching_up = still;
+        for (index, reply) in done {
+            let _ = reply.send(Ok(index));
+        }
+        // A caller that gave up (timed out) is forgotten. Followers'
+        // requests are kept: the entry may still commit, and its answer
+        // is then dropped by a follower that no longer waits.
+        self.waiting.retain(|_, w| match w {
+            Waiter::Caller(r) => !r.is_closed(),
+            Waiter::Follower { .. } => true,
+        });
+        // No longer the leader: followers' requests here may never
+        // commit, so they are answered now rather than kept.
+        if self.node.leader(META) != Some(self.node.id()) {
+            let lost: Vec<u64> = self
+                .waiting
+                .iter()
+                .filter(|(_, w)| matches!(w, Waiter::Follower { .. }))
+                .map(|(seq, _)| *seq)
+                .collect();
+            for seq in lost {
+                if let Some(w) = self.waiting.remove(&seq) {
+                    self.answer(w, Err(MetaError::NoLeader));
+                }
+            }
+        }
+        self.forwarded.retain(|_, r| !r.is_closed());
+        self.catching_up.retain(|(_, r)| !r.is_closed());
         Ok(())
     }
 }
@@ -295,6 +470,14 @@ impl super::links::LinkEvents for Meta {
 
     fn raft(&self, _from: &str, batch: Vec<RaftEnvelope>) {
         self.received(batch);
+    }
+
+    fn request(&self, from: &str, id: u64, body: Bytes) {
+        Meta::request(self, from, id, &body);
+    }
+
+    fn reply(&self, _from: &str, id: u64, ok: bool, body: Bytes) {
+        Meta::reply(self, id, ok, &body);
     }
 }
 
