@@ -94,8 +94,16 @@ fn config(id: u64) -> Config {
 
 impl RaftNode {
     /// Open the node's log in `dir` (created if new) and rebuild every
-    /// group it holds. `voters` are the node ids of every group's members.
-    pub fn open(dir: &Path, id: u64, voters: &[u64]) -> Result<RaftNode, NodeError> {
+    /// group it holds. `voters` are the node ids of every group's members;
+    /// `applied` says, per group, how far the caller had applied before
+    /// (entries up to there are not handed back again; a group not in it
+    /// starts from the first entry).
+    pub fn open(
+        dir: &Path,
+        id: u64,
+        voters: &[u64],
+        applied: &BTreeMap<u64, u64>,
+    ) -> Result<RaftNode, NodeError> {
         std::fs::create_dir_all(dir).map_err(|source| WalError::Io {
             path: dir.to_path_buf(),
             source,
@@ -125,13 +133,20 @@ impl RaftNode {
             logger: slog::Logger::root(slog::Discard, slog::o!()),
         };
         for (g, s) in storages {
-            node.insert(g, s)?;
+            // The commit index is in the log only as often as a hard state
+            // was written, so it may be behind what was applied: raft-rs
+            // must not be told of an applied index past its commit.
+            let committed = s.initial_state()?.hard_state.commit;
+            let applied = applied.get(&g).copied().unwrap_or(0).min(committed);
+            node.insert(g, s, applied)?;
         }
         Ok(node)
     }
 
-    fn insert(&mut self, group: u64, storage: MemStorage) -> Result<(), NodeError> {
-        let rn = RawNode::new(&config(self.id), storage, &self.logger)?;
+    fn insert(&mut self, group: u64, storage: MemStorage, applied: u64) -> Result<(), NodeError> {
+        let mut c = config(self.id);
+        c.applied = applied;
+        let rn = RawNode::new(&c, storage, &self.logger)?;
         self.groups.insert(group, Group { rn, ticking: true });
         Ok(())
     }
@@ -143,7 +158,7 @@ impl RaftNode {
             return Ok(());
         }
         let conf = ConfState::from((self.voters.clone(), vec![]));
-        self.insert(group, MemStorage::new_with_conf_state(conf))
+        self.insert(group, MemStorage::new_with_conf_state(conf), 0)
     }
 
     pub fn id(&self) -> u64 {

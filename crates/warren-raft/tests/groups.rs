@@ -25,7 +25,7 @@ impl Net {
         let dirs: Vec<PathBuf> = IDS.iter().map(|i| tmp.path().join(format!("n{i}"))).collect();
         let mut nodes = Vec::new();
         for (i, d) in dirs.iter().enumerate() {
-            let mut n = RaftNode::open(d, IDS[i], &IDS).unwrap();
+            let mut n = RaftNode::open(d, IDS[i], &IDS, &Default::default()).unwrap();
             for g in groups {
                 n.add_group(*g).unwrap();
             }
@@ -170,7 +170,7 @@ fn a_restarted_node_with_a_torn_tail_catches_up() {
     f.set_len(len - 5).unwrap();
     drop(f);
     net.applied[2].clear();
-    net.nodes[2] = Some(RaftNode::open(&net.dirs[2], 3, &IDS).unwrap());
+    net.nodes[2] = Some(RaftNode::open(&net.dirs[2], 3, &IDS, &Default::default()).unwrap());
     let kept = net.node(3).last_index(0).unwrap();
     assert!((90..=101).contains(&kept), "{kept} entries kept");
     net.node(1).peer_up(3);

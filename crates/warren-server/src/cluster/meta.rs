@@ -1,8 +1,9 @@
 //! The metadata Raft group (group 0) every node of the cluster is a
 //! member of: its driver thread, proposals and what has been applied.
-//! What an entry means is not decided here yet: so far the group keeps a
-//! replicated, durable log and reports how far it has applied, which is
-//! what topology changes will ride on.
+//! What an entry means is the caller's (`command.rs`): the driver hands
+//! each committed entry to the apply function, in order, then records how
+//! far it has applied (`DATA_DIR/raft/applied`, after the apply's own
+//! writes are durable), so a restart does not apply it again.
 //!
 //! The driver is one OS thread per node (it fdatasyncs the node's Raft
 //! log, which must not stall the async workers). It takes inputs from a
@@ -16,7 +17,8 @@
 //! it has applied that index too (so what the caller changed, it reads).
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
@@ -82,6 +84,27 @@ pub fn node_ids(me: &str, peers: &[String]) -> BTreeMap<String, u64> {
         .collect()
 }
 
+/// Applies a committed entry's payload to this node's state.
+pub type ApplyFn = Arc<dyn Fn(&[u8]) + Send + Sync>;
+
+/// How far this node had applied, from the file `record_applied` writes.
+fn read_applied(path: &Path) -> u64 {
+    std::fs::read(path)
+        .ok()
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u64::from_be_bytes)
+}
+
+/// Write the applied index (a new file renamed over the old one, so a
+/// crash leaves one or the other whole).
+fn record_applied(path: &Path, index: u64) -> std::io::Result<()> {
+    let tmp = path.with_extension("new");
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(&index.to_be_bytes())?;
+    f.sync_data()?;
+    std::fs::rename(&tmp, path)
+}
+
 pub struct Meta {
     tx: mpsc::Sender<Input>,
     ids: BTreeMap<String, u64>,
@@ -93,18 +116,23 @@ pub struct Meta {
 
 impl Meta {
     /// Open this node's Raft log under `dir` and start the driver.
-    pub fn start(dir: &Path, cluster: Arc<Cluster>) -> Result<Arc<Meta>, String> {
+    pub fn start(dir: &Path, cluster: Arc<Cluster>, apply: ApplyFn) -> Result<Arc<Meta>, String> {
         let peers: Vec<String> = cluster.peers().into_iter().map(|p| p.node).collect();
         let ids = node_ids(cluster.node(), &peers);
         let me = ids[cluster.node()];
         let voters: Vec<u64> = ids.values().copied().collect();
-        let mut node = RaftNode::open(dir, me, &voters).map_err(|e| e.to_string())?;
+        let applied_file = dir.join("applied");
+        let was_applied = read_applied(&applied_file);
+        let mut node =
+            RaftNode::open(dir, me, &voters, &[(META, was_applied)].into()).map_err(|e| e.to_string())?;
         node.add_group(META).map_err(|e| e.to_string())?;
         let (tx, rx) = mpsc::channel();
         let names: HashMap<u64, String> = ids.iter().map(|(n, i)| (*i, n.clone())).collect();
         let leader = Arc::new(AtomicU64::new(0));
-        let applied = Arc::new(AtomicU64::new(0));
+        let applied = Arc::new(AtomicU64::new(was_applied));
         let driver = Driver {
+            apply,
+            applied_file,
             node,
             cluster,
             names: names.clone(),
@@ -215,6 +243,8 @@ impl Meta {
 }
 
 struct Driver {
+    apply: ApplyFn,
+    applied_file: PathBuf,
     node: RaftNode,
     cluster: Arc<Cluster>,
     names: HashMap<u64, String>,
@@ -409,7 +439,12 @@ impl Driver {
                 self.cluster.send(name, Message::Raft { batch });
             }
         }
+        let mut newest = None;
         for a in out.applied {
+            if a.data.len() >= 16 {
+                (self.apply)(&a.data[16..]);
+            }
+            newest = Some(a.index);
             self.applied.store(a.index, Ordering::Relaxed);
             if a.data.len() >= 16 {
                 let node = u64::from_be_bytes(a.data[..8].try_into().unwrap());
@@ -423,6 +458,12 @@ impl Driver {
         }
         self.leader
             .store(self.node.leader(META).unwrap_or(0), Ordering::Relaxed);
+        if let Some(index) = newest {
+            if let Err(e) = record_applied(&self.applied_file, index) {
+                // Only costs applying these entries again after a restart.
+                tracing::warn!("cannot record the applied metadata index: {e}");
+            }
+        }
         let applied = self.applied.load(Ordering::Relaxed);
         let (done, still): (Vec<_>, Vec<_>) = std::mem::take(&mut self.catching_up)
             .into_iter()

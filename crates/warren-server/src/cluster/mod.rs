@@ -7,6 +7,7 @@
 //! message crosses a link yet. A node with no `[cluster]` settings starts
 //! none of this.
 
+pub mod command;
 pub mod link;
 pub mod links;
 pub mod meta;

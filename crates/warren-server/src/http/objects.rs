@@ -23,6 +23,7 @@ use super::auth::Authed;
 use super::error::ApiError;
 use super::queue_info::{queue_json, queue_listing};
 use crate::amqp10::management::percent_encode;
+use crate::cluster::command::Command;
 use crate::definitions::{json_to_table, table_to_json};
 use crate::ServerCtx;
 
@@ -202,17 +203,24 @@ pub async fn vhost(State(ctx): Ctx, who: Authed, Path(vhost): Path<String>) -> A
     Ok(Json(vhost_json(&vh, &ctx.config.node_name)))
 }
 
+/// Make a change: at once on a single node, through the metadata Raft
+/// group on a cluster (503 if it cannot commit).
+async fn change(ctx: &std::sync::Arc<crate::ServerCtx>, c: Command) -> ApiResult<()> {
+    crate::cluster::command::run(ctx, c)
+        .await
+        .map_err(|e| ApiError::Unavailable(e.to_string()))
+}
+
 pub async fn put_vhost(State(ctx): Ctx, who: Authed, Path(vhost): Path<String>) -> ApiResult<StatusCode> {
     who.admin()?;
     let existed = ctx.broker.vhost(&vhost).is_some();
-    ctx.broker.add_vhost(&vhost);
     // The creator may use it (RabbitMQ grants the creating user full
     // permissions on a new vhost).
-    ctx.broker.update_user(&who.user.name, |u| {
-        u.permissions
-            .entry(vhost.clone())
-            .or_insert_with(Permission::full);
-    });
+    let c = Command::PutVhost {
+        name: vhost,
+        creator: who.user.name.clone(),
+    };
+    change(&ctx, c).await?;
     Ok(if existed {
         StatusCode::NO_CONTENT
     } else {
@@ -222,16 +230,10 @@ pub async fn put_vhost(State(ctx): Ctx, who: Authed, Path(vhost): Path<String>) 
 
 pub async fn delete_vhost(State(ctx): Ctx, who: Authed, Path(vhost): Path<String>) -> ApiResult<StatusCode> {
     who.admin()?;
-    if !ctx.broker.delete_vhost(&vhost) {
+    if ctx.broker.vhost(&vhost).is_none() {
         return Err(ApiError::NotFound);
     }
-    for u in ctx.broker.users() {
-        if u.permissions.contains_key(&vhost) {
-            ctx.broker.update_user(&u.name, |u| {
-                u.permissions.remove(&vhost);
-            });
-        }
-    }
+    change(&ctx, Command::DeleteVhost { name: vhost }).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -305,30 +307,18 @@ pub async fn put_user(
         Some(Value::Array(a)) => a.iter().filter_map(|t| t.as_str().map(String::from)).collect(),
         _ => Vec::new(),
     };
-    let (permissions, topic_permissions, limits) = existing
-        .as_ref()
-        .map(|u| {
-            (
-                u.permissions.clone(),
-                u.topic_permissions.clone(),
-                u.limits.clone(),
-            )
-        })
-        .unwrap_or_default();
     // RabbitMQ's put_user takes a user's limits too, when the body has them.
     let limits = match m.get("limits") {
-        Some(v) => crate::limits::parse(LimitsOf::User, v).map_err(ApiError::BadRequest)?,
-        None => limits,
+        Some(v) => Some(crate::limits::parse(LimitsOf::User, v).map_err(ApiError::BadRequest)?),
+        None => None,
     };
-    ctx.broker.put_user(User {
+    let c = Command::PutUser {
         name,
         password_hash,
         tags,
-        permissions,
-        topic_permissions,
         limits,
-        token: None,
-    });
+    };
+    change(&ctx, c).await?;
     Ok(if existing.is_some() {
         StatusCode::NO_CONTENT
     } else {
@@ -338,11 +328,11 @@ pub async fn put_user(
 
 pub async fn delete_user(State(ctx): Ctx, who: Authed, Path(name): Path<String>) -> ApiResult<StatusCode> {
     who.admin()?;
-    if ctx.broker.delete_user(&name) {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(ApiError::NotFound)
+    if ctx.broker.user(&name).is_none() {
+        return Err(ApiError::NotFound);
     }
+    change(&ctx, Command::DeleteUser { name }).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 fn permission_json(user: &str, vhost: &str, p: &Permission) -> Value {
@@ -433,15 +423,18 @@ pub async fn put_permission(
     ctx.broker.vhost(&vhost).ok_or(ApiError::NotFound)?;
     let m = body(b);
     let field = |k: &str| required(&m, k);
-    let p = Permission::new(&field("configure")?, &field("write")?, &field("read")?)
-        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let mut created = false;
-    if !ctx
-        .broker
-        .update_user(&user, |u| created = u.permissions.insert(vhost, p).is_none())
-    {
-        return Err(ApiError::NotFound);
-    }
+    let (configure, write, read) = (field("configure")?, field("write")?, field("read")?);
+    Permission::new(&configure, &write, &read).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let existing = ctx.broker.user(&user).ok_or(ApiError::NotFound)?;
+    let created = !existing.permissions.contains_key(&vhost);
+    let c = Command::PutPermission {
+        user,
+        vhost,
+        configure,
+        write,
+        read,
+    };
+    change(&ctx, c).await?;
     Ok(if created {
         StatusCode::CREATED
     } else {
@@ -455,12 +448,14 @@ pub async fn delete_permission(
     Path((vhost, user)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
     who.admin()?;
-    let mut removed = false;
-    ctx.broker
-        .update_user(&user, |u| removed = u.permissions.remove(&vhost).is_some());
-    if !removed {
+    let has = ctx
+        .broker
+        .user(&user)
+        .is_some_and(|u| u.permissions.contains_key(&vhost));
+    if !has {
         return Err(ApiError::NotFound);
     }
+    change(&ctx, Command::DeletePermission { user, vhost }).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -276,3 +276,78 @@ async fn the_metadata_log_commits_on_a_majority_and_a_returning_node_catches_up(
         until_applied(b, last).await;
     }
 }
+
+async fn login(b: &Broker, user: &str, pass: &str, vhost: &str) -> Result<lapin::Connection, lapin::Error> {
+    let uri = format!("amqp://{user}:{pass}@127.0.0.1:{}/{vhost}", b.port);
+    within(lapin::Connection::connect(
+        &uri,
+        lapin::ConnectionProperties::default(),
+    ))
+    .await
+}
+
+/// Users, vhosts and permissions made through the API of any node hold on
+/// every node, once the metadata group has committed them; on a node cut
+/// off from the majority, a change fails with 503 and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn users_vhosts_and_permissions_made_on_any_node_hold_everywhere() {
+    use serde_json::json;
+    let ports = free_ports(3);
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        nodes.push(start_node("itest", "s3cret", i, &ports, None).await);
+    }
+    let l = meta_leader(&nodes).await;
+    let (f1, f2) = ((l + 1) % 3, (l + 2) % 3);
+    // Made on a follower and on the leader.
+    let (s, _) = nodes[f1].http(Method::PUT, "/api/vhosts/shared", None).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let carol = json!({"password": "c4rol", "tags": "management"});
+    let (s, _) = nodes[l].http(Method::PUT, "/api/users/carol", Some(carol)).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let grant = json!({"configure": ".*", "write": ".*", "read": ".*"});
+    let (s, _) = nodes[f2]
+        .http(Method::PUT, "/api/permissions/shared/carol", Some(grant))
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    // Carol logs in to the new vhost on every node.
+    for b in &nodes {
+        let c = login(b, "carol", "c4rol", "shared").await.expect("carol logs in");
+        let _ = c.close(200, "bye".into()).await;
+    }
+    // Deleted on a follower: gone everywhere.
+    let (s, _) = nodes[f1].http(Method::DELETE, "/api/users/carol", None).await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    for b in &nodes {
+        assert!(login(b, "carol", "c4rol", "shared").await.is_err());
+    }
+    // Alone, a node cannot change anything: 503, and nothing changed.
+    let dir1 = std::mem::replace(&mut nodes[f1].data_dir, "/nonexistent/warren-test".into());
+    let dir2 = std::mem::replace(&mut nodes[f2].data_dir, "/nonexistent/warren-test".into());
+    nodes[f1].stop().await;
+    nodes[f2].stop().await;
+    let t0 = Instant::now();
+    let (s, body) = nodes[l].http(Method::PUT, "/api/vhosts/lonely", None).await;
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(t0.elapsed() < Duration::from_secs(7));
+    let (s, _) = nodes[l].http(Method::GET, "/api/vhosts/lonely", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    // The others return with what they had, and catch up.
+    nodes[f1] = start_node("itest", "s3cret", f1, &ports, Some(dir1)).await;
+    nodes[f2] = start_node("itest", "s3cret", f2, &ports, Some(dir2)).await;
+    let l = meta_leader(&nodes).await;
+    let (s, _) = nodes[l]
+        .http(Method::PUT, "/api/users/dave", Some(json!({"password": "d"})))
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let last = meta(&nodes[l]).applied_index();
+    for b in &nodes {
+        until_applied(b, last).await;
+        let (s, _) = b.http(Method::GET, "/api/vhosts/shared", None).await;
+        assert_eq!(s, StatusCode::OK);
+        let (s, _) = b.http(Method::GET, "/api/users/dave", None).await;
+        assert_eq!(s, StatusCode::OK);
+        let (s, _) = b.http(Method::GET, "/api/users/carol", None).await;
+        assert_eq!(s, StatusCode::NOT_FOUND);
+    }
+}
