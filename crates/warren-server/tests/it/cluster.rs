@@ -15,15 +15,38 @@ use warren_server::config::Listen;
 use crate::common::*;
 
 /// Free loopback ports for the nodes' inter-node listeners, chosen up
-/// front because every node's settings name the others'.
+/// front because every node's settings name the others'. Taken below
+/// Linux's ephemeral range (32768 and up), where the listeners of other
+/// tests, bound to port 0, never land between this choice and the bind.
 fn free_ports(n: usize) -> Vec<u16> {
-    let held: Vec<_> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SEED: AtomicU64 = AtomicU64::new(0);
+    let mut x = SEED.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
+        ^ std::process::id() as u64
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+    let mut held = Vec::new();
+    while held.len() < n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let port = 20_000 + (x % 12_000) as u16;
+        if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+            held.push(l);
+        }
+    }
     held.iter().map(|l| l.local_addr().unwrap().port()).collect()
 }
 
 fn settings(cluster: &str, secret: &str, me: usize, ports: &[u16]) -> ClusterSettings {
+    settings_via(cluster, secret, me, ports, ports)
+}
+
+/// Listening on `ports[me]`, dialling the others at `dial` (a proxy's
+/// ports, or the same).
+fn settings_via(cluster: &str, secret: &str, me: usize, ports: &[u16], dial: &[u16]) -> ClusterSettings {
     ClusterSettings {
         name: cluster.into(),
         secret: Some(secret.into()),
@@ -32,7 +55,7 @@ fn settings(cluster: &str, secret: &str, me: usize, ports: &[u16]) -> ClusterSet
             .filter(|&i| i != me)
             .map(|i| PeerConfig {
                 node: node_name(i),
-                address: format!("127.0.0.1:{}", ports[i]),
+                address: format!("127.0.0.1:{}", dial[i]),
             })
             .collect(),
         ping_interval: 200,
@@ -349,5 +372,86 @@ async fn users_vhosts_and_permissions_made_on_any_node_hold_everywhere() {
         assert_eq!(s, StatusCode::OK);
         let (s, _) = b.http(Method::GET, "/api/users/carol", None).await;
         assert_eq!(s, StatusCode::NOT_FOUND);
+    }
+}
+
+/// The vhosts `b` has, sorted.
+async fn vhosts(b: &Broker) -> Vec<String> {
+    let (_, v) = b.http(Method::GET, "/api/vhosts", None).await;
+    let mut names: Vec<String> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A node cut off by a blackhole (silence, not resets) on every link it
+/// has: the others see it down, elect among themselves if it led, and go
+/// on changing the metadata; it refuses changes with 503 and changes
+/// nothing. Healed, it catches up and every node has one topology, without
+/// what the minority was refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blackholed_node_is_a_minority_and_catches_up_when_healed() {
+    let ports = free_ports(3);
+    let mut proxies = Vec::new();
+    for p in &ports {
+        proxies.push(crate::proxy::Proxy::start(*p).await);
+    }
+    let dial: Vec<u16> = proxies.iter().map(|p| p.port).collect();
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        let s = settings_via("itest", "s3cret", i, &ports, &dial);
+        nodes.push(
+            Broker::start_with(move |c| {
+                c.node_name = node_name(i);
+                c.cluster = Some(s);
+            })
+            .await,
+        );
+    }
+    meta_leader(&nodes).await;
+    // Every link of node 3 goes through its proxy (it has the highest
+    // name, so it dials nobody): blackhole it.
+    proxies[2].blackhole(true);
+    until_sees(&nodes[0], &view(0, &[true, true, false])).await;
+    until_sees(&nodes[1], &view(1, &[true, true, false])).await;
+    let t0 = Instant::now();
+    let (s, body) = nodes[2].http(Method::PUT, "/api/vhosts/minority", None).await;
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(t0.elapsed() < Duration::from_secs(7), "{:?}", t0.elapsed());
+    // The majority goes on (after electing a leader, if node 3 led).
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (s, _) = nodes[0].http(Method::PUT, "/api/vhosts/majority", None).await;
+        if s == StatusCode::CREATED {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the majority cannot change anything: {s}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(vhosts(&nodes[1]).await, vec!["/", "majority"]);
+    assert_eq!(vhosts(&nodes[2]).await, vec!["/"]);
+    // Healed: one topology everywhere, the refused change nowhere.
+    proxies[2].blackhole(false);
+    for (i, b) in nodes.iter().enumerate() {
+        until_sees(b, &view(i, &[true, true, true])).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while vhosts(&nodes[2]).await != ["/", "majority"] {
+        assert!(
+            Instant::now() < deadline,
+            "node 3 never caught up: {:?}",
+            vhosts(&nodes[2]).await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for b in &nodes {
+        assert_eq!(vhosts(b).await, vec!["/", "majority"]);
     }
 }

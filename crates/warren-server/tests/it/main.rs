@@ -28,6 +28,7 @@ mod oauth2;
 mod permissions;
 mod pki;
 mod policies;
+mod proxy;
 mod queues;
 mod raw;
 mod reply_to;
