@@ -42,6 +42,9 @@ struct Cli {
 enum Command {
     /// The node's versions, listeners and totals.
     Status,
+    /// The cluster's name and nodes, which are running, and partitions
+    /// (rabbitmqctl cluster_status).
+    ClusterStatus,
     /// Queues of the vhost (columns: name, messages, messages_ready, consumers, type, ...).
     ListQueues { columns: Vec<String> },
     /// Exchanges of the vhost (columns: name, type, durable, ...).
@@ -197,6 +200,39 @@ fn run(cli: &Cli, api: &Api) -> Result<(), CtlError> {
                 }
                 println!("messages: {}", text(&o["queue_totals"]["messages"]));
             }
+            Ok(())
+        }
+        Command::ClusterStatus => {
+            let o = api.get("/api/overview")?;
+            let nodes = api.get("/api/nodes")?;
+            let all: Vec<&Value> = nodes.as_array().into_iter().flatten().collect();
+            let names = |running: Option<bool>| -> Vec<String> {
+                all.iter()
+                    .filter(|n| running.is_none_or(|r| n["running"].as_bool() == Some(r)))
+                    .map(|n| text(&n["name"]))
+                    .collect()
+            };
+            if cli.json {
+                let status = json!({
+                    "cluster_name": o["cluster_name"],
+                    "disk_nodes": names(None),
+                    "running_nodes": names(Some(true)),
+                    "partitions": {},
+                });
+                println!("{status:#}");
+                return Ok(());
+            }
+            println!("Cluster status of node {} ...", text(&o["node"]));
+            println!("Basics\n\nCluster name: {}\n", text(&o["cluster_name"]));
+            println!("Disk Nodes\n");
+            for n in names(None) {
+                println!("{n}");
+            }
+            println!("\nRunning Nodes\n");
+            for n in names(Some(true)) {
+                println!("{n}");
+            }
+            println!("\nNetwork Partitions\n\n(none)");
             Ok(())
         }
         Command::ListQueues { columns } => list(format!("/api/queues/{v}"), columns, &["name", "messages"]),

@@ -306,3 +306,46 @@ async fn warrenctl_sets_lists_and_clears_limits() {
     running.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// cluster_status: a single node lists itself; a node of a cluster whose
+/// other member is down lists both as disk nodes and itself running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_status_lists_disk_and_running_nodes() {
+    let (running, dir) = broker().await;
+    let port = running.http_addr.unwrap().port();
+    let (code, out, err) = ctl(port, &["cluster_status"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("Cluster status of node warren@localhost ..."),
+        "{out}"
+    );
+    assert!(out.contains("Running Nodes\n\nwarren@localhost\n"), "{out}");
+    running.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let dir = std::env::temp_dir().join(format!("warrenctl-it-{}-cluster", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut config = warren_server::Config::loopback(dir.clone());
+    config.node_name = "warren@a".into();
+    config.cluster = Some(warren_server::cluster::ClusterSettings {
+        name: "ctl".into(),
+        secret: Some("s".into()),
+        listen: warren_server::config::Listen(Some("127.0.0.1:0".parse().unwrap())),
+        peers: vec![warren_server::cluster::PeerConfig {
+            node: "warren@b".into(),
+            // Nobody listens there.
+            address: "127.0.0.1:9".into(),
+        }],
+        ..Default::default()
+    });
+    let running = warren_server::start(config).await.expect("broker starts");
+    let port = running.http_addr.unwrap().port();
+    let (code, out, err) = ctl(port, &["--json", "cluster_status"]).await;
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["cluster_name"], "ctl");
+    assert_eq!(v["disk_nodes"], serde_json::json!(["warren@a", "warren@b"]));
+    assert_eq!(v["running_nodes"], serde_json::json!(["warren@a"]));
+    running.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
