@@ -18,7 +18,7 @@ use crate::common::*;
 /// front because every node's settings name the others'. Taken below
 /// Linux's ephemeral range (32768 and up), where the listeners of other
 /// tests, bound to port 0, never land between this choice and the bind.
-fn free_ports(n: usize) -> Vec<u16> {
+pub fn free_ports(n: usize) -> Vec<u16> {
     use std::sync::atomic::{AtomicU64, Ordering};
     static SEED: AtomicU64 = AtomicU64::new(0);
     let mut x = SEED.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)

@@ -1,0 +1,232 @@
+//! Three `warren` processes on loopback, and kill -9: a node killed while
+//! users are being created through another keeps nothing from being
+//! lost that was answered, and when started again it catches up. The
+//! checker: every user whose PUT was answered 201 exists on every node at
+//! the end.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use reqwest::{Client, StatusCode};
+
+use crate::cluster::free_ports;
+
+struct Node {
+    name: String,
+    config: PathBuf,
+    http: u16,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+impl Node {
+    fn spawn(&mut self) {
+        let log = std::fs::File::create(&self.log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_warren"))
+            .arg("--config")
+            .arg(&self.config)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("warren starts");
+        self.child = Some(child);
+    }
+
+    /// SIGKILL, and reap it.
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.http)
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+fn write_config(dir: &Path, i: usize, cluster: &[u16], http: &[u16]) -> PathBuf {
+    let peers: Vec<String> = (0..3)
+        .filter(|&j| j != i)
+        .map(|j| {
+            format!(
+                "{{ node = \"warren@p{j}\", address = \"127.0.0.1:{}\" }}",
+                cluster[j]
+            )
+        })
+        .collect();
+    let text = format!(
+        r#"node_name = "warren@p{i}"
+data_dir = "{data}"
+amqp_listen = "none"
+amqps_listen = "none"
+stream_listen = "none"
+stream_tls_listen = "none"
+https_listen = "none"
+prometheus_listen = "none"
+http_listen = "127.0.0.1:{http}"
+
+[cluster]
+name = "killtest"
+secret = "s3cret"
+listen = "127.0.0.1:{port}"
+ping_interval = 200
+down_after = 1000
+peers = [{peers}]
+"#,
+        data = dir.join(format!("data{i}")).display(),
+        http = http[i],
+        port = cluster[i],
+        peers = peers.join(", "),
+    );
+    let path = dir.join(format!("node{i}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+async fn get(c: &Client, url: &str) -> Option<(StatusCode, serde_json::Value)> {
+    let r = c.get(url).basic_auth("guest", Some("guest")).send().await.ok()?;
+    let s = r.status();
+    Some((s, r.json().await.unwrap_or_default()))
+}
+
+/// Wait until every node answers and sees all three running.
+async fn until_all_running(c: &Client, nodes: &[Node]) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    'outer: loop {
+        assert!(Instant::now() < deadline, "the nodes never all saw each other");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        for n in nodes {
+            let Some((StatusCode::OK, v)) = get(c, &n.url("/api/nodes")).await else {
+                continue 'outer;
+            };
+            let running = v
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|n| n["running"] == true)
+                .count();
+            if running != 3 {
+                continue 'outer;
+            }
+        }
+        return;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill9_during_a_stream_of_changes_loses_nothing_answered() {
+    let dir = crate::common::temp_dir("killtest");
+    std::fs::create_dir_all(&dir).unwrap();
+    let ports = free_ports(6);
+    let (cluster, http) = ports.split_at(3);
+    let mut nodes: Vec<Node> = (0..3)
+        .map(|i| Node {
+            name: format!("warren@p{i}"),
+            config: write_config(&dir, i, cluster, http),
+            http: http[i],
+            log: dir.join(format!("node{i}.log")),
+            child: None,
+        })
+        .collect();
+    for n in nodes.iter_mut() {
+        n.spawn();
+    }
+    let c = Client::new();
+    until_all_running(&c, &nodes).await;
+    // Once a leader is elected, changes go through.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = c
+            .put(nodes[0].url("/api/users/warmup"))
+            .basic_auth("guest", Some("guest"))
+            .json(&serde_json::json!({"password": "p", "tags": ""}))
+            .send()
+            .await
+            .unwrap();
+        if r.status() == StatusCode::CREATED {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no change goes through: {}", r.status());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // Users created one by one through node 0 while node 2 is killed and
+    // started again.
+    let writer = {
+        let c = c.clone();
+        let url = nodes[0].url("");
+        tokio::spawn(async move {
+            let mut acked = Vec::new();
+            let t0 = Instant::now();
+            for i in 0..400 {
+                if t0.elapsed() > Duration::from_secs(12) {
+                    break;
+                }
+                let r = c
+                    .put(format!("{url}/api/users/k{i}"))
+                    .basic_auth("guest", Some("guest"))
+                    .json(&serde_json::json!({"password": "p", "tags": ""}))
+                    .timeout(Duration::from_secs(8))
+                    .send()
+                    .await;
+                if r.is_ok_and(|r| r.status() == StatusCode::CREATED) {
+                    acked.push(i);
+                }
+            }
+            acked
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    nodes[2].kill9();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    nodes[2].spawn();
+    let acked = writer.await.unwrap();
+    assert!(acked.len() > 20, "only {} changes answered", acked.len());
+    eprintln!("{} of the changes answered 201, the last k{:?}", acked.len(), acked.last());
+    until_all_running(&c, &nodes).await;
+
+    // The checker: every answered change, on every node.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    for n in &nodes {
+        for i in &acked {
+            loop {
+                match get(&c, &n.url(&format!("/api/users/k{i}"))).await {
+                    Some((StatusCode::OK, _)) => break,
+                    other => assert!(
+                        Instant::now() < deadline,
+                        "k{i}, answered 201, is missing on {}: {other:?}",
+                        n.name
+                    ),
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    // One user list everywhere.
+    let mut lists = Vec::new();
+    for n in &nodes {
+        let (_, v) = get(&c, &n.url("/api/users")).await.unwrap();
+        let mut names: Vec<String> = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|u| u["name"].as_str().unwrap().to_string())
+            .collect();
+        names.sort();
+        lists.push(names);
+    }
+    assert_eq!(lists[0], lists[1]);
+    assert_eq!(lists[0], lists[2]);
+    for n in nodes.iter_mut() {
+        n.kill9();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
