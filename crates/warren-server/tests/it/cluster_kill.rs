@@ -1,8 +1,8 @@
-//! Three `warren` processes on loopback, and kill -9: a node killed while
-//! users are being created through another keeps nothing from being
-//! lost that was answered, and when started again it catches up. The
-//! checker: every user whose PUT was answered 201 exists on every node at
-//! the end.
+//! Three `warren` processes on loopback, kill -9 and SIGSTOP: a node
+//! killed, or paused, while users are being created through another
+//! loses nothing that was answered, and when it is back it catches up.
+//! The checker: every user whose PUT was answered 201 exists on every
+//! node at the end, and every node lists the same users.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -121,8 +121,57 @@ async fn until_all_running(c: &Client, nodes: &[Node]) {
     }
 }
 
+/// Create users PREFIX0, PREFIX1, ... one by one through `n` (at most 400,
+/// for at most 12 s); the names answered 201.
+fn write_stream(c: &Client, n: &Node, prefix: &'static str) -> tokio::task::JoinHandle<Vec<String>> {
+    let c = c.clone();
+    let url = n.url("");
+    tokio::spawn(async move {
+        let mut acked = Vec::new();
+        let t0 = Instant::now();
+        for i in 0..400 {
+            if t0.elapsed() > Duration::from_secs(12) {
+                break;
+            }
+            let name = format!("{prefix}{i}");
+            let r = c
+                .put(format!("{url}/api/users/{name}"))
+                .basic_auth("guest", Some("guest"))
+                .json(&serde_json::json!({"password": "p", "tags": ""}))
+                .timeout(Duration::from_secs(8))
+                .send()
+                .await;
+            if r.is_ok_and(|r| r.status() == StatusCode::CREATED) {
+                acked.push(name);
+            }
+        }
+        acked
+    })
+}
+
+/// The checker: every answered change, on every node (allowing a node
+/// that has just returned a little time to catch up).
+async fn on_every_node(c: &Client, nodes: &[Node], acked: &[String]) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    for n in nodes {
+        for name in acked {
+            loop {
+                match get(c, &n.url(&format!("/api/users/{name}"))).await {
+                    Some((StatusCode::OK, _)) => break,
+                    other => assert!(
+                        Instant::now() < deadline,
+                        "{name}, answered 201, is missing on {}: {other:?}",
+                        n.name
+                    ),
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill9_during_a_stream_of_changes_loses_nothing_answered() {
+async fn kill9_and_sigstop_during_streams_of_changes_lose_nothing_answered() {
     let dir = crate::common::temp_dir("killtest");
     std::fs::create_dir_all(&dir).unwrap();
     let ports = free_ports(6);
@@ -154,62 +203,38 @@ async fn kill9_during_a_stream_of_changes_loses_nothing_answered() {
         if r.status() == StatusCode::CREATED {
             break;
         }
-        assert!(Instant::now() < deadline, "no change goes through: {}", r.status());
+        assert!(
+            Instant::now() < deadline,
+            "no change goes through: {}",
+            r.status()
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
     // Users created one by one through node 0 while node 2 is killed and
     // started again.
-    let writer = {
-        let c = c.clone();
-        let url = nodes[0].url("");
-        tokio::spawn(async move {
-            let mut acked = Vec::new();
-            let t0 = Instant::now();
-            for i in 0..400 {
-                if t0.elapsed() > Duration::from_secs(12) {
-                    break;
-                }
-                let r = c
-                    .put(format!("{url}/api/users/k{i}"))
-                    .basic_auth("guest", Some("guest"))
-                    .json(&serde_json::json!({"password": "p", "tags": ""}))
-                    .timeout(Duration::from_secs(8))
-                    .send()
-                    .await;
-                if r.is_ok_and(|r| r.status() == StatusCode::CREATED) {
-                    acked.push(i);
-                }
-            }
-            acked
-        })
-    };
+    let writer = write_stream(&c, &nodes[0], "k");
     tokio::time::sleep(Duration::from_millis(500)).await;
     nodes[2].kill9();
     tokio::time::sleep(Duration::from_secs(2)).await;
     nodes[2].spawn();
     let acked = writer.await.unwrap();
     assert!(acked.len() > 20, "only {} changes answered", acked.len());
-    eprintln!("{} of the changes answered 201, the last k{:?}", acked.len(), acked.last());
     until_all_running(&c, &nodes).await;
+    on_every_node(&c, &nodes, &acked).await;
 
-    // The checker: every answered change, on every node.
-    let deadline = Instant::now() + Duration::from_secs(15);
-    for n in &nodes {
-        for i in &acked {
-            loop {
-                match get(&c, &n.url(&format!("/api/users/k{i}"))).await {
-                    Some((StatusCode::OK, _)) => break,
-                    other => assert!(
-                        Instant::now() < deadline,
-                        "k{i}, answered 201, is missing on {}: {other:?}",
-                        n.name
-                    ),
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
+    // Node 1 paused (SIGSTOP) for 3 s, then resumed, during another stream.
+    let writer = write_stream(&c, &nodes[0], "s");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pid = nodes[1].child.as_ref().unwrap().id() as i32;
+    // SAFETY: signals to a child this test started and still owns.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let acked = writer.await.unwrap();
+    assert!(acked.len() > 20, "only {} changes answered", acked.len());
+    until_all_running(&c, &nodes).await;
+    on_every_node(&c, &nodes, &acked).await;
     // One user list everywhere.
     let mut lists = Vec::new();
     for n in &nodes {
