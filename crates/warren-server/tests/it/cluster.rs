@@ -86,6 +86,15 @@ async fn start_node(
     .await
 }
 
+/// Three nodes of cluster "itest" on `ports`.
+async fn start_three(ports: &[u16]) -> Vec<Broker> {
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        nodes.push(start_node("itest", "s3cret", i, ports, None).await);
+    }
+    nodes
+}
+
 /// Node name to `running`, from `/api/nodes` on `b`.
 async fn running(b: &Broker) -> Vec<(String, bool)> {
     let (status, nodes) = b.http(Method::GET, "/api/nodes", None).await;
@@ -125,10 +134,7 @@ fn view(me: usize, up: &[bool]) -> Vec<(String, bool)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_see_each_other_and_a_node_that_leaves_and_returns() {
     let ports = free_ports(3);
-    let mut nodes = Vec::new();
-    for i in 0..3 {
-        nodes.push(start_node("itest", "s3cret", i, &ports, None).await);
-    }
+    let mut nodes = start_three(&ports).await;
     for (i, b) in nodes.iter().enumerate() {
         until_sees(b, &view(i, &[true, true, true])).await;
     }
@@ -242,10 +248,7 @@ async fn until_applied(b: &Broker, index: u64) {
 async fn the_metadata_log_commits_on_a_majority_and_a_returning_node_catches_up() {
     use warren_server::cluster::meta::MetaError;
     let ports = free_ports(3);
-    let mut nodes = Vec::new();
-    for i in 0..3 {
-        nodes.push(start_node("itest", "s3cret", i, &ports, None).await);
-    }
+    let mut nodes = start_three(&ports).await;
     let l = meta_leader(&nodes).await;
     let wait = Duration::from_secs(5);
     let mut last = 0;
@@ -316,10 +319,7 @@ async fn login(b: &Broker, user: &str, pass: &str, vhost: &str) -> Result<lapin:
 async fn users_vhosts_and_permissions_made_on_any_node_hold_everywhere() {
     use serde_json::json;
     let ports = free_ports(3);
-    let mut nodes = Vec::new();
-    for i in 0..3 {
-        nodes.push(start_node("itest", "s3cret", i, &ports, None).await);
-    }
+    let mut nodes = start_three(&ports).await;
     let l = meta_leader(&nodes).await;
     let (f1, f2) = ((l + 1) % 3, (l + 2) % 3);
     // Made on a follower and on the leader.
