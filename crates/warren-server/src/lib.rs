@@ -337,9 +337,9 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
                 .expect("cluster.listen is validated not to be none");
             let c = cluster::Cluster::start(&config.node_name, settings.clone(), &secret, tcp, rx.clone())
                 .map_err(|e| StartError::Cluster(e.to_string()))?;
-            let b = broker.clone();
+            let (b, t) = (broker.clone(), timers.clone());
             let apply: cluster::meta::ApplyFn =
-                Arc::new(move |data| cluster::command::Command::apply_entry(&b, data));
+                Arc::new(move |data| cluster::command::Command::apply_entry(&b, &t, data));
             let meta = cluster::meta::Meta::start(&config.data_dir.join("raft"), c.clone(), apply)
                 .map_err(StartError::Cluster)?;
             c.set_events(meta.clone());

@@ -1,6 +1,6 @@
 //! Changes agreed through the metadata Raft group, and how each node
-//! applies one. So far: vhosts, users and their permissions (the HTTP
-//! API's). On a single node a change is applied at once, as before; on a
+//! applies one. So far, as the HTTP API makes them: vhosts, users, their
+//! permissions and topic permissions, policies, vhost and user limits. On a single node a change is applied at once, as before; on a
 //! cluster it is proposed, and every node applies it once a majority has
 //! it on disk, in the same order everywhere.
 //!
@@ -14,16 +14,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use warren_core::{Broker, Limits, Permission, User};
+use warren_core::{Broker, Limits, Permission, TopicPermission, User};
 
 use super::meta::MetaError;
+use crate::definitions::PolicyDef;
+use crate::timers::Timers;
 use crate::ServerCtx;
 
 /// How long a change may take to commit before the caller hears it did
 /// not (a minority cannot commit).
 pub const COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Command {
     /// A vhost, and full permissions on it for the user who made it (as
@@ -58,11 +60,48 @@ pub enum Command {
         user: String,
         vhost: String,
     },
+    PutTopicPermission {
+        user: String,
+        vhost: String,
+        exchange: String,
+        write: String,
+        read: String,
+    },
+    /// One exchange's, or (None) all of the user's in the vhost.
+    DeleteTopicPermission {
+        user: String,
+        vhost: String,
+        exchange: Option<String>,
+    },
+    PutPolicy(PolicyDef),
+    DeletePolicy {
+        vhost: String,
+        name: String,
+    },
+    SetVhostLimit {
+        vhost: String,
+        name: String,
+        value: i64,
+    },
+    ClearVhostLimit {
+        vhost: String,
+        name: String,
+    },
+    SetUserLimit {
+        user: String,
+        name: String,
+        value: i64,
+    },
+    ClearUserLimit {
+        user: String,
+        name: String,
+    },
 }
 
 impl Command {
-    /// Apply to this node's broker.
-    pub fn apply(&self, broker: &Broker) {
+    /// Apply to this node's broker (`timers` arms what a policy's TTLs
+    /// and expiries need).
+    pub fn apply(&self, broker: &Broker, timers: &Arc<Timers>) {
         match self {
             Command::PutVhost { name, creator } => {
                 broker.add_vhost(name);
@@ -124,14 +163,86 @@ impl Command {
                     u.permissions.remove(vhost);
                 });
             }
+            Command::PutTopicPermission {
+                user,
+                vhost,
+                exchange,
+                write,
+                read,
+            } => match TopicPermission::new(exchange, write, read) {
+                Ok(p) => {
+                    broker.update_user(user, |u| {
+                        u.topic_permissions
+                            .entry(vhost.clone())
+                            .or_default()
+                            .insert(exchange.clone(), p);
+                    });
+                }
+                Err(e) => tracing::error!(%user, %vhost, "topic permission not applied: {e}"),
+            },
+            Command::DeleteTopicPermission {
+                user,
+                vhost,
+                exchange,
+            } => {
+                broker.update_user(user, |u| match exchange {
+                    None => {
+                        u.topic_permissions.remove(vhost);
+                    }
+                    Some(x) => {
+                        if let Some(in_vhost) = u.topic_permissions.get_mut(vhost) {
+                            in_vhost.remove(x);
+                            if in_vhost.is_empty() {
+                                u.topic_permissions.remove(vhost);
+                            }
+                        }
+                    }
+                });
+            }
+            Command::PutPolicy(def) => {
+                let Some(vh) = broker.vhost(&def.vhost) else {
+                    return;
+                };
+                match def.to_policy() {
+                    Ok(p) => {
+                        vh.put_policy(p, &mut |q| timers.arm(&vh, q));
+                    }
+                    Err(e) => tracing::error!(policy = %def.name, "policy not applied: {e}"),
+                }
+            }
+            Command::DeletePolicy { vhost, name } => {
+                if let Some(vh) = broker.vhost(vhost) {
+                    vh.delete_policy(name, &mut |q| timers.arm(&vh, q));
+                }
+            }
+            Command::SetVhostLimit { vhost, name, value } => {
+                if let Some(vh) = broker.vhost(vhost) {
+                    vh.update_limits(|l| l.set(name, *value));
+                }
+            }
+            Command::ClearVhostLimit { vhost, name } => {
+                if let Some(vh) = broker.vhost(vhost) {
+                    vh.update_limits(|l| {
+                        l.remove(name);
+                    });
+                }
+            }
+            Command::SetUserLimit { user, name, value } => {
+                broker.update_user(user, |u| u.limits.set(name, *value));
+            }
+            Command::ClearUserLimit { user, name } => {
+                broker.update_user(user, |u| {
+                    u.limits.remove(name);
+                });
+            }
         }
     }
 
     /// Apply an entry of the metadata log; one this build cannot read is
     /// logged and skipped.
-    pub fn apply_entry(broker: &Broker, data: &[u8]) {
+    pub fn apply_entry(broker: &Broker, timers: &Arc<Timers>, data: &[u8]) {
         match serde_json::from_slice::<Command>(data) {
-            Ok(c) => c.apply(broker),
+            Ok(c) => c.apply(broker, timers),
             Err(e) => tracing::error!("a metadata entry this node cannot read, skipped: {e}"),
         }
     }
@@ -142,7 +253,7 @@ impl Command {
 pub async fn run(ctx: &Arc<ServerCtx>, c: Command) -> Result<(), MetaError> {
     match &ctx.meta {
         None => {
-            c.apply(&ctx.broker);
+            c.apply(&ctx.broker, &ctx.timers);
             Ok(())
         }
         Some(meta) => {
@@ -165,6 +276,7 @@ mod tests {
             limits: None,
         };
         let b = serde_json::to_vec(&c).unwrap();
-        assert_eq!(serde_json::from_slice::<Command>(&b).unwrap(), c);
+        let again = serde_json::to_vec(&serde_json::from_slice::<Command>(&b).unwrap()).unwrap();
+        assert_eq!(again, b);
     }
 }

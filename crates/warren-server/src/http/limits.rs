@@ -4,6 +4,8 @@
 //! (compared): listings hold only what has limits, as
 //! `[{"vhost": V, "value": {...}}]` or `[{"user": U, "value": {...}}]`.
 
+use super::objects::change;
+use crate::cluster::command::Command;
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
@@ -73,9 +75,9 @@ pub async fn put_vhost(
     b: Option<Json<Value>>,
 ) -> ApiResult<StatusCode> {
     who.admin()?;
-    let vh = ctx.broker.vhost(&vhost).ok_or(ApiError::NotFound)?;
-    let v = value(LimitsOf::VHost, &name, b)?;
-    vh.update_limits(|l| l.set(&name, v));
+    ctx.broker.vhost(&vhost).ok_or(ApiError::NotFound)?;
+    let value = value(LimitsOf::VHost, &name, b)?;
+    change(&ctx, Command::SetVhostLimit { vhost, name, value }).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -85,10 +87,8 @@ pub async fn delete_vhost(
     Path((vhost, name)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
     who.admin()?;
-    let vh = ctx.broker.vhost(&vhost).ok_or(ApiError::NotFound)?;
-    vh.update_limits(|l| {
-        l.remove(&name);
-    });
+    ctx.broker.vhost(&vhost).ok_or(ApiError::NotFound)?;
+    change(&ctx, Command::ClearVhostLimit { vhost, name }).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -122,12 +122,10 @@ pub async fn put_user(
     b: Option<Json<Value>>,
 ) -> ApiResult<StatusCode> {
     who.admin()?;
-    let v = value(LimitsOf::User, &name, b)?;
-    if ctx.broker.update_user(&user, |u| u.limits.set(&name, v)) {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(ApiError::NotFound)
-    }
+    let value = value(LimitsOf::User, &name, b)?;
+    ctx.broker.user(&user).ok_or(ApiError::NotFound)?;
+    change(&ctx, Command::SetUserLimit { user, name, value }).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 pub async fn delete_user(
@@ -136,11 +134,7 @@ pub async fn delete_user(
     Path((user, name)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
     who.admin()?;
-    if ctx.broker.update_user(&user, |u| {
-        u.limits.remove(&name);
-    }) {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(ApiError::NotFound)
-    }
+    ctx.broker.user(&user).ok_or(ApiError::NotFound)?;
+    change(&ctx, Command::ClearUserLimit { user, name }).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

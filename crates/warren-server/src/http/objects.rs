@@ -205,7 +205,7 @@ pub async fn vhost(State(ctx): Ctx, who: Authed, Path(vhost): Path<String>) -> A
 
 /// Make a change: at once on a single node, through the metadata Raft
 /// group on a cluster (503 if it cannot commit).
-async fn change(ctx: &std::sync::Arc<crate::ServerCtx>, c: Command) -> ApiResult<()> {
+pub(super) async fn change(ctx: &std::sync::Arc<crate::ServerCtx>, c: Command) -> ApiResult<()> {
     crate::cluster::command::run(ctx, c)
         .await
         .map_err(|e| ApiError::Unavailable(e.to_string()))

@@ -3,6 +3,7 @@
 //! tagged `policymaker` or `administrator` may read or change them, and a
 //! policymaker only in the vhosts it has permissions on.
 
+use crate::cluster::command::Command;
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
@@ -119,8 +120,9 @@ pub async fn put_policy(
         definition,
         priority,
     };
-    let policy = def.to_policy().map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let replaced = vh.put_policy(policy, &mut |q| ctx.timers.arm(&vh, q));
+    def.to_policy().map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let replaced = vh.policies().iter().any(|p| p.name == name);
+    super::objects::change(&ctx, Command::PutPolicy(def)).await?;
     Ok(if replaced {
         StatusCode::NO_CONTENT
     } else {
@@ -134,9 +136,9 @@ pub async fn delete_policy(
     Path((vhost, name)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
     let vh = managed(&ctx, &who, &vhost)?;
-    if vh.delete_policy(&name, &mut |q| ctx.timers.arm(&vh, q)) {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(ApiError::NotFound)
+    if !vh.policies().iter().any(|p| p.name == name) {
+        return Err(ApiError::NotFound);
     }
+    super::objects::change(&ctx, Command::DeletePolicy { vhost, name }).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

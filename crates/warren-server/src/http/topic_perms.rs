@@ -5,6 +5,7 @@
 //! `.../{exchange}` (DELETE, as RabbitMQ 4 has it), and the lists by user
 //! and by vhost. Administrators only, as for ordinary permissions.
 
+use crate::cluster::command::Command;
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
@@ -100,17 +101,17 @@ pub async fn put_pair(
     let (exchange, write, read) = (field("exchange")?, field("write")?, field("read")?);
     let missing = || ApiError::BadRequest("vhost_or_user_not_found".into());
     ctx.broker.vhost(&vhost).ok_or_else(missing)?;
-    let p =
-        TopicPermission::new(&exchange, &write, &read).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let mut created = false;
-    let found = ctx.broker.update_user(&user, |u| {
-        let in_vhost = u.topic_permissions.entry(vhost).or_default();
-        created = in_vhost.is_empty();
-        in_vhost.insert(exchange, p);
-    });
-    if !found {
-        return Err(missing());
-    }
+    TopicPermission::new(&exchange, &write, &read).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let u = ctx.broker.user(&user).ok_or_else(missing)?;
+    let created = u.topic_permissions.get(&vhost).is_none_or(|m| m.is_empty());
+    let c = Command::PutTopicPermission {
+        user,
+        vhost,
+        exchange,
+        write,
+        read,
+    };
+    super::objects::change(&ctx, c).await?;
     Ok(if created {
         StatusCode::CREATED
     } else {
@@ -127,18 +128,20 @@ pub async fn delete_one(
     Path((vhost, user, exchange)): Path<(String, String, String)>,
 ) -> ApiResult<StatusCode> {
     who.admin()?;
-    let mut removed = false;
-    ctx.broker.update_user(&user, |u| {
-        if let Some(in_vhost) = u.topic_permissions.get_mut(&vhost) {
-            removed = in_vhost.remove(&exchange).is_some();
-            if in_vhost.is_empty() {
-                u.topic_permissions.remove(&vhost);
-            }
-        }
+    let has = ctx.broker.user(&user).is_some_and(|u| {
+        u.topic_permissions
+            .get(&vhost)
+            .is_some_and(|m| m.contains_key(&exchange))
     });
-    if !removed {
+    if !has {
         return Err(ApiError::NotFound);
     }
+    let c = Command::DeleteTopicPermission {
+        user,
+        vhost,
+        exchange: Some(exchange),
+    };
+    super::objects::change(&ctx, c).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -149,12 +152,18 @@ pub async fn delete_pair(
     Path((vhost, user)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
     who.admin()?;
-    let mut removed = false;
-    ctx.broker.update_user(&user, |u| {
-        removed = u.topic_permissions.remove(&vhost).is_some_and(|m| !m.is_empty())
-    });
-    if !removed {
+    let has = ctx
+        .broker
+        .user(&user)
+        .is_some_and(|u| u.topic_permissions.get(&vhost).is_some_and(|m| !m.is_empty()));
+    if !has {
         return Err(ApiError::NotFound);
     }
+    let c = Command::DeleteTopicPermission {
+        user,
+        vhost,
+        exchange: None,
+    };
+    super::objects::change(&ctx, c).await?;
     Ok(StatusCode::NO_CONTENT)
 }

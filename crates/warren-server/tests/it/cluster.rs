@@ -455,3 +455,58 @@ async fn a_blackholed_node_is_a_minority_and_catches_up_when_healed() {
         assert_eq!(vhosts(b).await, vec!["/", "majority"]);
     }
 }
+
+/// Policies, limits and topic permissions made on one node hold on the
+/// others: a policy listed everywhere, a vhost connection limit of 0
+/// set on one node refusing logins on another, and cleared again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policies_limits_and_topic_permissions_hold_everywhere() {
+    use serde_json::json;
+    let ports = free_ports(3);
+    let nodes = start_three(&ports).await;
+    meta_leader(&nodes).await;
+    let policy = json!({"pattern": "^cap", "definition": {"max-length": 10}, "apply-to": "queues"});
+    let (s, _) = nodes[0]
+        .http(Method::PUT, "/api/policies/%2F/cap", Some(policy))
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let tp = json!({"exchange": "amq.topic", "write": "^a", "read": "^b"});
+    let (s, _) = nodes[1]
+        .http(Method::PUT, "/api/topic-permissions/%2F/guest", Some(tp))
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, _) = nodes[2]
+        .http(
+            Method::PUT,
+            "/api/vhost-limits/%2F/max-connections",
+            Some(json!({"value": 0})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    for b in &nodes {
+        let (_, p) = b.http(Method::GET, "/api/policies/%2F/cap", None).await;
+        assert_eq!(p["definition"]["max-length"], 10, "{p}");
+        let (_, t) = b
+            .http(Method::GET, "/api/topic-permissions/%2F/guest", None)
+            .await;
+        assert_eq!(t[0]["write"], "^a", "{t}");
+        assert!(
+            login(b, "guest", "guest", "%2F").await.is_err(),
+            "the vhost's limit of 0 holds"
+        );
+    }
+    let (s, _) = nodes[1]
+        .http(Method::DELETE, "/api/vhost-limits/%2F/max-connections", None)
+        .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (s, _) = nodes[2].http(Method::DELETE, "/api/policies/%2F/cap", None).await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    for b in &nodes {
+        let c = login(b, "guest", "guest", "%2F")
+            .await
+            .expect("the limit is gone");
+        let _ = c.close(200, "bye".into()).await;
+        let (s, _) = b.http(Method::GET, "/api/policies/%2F/cap", None).await;
+        assert_eq!(s, StatusCode::NOT_FOUND);
+    }
+}
