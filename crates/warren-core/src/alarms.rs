@@ -1,7 +1,9 @@
 //! Resource alarms, as RabbitMQ has them: memory above its high watermark,
 //! or free disk below its limit. While either is on, connections that
 //! publish are blocked (they stop being read); consumers go on, so queues
-//! can drain. Each change of state is logged once.
+//! can drain. Each change of state is logged once. In a cluster an alarm
+//! is cluster-wide, as RabbitMQ's: another node's alarm, reported over the
+//! links, blocks this node's publishers too.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -11,6 +13,10 @@ pub struct Alarms {
     disk_free_limit: AtomicU64,
     memory: AtomicBool,
     disk: AtomicBool,
+    /// Some other running node of the cluster has its memory (disk)
+    /// alarm on.
+    remote_memory: AtomicBool,
+    remote_disk: AtomicBool,
 }
 
 impl Alarms {
@@ -20,6 +26,8 @@ impl Alarms {
             disk_free_limit: AtomicU64::new(disk_free_limit),
             memory: AtomicBool::new(false),
             disk: AtomicBool::new(false),
+            remote_memory: AtomicBool::new(false),
+            remote_disk: AtomicBool::new(false),
         }
     }
 
@@ -57,16 +65,27 @@ impl Alarms {
     /// Why publishers are blocked, if they are (the reason
     /// connection.blocked carries).
     pub fn blocked_reason(&self) -> Option<&'static str> {
-        if self.memory.load(Ordering::Relaxed) {
+        if self.memory.load(Ordering::Relaxed) || self.remote_memory.load(Ordering::Relaxed) {
             Some("low on memory")
-        } else if self.disk.load(Ordering::Relaxed) {
+        } else if self.disk.load(Ordering::Relaxed) || self.remote_disk.load(Ordering::Relaxed) {
             Some("low on disk")
         } else {
             None
         }
     }
 
-    /// Is the memory alarm on?
+    /// Other nodes' alarms, as their links last reported them.
+    pub fn set_remote(&self, memory: bool, disk: bool) {
+        let was = (
+            self.remote_memory.swap(memory, Ordering::Relaxed),
+            self.remote_disk.swap(disk, Ordering::Relaxed),
+        );
+        if was != (memory, disk) {
+            tracing::info!(memory, disk, "alarms of other cluster nodes changed");
+        }
+    }
+
+    /// Is this node's memory alarm on?
     pub fn memory_alarm(&self) -> bool {
         self.memory.load(Ordering::Relaxed)
     }

@@ -335,8 +335,15 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             let secret = settings.load_secret().map_err(StartError::Cluster)?;
             let (tcp, _) = bind("inter-node listener", settings.listen, false)?
                 .expect("cluster.listen is validated not to be none");
-            let c = cluster::Cluster::start(&config.node_name, settings.clone(), &secret, tcp, rx.clone())
-                .map_err(|e| StartError::Cluster(e.to_string()))?;
+            let c = cluster::Cluster::start(
+                broker.clone(),
+                &config.node_name,
+                settings.clone(),
+                &secret,
+                tcp,
+                rx.clone(),
+            )
+            .map_err(|e| StartError::Cluster(e.to_string()))?;
             let (b, t) = (broker.clone(), timers.clone());
             let apply: cluster::meta::ApplyFn =
                 Arc::new(move |data| cluster::command::Command::apply_entry(&b, &t, data));

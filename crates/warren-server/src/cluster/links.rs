@@ -38,8 +38,20 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 const REDIAL_FIRST: Duration = Duration::from_millis(250);
 const REDIAL_MAX: Duration = Duration::from_secs(8);
 
+/// Request bodies on the links start with what they are.
+pub mod request {
+    /// A metadata proposal forwarded to the leader.
+    pub const PROPOSE: u8 = 1;
+    /// A node's figures and alarms (JSON), sent unasked every few pings;
+    /// never answered.
+    pub const STATUS: u8 = 2;
+}
+
+/// Pings between two status reports on a link.
+const STATUS_EVERY: u64 = 5;
+
 /// What this node knows of another.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PeerStatus {
     pub node: String,
     pub address: String,
@@ -47,6 +59,8 @@ pub struct PeerStatus {
     pub running: bool,
     /// Why the last link ended or the last attempt failed.
     pub last_error: Option<String>,
+    /// The peer's last status report (memory, alarms, uptime...).
+    pub status: Option<serde_json::Value>,
 }
 
 struct Peer {
@@ -54,6 +68,7 @@ struct Peer {
     /// The link in use: its id and its writer's queue.
     link: Option<(u64, mpsc::Sender<Message>)>,
     last_error: Option<String>,
+    status: Option<serde_json::Value>,
 }
 
 /// What the links report to the layer above (the metadata Raft group).
@@ -67,6 +82,8 @@ pub trait LinkEvents: Send + Sync {
 
 pub struct Cluster {
     me: Identity,
+    broker: Arc<warren_core::Broker>,
+    started: Instant,
     events: OnceLock<Arc<dyn LinkEvents>>,
     settings: ClusterSettings,
     peers: Mutex<HashMap<String, Peer>>,
@@ -79,6 +96,7 @@ impl Cluster {
     /// Bind nothing (the caller bound `listener`); start accepting peers
     /// and dialling those this node dials, until `shutdown`.
     pub fn start(
+        broker: Arc<warren_core::Broker>,
         node: &str,
         settings: ClusterSettings,
         secret: &[u8],
@@ -94,12 +112,15 @@ impl Cluster {
                     address: p.address.clone(),
                     link: None,
                     last_error: None,
+                    status: None,
                 };
                 (p.node.clone(), peer)
             })
             .collect();
         let c = Arc::new(Cluster {
             me: Identity::new(&settings.name, node, secret),
+            broker,
+            started: Instant::now(),
             events: OnceLock::new(),
             settings,
             peers: Mutex::new(peers),
@@ -152,6 +173,7 @@ impl Cluster {
                     address: s.address.clone(),
                     running: s.link.is_some(),
                     last_error: s.last_error.clone(),
+                    status: s.status.clone(),
                 })
             })
             .collect()
@@ -174,6 +196,55 @@ impl Cluster {
         }
         // Let the writers put it on the wire.
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    /// This node's figures and alarms, as peers show them in /api/nodes.
+    pub fn status(&self) -> serde_json::Value {
+        let b = &self.broker;
+        b.publishing_blocked();
+        serde_json::json!({
+            "mem_used": b.memory.bytes(),
+            "mem_limit": b.alarms.memory_limit(),
+            "mem_alarm": b.alarms.memory_alarm(),
+            "disk_free_limit": b.alarms.disk_free_limit(),
+            "disk_free_alarm": b.alarms.disk_alarm(),
+            "uptime": self.started.elapsed().as_millis() as u64,
+            "processors": std::thread::available_parallelism().map_or(1, |n| n.get()),
+        })
+    }
+
+    fn status_message(&self) -> Message {
+        let mut body = vec![request::STATUS];
+        body.extend_from_slice(self.status().to_string().as_bytes());
+        Message::Request {
+            id: 0,
+            body: body.into(),
+        }
+    }
+
+    /// A peer's status report: kept for /api/nodes, and its alarms count
+    /// here (RabbitMQ's alarms are cluster-wide).
+    fn status_from(&self, node: &str, body: &[u8]) {
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) else {
+            tracing::warn!(peer = %node, "a status report that is not JSON");
+            return;
+        };
+        if let Some(p) = self.peers.lock().get_mut(node) {
+            p.status = Some(v);
+        }
+        self.recompute_alarms();
+    }
+
+    /// Other running nodes' alarms into this node's.
+    fn recompute_alarms(&self) {
+        let (mut memory, mut disk) = (false, false);
+        for p in self.peers.lock().values() {
+            if let (Some(_), Some(s)) = (&p.link, &p.status) {
+                memory |= s["mem_alarm"] == true;
+                disk |= s["disk_free_alarm"] == true;
+            }
+        }
+        self.broker.alarms.set_remote(memory, disk);
     }
 
     fn failed(&self, node: &str, e: String) {
@@ -288,6 +359,7 @@ impl Cluster {
             e.up(&node);
         }
         let writer = tokio::spawn(write_loop(wr, rx));
+        let _ = tx.try_send(self.status_message());
         let ping_every = Duration::from_millis(self.settings.ping_interval);
         let down_after = Duration::from_millis(self.settings.down_after);
         let mut ping = tokio::time::interval(ping_every);
@@ -309,6 +381,9 @@ impl Cluster {
                             if let Some(e) = self.events.get() {
                                 e.raft(&node, batch);
                             }
+                        }
+                        Ok(Message::Request { body, .. }) if body.first() == Some(&request::STATUS) => {
+                            self.status_from(&node, &body[1..]);
                         }
                         Ok(Message::Request { id, body }) => {
                             if let Some(e) = self.events.get() {
@@ -344,6 +419,9 @@ impl Cluster {
                     }
                     seq += 1;
                     let _ = tx.try_send(Message::Ping { seq });
+                    if seq.is_multiple_of(STATUS_EVERY) {
+                        let _ = tx.try_send(self.status_message());
+                    }
                 }
                 _ = shutdown.changed() => break "shutdown".into(),
             }
@@ -360,6 +438,8 @@ impl Cluster {
             }
         };
         if current {
+            // A node that is down has no alarms here.
+            self.recompute_alarms();
             if let Some(e) = self.events.get() {
                 e.down(&node);
             }

@@ -30,6 +30,7 @@ use warren_peer::message::RaftEnvelope;
 use warren_peer::Message;
 use warren_raft::{ProposeError, RaftMessage, RaftNode};
 
+use super::links::request::PROPOSE as REQ_PROPOSE;
 use super::links::Cluster;
 
 /// The metadata group's id.
@@ -68,9 +69,6 @@ enum Waiter {
     Caller(Reply),
     Follower { node: String, request: u64 },
 }
-
-/// Request bodies on the links: what is asked.
-const REQ_PROPOSE: u8 = 1;
 
 /// Node names to Raft ids: every node sorts the same configured names,
 /// so all agree without asking.

@@ -105,16 +105,24 @@ pub async fn nodes(State(ctx): State<Arc<ServerCtx>>, _who: Authed) -> Json<Valu
     Json(Value::Array(all))
 }
 
-/// Another node as `/api/nodes` shows it: what this node knows (whether
-/// its link is up); the figures only that node has are not carried yet.
+/// Another node as `/api/nodes` shows it: whether its link is up, and
+/// the figures and alarms it last reported over it.
 fn peer_json(p: &crate::cluster::PeerStatus) -> Value {
-    json!({
+    let mut v = json!({
         "name": p.node,
         "type": "disc",
         "running": p.running,
         "cluster_links": [],
         "partitions": [],
-    })
+    });
+    // Its last report's figures, while it is running (RabbitMQ shows a
+    // stopped node with none).
+    if let (true, Some(Value::Object(s)), Value::Object(out)) = (p.running, &p.status, &mut v) {
+        for (k, val) in s {
+            out.insert(k.clone(), val.clone());
+        }
+    }
+    v
 }
 
 /// `/api/nodes/{name}`: this node by its name.

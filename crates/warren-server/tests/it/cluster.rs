@@ -510,3 +510,50 @@ async fn policies_limits_and_topic_permissions_hold_everywhere() {
         assert_eq!(s, StatusCode::NOT_FOUND);
     }
 }
+
+/// Every node shows the others' memory and uptime in /api/nodes, from
+/// their status reports; and an alarm is cluster-wide, as RabbitMQ's: a
+/// memory alarm on one node blocks publishers on the others until it
+/// clears.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_figures_and_alarms_travel_between_nodes() {
+    let ports = free_ports(3);
+    let nodes = start_three(&ports).await;
+    for (i, b) in nodes.iter().enumerate() {
+        until_sees(b, &view(i, &[true, true, true])).await;
+    }
+    let (_, n) = nodes[0]
+        .http(Method::GET, &format!("/api/nodes/{}", node_name(1)), None)
+        .await;
+    assert!(n["mem_used"].as_u64().is_some(), "{n}");
+    assert!(n["mem_limit"].as_u64().is_some_and(|m| m > 0), "{n}");
+    assert!(n["uptime"].as_u64().is_some(), "{n}");
+    assert_eq!(n["mem_alarm"], false);
+
+    let broker = |i: usize| nodes[i].running.as_ref().unwrap().ctx.broker.clone();
+    assert_eq!(broker(0).publishing_blocked(), None);
+    // Node 2's watermark at zero: its alarm goes on, and its next report
+    // blocks publishers on node 1 too.
+    broker(1).alarms.set_memory_limit(0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while broker(0).publishing_blocked().is_none() {
+        assert!(Instant::now() < deadline, "node 2's alarm never reached node 1");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(broker(0).publishing_blocked(), Some("low on memory"));
+    assert!(!broker(0).alarms.memory_alarm(), "node 1's own alarm stays off");
+    let (_, n) = nodes[2]
+        .http(Method::GET, &format!("/api/nodes/{}", node_name(1)), None)
+        .await;
+    assert_eq!(n["mem_alarm"], true, "{n}");
+    // Cleared there, cleared here.
+    broker(1).alarms.set_memory_limit(u64::MAX);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while broker(0).publishing_blocked().is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "node 2's alarm never cleared on node 1"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
