@@ -48,14 +48,14 @@ pub fn server_properties(cluster_name: &str) -> FieldTable {
 }
 
 pub fn send_start(conn: &mut Conn) {
-    let cluster = conn.ctx.config.cluster_name().to_string();
+    let server_properties = server_properties(conn.ctx.config.cluster_name());
     let mechanisms = crate::sasl::offered(&conn.ctx, Proto::Amqp091, conn.entry.tls()).join(" ");
     conn.send(
         0,
         ConnectionStart {
             version_major: 0,
             version_minor: 9,
-            server_properties: server_properties(&cluster),
+            server_properties,
             mechanisms: Bytes::from(mechanisms),
             locales: Bytes::from_static(b"en_US"),
         },

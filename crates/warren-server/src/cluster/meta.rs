@@ -53,7 +53,8 @@ pub enum MetaError {
 type Reply = oneshot::Sender<Result<u64, MetaError>>;
 
 enum Input {
-    Step(u64, RaftMessage),
+    /// A frame's Raft messages: (group, message).
+    Step(Vec<(u64, RaftMessage)>),
     Propose(Vec<u8>, Reply),
     /// A proposal a follower forwarded: its node and request id.
     Forwarded(String, u64, Vec<u8>),
@@ -209,14 +210,18 @@ impl Meta {
 
     /// A frame of Raft messages from a peer.
     pub fn received(&self, batch: Vec<RaftEnvelope>) {
-        for e in batch {
-            match warren_raft::decode_message(&e.message) {
-                Ok(m) => {
-                    let _ = self.tx.send(Input::Step(e.group, m));
+        let steps: Vec<(u64, RaftMessage)> = batch
+            .into_iter()
+            .filter_map(|e| match warren_raft::decode_message(&e.message) {
+                Ok(m) => Some((e.group, m)),
+                Err(err) => {
+                    tracing::warn!("a Raft message that does not decode: {err}");
+                    None
                 }
-                Err(err) => tracing::warn!("a Raft message that does not decode: {err}"),
-            }
-        }
+            })
+            .collect();
+        // One hand-over per frame, not per message.
+        let _ = self.tx.send(Input::Step(steps));
     }
 
     pub fn peer_up(&self, node: &str) {
@@ -317,9 +322,11 @@ impl Driver {
     fn input(&mut self, i: Input) -> bool {
         match i {
             Input::Stop => return false,
-            Input::Step(g, m) => {
-                if let Err(e) = self.node.step(g, m) {
-                    tracing::debug!("Raft message refused: {e}");
+            Input::Step(steps) => {
+                for (g, m) in steps {
+                    if let Err(e) = self.node.step(g, m) {
+                        tracing::debug!("Raft message refused: {e}");
+                    }
                 }
             }
             Input::Propose(data, reply) => match self.propose(data, Waiter::Caller(reply)) {
@@ -439,18 +446,18 @@ impl Driver {
         }
         let mut newest = None;
         for a in out.applied {
-            if a.data.len() >= 16 {
-                (self.apply)(&a.data[16..]);
-            }
             newest = Some(a.index);
             self.applied.store(a.index, Ordering::Relaxed);
-            if a.data.len() >= 16 {
-                let node = u64::from_be_bytes(a.data[..8].try_into().unwrap());
-                let seq = u64::from_be_bytes(a.data[8..16].try_into().unwrap());
-                if node == self.node.id() {
-                    if let Some(w) = self.waiting.remove(&seq) {
-                        self.answer(w, Ok(a.index));
-                    }
+            // Every entry starts with its proposer's tag (node, sequence).
+            if a.data.len() < 16 {
+                continue;
+            }
+            (self.apply)(&a.data[16..]);
+            let node = u64::from_be_bytes(a.data[..8].try_into().unwrap());
+            let seq = u64::from_be_bytes(a.data[8..16].try_into().unwrap());
+            if node == self.node.id() {
+                if let Some(w) = self.waiting.remove(&seq) {
+                    self.answer(w, Ok(a.index));
                 }
             }
         }

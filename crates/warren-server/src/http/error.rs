@@ -34,6 +34,13 @@ impl From<BrokerError> for ApiError {
     }
 }
 
+/// A metadata change the cluster could not commit: 503 with the reason.
+impl From<crate::cluster::meta::MetaError> for ApiError {
+    fn from(e: crate::cluster::meta::MetaError) -> ApiError {
+        ApiError::Unavailable(e.to_string())
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, error, reason) = match self {

@@ -4,8 +4,7 @@
 //! (compared): listings hold only what has limits, as
 //! `[{"vhost": V, "value": {...}}]` or `[{"user": U, "value": {...}}]`.
 
-use super::objects::change;
-use crate::cluster::command::Command;
+use crate::cluster::command::{self, Command};
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
@@ -77,7 +76,7 @@ pub async fn put_vhost(
     who.admin()?;
     ctx.broker.vhost(&vhost).ok_or(ApiError::NotFound)?;
     let value = value(LimitsOf::VHost, &name, b)?;
-    change(&ctx, Command::SetVhostLimit { vhost, name, value }).await?;
+    command::run(&ctx, Command::SetVhostLimit { vhost, name, value }).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -88,7 +87,7 @@ pub async fn delete_vhost(
 ) -> ApiResult<StatusCode> {
     who.admin()?;
     ctx.broker.vhost(&vhost).ok_or(ApiError::NotFound)?;
-    change(&ctx, Command::ClearVhostLimit { vhost, name }).await?;
+    command::run(&ctx, Command::ClearVhostLimit { vhost, name }).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -124,7 +123,7 @@ pub async fn put_user(
     who.admin()?;
     let value = value(LimitsOf::User, &name, b)?;
     ctx.broker.user(&user).ok_or(ApiError::NotFound)?;
-    change(&ctx, Command::SetUserLimit { user, name, value }).await?;
+    command::run(&ctx, Command::SetUserLimit { user, name, value }).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -135,6 +134,6 @@ pub async fn delete_user(
 ) -> ApiResult<StatusCode> {
     who.admin()?;
     ctx.broker.user(&user).ok_or(ApiError::NotFound)?;
-    change(&ctx, Command::ClearUserLimit { user, name }).await?;
+    command::run(&ctx, Command::ClearUserLimit { user, name }).await?;
     Ok(StatusCode::NO_CONTENT)
 }

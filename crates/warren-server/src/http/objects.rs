@@ -23,7 +23,7 @@ use super::auth::Authed;
 use super::error::ApiError;
 use super::queue_info::{queue_json, queue_listing};
 use crate::amqp10::management::percent_encode;
-use crate::cluster::command::Command;
+use crate::cluster::command::{self, Command};
 use crate::definitions::{json_to_table, table_to_json};
 use crate::ServerCtx;
 
@@ -203,14 +203,6 @@ pub async fn vhost(State(ctx): Ctx, who: Authed, Path(vhost): Path<String>) -> A
     Ok(Json(vhost_json(&vh, &ctx.config.node_name)))
 }
 
-/// Make a change: at once on a single node, through the metadata Raft
-/// group on a cluster (503 if it cannot commit).
-pub(super) async fn change(ctx: &std::sync::Arc<crate::ServerCtx>, c: Command) -> ApiResult<()> {
-    crate::cluster::command::run(ctx, c)
-        .await
-        .map_err(|e| ApiError::Unavailable(e.to_string()))
-}
-
 pub async fn put_vhost(State(ctx): Ctx, who: Authed, Path(vhost): Path<String>) -> ApiResult<StatusCode> {
     who.admin()?;
     let existed = ctx.broker.vhost(&vhost).is_some();
@@ -220,7 +212,7 @@ pub async fn put_vhost(State(ctx): Ctx, who: Authed, Path(vhost): Path<String>) 
         name: vhost,
         creator: who.user.name.clone(),
     };
-    change(&ctx, c).await?;
+    command::run(&ctx, c).await?;
     Ok(if existed {
         StatusCode::NO_CONTENT
     } else {
@@ -233,7 +225,7 @@ pub async fn delete_vhost(State(ctx): Ctx, who: Authed, Path(vhost): Path<String
     if ctx.broker.vhost(&vhost).is_none() {
         return Err(ApiError::NotFound);
     }
-    change(&ctx, Command::DeleteVhost { name: vhost }).await?;
+    command::run(&ctx, Command::DeleteVhost { name: vhost }).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -318,7 +310,7 @@ pub async fn put_user(
         tags,
         limits,
     };
-    change(&ctx, c).await?;
+    command::run(&ctx, c).await?;
     Ok(if existing.is_some() {
         StatusCode::NO_CONTENT
     } else {
@@ -331,7 +323,7 @@ pub async fn delete_user(State(ctx): Ctx, who: Authed, Path(name): Path<String>)
     if ctx.broker.user(&name).is_none() {
         return Err(ApiError::NotFound);
     }
-    change(&ctx, Command::DeleteUser { name }).await?;
+    command::run(&ctx, Command::DeleteUser { name }).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -434,7 +426,7 @@ pub async fn put_permission(
         write,
         read,
     };
-    change(&ctx, c).await?;
+    command::run(&ctx, c).await?;
     Ok(if created {
         StatusCode::CREATED
     } else {
@@ -455,7 +447,7 @@ pub async fn delete_permission(
     if !has {
         return Err(ApiError::NotFound);
     }
-    change(&ctx, Command::DeletePermission { user, vhost }).await?;
+    command::run(&ctx, Command::DeletePermission { user, vhost }).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

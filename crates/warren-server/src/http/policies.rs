@@ -3,7 +3,7 @@
 //! tagged `policymaker` or `administrator` may read or change them, and a
 //! policymaker only in the vhosts it has permissions on.
 
-use crate::cluster::command::Command;
+use crate::cluster::command::{self, Command};
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
@@ -122,7 +122,7 @@ pub async fn put_policy(
     };
     def.to_policy().map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let replaced = vh.policies().iter().any(|p| p.name == name);
-    super::objects::change(&ctx, Command::PutPolicy(def)).await?;
+    command::run(&ctx, Command::PutPolicy(def)).await?;
     Ok(if replaced {
         StatusCode::NO_CONTENT
     } else {
@@ -139,6 +139,6 @@ pub async fn delete_policy(
     if !vh.policies().iter().any(|p| p.name == name) {
         return Err(ApiError::NotFound);
     }
-    super::objects::change(&ctx, Command::DeletePolicy { vhost, name }).await?;
+    command::run(&ctx, Command::DeletePolicy { vhost, name }).await?;
     Ok(StatusCode::NO_CONTENT)
 }

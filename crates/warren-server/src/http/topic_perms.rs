@@ -5,7 +5,7 @@
 //! `.../{exchange}` (DELETE, as RabbitMQ 4 has it), and the lists by user
 //! and by vhost. Administrators only, as for ordinary permissions.
 
-use crate::cluster::command::Command;
+use crate::cluster::command::{self, Command};
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
@@ -111,7 +111,7 @@ pub async fn put_pair(
         write,
         read,
     };
-    super::objects::change(&ctx, c).await?;
+    command::run(&ctx, c).await?;
     Ok(if created {
         StatusCode::CREATED
     } else {
@@ -141,7 +141,7 @@ pub async fn delete_one(
         vhost,
         exchange: Some(exchange),
     };
-    super::objects::change(&ctx, c).await?;
+    command::run(&ctx, c).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -164,6 +164,6 @@ pub async fn delete_pair(
         vhost,
         exchange: None,
     };
-    super::objects::change(&ctx, c).await?;
+    command::run(&ctx, c).await?;
     Ok(StatusCode::NO_CONTENT)
 }

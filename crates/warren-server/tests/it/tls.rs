@@ -86,6 +86,18 @@ fn https_client(pki: &Pki) -> reqwest::Client {
         .unwrap()
 }
 
+/// `POST /api/tls/reload` (what `warrenctl reload_tls` calls): its status.
+async fn reload(pki: &Pki, b: &Broker) -> reqwest::StatusCode {
+    let url = format!("https://localhost:{}/api/tls/reload", b.https_port());
+    https_client(pki)
+        .post(url)
+        .basic_auth("guest", Some("guest"))
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
 async fn connections_over_https(b: &Broker, pki: &Pki) -> Vec<Value> {
     let url = format!("https://localhost:{}/api/connections", b.https_port());
     let r = within(
@@ -345,28 +357,16 @@ async fn reload_serves_new_certificates_to_new_connections_only() {
     let fresh = pki.server_pair("fresh", "warren-renewed");
     std::fs::copy(&fresh.cert, &pki.server.cert).unwrap();
     std::fs::copy(&fresh.key, &pki.server.key).unwrap();
-    let url = format!("https://localhost:{}/api/tls/reload", b.https_port());
-    let r = https_client(&pki)
-        .post(url)
-        .basic_auth("guest", Some("guest"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 204);
+    let r = reload(&pki, &b).await;
+    assert_eq!(r, 204);
     let after = tls_handshake(&pki, b.amqps_port(), None).await.unwrap();
     assert!(subject(&after).contains("warren-renewed"));
     // The connection opened before is still served.
     round_trip(&old, "still-open").await;
     // A broken file is refused and the certificate in force stays.
     std::fs::write(&pki.server.key, "not a key").unwrap();
-    let url = format!("https://localhost:{}/api/tls/reload", b.https_port());
-    let r = https_client(&pki)
-        .post(url)
-        .basic_auth("guest", Some("guest"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 400);
+    let r = reload(&pki, &b).await;
+    assert_eq!(r, 400);
     let again = tls_handshake(&pki, b.amqps_port(), None).await.unwrap();
     assert!(subject(&again).contains("warren-renewed"));
 }
