@@ -131,6 +131,8 @@ pub struct Broker {
     users: RwLock<HashMap<String, User>>,
     log: Arc<dyn DefinitionsLog>,
     next_id: AtomicU64,
+    /// Set when the node is part of a cluster (see [`crate::replication`]).
+    pub replication: crate::replication::ReplicationSlot,
 }
 
 impl std::fmt::Debug for Broker {
@@ -151,6 +153,7 @@ impl Broker {
             users: RwLock::new(HashMap::new()),
             log,
             next_id: AtomicU64::new(1),
+            replication: Default::default(),
         })
     }
 
@@ -173,6 +176,7 @@ impl Broker {
                     stream_codec: self.config.stream_codec,
                     stream_cache_bytes: self.config.stream_cache_bytes,
                     messages: self.messages.clone(),
+                    replication: self.replication.clone(),
                 };
                 Arc::new(VHost::new(name, env, self.log.clone()))
             })

@@ -41,9 +41,12 @@ pub enum Change<'a> {
         vhost: &'a str,
         name: &'a ShortStr,
     },
+    /// A durable queue, or (on a cluster) one that lives on another node,
+    /// durable or not: `home` names that node.
     QueueDeclared {
         vhost: &'a str,
         decl: &'a QueueDecl,
+        home: Option<&'a ShortStr>,
     },
     QueueDeleted {
         vhost: &'a str,

@@ -46,6 +46,37 @@ impl BrokerError {
         self.reply_code() >= 500
     }
 
+    /// The error a reply code names (the inverse of [`reply_code`], for
+    /// errors that crossed between nodes as code and detail).
+    ///
+    /// [`reply_code`]: BrokerError::reply_code
+    pub fn from_code(code: u16, detail: String) -> BrokerError {
+        match code {
+            404 => BrokerError::NotFound(detail),
+            403 => BrokerError::AccessRefused(detail),
+            405 => BrokerError::ResourceLocked(detail),
+            406 => BrokerError::PreconditionFailed(detail),
+            503 => BrokerError::CommandInvalid(detail),
+            530 => BrokerError::NotAllowed(detail),
+            540 => BrokerError::NotImplemented(detail),
+            _ => BrokerError::Internal(detail),
+        }
+    }
+
+    /// The detail alone, without the `NAME - ` prefix.
+    pub fn detail(&self) -> &str {
+        match self {
+            BrokerError::NotFound(d)
+            | BrokerError::AccessRefused(d)
+            | BrokerError::ResourceLocked(d)
+            | BrokerError::PreconditionFailed(d)
+            | BrokerError::CommandInvalid(d)
+            | BrokerError::NotAllowed(d)
+            | BrokerError::NotImplemented(d)
+            | BrokerError::Internal(d) => d,
+        }
+    }
+
     /// The reply text as RabbitMQ sends it: `NAME - detail`.
     pub fn reply_text(&self) -> String {
         self.to_string()

@@ -16,6 +16,7 @@ pub mod message;
 pub mod permissions;
 pub mod policy;
 pub mod queue;
+pub mod replication;
 pub mod scopes;
 pub mod stats;
 pub mod topic_permissions;

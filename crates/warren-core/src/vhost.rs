@@ -344,15 +344,32 @@ impl VHost {
 
     // ----- exchanges -------------------------------------------------------
 
-    /// exchange.declare with passive=false. Returns whether it was created.
-    pub fn declare_exchange(&self, d: ExchangeDecl) -> Result<bool, BrokerError> {
+    /// The kind an exchange.declare names, or RabbitMQ's refusal.
+    fn exchange_kind(&self, d: &ExchangeDecl) -> Result<ExchangeKind, BrokerError> {
         if d.name.is_empty() {
             return Err(self.default_exchange_refused());
         }
         // RabbitMQ 3.13+ refuses an unknown type on the channel (406).
-        let kind = ExchangeKind::parse(&d.kind)
-            .ok_or_else(|| BrokerError::PreconditionFailed(format!("unknown exchange type '{}'", d.kind)))?;
-        let mut t = self.topology.write();
+        ExchangeKind::parse(&d.kind)
+            .ok_or_else(|| BrokerError::PreconditionFailed(format!("unknown exchange type '{}'", d.kind)))
+    }
+
+    /// What a declare of `d` would do, without doing it: Ok(true) if an
+    /// equivalent exchange exists, Ok(false) if it would be created, or
+    /// the error the declare would give. A cluster checks this before it
+    /// proposes the declare.
+    pub fn exchange_declared(&self, d: &ExchangeDecl) -> Result<bool, BrokerError> {
+        let kind = self.exchange_kind(d)?;
+        self.check_declared_exchange(&self.topology.read(), d, kind)
+    }
+
+    /// Ok(true): `d` exists and is equivalent; Ok(false): it may be made.
+    fn check_declared_exchange(
+        &self,
+        t: &Topology,
+        d: &ExchangeDecl,
+        kind: ExchangeKind,
+    ) -> Result<bool, BrokerError> {
         if let Some(x) = t.exchanges.get(&d.name) {
             let what = |arg: &str, got: String, cur: String| {
                 BrokerError::PreconditionFailed(format!(
@@ -397,13 +414,23 @@ impl VHost {
                     show(b)
                 )));
             }
-            return Ok(false);
+            return Ok(true);
         }
         if d.name.starts_with("amq.") {
             return Err(BrokerError::AccessRefused(format!(
                 "exchange name '{}' contains reserved prefix 'amq.*'",
                 d.name
             )));
+        }
+        Ok(false)
+    }
+
+    /// exchange.declare with passive=false. Returns whether it was created.
+    pub fn declare_exchange(&self, d: ExchangeDecl) -> Result<bool, BrokerError> {
+        let kind = self.exchange_kind(&d)?;
+        let mut t = self.topology.write();
+        if self.check_declared_exchange(&t, &d, kind)? {
+            return Ok(false);
         }
         let mut x = Exchange::new(
             d.name.clone(),
@@ -415,7 +442,7 @@ impl VHost {
         )?;
         x.policy = pick(t.policies.values(), |p| p.matches_exchange(&d.name));
         t.exchanges.insert(d.name.clone(), x);
-        let ticket = if d.durable {
+        let ticket = if self.kept_exchange(d.durable) {
             self.record(
                 &t,
                 Change::ExchangeDeclared {
@@ -538,6 +565,33 @@ impl VHost {
         }
     }
 
+    /// On a cluster this node holds every node's topology, so what it
+    /// must have again after a restart is more than what is durable.
+    fn clustered(&self) -> bool {
+        self.env.replication.get().is_some()
+    }
+
+    /// Is an exchange recorded? Durable ones always; on a cluster every
+    /// one (the cluster keeps it while this node restarts).
+    fn kept_exchange(&self, durable: bool) -> bool {
+        durable || self.clustered()
+    }
+
+    /// Is a queue recorded? Durable ones, and every queue whose home is
+    /// another node (it outlives this node's restart). A transient queue
+    /// of this node dies with it.
+    fn kept_queue(q: &Queue) -> bool {
+        (q.durable && q.exclusive_owner.is_none()) || q.home.is_some()
+    }
+
+    fn is_kept_dest(&self, t: &Topology, dest: &Destination) -> bool {
+        match dest {
+            Destination::Queue(q) => t.queues.get(q).is_some_and(|q| Self::kept_queue(q)),
+            Destination::Exchange(x) => t.exchanges.get(x).is_some_and(|x| self.kept_exchange(x.durable)),
+        }
+    }
+
+    /// Is a binding between these ends durable (for exports)?
     fn is_durable_dest(t: &Topology, dest: &Destination) -> bool {
         match dest {
             Destination::Queue(q) => t.queues.get(q).is_some_and(|q| q.durable),
@@ -554,7 +608,10 @@ impl VHost {
             _ => {}
         }
         let dest = binding.destination.clone();
-        let durable = Self::is_durable_dest(&t, &dest) && t.exchanges.get(source).is_some_and(|x| x.durable);
+        let durable = self.is_kept_dest(&t, &dest)
+            && t.exchanges
+                .get(source)
+                .is_some_and(|x| self.kept_exchange(x.durable));
         let kept = durable.then(|| binding.clone());
         let added = t.exchanges.get_mut(source).is_some_and(|x| x.bind(binding));
         let mut ticket = None;
@@ -597,7 +654,7 @@ impl VHost {
             return Err(self.default_exchange_refused());
         }
         let mut t = self.topology.write();
-        let durable = Self::is_durable_dest(&t, &binding.destination);
+        let durable = self.is_kept_dest(&t, &binding.destination);
         let (removed, still_bound, auto_empty) = match t.exchanges.get_mut(source) {
             Some(x) => {
                 let removed = x.unbind(binding);
@@ -654,6 +711,11 @@ impl VHost {
         Ok(q.clone())
     }
 
+    /// The queue named `name`, whoever owns it (for listings).
+    pub fn find_queue(&self, name: &[u8]) -> Option<Arc<Queue>> {
+        self.topology.read().queues.get(name).cloned()
+    }
+
     /// queue.declare (non-passive). Returns the queue and whether it is new.
     pub fn declare_queue(&self, d: QueueDecl, connection: u64) -> Result<(Arc<Queue>, bool), BrokerError> {
         // RabbitMQ checks the reserved prefix on every non-passive declare,
@@ -674,6 +736,35 @@ impl VHost {
         d: QueueDecl,
         connection: u64,
     ) -> Result<(Arc<Queue>, bool), BrokerError> {
+        self.declare_queue_at(d, connection, None)
+    }
+
+    /// An existing queue named as `d` names it, checked as a redeclare by
+    /// `connection` (None if there is no such queue): what a cluster looks
+    /// at before it proposes a declare.
+    pub fn declared_queue(&self, d: &QueueDecl, connection: u64) -> Option<Result<Arc<Queue>, BrokerError>> {
+        let d = QueueDecl {
+            durable: d.durable && !d.exclusive,
+            ..d.clone()
+        };
+        let q = self.topology.read().queues.get(&d.name).cloned()?;
+        Some(self.redeclare(&q, &d, connection))
+    }
+
+    /// Would one more queue named `name` pass the vhost's max-queues?
+    pub fn check_new_queue(&self, name: &ShortStr) -> Result<(), BrokerError> {
+        self.check_queue_limit(&self.topology.read(), name)
+    }
+
+    /// Declare a queue that lives on node `home` of the cluster (None:
+    /// here), for `connection` (its owner if exclusive; an owner on
+    /// another node is [`crate::queue::REMOTE_OWNER`]).
+    pub fn declare_queue_at(
+        &self,
+        d: QueueDecl,
+        connection: u64,
+        home: Option<ShortStr>,
+    ) -> Result<(Arc<Queue>, bool), BrokerError> {
         // An exclusive queue is never durable: it dies with its connection.
         let d = QueueDecl {
             durable: d.durable && !d.exclusive,
@@ -693,16 +784,29 @@ impl VHost {
         };
         let seen = policy.1;
         let owner = d.exclusive.then_some(connection);
-        let q = Queue::new(
-            d.name.clone(),
-            &self.name,
-            d.durable,
-            d.auto_delete,
-            owner,
-            d.arguments.clone(),
-            policy,
-            &self.env,
-        )?;
+        let q = match &home {
+            None => Queue::new(
+                d.name.clone(),
+                &self.name,
+                d.durable,
+                d.auto_delete,
+                owner,
+                d.arguments.clone(),
+                policy,
+                &self.env,
+            )?,
+            Some(node) => Queue::remote(
+                d.name.clone(),
+                &self.name,
+                d.durable,
+                d.auto_delete,
+                d.exclusive,
+                d.arguments.clone(),
+                policy,
+                &self.env,
+                node.clone(),
+            )?,
+        };
         let mut t = self.topology.write();
         if let Some(existing) = t.queues.get(&d.name) {
             // Lost a race with another declare: treat as a redeclare.
@@ -717,12 +821,13 @@ impl VHost {
             return Err(e);
         }
         t.queues.insert(d.name.clone(), q.clone());
-        let ticket = if d.durable {
+        let ticket = if Self::kept_queue(&q) {
             self.record(
                 &t,
                 Change::QueueDeclared {
                     vhost: &self.name,
                     decl: &d,
+                    home: home.as_ref(),
                 },
             )
         } else {
@@ -803,7 +908,7 @@ impl VHost {
         let mut gone = Vec::new();
         Self::unbind_destination_locked(&mut t, &Destination::Queue(name.clone()), &mut gone);
         let mut ticket = None;
-        if q.durable {
+        if Self::kept_queue(&q) {
             ticket = self.record(
                 &t,
                 Change::QueueDeleted {
@@ -866,6 +971,24 @@ impl VHost {
         Ok(self.destroy_queue(&q))
     }
 
+    /// A queue the broker itself removes (auto-delete, x-expires, its
+    /// exclusive owner gone): at once on a single node; on a cluster,
+    /// through the cluster's metadata (see [`crate::replication`]).
+    pub fn discard_queue(&self, q: &Arc<Queue>) {
+        match self.env.replication.get() {
+            Some(r) => {
+                if self.queue_is_current(q) {
+                    r.remove_queue(&self.name, q);
+                }
+            }
+            None => {
+                if self.remove_queue_if_same(q) {
+                    self.destroy_queue(q);
+                }
+            }
+        }
+    }
+
     /// Empty a queue already removed from the topology and tell its
     /// consumers (server-sent basic.cancel). Returns the ready count.
     pub fn destroy_queue(&self, q: &Arc<Queue>) -> u64 {
@@ -894,8 +1017,8 @@ impl VHost {
         if effects.arm_timer {
             arm(queue);
         }
-        if effects.delete_queue && self.remove_queue_if_same(queue) {
-            self.destroy_queue(queue);
+        if effects.delete_queue {
+            self.discard_queue(queue);
         }
         // Dead letters can dead-letter again (a DLX queue with its own TTL);
         // cycles are cut by `is_cycle`, and depth bounds the rest.

@@ -65,6 +65,16 @@ pub struct ServerCtx {
 }
 
 impl ServerCtx {
+    /// What this node applies metadata commands with.
+    pub fn applier(&self) -> cluster::command::Applier {
+        cluster::command::Applier {
+            broker: self.broker.clone(),
+            timers: self.timers.clone(),
+            definitions: self.definitions.clone(),
+            node: self.config.node_name.clone(),
+        }
+    }
+
     /// Read the TLS certificate, key and CA files again: new connections
     /// get them, open ones keep their session.
     /// OAuth 2 signing keys are read again too.
@@ -247,11 +257,19 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         },
         store.clone(),
     );
+    // On a cluster, queue removals the broker decides go through the
+    // metadata group; set before restoring, since a clustered node keeps
+    // more of its topology (see warren_core::vhost).
+    let removals = config.cluster.as_ref().map(|_| {
+        let r = Arc::new(cluster::topology::Removals::default());
+        broker.replication.set(r.clone());
+        r
+    });
     // Restoring records every object again; they are written once, as the
     // new snapshot below.
     let batch = store.batch();
     match &stored {
-        Some(d) => definitions::restore(&broker, d),
+        Some(d) => definitions::restore_at(&broker, d, None, &config.node_name),
         None => {
             broker.add_vhost(&config.default_vhost);
             broker.put_user(User {
@@ -344,12 +362,21 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
                 rx.clone(),
             )
             .map_err(|e| StartError::Cluster(e.to_string()))?;
-            let (b, t) = (broker.clone(), timers.clone());
+            let applier = cluster::command::Applier {
+                broker: broker.clone(),
+                timers: timers.clone(),
+                definitions: store.clone(),
+                node: config.node_name.clone(),
+            };
             let apply: cluster::meta::ApplyFn =
-                Arc::new(move |data| cluster::command::Command::apply_entry(&b, &t, data));
+                Arc::new(move |data| cluster::command::Command::apply_entry(&applier, data));
             let meta = cluster::meta::Meta::start(&config.data_dir.join("raft"), c.clone(), apply)
                 .map_err(StartError::Cluster)?;
             c.set_events(meta.clone());
+            if let Some(r) = &removals {
+                r.start(meta.clone());
+            }
+            cluster::topology::announce_start(meta.clone(), config.node_name.clone(), rx.clone());
             Some((c, meta))
         }
     };

@@ -65,9 +65,7 @@ async fn run(timers: &Arc<Timers>, vhost: Arc<VHost>, weak: Weak<Queue>, notify:
             let ttl = Duration::from_millis(ms);
             match q.idle_since() {
                 Some(idle) if now >= idle + ttl => {
-                    if vhost.remove_queue_if_same(&q) {
-                        vhost.destroy_queue(&q);
-                    }
+                    vhost.discard_queue(&q);
                     return;
                 }
                 Some(idle) => next = Some(next.map_or(idle + ttl, |n| n.min(idle + ttl))),

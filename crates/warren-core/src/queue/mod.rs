@@ -14,6 +14,7 @@ mod classic;
 mod consumer;
 pub mod dead_letter;
 mod paging;
+mod remote;
 pub mod stream;
 mod stream_cache;
 mod stream_compression;
@@ -39,8 +40,13 @@ pub use consumer::{
 };
 pub use dead_letter::{DeadLetter, Reason};
 pub use paging::{WINDOW_BYTES, WINDOW_MAX};
+pub use remote::RemoteQueue;
 pub use stream::{now_ms, StreamCodec, StreamLog, StreamQueue, StreamWaiter};
 pub use warren_store::{Storage, SyncTicket};
+
+/// The exclusive owner of a queue whose owning connection is on another
+/// node: no connection of this node has this id.
+pub const REMOTE_OWNER: u64 = u64::MAX;
 
 /// A message in a queue: its position (`seq`, so a requeued message goes
 /// back where it was), whether it was delivered before, and when it expires.
@@ -134,6 +140,8 @@ pub struct QueueEnv {
     /// The broker-wide message counters (deliveries, gets, acks and
     /// redeliveries are counted there too).
     pub messages: Arc<MessageCounters>,
+    /// On a cluster, where removals the broker decides itself are sent.
+    pub replication: crate::replication::ReplicationSlot,
 }
 
 /// What a queue type's calls may use besides its own state.
@@ -205,8 +213,12 @@ pub struct Queue {
     pub vhost: String,
     pub durable: bool,
     pub auto_delete: bool,
-    /// The connection that declared an exclusive queue.
+    /// The connection that declared an exclusive queue ([`REMOTE_OWNER`]
+    /// when that connection is on another node).
     pub exclusive_owner: Option<u64>,
+    /// The node the queue lives on, when that is another node of the
+    /// cluster (its type is then [`RemoteQueue`]); None: this node.
+    pub home: Option<ShortStr>,
     /// The arguments it was declared with (a policy's are not in here).
     pub arguments: FieldTable,
     pub memory: Arc<MemoryGauge>,
@@ -337,6 +349,7 @@ impl Queue {
             durable,
             auto_delete,
             exclusive_owner,
+            home: None,
             arguments,
             memory,
             stream: None,
@@ -401,6 +414,7 @@ impl Queue {
             durable,
             auto_delete,
             exclusive_owner,
+            home: None,
             arguments,
             memory: env.memory.clone(),
             stream: Some(log),
@@ -410,9 +424,44 @@ impl Queue {
         }))
     }
 
+    /// A queue that lives on node `home` of the cluster, as this node
+    /// holds it (see [`RemoteQueue`]): no store, no log, no timer.
+    #[allow(clippy::too_many_arguments)]
+    pub fn remote(
+        name: ShortStr,
+        vhost: &str,
+        durable: bool,
+        auto_delete: bool,
+        exclusive: bool,
+        arguments: FieldTable,
+        policy: AppliedPolicy,
+        env: &QueueEnv,
+        home: ShortStr,
+    ) -> Result<Arc<Queue>, BrokerError> {
+        let config = settings(&arguments, policy.0.as_deref(), &name, vhost)?;
+        let state: Box<dyn QueueType> = Box::new(RemoteQueue::new(home.clone()));
+        Ok(Arc::new(Queue {
+            name,
+            vhost: vhost.to_string(),
+            durable,
+            auto_delete,
+            exclusive_owner: exclusive.then_some(REMOTE_OWNER),
+            home: Some(home),
+            arguments,
+            memory: env.memory.clone(),
+            stream: None,
+            state: Locked::new(state, config, policy),
+            counters: MessageCounters::default(),
+            global: env.messages.clone(),
+        }))
+    }
+
     pub fn kind(&self) -> QueueKind {
         if self.stream.is_some() {
             QueueKind::Stream
+        } else if self.home.is_some() {
+            // What it is at home; its arguments say.
+            self.config().kind
         } else {
             QueueKind::Classic
         }

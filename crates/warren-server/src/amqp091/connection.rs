@@ -99,6 +99,36 @@ pub struct Conn {
     /// What start-ok said (mechanism, client properties), kept until
     /// connection.open records the login.
     pub hello: Option<Box<crate::connections::Login>>,
+    /// A method waiting for the cluster (see [`Pending`]).
+    pub pending: Option<Pending>,
+}
+
+/// What finishes a method once the cluster has answered: its reply, and
+/// whatever else the connection must note (an exclusive queue).
+pub type Finish = Box<dyn FnOnce(&mut Conn, &mut Channel) -> Result<()> + Send>;
+
+/// A method waiting for the cluster: a topology change proposed to the
+/// metadata group, until a majority has it. The connection handles no
+/// more input meanwhile (its later frames may depend on the change, as a
+/// queue.bind on the queue just declared does), but goes on writing
+/// deliveries and confirms.
+pub struct Pending {
+    pub channel: u16,
+    pub work: std::pin::Pin<Box<dyn std::future::Future<Output = Finish> + Send>>,
+}
+
+impl Conn {
+    /// Finish the current method on `channel` once `work` is done.
+    pub fn wait_for(
+        &mut self,
+        channel: u16,
+        work: impl std::future::Future<Output = Finish> + Send + 'static,
+    ) {
+        self.pending = Some(Pending {
+            channel,
+            work: Box::pin(work),
+        });
+    }
 }
 
 impl Conn {
@@ -226,6 +256,7 @@ pub async fn serve(
             sync_channels: Vec::new(),
             flow_queues: Vec::new(),
             hello: None,
+            pending: None,
         },
         channels: HashMap::new(),
         stream,
@@ -243,6 +274,14 @@ pub async fn serve(
         tracing::debug!(peer = %peer, "connection ended: {e}");
     }
     d.teardown();
+}
+
+/// The pending method's work, or never when there is none.
+async fn wait_pending(pending: &mut Option<Pending>) -> Finish {
+    match pending {
+        Some(p) => p.work.as_mut().await,
+        None => std::future::pending().await,
+    }
 }
 
 impl Driver {
@@ -322,8 +361,25 @@ impl Driver {
                     self.flow_until = None;
                 }
                 _ = tick.tick() => self.on_tick(),
+                finish = wait_pending(&mut self.conn.pending) => self.finish_pending(finish),
             }
         }
+    }
+
+    /// The cluster answered the pending method: finish it, then go on
+    /// with the input that waited.
+    fn finish_pending(&mut self, finish: Finish) {
+        let Some(p) = self.conn.pending.take() else { return };
+        if self.conn.phase >= Phase::Closing {
+            return;
+        }
+        if let Some(ch) = self.channels.get_mut(&p.channel) {
+            let r = finish(&mut self.conn, ch);
+            if let Err(e) = self.channel_result(p.channel, r) {
+                self.connection_error(e);
+            }
+        }
+        self.unprocessed = true;
     }
 
     fn tick_period(&self) -> Duration {
@@ -456,7 +512,10 @@ impl Driver {
     /// Is handling input on hold (memory alarm, flow control, or a write
     /// buffer over its high-water mark)?
     fn input_paused(&self) -> bool {
-        self.conn.blocked || self.flow_until.is_some() || self.conn.wbuf.len() >= WBUF_HIGH
+        self.conn.blocked
+            || self.flow_until.is_some()
+            || self.conn.wbuf.len() >= WBUF_HIGH
+            || self.conn.pending.is_some()
     }
 
     /// Handle the frames buffered so far and what follows from them.
@@ -549,6 +608,11 @@ impl Driver {
             };
             if let Err(e) = self.handle_frame(frame) {
                 self.connection_error(e);
+            }
+            if self.conn.pending.is_some() {
+                // The rest waits for the cluster's answer.
+                self.unprocessed = true;
+                return;
             }
         }
     }
@@ -794,9 +858,7 @@ impl Driver {
         consume::drain_outbox(&mut self.conn, &mut self.channels);
         if let Some(vh) = self.conn.vhost.clone() {
             for q in self.conn.exclusive.drain(..) {
-                if vh.remove_queue_if_same(&q) {
-                    vh.destroy_queue(&q);
-                }
+                vh.discard_queue(&q);
             }
         }
     }

@@ -2,7 +2,9 @@
 //! bind, unbind, purge. The rules live in `warren_core::VHost`; this module
 //! resolves channel shortcuts, checks permissions (configure to declare
 //! or delete; write on the destination and read on the source to bind;
-//! read to purge), applies `nowait`, and writes replies.
+//! read to purge), applies `nowait`, and writes replies. On a cluster a
+//! change goes through the metadata group (`cluster::topology`): the
+//! method finishes, and replies, once a majority has it.
 
 use warren_amqp091::methods::*;
 use warren_amqp091::ShortStr;
@@ -11,10 +13,44 @@ use warren_core::vhost::{ExchangeDecl, QueueDecl};
 use warren_core::{Access, BrokerError, Resource};
 
 use super::channel::Channel;
-use super::connection::Conn;
-use super::error::Result;
+use super::connection::{Conn, Finish};
+use super::error::{AmqpError, Result};
 use super::generated_name;
+use crate::cluster::topology;
 use crate::reply_to;
+
+/// Is this node part of a cluster (topology changes go through it)?
+fn clustered(conn: &Conn) -> bool {
+    conn.ctx.meta.is_some()
+}
+
+/// Do `work` through the cluster, then `reply` with what it gave; an
+/// error is the method's (`method`: its class and method ids).
+fn after_cluster<T: Send + 'static>(
+    conn: &mut Conn,
+    ch: &Channel,
+    method: (u16, u16),
+    work: impl std::future::Future<Output = std::result::Result<T, BrokerError>> + Send + 'static,
+    reply: impl FnOnce(&mut Conn, &mut Channel, T) -> Result<()> + Send + 'static,
+) {
+    conn.wait_for(ch.id, async move {
+        let r = work.await;
+        Box::new(move |conn: &mut Conn, ch: &mut Channel| {
+            let v = r.map_err(|e| AmqpError::from(e).on(method.0, method.1))?;
+            reply(conn, ch, v)
+        }) as Finish
+    });
+}
+
+// Class and method ids (0-9-1 spec): the methods that can wait.
+const EXCHANGE_DECLARE: (u16, u16) = (40, 10);
+const EXCHANGE_DELETE: (u16, u16) = (40, 20);
+const EXCHANGE_BIND: (u16, u16) = (40, 30);
+const EXCHANGE_UNBIND: (u16, u16) = (40, 40);
+const QUEUE_DECLARE: (u16, u16) = (50, 10);
+const QUEUE_BIND: (u16, u16) = (50, 20);
+const QUEUE_DELETE: (u16, u16) = (50, 40);
+const QUEUE_UNBIND: (u16, u16) = (50, 50);
 
 pub fn exchange_declare(conn: &mut Conn, ch: &mut Channel, m: ExchangeDeclare) -> Result<()> {
     let vh = conn.vhost()?;
@@ -22,14 +58,26 @@ pub fn exchange_declare(conn: &mut Conn, ch: &mut Channel, m: ExchangeDeclare) -
         vh.check_exchange(&m.exchange)?;
     } else {
         conn.check_declare(Resource::Exchange, &m.exchange, &m.arguments)?;
-        vh.declare_exchange(ExchangeDecl {
+        let d = ExchangeDecl {
             name: m.exchange,
             kind: m.kind,
             durable: m.durable,
             auto_delete: m.auto_delete,
             internal: m.internal,
             arguments: m.arguments,
-        })?;
+        };
+        if clustered(conn) {
+            let ctx = conn.ctx.clone();
+            let work = async move { topology::declare_exchange(&ctx, &vh, d).await };
+            after_cluster(conn, ch, EXCHANGE_DECLARE, work, move |conn, ch, _| {
+                if !m.no_wait {
+                    conn.send(ch.id, ExchangeDeclareOk {});
+                }
+                Ok(())
+            });
+            return Ok(());
+        }
+        vh.declare_exchange(d)?;
     }
     if !m.no_wait {
         conn.send(ch.id, ExchangeDeclareOk {});
@@ -39,6 +87,17 @@ pub fn exchange_declare(conn: &mut Conn, ch: &mut Channel, m: ExchangeDeclare) -
 
 pub fn exchange_delete(conn: &mut Conn, ch: &mut Channel, m: ExchangeDelete) -> Result<()> {
     conn.check(Access::Configure, Resource::Exchange, &m.exchange)?;
+    if clustered(conn) {
+        let (ctx, vh) = (conn.ctx.clone(), conn.vhost()?);
+        let work = async move { topology::delete_exchange(&ctx, &vh, &m.exchange, m.if_unused).await };
+        after_cluster(conn, ch, EXCHANGE_DELETE, work, move |conn, ch, _| {
+            if !m.no_wait {
+                conn.send(ch.id, ExchangeDeleteOk {});
+            }
+            Ok(())
+        });
+        return Ok(());
+    }
     conn.vhost()?.delete_exchange(&m.exchange, m.if_unused)?;
     if !m.no_wait {
         conn.send(ch.id, ExchangeDeleteOk {});
@@ -53,6 +112,17 @@ pub fn exchange_bind(conn: &mut Conn, ch: &mut Channel, m: ExchangeBind) -> Resu
         arguments: m.arguments,
     };
     conn.check_bind(&m.source, &b)?;
+    if clustered(conn) {
+        let (ctx, vh) = (conn.ctx.clone(), conn.vhost()?);
+        let work = async move { topology::bind(&ctx, &vh, &m.source, b).await };
+        after_cluster(conn, ch, EXCHANGE_BIND, work, move |conn, ch, _| {
+            if !m.no_wait {
+                conn.send(ch.id, ExchangeBindOk {});
+            }
+            Ok(())
+        });
+        return Ok(());
+    }
     conn.vhost()?.bind(&m.source, b)?;
     if !m.no_wait {
         conn.send(ch.id, ExchangeBindOk {});
@@ -67,6 +137,17 @@ pub fn exchange_unbind(conn: &mut Conn, ch: &mut Channel, m: ExchangeUnbind) -> 
         arguments: m.arguments,
     };
     conn.check_bind(&m.source, &b)?;
+    if clustered(conn) {
+        let (ctx, vh) = (conn.ctx.clone(), conn.vhost()?);
+        let work = async move { topology::unbind(&ctx, &vh, &m.source, b).await };
+        after_cluster(conn, ch, EXCHANGE_UNBIND, work, move |conn, ch, _| {
+            if !m.no_wait {
+                conn.send(ch.id, ExchangeUnbindOk {});
+            }
+            Ok(())
+        });
+        return Ok(());
+    }
     conn.vhost()?.unbind(&m.source, &b)?;
     if !m.no_wait {
         conn.send(ch.id, ExchangeUnbindOk {});
@@ -122,6 +203,18 @@ pub fn queue_declare(conn: &mut Conn, ch: &mut Channel, m: QueueDeclare) -> Resu
             auto_delete: m.auto_delete,
             arguments: m.arguments,
         };
+        if clustered(conn) {
+            let (ctx, id) = (conn.ctx.clone(), conn.id);
+            let work = async move { topology::declare_queue(&ctx, &vh, decl, id, !generated).await };
+            after_cluster(conn, ch, QUEUE_DECLARE, work, move |conn, ch, (q, created)| {
+                if created && q.exclusive_owner.is_some() {
+                    conn.exclusive.push(q.clone());
+                }
+                declare_ok(conn, ch, &q, m.no_wait);
+                Ok(())
+            });
+            return Ok(());
+        }
         // Server-generated names carry the reserved prefix by design.
         if generated {
             vh.declare_queue_unchecked(decl, conn.id)?
@@ -137,8 +230,14 @@ pub fn queue_declare(conn: &mut Conn, ch: &mut Channel, m: QueueDeclare) -> Resu
             conn.ctx.timers.arm(&vh, &q);
         }
     }
+    declare_ok(conn, ch, &q, m.no_wait);
+    Ok(())
+}
+
+/// The channel's last queue is `q`; answer queue.declare.
+fn declare_ok(conn: &mut Conn, ch: &mut Channel, q: &warren_core::queue::Queue, no_wait: bool) {
     ch.last_queue = Some(q.name.clone());
-    if !m.no_wait {
+    if !no_wait {
         let s = q.stats();
         conn.send(
             ch.id,
@@ -149,7 +248,6 @@ pub fn queue_declare(conn: &mut Conn, ch: &mut Channel, m: QueueDeclare) -> Resu
             },
         );
     }
-    Ok(())
 }
 
 /// The queue for bind/unbind: the shortcut resolved, and exclusive access
@@ -177,6 +275,17 @@ pub fn queue_bind(conn: &mut Conn, ch: &mut Channel, m: QueueBind) -> Result<()>
         arguments: m.arguments,
     };
     conn.check_bind(&m.exchange, &b)?;
+    if clustered(conn) {
+        let (ctx, vh) = (conn.ctx.clone(), conn.vhost()?);
+        let work = async move { topology::bind(&ctx, &vh, &m.exchange, b).await };
+        after_cluster(conn, ch, QUEUE_BIND, work, move |conn, ch, _| {
+            if !m.no_wait {
+                conn.send(ch.id, QueueBindOk {});
+            }
+            Ok(())
+        });
+        return Ok(());
+    }
     conn.vhost()?.bind(&m.exchange, b)?;
     if !m.no_wait {
         conn.send(ch.id, QueueBindOk {});
@@ -197,6 +306,15 @@ pub fn queue_unbind(conn: &mut Conn, ch: &mut Channel, m: QueueUnbind) -> Result
         arguments: m.arguments,
     };
     conn.check_bind(&m.exchange, &b)?;
+    if clustered(conn) {
+        let (ctx, vh) = (conn.ctx.clone(), conn.vhost()?);
+        let work = async move { topology::unbind(&ctx, &vh, &m.exchange, b).await };
+        after_cluster(conn, ch, QUEUE_UNBIND, work, |conn, ch, _| {
+            conn.send(ch.id, QueueUnbindOk {});
+            Ok(())
+        });
+        return Ok(());
+    }
     conn.vhost()?.unbind(&m.exchange, &b)?;
     conn.send(ch.id, QueueUnbindOk {});
     Ok(())
@@ -222,11 +340,26 @@ pub fn queue_purge(conn: &mut Conn, ch: &mut Channel, m: QueuePurge) -> Result<(
 pub fn queue_delete(conn: &mut Conn, ch: &mut Channel, m: QueueDelete) -> Result<()> {
     let name = ch.queue_name(&m.queue)?;
     conn.check(Access::Configure, Resource::Queue, &name)?;
+    if clustered(conn) {
+        let (ctx, vh, id) = (conn.ctx.clone(), conn.vhost()?, conn.id);
+        let n2 = name.clone();
+        let work = async move { topology::delete_queue(&ctx, &vh, &n2, m.if_unused, m.if_empty, id).await };
+        after_cluster(conn, ch, QUEUE_DELETE, work, move |conn, ch, n| {
+            queue_deleted(conn, ch, &name, n, m.no_wait);
+            Ok(())
+        });
+        return Ok(());
+    }
     let n = conn
         .vhost()?
         .delete_queue(&name, m.if_unused, m.if_empty, conn.id)?;
-    conn.exclusive.retain(|q| q.name != name);
-    if !m.no_wait {
+    queue_deleted(conn, ch, &name, n, m.no_wait);
+    Ok(())
+}
+
+fn queue_deleted(conn: &mut Conn, ch: &mut Channel, name: &ShortStr, n: u64, no_wait: bool) {
+    conn.exclusive.retain(|q| q.name != *name);
+    if !no_wait {
         conn.send(
             ch.id,
             QueueDeleteOk {
@@ -234,5 +367,4 @@ pub fn queue_delete(conn: &mut Conn, ch: &mut Channel, m: QueueDelete) -> Result
             },
         );
     }
-    Ok(())
 }

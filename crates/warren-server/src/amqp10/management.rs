@@ -28,6 +28,8 @@ use warren_core::{Access, Grant, Resource};
 use warren_core::{BrokerError, VHost};
 
 use super::{address, convert};
+use crate::cluster::topology;
+use crate::ServerCtx;
 
 /// The node's address.
 pub const ADDRESS: &str = "/management";
@@ -122,7 +124,14 @@ pub fn encode(request_id: Option<&Value>, r: &Response, out: &mut BytesMut) {
 }
 
 /// Carry out one request for `connection` on `vh`.
-pub fn handle(vh: &Arc<VHost>, grant: &Grant, connection: u64, node: &str, req: &Request) -> Outcome {
+pub fn handle(
+    ctx: &Arc<ServerCtx>,
+    vh: &Arc<VHost>,
+    grant: &Grant,
+    connection: u64,
+    req: &Request,
+) -> Outcome {
+    let node = ctx.config.node_name.as_str();
     let (path, query) = match req.path.split_once('?') {
         Some((p, q)) => (p, Some(q)),
         None => (req.path.as_str(), None),
@@ -136,7 +145,7 @@ pub fn handle(vh: &Arc<VHost>, grant: &Grant, connection: u64, node: &str, req: 
     }
     let response = match (req.method.as_str(), segments.as_slice()) {
         ("PUT", ["queues", q]) => match decode(q) {
-            Ok(name) => declare_queue(vh, grant, connection, node, &name, &req.body, &mut out),
+            Ok(name) => declare_queue(ctx, vh, grant, connection, node, &name, &req.body, &mut out),
             Err(e) => Response::error(400, e),
         },
         ("GET", ["queues", q]) => {
@@ -146,7 +155,10 @@ pub fn handle(vh: &Arc<VHost>, grant: &Grant, connection: u64, node: &str, req: 
             }
         }
         ("DELETE", ["queues", q]) => match decode(q) {
-            Ok(name) => match vh.delete_queue(&ShortStr::from(name.as_str()), false, false, connection) {
+            Ok(name) => match topology::now(
+                ctx,
+                topology::delete_queue(ctx, vh, &ShortStr::from(name.as_str()), false, false, connection),
+            ) {
                 Ok(n) => Response::new(200, message_count(n)),
                 Err(e) => broker_error(e),
             },
@@ -164,19 +176,22 @@ pub fn handle(vh: &Arc<VHost>, grant: &Grant, connection: u64, node: &str, req: 
             Err(e) => Response::error(400, e),
         },
         ("PUT", ["exchanges", x]) => match decode(x) {
-            Ok(name) => declare_exchange(vh, grant, &name, &req.body),
+            Ok(name) => declare_exchange(ctx, vh, grant, &name, &req.body),
             Err(e) => Response::error(400, e),
         },
         ("DELETE", ["exchanges", x]) => match decode(x) {
-            Ok(name) => match vh.delete_exchange(&ShortStr::from(name.as_str()), false) {
+            Ok(name) => match topology::now(
+                ctx,
+                topology::delete_exchange(ctx, vh, &ShortStr::from(name.as_str()), false),
+            ) {
                 Ok(()) | Err(BrokerError::NotFound(_)) => Response::new(204, Value::Null),
                 Err(e) => broker_error(e),
             },
             Err(e) => Response::error(400, e),
         },
-        ("POST", ["bindings"]) => bind(vh, grant, &req.body),
+        ("POST", ["bindings"]) => bind(ctx, vh, grant, &req.body),
         ("GET", ["bindings"]) => list_bindings(vh, query.unwrap_or("")),
-        ("DELETE", ["bindings", spec]) => unbind(vh, grant, spec, &req.path),
+        ("DELETE", ["bindings", spec]) => unbind(ctx, vh, grant, spec, &req.path),
         (_, ["queues", ..] | ["exchanges", ..] | ["bindings", ..]) => {
             Response::error(405, format!("{} is not allowed on {}", req.method, req.path))
         }
@@ -298,7 +313,9 @@ fn queue_info(vh: &VHost, node: &str, q: &Queue) -> Value {
     ])
 }
 
+#[allow(clippy::too_many_arguments)]
 fn declare_queue(
+    ctx: &Arc<ServerCtx>,
     vh: &Arc<VHost>,
     grant: &Grant,
     connection: u64,
@@ -327,7 +344,7 @@ fn declare_queue(
     if let Err(e) = grant.check_declare(Resource::Queue, name, &decl.arguments) {
         return broker_error(e);
     }
-    match vh.declare_queue(decl, connection) {
+    match topology::now(ctx, topology::declare_queue(ctx, vh, decl, connection, true)) {
         Ok((q, created)) => {
             let info = queue_info(vh, node, &q);
             if created {
@@ -344,7 +361,13 @@ fn declare_queue(
     }
 }
 
-fn declare_exchange(vh: &VHost, grant: &Grant, name: &str, body: &Value) -> Response {
+fn declare_exchange(
+    ctx: &Arc<ServerCtx>,
+    vh: &Arc<VHost>,
+    grant: &Grant,
+    name: &str,
+    body: &Value,
+) -> Response {
     let decl = (|| {
         Ok::<_, Response>(ExchangeDecl {
             name: name.into(),
@@ -365,14 +388,14 @@ fn declare_exchange(vh: &VHost, grant: &Grant, name: &str, body: &Value) -> Resp
             Err(e) => Err(broker_error(e)),
         },
     );
-    match decl.map(|d| vh.declare_exchange(d)) {
+    match decl.map(|d| topology::now(ctx, topology::declare_exchange(ctx, vh, d))) {
         Ok(Ok(_)) => Response::new(204, Value::Null),
         Ok(Err(e)) => broker_error(e),
         Err(r) => r,
     }
 }
 
-fn bind(vh: &VHost, grant: &Grant, body: &Value) -> Response {
+fn bind(ctx: &Arc<ServerCtx>, vh: &Arc<VHost>, grant: &Grant, body: &Value) -> Response {
     let Some(source) = get_str(body, "source") else {
         return Response::error(400, "a binding needs a source");
     };
@@ -402,7 +425,7 @@ fn bind(vh: &VHost, grant: &Grant, body: &Value) -> Response {
         routing_key: key.as_str().into(),
         arguments,
     };
-    match vh.bind(&source.as_str().into(), b) {
+    match topology::now(ctx, topology::bind(ctx, vh, &source.as_str().into(), b)) {
         Ok(()) => Response::new(204, Value::Null),
         // RabbitMQ answers a missing source or destination with 400.
         Err(BrokerError::NotFound(e)) => Response::error(400, e),
@@ -533,7 +556,7 @@ fn list_bindings(vh: &VHost, query: &str) -> Response {
 
 /// DELETE /bindings/src=..;dstq=..;key=..;args=..: removing what is not
 /// bound succeeds, as in RabbitMQ.
-fn unbind(vh: &VHost, grant: &Grant, spec: &str, whole: &str) -> Response {
+fn unbind(ctx: &Arc<ServerCtx>, vh: &Arc<VHost>, grant: &Grant, spec: &str, whole: &str) -> Response {
     let spec = match BindingSpec::parse(spec.split(';'), whole) {
         Ok(s) => s,
         Err(r) => return r,
@@ -547,7 +570,7 @@ fn unbind(vh: &VHost, grant: &Grant, spec: &str, whole: &str) -> Response {
         return broker_error(e);
     }
     for b in spec.matching(vh, src, dest) {
-        if let Err(e) = vh.unbind(&src.as_str().into(), &b) {
+        if let Err(e) = topology::now(ctx, topology::unbind(ctx, vh, &src.as_str().into(), b.clone())) {
             return broker_error(e);
         }
     }

@@ -1,23 +1,28 @@
 //! Changes agreed through the metadata Raft group, and how each node
-//! applies one. So far, as the HTTP API makes them: vhosts, users, their
-//! permissions and topic permissions, policies, vhost and user limits. On a single node a change is applied at once, as before; on a
-//! cluster it is proposed, and every node applies it once a majority has
-//! it on disk, in the same order everywhere.
+//! applies one: vhosts, users, their permissions and topic permissions,
+//! policies, vhost and user limits, exchanges, queues (with the node each
+//! lives on) and bindings, definitions imports, and a node's restart. On a
+//! single node a change is applied at once, as before; on a cluster it is
+//! proposed, and every node applies it once a majority has it on disk, in
+//! the same order everywhere.
 //!
 //! Applying is deterministic and idempotent (a put replaces, a delete of
 //! something absent does nothing), because a node may apply an entry
 //! again after a crash (between its definitions' fsync and the record of
-//! how far it had applied). The proposer decides the HTTP status from its
-//! own state before proposing.
+//! how far it had applied). Each node's apply gives an [`Outcome`] (made,
+//! refused with an AMQP error, ...), the same on every node since their
+//! topologies are the same; the proposer's caller gets its own node's.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use warren_core::{Broker, Limits, Permission, TopicPermission, User};
+use warren_amqp091::ShortStr;
+use warren_core::queue::REMOTE_OWNER;
+use warren_core::{Broker, BrokerError, Limits, Permission, TopicPermission, User};
 
 use super::meta::MetaError;
-use crate::definitions::PolicyDef;
+use crate::definitions::{BindingDef, Definitions, ExchangeDef, PolicyDef, QueueDef};
 use crate::timers::Timers;
 use crate::ServerCtx;
 
@@ -96,12 +101,75 @@ pub enum Command {
         user: String,
         name: String,
     },
+    DeclareExchange(ExchangeDef),
+    DeleteExchange {
+        vhost: String,
+        name: String,
+        if_unused: bool,
+    },
+    Bind(BindingDef),
+    Unbind(BindingDef),
+    /// A queue that lives on `queue.node`; `owner` is the connection there
+    /// that declared it exclusive.
+    DeclareQueue {
+        queue: QueueDef,
+        owner: u64,
+    },
+    DeleteQueue {
+        vhost: String,
+        name: String,
+    },
+    /// Definitions imported through `home`, where their queues live.
+    Import {
+        definitions: Box<Definitions>,
+        home: String,
+    },
+    /// `node` started again: the queues that did not survive there
+    /// (transient and exclusive ones) go everywhere.
+    NodeStarted {
+        node: String,
+    },
+}
+
+/// What applying a command gave.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Done,
+    /// A declare: whether it made the object (false: it was there).
+    Created(bool),
+    /// A queue removal: how many ready messages went with it.
+    Removed(u64),
+    /// Refused, with the AMQP reply code and detail.
+    Refused {
+        code: u16,
+        text: String,
+    },
+}
+
+impl From<Result<Outcome, BrokerError>> for Outcome {
+    fn from(r: Result<Outcome, BrokerError>) -> Outcome {
+        r.unwrap_or_else(|e| Outcome::Refused {
+            code: e.reply_code(),
+            text: e.detail().to_string(),
+        })
+    }
+}
+
+/// What a node applies commands with.
+pub struct Applier {
+    pub broker: Arc<Broker>,
+    pub timers: Arc<Timers>,
+    /// Batches an import's definitions writes into one commit.
+    pub definitions: Arc<crate::definitions::Store>,
+    /// This node's name: a queue whose home it is, is made here.
+    pub node: String,
 }
 
 impl Command {
-    /// Apply to this node's broker (`timers` arms what a policy's TTLs
-    /// and expiries need).
-    pub fn apply(&self, broker: &Broker, timers: &Arc<Timers>) {
+    /// Apply to this node (`timers` arms what TTLs and expiries need).
+    pub fn apply(&self, a: &Applier) -> Outcome {
+        let (broker, timers) = (&*a.broker, &a.timers);
         match self {
             Command::PutVhost { name, creator } => {
                 broker.add_vhost(name);
@@ -201,7 +269,7 @@ impl Command {
             }
             Command::PutPolicy(def) => {
                 let Some(vh) = broker.vhost(&def.vhost) else {
-                    return;
+                    return Outcome::Done;
                 };
                 match def.to_policy() {
                     Ok(p) => {
@@ -235,31 +303,123 @@ impl Command {
                     u.limits.remove(name);
                 });
             }
+            _ => return self.apply_topology(a).into(),
+        }
+        Outcome::Done
+    }
+
+    fn apply_topology(&self, a: &Applier) -> Result<Outcome, BrokerError> {
+        let vhost = |name: &str| {
+            a.broker
+                .vhost(name)
+                .ok_or_else(|| BrokerError::NotFound(format!("no vhost '{name}'")))
+        };
+        match self {
+            Command::DeclareExchange(x) => Ok(Outcome::Created(vhost(&x.vhost)?.declare_exchange(x.decl())?)),
+            Command::DeleteExchange {
+                vhost: v,
+                name,
+                if_unused,
+            } => {
+                vhost(v)?.delete_exchange(&ShortStr::from(name.as_str()), *if_unused)?;
+                Ok(Outcome::Done)
+            }
+            Command::Bind(b) => {
+                let (source, binding) = b.binding();
+                vhost(&b.vhost)?.bind(&source, binding)?;
+                Ok(Outcome::Done)
+            }
+            Command::Unbind(b) => {
+                let (source, binding) = b.binding();
+                vhost(&b.vhost)?.unbind(&source, &binding)?;
+                Ok(Outcome::Done)
+            }
+            Command::DeclareQueue { queue, owner } => {
+                let vh = vhost(&queue.vhost)?;
+                let home = queue.node.as_deref().filter(|n| *n != a.node);
+                let owner = if home.is_some() { REMOTE_OWNER } else { *owner };
+                let (q, created) = vh.declare_queue_at(queue.decl(), owner, home.map(ShortStr::from))?;
+                if created && q.needs_timer() {
+                    a.timers.arm(&vh, &q);
+                }
+                Ok(Outcome::Created(created))
+            }
+            Command::DeleteQueue { vhost: v, name } => {
+                let vh = vhost(v)?;
+                let n = match vh.remove_queue(&ShortStr::from(name.as_str())) {
+                    Some(q) => vh.destroy_queue(&q),
+                    None => 0,
+                };
+                Ok(Outcome::Removed(n))
+            }
+            Command::Import { definitions, home } => {
+                crate::definitions::apply_at(
+                    &a.broker,
+                    &a.timers,
+                    &a.definitions,
+                    definitions,
+                    Some(home),
+                    &a.node,
+                );
+                Ok(Outcome::Done)
+            }
+            Command::NodeStarted { node } => {
+                for vh in a.broker.vhosts() {
+                    for q in vh.queues() {
+                        let lost = q.home.as_deref() == Some(node.as_bytes())
+                            && (!q.durable || q.exclusive_owner.is_some());
+                        if lost && vh.remove_queue_if_same(&q) {
+                            vh.destroy_queue(&q);
+                        }
+                    }
+                }
+                Ok(Outcome::Done)
+            }
+            _ => Ok(Outcome::Done),
         }
     }
 
     /// Apply an entry of the metadata log; one this build cannot read is
     /// logged and skipped.
-    pub fn apply_entry(broker: &Broker, timers: &Arc<Timers>, data: &[u8]) {
-        match serde_json::from_slice::<Command>(data) {
-            Ok(c) => c.apply(broker, timers),
-            Err(e) => tracing::error!("a metadata entry this node cannot read, skipped: {e}"),
-        }
+    pub fn apply_entry(a: &Applier, data: &[u8]) -> Vec<u8> {
+        let outcome = match serde_json::from_slice::<Command>(data) {
+            Ok(c) => c.apply(a),
+            Err(e) => {
+                tracing::error!("a metadata entry this node cannot read, skipped: {e}");
+                Outcome::Refused {
+                    code: 541,
+                    text: format!("the metadata entry cannot be read: {e}"),
+                }
+            }
+        };
+        serde_json::to_vec(&outcome).expect("an outcome encodes")
     }
 }
 
 /// Make the change: at once on a single node; through the metadata group
 /// on a cluster, returning once this node has applied it.
-pub async fn run(ctx: &Arc<ServerCtx>, c: Command) -> Result<(), MetaError> {
+pub async fn run(ctx: &Arc<ServerCtx>, c: Command) -> Result<Outcome, MetaError> {
     match &ctx.meta {
-        None => {
-            c.apply(&ctx.broker, &ctx.timers);
-            Ok(())
-        }
+        None => Ok(c.apply(&ctx.applier())),
         Some(meta) => {
             let data = serde_json::to_vec(&c).expect("a command encodes");
-            meta.propose(data, COMMIT_TIMEOUT).await.map(|_| ())
+            let outcome = meta.propose(data, COMMIT_TIMEOUT).await?;
+            serde_json::from_slice(&outcome).map_err(|_| MetaError::Stopped)
         }
+    }
+}
+
+/// [`run`] for a topology change, with the answer as the AMQP front ends
+/// give it: a refusal is its AMQP error, and a change the metadata store
+/// could not commit is an internal error (as RabbitMQ 4 answers when its
+/// metadata store has no majority).
+pub async fn change(ctx: &Arc<ServerCtx>, c: Command) -> Result<Outcome, BrokerError> {
+    match run(ctx, c).await {
+        Ok(Outcome::Refused { code, text }) => Err(BrokerError::from_code(code, text)),
+        Ok(o) => Ok(o),
+        Err(e) => Err(BrokerError::Internal(format!(
+            "the cluster's metadata store is unavailable: {e}"
+        ))),
     }
 }
 

@@ -11,10 +11,12 @@
 //! every `TICK`, runs a pass of `warren_raft::RaftNode::drive` after each
 //! batch of inputs, and hands each peer its messages as one frame.
 //!
-//! Any node takes a proposal: a follower forwards it to the leader as a
-//! `Request` on their link, the leader proposes it and answers with the
-//! entry's index once applied, and the follower answers its caller once
-//! it has applied that index too (so what the caller changed, it reads).
+//! Any node takes a proposal. The proposing node tags the entry with its
+//! Raft id and a sequence number; a follower forwards the tagged entry to
+//! the leader as a `Request` on their link (the leader answers only if it
+//! cannot propose it). The caller is answered when its own node applies
+//! the entry, with what applying it gave (created, refused, ...), which
+//! every node computes alike: so what the caller changed, it reads.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -37,6 +39,8 @@ use super::links::Cluster;
 pub const META: u64 = 0;
 /// Raft's clock: elections after 10 to 20 ticks without a leader.
 const TICK: Duration = Duration::from_millis(100);
+/// How soon a proposal that found no leader is offered again.
+const RETRY: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MetaError {
@@ -50,25 +54,21 @@ pub enum MetaError {
     Stopped,
 }
 
-type Reply = oneshot::Sender<Result<u64, MetaError>>;
+/// What applying an entry gave, for its proposer (see [`ApplyFn`]).
+type Reply = oneshot::Sender<Result<Vec<u8>, MetaError>>;
 
 enum Input {
     /// A frame's Raft messages: (group, message).
     Step(Vec<(u64, RaftMessage)>),
     Propose(Vec<u8>, Reply),
-    /// A proposal a follower forwarded: its node and request id.
+    /// A tagged entry a follower forwarded: its node and request id.
     Forwarded(String, u64, Vec<u8>),
-    /// The leader's answer to a forwarded proposal.
-    Answer(u64, Result<u64, MetaError>),
+    /// The leader could not propose a forwarded entry (request id = the
+    /// entry's sequence number).
+    Refused(u64, MetaError),
     PeerUp(u64),
     PeerDown(u64),
     Stop,
-}
-
-/// Who waits for a proposal this node made.
-enum Waiter {
-    Caller(Reply),
-    Follower { node: String, request: u64 },
 }
 
 /// Node names to Raft ids: every node sorts the same configured names,
@@ -83,8 +83,9 @@ pub fn node_ids(me: &str, peers: &[String]) -> BTreeMap<String, u64> {
         .collect()
 }
 
-/// Applies a committed entry's payload to this node's state.
-pub type ApplyFn = Arc<dyn Fn(&[u8]) + Send + Sync>;
+/// Applies a committed entry's payload to this node's state; what it
+/// returns goes to the entry's proposer, if that is this node.
+pub type ApplyFn = Arc<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>;
 
 /// How far this node had applied, from the file `record_applied` writes.
 fn read_applied(path: &Path) -> u64 {
@@ -138,9 +139,6 @@ impl Meta {
             leader: leader.clone(),
             applied: applied.clone(),
             waiting: HashMap::new(),
-            forwarded: HashMap::new(),
-            catching_up: Vec::new(),
-            next_request: 1,
             // Started from the clock, so a sequence number of this run
             // never matches an entry an earlier run proposed (replayed
             // from the log on start).
@@ -172,18 +170,30 @@ impl Meta {
         self.applied.load(Ordering::Relaxed)
     }
 
-    /// Propose `data`; its index once a majority has it on disk and this
-    /// node has applied it. A follower forwards it to the leader; a change
-    /// that cannot commit fails after `timeout`.
-    pub async fn propose(&self, data: Vec<u8>, timeout: Duration) -> Result<u64, MetaError> {
-        let (tx, rx) = oneshot::channel();
-        self.tx
-            .send(Input::Propose(data, tx))
-            .map_err(|_| MetaError::Stopped)?;
-        match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(_)) => Err(MetaError::Stopped),
-            Err(_) => Err(MetaError::Timeout),
+    /// Propose `data`; what applying it gave, once a majority has it on
+    /// disk and this node has applied it. A follower forwards it to the
+    /// leader; a change that cannot commit fails after `timeout`.
+    ///
+    /// While there is no leader (an election), or the node asked has just
+    /// stopped leading, the entry was not appended anywhere: it is offered
+    /// again every `RETRY`, until `timeout`.
+    pub async fn propose(&self, data: Vec<u8>, timeout: Duration) -> Result<Vec<u8>, MetaError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let (tx, rx) = oneshot::channel();
+            self.tx
+                .send(Input::Propose(data.clone(), tx))
+                .map_err(|_| MetaError::Stopped)?;
+            let e = match tokio::time::timeout_at(deadline, rx).await {
+                Ok(Ok(Err(e @ (MetaError::NoLeader | MetaError::NotLeader(_))))) => e,
+                Ok(Ok(r)) => return r,
+                Ok(Err(_)) => return Err(MetaError::Stopped),
+                Err(_) => return Err(MetaError::Timeout),
+            };
+            if tokio::time::Instant::now() + RETRY >= deadline {
+                return Err(e);
+            }
+            tokio::time::sleep(RETRY).await;
         }
     }
 
@@ -199,13 +209,11 @@ impl Meta {
         }
     }
 
-    /// The answer to a request this node sent.
+    /// The answer to a request this node sent: only refusals are sent.
     pub fn reply(&self, id: u64, ok: bool, body: &[u8]) {
-        let r = match (ok, body.try_into()) {
-            (true, Ok(b)) => Ok(u64::from_be_bytes(b)),
-            _ => Err(decode_error(body)),
-        };
-        let _ = self.tx.send(Input::Answer(id, r));
+        if !ok {
+            let _ = self.tx.send(Input::Refused(id, decode_error(body)));
+        }
     }
 
     /// A frame of Raft messages from a peer.
@@ -253,15 +261,9 @@ struct Driver {
     names: HashMap<u64, String>,
     leader: Arc<AtomicU64>,
     applied: Arc<AtomicU64>,
-    /// This node's proposals not yet applied: sequence number to waiter.
-    waiting: HashMap<u64, Waiter>,
+    /// This node's proposals not yet applied: sequence number to caller.
+    waiting: HashMap<u64, Reply>,
     next_seq: u64,
-    /// Proposals forwarded to the leader: request id to caller.
-    forwarded: HashMap<u64, Reply>,
-    /// Callers whose entry committed at the leader, waiting for this node
-    /// to apply it.
-    catching_up: Vec<(u64, Reply)>,
-    next_request: u64,
 }
 
 /// An error sent back on a link, as text.
@@ -329,34 +331,22 @@ impl Driver {
                     }
                 }
             }
-            Input::Propose(data, reply) => match self.propose(data, Waiter::Caller(reply)) {
-                Ok(()) => {}
-                Err((Waiter::Caller(reply), Some(leader), data)) => self.forward(leader, data, reply),
-                Err((w, _, _)) => self.answer(w, Err(MetaError::NoLeader)),
-            },
-            Input::Forwarded(from, request, data) => {
-                let w = Waiter::Follower { node: from, request };
-                match self.propose(data, w) {
-                    Ok(()) => {}
-                    // Not the leader (any more): the follower learns whom
-                    // to ask, but does not chase it; its caller retries.
-                    Err((w, Some(l), _)) => {
-                        let name = self.names.get(&l).cloned().unwrap_or_default();
-                        self.answer(w, Err(MetaError::NotLeader(name)));
-                    }
-                    Err((w, None, _)) => self.answer(w, Err(MetaError::NoLeader)),
+            Input::Propose(data, reply) => self.propose(data, reply),
+            Input::Forwarded(from, request, entry) => {
+                if let Err(e) = self.propose_entry(entry) {
+                    // Not the leader (any more): the follower's caller
+                    // hears it and may retry.
+                    let m = Message::Reply {
+                        id: request,
+                        ok: false,
+                        body: encode_error(&e),
+                    };
+                    self.cluster.send(&from, m);
                 }
             }
-            Input::Answer(request, r) => {
-                if let Some(reply) = self.forwarded.remove(&request) {
-                    match r {
-                        Ok(index) if self.applied.load(Ordering::Relaxed) < index => {
-                            self.catching_up.push((index, reply));
-                        }
-                        r => {
-                            let _ = reply.send(r);
-                        }
-                    }
+            Input::Refused(seq, e) => {
+                if let Some(reply) = self.waiting.remove(&seq) {
+                    let _ = reply.send(Err(e));
                 }
             }
             Input::PeerUp(id) => self.node.peer_up(id),
@@ -365,67 +355,57 @@ impl Driver {
         true
     }
 
-    /// Propose as leader; else hand back the waiter, the leader if known,
-    /// and the data.
-    #[allow(clippy::result_large_err)]
-    fn propose(&mut self, data: Vec<u8>, w: Waiter) -> Result<(), (Waiter, Option<u64>, Vec<u8>)> {
+    /// Tag `data` with this node and a sequence number (so this node knows
+    /// the entry when it applies it) and propose it here if this node
+    /// leads, or forward it to the leader.
+    fn propose(&mut self, data: Vec<u8>, reply: Reply) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        // Tagged with this node and a sequence number, so the proposer
-        // knows its entry when it is applied.
         let mut entry = Vec::with_capacity(16 + data.len());
         entry.extend_from_slice(&self.node.id().to_be_bytes());
         entry.extend_from_slice(&seq.to_be_bytes());
         entry.extend_from_slice(&data);
         match self.node.propose(META, entry) {
             Ok(()) => {
-                self.waiting.insert(seq, w);
-                Ok(())
+                self.waiting.insert(seq, reply);
             }
-            Err(ProposeError::NotLeader(Some(l))) if l != self.node.id() => Err((w, Some(l), data)),
-            Err(_) => Err((w, None, data)),
+            Err(ProposeError::NotLeader(Some(l))) if l != self.node.id() => {
+                let Some(name) = self.names.get(&l) else {
+                    let _ = reply.send(Err(MetaError::NoLeader));
+                    return;
+                };
+                let mut body = Vec::with_capacity(1 + 16 + data.len());
+                body.push(REQ_PROPOSE);
+                body.extend_from_slice(&self.node.id().to_be_bytes());
+                body.extend_from_slice(&seq.to_be_bytes());
+                body.extend_from_slice(&data);
+                let m = Message::Request {
+                    id: seq,
+                    body: Bytes::from(body),
+                };
+                if self.cluster.send(name, m) {
+                    self.waiting.insert(seq, reply);
+                } else {
+                    let _ = reply.send(Err(MetaError::NoLeader));
+                }
+            }
+            Err(_) => {
+                let _ = reply.send(Err(MetaError::NoLeader));
+            }
         }
     }
 
-    /// Ask the leader to propose `data` for a caller here.
-    fn forward(&mut self, leader: u64, data: Vec<u8>, reply: Reply) {
-        let Some(name) = self.names.get(&leader) else {
-            let _ = reply.send(Err(MetaError::NoLeader));
-            return;
-        };
-        let request = self.next_request;
-        self.next_request += 1;
-        let mut body = Vec::with_capacity(1 + data.len());
-        body.push(REQ_PROPOSE);
-        body.extend_from_slice(&data);
-        let m = Message::Request {
-            id: request,
-            body: Bytes::from(body),
-        };
-        if self.cluster.send(name, m) {
-            self.forwarded.insert(request, reply);
-        } else {
-            let _ = reply.send(Err(MetaError::NoLeader));
+    /// Propose an entry a follower tagged.
+    fn propose_entry(&mut self, entry: Vec<u8>) -> Result<(), MetaError> {
+        if entry.len() < 16 {
+            return Err(MetaError::NoLeader);
         }
-    }
-
-    fn answer(&self, w: Waiter, r: Result<u64, MetaError>) {
-        match w {
-            Waiter::Caller(reply) => {
-                let _ = reply.send(r);
-            }
-            Waiter::Follower { node, request } => {
-                let (ok, body) = match &r {
-                    Ok(index) => (true, Bytes::copy_from_slice(&index.to_be_bytes())),
-                    Err(e) => (false, encode_error(e)),
-                };
-                let m = Message::Reply {
-                    id: request,
-                    ok,
-                    body,
-                };
-                self.cluster.send(&node, m);
-            }
+        match self.node.propose(META, entry) {
+            Ok(()) => Ok(()),
+            Err(ProposeError::NotLeader(Some(l))) if l != self.node.id() => Err(MetaError::NotLeader(
+                self.names.get(&l).cloned().unwrap_or_default(),
+            )),
+            Err(_) => Err(MetaError::NoLeader),
         }
     }
 
@@ -452,12 +432,12 @@ impl Driver {
             if a.data.len() < 16 {
                 continue;
             }
-            (self.apply)(&a.data[16..]);
+            let outcome = (self.apply)(&a.data[16..]);
             let node = u64::from_be_bytes(a.data[..8].try_into().unwrap());
             let seq = u64::from_be_bytes(a.data[8..16].try_into().unwrap());
             if node == self.node.id() {
-                if let Some(w) = self.waiting.remove(&seq) {
-                    self.answer(w, Ok(a.index));
+                if let Some(reply) = self.waiting.remove(&seq) {
+                    let _ = reply.send(Ok(outcome));
                 }
             }
         }
@@ -469,38 +449,9 @@ impl Driver {
                 tracing::warn!("cannot record the applied metadata index: {e}");
             }
         }
-        let applied = self.applied.load(Ordering::Relaxed);
-        let (done, still): (Vec<_>, Vec<_>) = std::mem::take(&mut self.catching_up)
-            .into_iter()
-            .partition(|(index, _)| *index <= applied);
-        self.catching_up = still;
-        for (index, reply) in done {
-            let _ = reply.send(Ok(index));
-        }
-        // A caller that gave up (timed out) is forgotten. Followers'
-        // requests are kept: the entry may still commit, and its answer
-        // is then dropped by a follower that no longer waits.
-        self.waiting.retain(|_, w| match w {
-            Waiter::Caller(r) => !r.is_closed(),
-            Waiter::Follower { .. } => true,
-        });
-        // No longer the leader: followers' requests here may never
-        // commit, so they are answered now rather than kept.
-        if self.node.leader(META) != Some(self.node.id()) {
-            let lost: Vec<u64> = self
-                .waiting
-                .iter()
-                .filter(|(_, w)| matches!(w, Waiter::Follower { .. }))
-                .map(|(seq, _)| *seq)
-                .collect();
-            for seq in lost {
-                if let Some(w) = self.waiting.remove(&seq) {
-                    self.answer(w, Err(MetaError::NoLeader));
-                }
-            }
-        }
-        self.forwarded.retain(|_, r| !r.is_closed());
-        self.catching_up.retain(|(_, r)| !r.is_closed());
+        // A caller that gave up (timed out) is forgotten; its entry may
+        // still commit, and is then applied with no one to tell.
+        self.waiting.retain(|_, r| !r.is_closed());
         Ok(())
     }
 }

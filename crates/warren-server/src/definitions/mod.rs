@@ -19,7 +19,7 @@ use warren_core::policy::{Policy, PolicyError};
 use warren_core::vhost::{ExchangeDecl, QueueDecl};
 use warren_core::{Broker, Permission, TopicPermission, User};
 
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct Definitions {
     /// Which change log (`definitions.N.log`) continues this file; only in
     /// the store's own snapshot, never in an export.
@@ -140,6 +140,13 @@ pub struct QueueDef {
     pub auto_delete: bool,
     #[serde(default)]
     pub arguments: Map<String, Value>,
+    /// The cluster node it lives on, in this node's own store only (for a
+    /// queue of another node); exports and imports leave it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// Only a queue of another node is stored while exclusive.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exclusive: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -269,7 +276,7 @@ pub fn snapshot(broker: &Broker) -> Definitions {
         }
         let (xs, qs, bs) = vh.durable_definitions();
         d.exchanges.extend(xs.iter().map(|x| exchange_def(&vh.name, x)));
-        d.queues.extend(qs.iter().map(|q| queue_def(&vh.name, q)));
+        d.queues.extend(qs.iter().map(|q| queue_def(&vh.name, q, None)));
         d.bindings
             .extend(bs.iter().map(|(src, b)| binding_def(&vh.name, src, b)));
     }
@@ -313,7 +320,7 @@ pub fn user_defs(u: &User) -> (UserDef, Vec<PermissionDef>, Vec<TopicPermissionD
     (user, permissions, topic_permissions)
 }
 
-fn exchange_def(vhost: &str, x: &ExchangeDecl) -> ExchangeDef {
+pub fn exchange_def(vhost: &str, x: &ExchangeDecl) -> ExchangeDef {
     ExchangeDef {
         name: x.name.to_string(),
         vhost: vhost.into(),
@@ -325,17 +332,63 @@ fn exchange_def(vhost: &str, x: &ExchangeDecl) -> ExchangeDef {
     }
 }
 
-fn queue_def(vhost: &str, q: &QueueDecl) -> QueueDef {
+pub fn queue_def(vhost: &str, q: &QueueDecl, home: Option<&ShortStr>) -> QueueDef {
     QueueDef {
         name: q.name.to_string(),
         vhost: vhost.into(),
-        durable: true,
+        durable: q.durable,
         auto_delete: q.auto_delete,
         arguments: table_to_json(&q.arguments),
+        node: home.map(|h| h.to_string()),
+        exclusive: q.exclusive,
     }
 }
 
-fn binding_def(vhost: &str, source: &ShortStr, b: &Binding) -> BindingDef {
+impl QueueDef {
+    /// The declaration it stands for.
+    pub fn decl(&self) -> QueueDecl {
+        QueueDecl {
+            name: self.name.as_str().into(),
+            durable: self.durable,
+            exclusive: self.exclusive,
+            auto_delete: self.auto_delete,
+            arguments: json_to_table(&self.arguments),
+        }
+    }
+}
+
+impl ExchangeDef {
+    pub fn decl(&self) -> ExchangeDecl {
+        ExchangeDecl {
+            name: self.name.as_str().into(),
+            kind: self.kind.as_str().into(),
+            durable: self.durable,
+            auto_delete: self.auto_delete,
+            internal: self.internal,
+            arguments: json_to_table(&self.arguments),
+        }
+    }
+}
+
+impl BindingDef {
+    /// The source exchange and the binding.
+    pub fn binding(&self) -> (ShortStr, Binding) {
+        let name = ShortStr::from(self.destination.as_str());
+        let destination = if self.destination_type == "exchange" {
+            Destination::Exchange(name)
+        } else {
+            Destination::Queue(name)
+        };
+        let b = Binding {
+            destination,
+            routing_key: self.routing_key.as_str().into(),
+            arguments: json_to_table(&self.arguments),
+        };
+        (self.source.as_str().into(), b)
+    }
+}
+
+pub fn binding_def(vhost: &str, source: &ShortStr, b: &Binding) -> BindingDef {
     let (destination, kind) = match &b.destination {
         Destination::Queue(n) => (n.to_string(), "queue"),
         Destination::Exchange(n) => (n.to_string(), "exchange"),
@@ -351,8 +404,15 @@ fn binding_def(vhost: &str, source: &ShortStr, b: &Binding) -> BindingDef {
 }
 
 /// Recreate definitions in `broker`. Entries that fail (say, a queue with
-/// arguments this version refuses) are logged and skipped.
+/// arguments this version refuses) are logged and skipped. A queue lives
+/// on the node its definition names, or else on `home` (None: here);
+/// `me` is this node's name, so a queue of this node is made here.
 pub fn restore(broker: &Broker, d: &Definitions) {
+    restore_at(broker, d, None, "")
+}
+
+/// [`restore`] with queues placed: see there.
+pub fn restore_at(broker: &Broker, d: &Definitions, home: Option<&str>, me: &str) {
     for v in &d.vhosts {
         broker.add_vhost(&v.name);
     }
@@ -438,15 +498,7 @@ pub fn restore(broker: &Broker, d: &Definitions) {
         let Some(vh) = broker.vhost(&x.vhost) else {
             continue;
         };
-        let decl = ExchangeDecl {
-            name: x.name.as_str().into(),
-            kind: x.kind.as_str().into(),
-            durable: x.durable,
-            auto_delete: x.auto_delete,
-            internal: x.internal,
-            arguments: json_to_table(&x.arguments),
-        };
-        if let Err(e) = vh.declare_exchange(decl) {
+        if let Err(e) = vh.declare_exchange(x.decl()) {
             tracing::warn!(exchange = %x.name, vhost = %x.vhost, "skipping stored exchange: {e}");
         }
     }
@@ -454,14 +506,13 @@ pub fn restore(broker: &Broker, d: &Definitions) {
         let Some(vh) = broker.vhost(&q.vhost) else {
             continue;
         };
-        let decl = QueueDecl {
-            name: q.name.as_str().into(),
-            durable: true,
-            exclusive: false,
-            auto_delete: q.auto_delete,
-            arguments: json_to_table(&q.arguments),
+        let node = q.node.as_deref().or(home).filter(|n| *n != me);
+        let owner = if q.exclusive {
+            warren_core::queue::REMOTE_OWNER
+        } else {
+            0
         };
-        if let Err(e) = vh.declare_queue_unchecked(decl, 0) {
+        if let Err(e) = vh.declare_queue_at(q.decl(), owner, node.map(ShortStr::from)) {
             tracing::warn!(queue = %q.name, vhost = %q.vhost, "skipping stored queue: {e}");
         }
     }
@@ -469,19 +520,33 @@ pub fn restore(broker: &Broker, d: &Definitions) {
         let Some(vh) = broker.vhost(&b.vhost) else {
             continue;
         };
-        let name = ShortStr::from(b.destination.as_str());
-        let destination = if b.destination_type == "exchange" {
-            Destination::Exchange(name)
-        } else {
-            Destination::Queue(name)
-        };
-        let binding = Binding {
-            destination,
-            routing_key: b.routing_key.as_str().into(),
-            arguments: json_to_table(&b.arguments),
-        };
-        if let Err(e) = vh.bind(&b.source.as_str().into(), binding) {
+        let (source, binding) = b.binding();
+        if let Err(e) = vh.bind(&source, binding) {
             tracing::warn!(source = %b.source, vhost = %b.vhost, "skipping stored binding: {e}");
+        }
+    }
+}
+
+/// Restore `d` with one commit, then start the timers it needs. Its
+/// queues live on `home` (None: here); `me` is this node.
+pub fn apply_at(
+    broker: &Broker,
+    timers: &std::sync::Arc<crate::timers::Timers>,
+    store: &std::sync::Arc<Store>,
+    d: &Definitions,
+    home: Option<&str>,
+    me: &str,
+) {
+    {
+        let _batch = store.batch();
+        restore_at(broker, d, home, me);
+    }
+    // Imported policies and queues may bring TTLs and x-expires.
+    for vh in broker.vhosts() {
+        for q in vh.queues() {
+            if q.needs_timer() {
+                timers.arm(&vh, &q);
+            }
         }
     }
 }

@@ -76,7 +76,7 @@ impl From<Change<'_>> for Record {
                 vhost: vhost.into(),
                 name: name.to_string(),
             },
-            Change::QueueDeclared { vhost, decl } => Record::Queue(queue_def(vhost, decl)),
+            Change::QueueDeclared { vhost, decl, home } => Record::Queue(queue_def(vhost, decl, home)),
             Change::QueueDeleted { vhost, name } => Record::QueueDeleted {
                 vhost: vhost.into(),
                 name: name.to_string(),

@@ -84,10 +84,12 @@ fn records_come_back_after_a_reopen_and_removals_take_their_bindings() {
             Change::QueueDeclared {
                 vhost: "/",
                 decl: &qa,
+                home: None,
             },
             Change::QueueDeclared {
                 vhost: "/",
                 decl: &qb,
+                home: None,
             },
             Change::Bound {
                 vhost: "/",
@@ -152,10 +154,12 @@ fn a_torn_last_line_is_dropped_and_what_came_before_stays() {
             Change::QueueDeclared {
                 vhost: "/",
                 decl: &q1,
+                home: None,
             },
             Change::QueueDeclared {
                 vhost: "/",
                 decl: &q2,
+                home: None,
             },
         ],
     );
@@ -177,6 +181,7 @@ fn a_torn_last_line_is_dropped_and_what_came_before_stays() {
         vec![Change::QueueDeclared {
             vhost: "/",
             decl: &q2,
+            home: None,
         }],
     );
     drop(s);
@@ -201,7 +206,11 @@ fn a_long_log_is_compacted_into_a_new_snapshot() {
     for i in 0..6000 {
         let (q, name) = (queue(&format!("q{i}")), ShortStr::from(format!("q{i}").as_str()));
         let keep = i % 1000 == 0;
-        let mut changes = vec![Change::QueueDeclared { vhost: "/", decl: &q }];
+        let mut changes = vec![Change::QueueDeclared {
+            vhost: "/",
+            decl: &q,
+            home: None,
+        }];
         if !keep {
             changes.push(Change::QueueDeleted {
                 vhost: "/",
@@ -234,7 +243,11 @@ fn a_batch_commits_once_when_it_ends() {
             &s,
             vec![
                 Change::VHostAdded("/"),
-                Change::QueueDeclared { vhost: "/", decl: &q },
+                Change::QueueDeclared {
+                    vhost: "/",
+                    decl: &q,
+                    home: None,
+                },
             ],
         );
         assert_eq!(s.io.lock().synced, 0, "committed inside a batch");

@@ -14,7 +14,8 @@ use serde_json::Value;
 use super::auth::Authed;
 use super::error::ApiError;
 use super::overview::RABBITMQ_VERSION;
-use crate::definitions::{restore, snapshot, Definitions};
+use crate::cluster::command::{self, Command};
+use crate::definitions::{snapshot, Definitions};
 use crate::ServerCtx;
 
 fn with_versions(d: &Definitions) -> Result<Value, ApiError> {
@@ -96,7 +97,7 @@ pub async fn import_vhost(
         .for_each(|p| {
             p.insert("vhost".into(), vhost.clone().into());
         });
-    apply(&ctx, &d);
+    import_here(&ctx, d).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -117,20 +118,29 @@ fn parse(body: &[u8]) -> Result<Definitions, ApiError> {
     Ok(d)
 }
 
-/// Restore `d` with one commit, then start the timers it needs.
-fn apply(ctx: &ServerCtx, d: &Definitions) {
-    {
-        let _batch = ctx.definitions.batch();
-        restore(&ctx.broker, d);
+/// Import `d` with its queues on this node: at once on a single node, on
+/// every node through the metadata group on a cluster.
+async fn import_here(ctx: &Arc<ServerCtx>, mut d: Definitions) -> Result<(), ApiError> {
+    // Where a queue lives is not the file's to say.
+    for q in &mut d.queues {
+        q.node = None;
+        q.exclusive = false;
     }
-    // Imported policies and queues may bring TTLs and x-expires.
-    for vh in ctx.broker.vhosts() {
-        for q in vh.queues() {
-            if q.needs_timer() {
-                ctx.timers.arm(&vh, &q);
-            }
-        }
+    d.warren_log_generation = None;
+    let me = ctx.config.node_name.clone();
+    if ctx.meta.is_none() {
+        crate::definitions::apply_at(&ctx.broker, &ctx.timers, &ctx.definitions, &d, None, &me);
+        return Ok(());
     }
+    command::run(
+        ctx,
+        Command::Import {
+            definitions: Box::new(d),
+            home: me,
+        },
+    )
+    .await?;
+    Ok(())
 }
 
 pub async fn import(
@@ -139,6 +149,6 @@ pub async fn import(
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
     who.admin()?;
-    apply(&ctx, &parse(&body)?);
+    import_here(&ctx, parse(&body)?).await?;
     Ok(StatusCode::NO_CONTENT)
 }

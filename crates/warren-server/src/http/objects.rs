@@ -24,6 +24,7 @@ use super::error::ApiError;
 use super::queue_info::{queue_json, queue_listing};
 use crate::amqp10::management::percent_encode;
 use crate::cluster::command::{self, Command};
+use crate::cluster::topology;
 use crate::definitions::{json_to_table, table_to_json};
 use crate::ServerCtx;
 
@@ -523,14 +524,15 @@ pub async fn put_exchange(
         _ => return Err(ApiError::BadRequest("type must be set".into())),
     };
     let existed = vh.check_exchange(name.as_bytes()).is_ok();
-    vh.declare_exchange(ExchangeDecl {
+    let decl = ExchangeDecl {
         name: ShortStr::from(name.as_str()),
         kind: ShortStr::from(kind.as_str()),
         durable: flag(&m, "durable", true)?,
         auto_delete: flag(&m, "auto_delete", false)?,
         internal: flag(&m, "internal", false)?,
         arguments: args,
-    })?;
+    };
+    topology::declare_exchange(&ctx, &vh, decl).await?;
     Ok(if existed {
         StatusCode::NO_CONTENT
     } else {
@@ -557,7 +559,13 @@ pub async fn delete_exchange(
     // The API answers 404 for a missing exchange (AMQP's delete does not).
     vh.check_exchange(name.as_bytes())
         .map_err(|_| ApiError::NotFound)?;
-    vh.delete_exchange(&ShortStr::from(name.as_str()), q.if_unused.unwrap_or(false))?;
+    topology::delete_exchange(
+        &ctx,
+        &vh,
+        &ShortStr::from(name.as_str()),
+        q.if_unused.unwrap_or(false),
+    )
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -582,7 +590,8 @@ pub async fn queue(
     Path((vhost, name)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let vh = visible(&ctx, &who, &vhost)?;
-    let q = vh.queue(name.as_bytes(), 0).map_err(|_| ApiError::NotFound)?;
+    // Exclusive queues are listed too, as RabbitMQ lists them.
+    let q = vh.find_queue(name.as_bytes()).ok_or(ApiError::NotFound)?;
     Ok(Json(queue_json(&q, &ctx.config.node_name)))
 }
 
@@ -596,16 +605,14 @@ pub async fn put_queue(
     let m = body(b);
     let args = arguments(&m)?;
     who.check_declare(&vhost, Resource::Queue, &name, &args)?;
-    let (_, created) = vh.declare_queue(
-        QueueDecl {
-            name: ShortStr::from(name.as_str()),
-            durable: flag(&m, "durable", true)?,
-            exclusive: false,
-            auto_delete: flag(&m, "auto_delete", false)?,
-            arguments: args,
-        },
-        0,
-    )?;
+    let decl = QueueDecl {
+        name: ShortStr::from(name.as_str()),
+        durable: flag(&m, "durable", true)?,
+        exclusive: false,
+        auto_delete: flag(&m, "auto_delete", false)?,
+        arguments: args,
+    };
+    let (_, created) = topology::declare_queue(&ctx, &vh, decl, 0, true).await?;
     Ok(if created {
         StatusCode::CREATED
     } else {
@@ -623,7 +630,8 @@ pub async fn delete_queue(
     who.check(&vhost, Access::Configure, Resource::Queue, &name)?;
     let n = ShortStr::from(name.as_str());
     vh.queue(&n, 0).map_err(|_| ApiError::NotFound)?;
-    vh.delete_queue(&n, q.if_unused.unwrap_or(false), q.if_empty.unwrap_or(false), 0)?;
+    let (if_unused, if_empty) = (q.if_unused.unwrap_or(false), q.if_empty.unwrap_or(false));
+    topology::delete_queue(&ctx, &vh, &n, if_unused, if_empty, 0).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -788,7 +796,7 @@ pub async fn bind(
         arguments: arguments(&m)?,
     };
     let props = properties_key(&binding);
-    vh.bind(&ShortStr::from(source.as_str()), binding)?;
+    topology::bind(&ctx, &vh, &ShortStr::from(source.as_str()), binding).await?;
     let location = format!(
         "/api/bindings/{}/e/{}/{kind}/{}/{}",
         percent_encode(&vhost),
@@ -818,6 +826,6 @@ pub async fn unbind(
         })
         .ok_or(ApiError::NotFound)?;
     who.check_bind(&vh, &source, &dest, &found.routing_key)?;
-    vh.unbind(&ShortStr::from(source.as_str()), &found)?;
+    topology::unbind(&ctx, &vh, &ShortStr::from(source.as_str()), found).await?;
     Ok(StatusCode::NO_CONTENT)
 }

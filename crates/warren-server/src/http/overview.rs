@@ -231,17 +231,15 @@ pub async fn aliveness(
     who.may_change(&vhost)?;
     let vh = ctx.broker.vhost(&vhost).ok_or(ApiError::NotFound)?;
     let name = ShortStr::from("aliveness-test");
-    vh.declare_queue(
-        QueueDecl {
-            name: name.clone(),
-            durable: false,
-            exclusive: false,
-            auto_delete: false,
-            arguments: FieldTable::new(),
-        },
-        0,
-    )?;
+    let decl = QueueDecl {
+        name: name.clone(),
+        durable: false,
+        exclusive: false,
+        auto_delete: false,
+        arguments: FieldTable::new(),
+    };
+    crate::cluster::topology::declare_queue(&ctx, &vh, decl, 0, true).await?;
     vh.queue(name.as_bytes(), 0)?;
-    vh.delete_queue(&name, false, false, 0)?;
+    crate::cluster::topology::delete_queue(&ctx, &vh, &name, false, false, 0).await?;
     Ok(Json(json!({"status": "ok"})))
 }

@@ -67,9 +67,17 @@ fn info<'a>(q: &'a Queue, node: &'a str) -> QueueInfo<'a> {
         auto_delete: q.auto_delete,
         exclusive: q.exclusive_owner.is_some(),
         arguments: table_to_json(&q.arguments),
-        node,
+        // A queue of another node is listed with its home.
+        node: match &q.home {
+            Some(h) => std::str::from_utf8(h.as_bytes()).unwrap_or(node),
+            None => node,
+        },
         state: "running",
-        kind: if q.stream().is_some() { "stream" } else { "classic" },
+        kind: if q.kind() == warren_core::queue::QueueKind::Stream {
+            "stream"
+        } else {
+            "classic"
+        },
         messages: s.ready + s.unacked,
         messages_ready: s.ready,
         messages_unacknowledged: s.unacked,

@@ -15,6 +15,7 @@ use warren_stream::wire::put_string;
 
 use super::code;
 use super::connection::{ext_key, response, Conn};
+use crate::cluster::topology;
 
 /// The binding argument that orders a super stream's partitions.
 const PARTITION_ORDER: &str = "x-stream-partition-order";
@@ -69,7 +70,7 @@ impl Conn {
             auto_delete: false,
             arguments,
         };
-        match vh.declare_queue(decl, 0) {
+        match topology::now(&self.ctx, topology::declare_queue(&self.ctx, &vh, decl, 0, true)) {
             Ok((q, _)) if existed && q.stream().is_some() => code::STREAM_ALREADY_EXISTS,
             Ok((q, _)) if q.stream().is_some() => code::OK,
             Ok(_) => code::PRECONDITION_FAILED,
@@ -93,7 +94,10 @@ impl Conn {
         if !is_stream {
             return false;
         }
-        let _ = vh.delete_queue(&ShortStr::from(name), false, false, 0);
+        let _ = topology::now(
+            &self.ctx,
+            topology::delete_queue(&self.ctx, &vh, &ShortStr::from(name), false, false, 0),
+        );
         true
     }
 
@@ -323,7 +327,7 @@ impl Conn {
             internal: false,
             arguments: xargs,
         };
-        if let Err(e) = vh.declare_exchange(decl) {
+        if let Err(e) = topology::now(&self.ctx, topology::declare_exchange(&self.ctx, &vh, decl)) {
             tracing::info!(peer = %self.peer, "super stream refused: {e}");
             return match e {
                 BrokerError::AccessRefused(_) => code::ACCESS_REFUSED,
@@ -342,7 +346,7 @@ impl Conn {
                 routing_key: k.as_str().into(),
                 arguments: bargs,
             };
-            if vh.bind(&name.into(), b).is_err() {
+            if topology::now(&self.ctx, topology::bind(&self.ctx, &vh, &name.into(), b)).is_err() {
                 return code::PRECONDITION_FAILED;
             }
         }
@@ -360,7 +364,11 @@ impl Conn {
         for p in &parts {
             self.remove_stream(p);
         }
-        let _ = self.vhost().clone().delete_exchange(&name.into(), false);
+        let vh = self.vhost().clone();
+        let _ = topology::now(
+            &self.ctx,
+            topology::delete_exchange(&self.ctx, &vh, &name.into(), false),
+        );
         self.respond(ext_key::DELETE_SUPER_STREAM, correlation_id, code::OK);
         self.drop_deleted_streams();
     }

@@ -145,7 +145,7 @@ impl Conn {
                 management::encode(req.message_id.as_ref(), &r, &mut out);
             }
             Ok(req) => {
-                let done = management::handle(&vh, &grant, self.id, &self.ctx.config.node_name, &req);
+                let done = management::handle(&self.ctx, &vh, &grant, self.id, &req);
                 if let Some(q) = done.exclusive {
                     self.exclusive.push(q);
                 }

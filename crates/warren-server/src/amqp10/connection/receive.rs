@@ -31,9 +31,7 @@ impl Conn {
         self.drain_outbox();
         if let Some(vh) = self.vhost.clone() {
             for q in self.exclusive.drain(..) {
-                if vh.remove_queue_if_same(&q) {
-                    vh.destroy_queue(&q);
-                }
+                vh.discard_queue(&q);
             }
         }
     }

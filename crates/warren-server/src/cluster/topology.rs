@@ -1,0 +1,263 @@
+//! Topology changes (exchanges, queues, bindings) as every front end makes
+//! them: on a single node straight into the vhost, as before; on a cluster
+//! checked against this node's copy of the topology first (a redeclare,
+//! or an error this node can already see, costs no round trip), then
+//! proposed to the metadata group and answered with what this node's
+//! apply gave, once a majority has it on disk. A new queue lives on the
+//! node whose client declared it (RabbitMQ's default, `client-local`).
+//!
+//! Also the two changes a node makes by itself: removing a queue the
+//! broker decided to remove ([`Removals`]), and telling the cluster it
+//! has started ([`announce_start`]).
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use warren_amqp091::ShortStr;
+use warren_core::exchange::Binding;
+use warren_core::queue::Queue;
+use warren_core::replication::Replication;
+use warren_core::vhost::{ExchangeDecl, QueueDecl};
+use warren_core::{BrokerError, VHost};
+
+use super::command::{self, Command, Outcome};
+use super::meta::Meta;
+use crate::definitions::{binding_def, exchange_def, queue_def};
+use crate::ServerCtx;
+
+fn clustered(ctx: &ServerCtx) -> bool {
+    ctx.meta.is_some()
+}
+
+/// One of the changes below for a front end whose request handling is not
+/// async (the AMQP 1.0 management node, the stream protocol's admin
+/// commands). On a single node the change is made at once (the future
+/// finishes on its first poll). On a cluster this worker thread waits for
+/// the metadata group, after handing its other tasks to another worker
+/// (tokio's `block_in_place`): these are an operator's occasional
+/// requests, bounded by the commit timeout, never the message path.
+pub fn now<T>(ctx: &ServerCtx, change: impl std::future::Future<Output = T>) -> T {
+    if clustered(ctx) {
+        tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(change))
+    } else {
+        let mut change = std::pin::pin!(change);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match change.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(v) => v,
+            // Without a cluster nothing in these waits.
+            std::task::Poll::Pending => unreachable!("a single node's topology change does not wait"),
+        }
+    }
+}
+
+/// exchange.declare (not passive): whether it made the exchange.
+pub async fn declare_exchange(
+    ctx: &Arc<ServerCtx>,
+    vh: &Arc<VHost>,
+    d: ExchangeDecl,
+) -> Result<bool, BrokerError> {
+    if !clustered(ctx) {
+        return vh.declare_exchange(d);
+    }
+    if vh.exchange_declared(&d)? {
+        return Ok(false);
+    }
+    match command::change(ctx, Command::DeclareExchange(exchange_def(&vh.name, &d))).await? {
+        Outcome::Created(made) => Ok(made),
+        _ => Ok(false),
+    }
+}
+
+pub async fn delete_exchange(
+    ctx: &Arc<ServerCtx>,
+    vh: &Arc<VHost>,
+    name: &ShortStr,
+    if_unused: bool,
+) -> Result<(), BrokerError> {
+    if !clustered(ctx) {
+        return vh.delete_exchange(name, if_unused);
+    }
+    // Deleting what is not there succeeds (RabbitMQ 3.x); the checks on
+    // names and use are the apply's, on the same topology everywhere.
+    if !name.is_empty() && !name.starts_with("amq.") && vh.check_exchange(name).is_err() {
+        return Ok(());
+    }
+    let c = Command::DeleteExchange {
+        vhost: vh.name.clone(),
+        name: name.to_string(),
+        if_unused,
+    };
+    command::change(ctx, c).await.map(|_| ())
+}
+
+pub async fn bind(
+    ctx: &Arc<ServerCtx>,
+    vh: &Arc<VHost>,
+    source: &ShortStr,
+    b: Binding,
+) -> Result<(), BrokerError> {
+    if !clustered(ctx) {
+        return vh.bind(source, b);
+    }
+    if vh.bindings_from(source, Some(&b.destination)).contains(&b) {
+        return Ok(());
+    }
+    command::change(ctx, Command::Bind(binding_def(&vh.name, source, &b)))
+        .await
+        .map(|_| ())
+}
+
+pub async fn unbind(
+    ctx: &Arc<ServerCtx>,
+    vh: &Arc<VHost>,
+    source: &ShortStr,
+    b: Binding,
+) -> Result<(), BrokerError> {
+    if !clustered(ctx) {
+        return vh.unbind(source, &b);
+    }
+    command::change(ctx, Command::Unbind(binding_def(&vh.name, source, &b)))
+        .await
+        .map(|_| ())
+}
+
+/// queue.declare (not passive) by `connection`: the queue and whether it
+/// is new. `reserved` checks the `amq.` prefix (server-named queues skip
+/// it).
+pub async fn declare_queue(
+    ctx: &Arc<ServerCtx>,
+    vh: &Arc<VHost>,
+    d: QueueDecl,
+    connection: u64,
+    reserved: bool,
+) -> Result<(Arc<Queue>, bool), BrokerError> {
+    if !clustered(ctx) {
+        return if reserved {
+            vh.declare_queue(d, connection)
+        } else {
+            vh.declare_queue_unchecked(d, connection)
+        };
+    }
+    if reserved && d.name.starts_with("amq.") {
+        return Err(BrokerError::AccessRefused(format!(
+            "queue name '{}' contains reserved prefix 'amq.*'",
+            d.name
+        )));
+    }
+    if let Some(r) = vh.declared_queue(&d, connection) {
+        return r.map(|q| (q, false));
+    }
+    vh.check_new_queue(&d.name)?;
+    let home = ShortStr::from(ctx.config.node_name.as_str());
+    let c = Command::DeclareQueue {
+        queue: queue_def(&vh.name, &d, Some(&home)),
+        owner: connection,
+    };
+    let made = matches!(command::change(ctx, c).await?, Outcome::Created(true));
+    let q = vh.queue(&d.name, connection)?;
+    Ok((q, made))
+}
+
+/// queue.delete by `connection`: how many ready messages went with it.
+/// `if_unused` and `if_empty` are judged by what this node knows of the
+/// queue (of a queue on another node: nothing yet, so they pass).
+pub async fn delete_queue(
+    ctx: &Arc<ServerCtx>,
+    vh: &Arc<VHost>,
+    name: &ShortStr,
+    if_unused: bool,
+    if_empty: bool,
+    connection: u64,
+) -> Result<u64, BrokerError> {
+    if !clustered(ctx) {
+        return vh.delete_queue(name, if_unused, if_empty, connection);
+    }
+    let q = match vh.queue(name, connection) {
+        Ok(q) => q,
+        Err(BrokerError::NotFound(_)) => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let stats = q.stats();
+    if if_empty && stats.ready > 0 {
+        return Err(BrokerError::PreconditionFailed(format!(
+            "queue '{name}' in vhost '{}' not empty",
+            vh.name
+        )));
+    }
+    if if_unused && stats.consumers > 0 {
+        return Err(BrokerError::PreconditionFailed(format!(
+            "queue '{name}' in vhost '{}' in use",
+            vh.name
+        )));
+    }
+    let c = Command::DeleteQueue {
+        vhost: vh.name.clone(),
+        name: name.to_string(),
+    };
+    match command::change(ctx, c).await? {
+        Outcome::Removed(n) => Ok(n),
+        _ => Ok(0),
+    }
+}
+
+/// How long a node keeps asking the cluster to take a change it made by
+/// itself (a removal, its start) before it gives up and logs it.
+const SELF_CHANGE_TRIES: u32 = 30;
+
+/// Propose `c`, again after a second while the cluster cannot take it.
+async fn propose_until_taken(meta: Arc<Meta>, c: Command, what: String) {
+    let data = serde_json::to_vec(&c).expect("a command encodes");
+    for _ in 0..SELF_CHANGE_TRIES {
+        match meta.propose(data.clone(), command::COMMIT_TIMEOUT).await {
+            Ok(_) => return,
+            Err(e) => {
+                tracing::debug!("{what}: not committed yet ({e}); trying again");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+    tracing::warn!("{what}: the cluster did not take it; given up");
+}
+
+/// Queue removals the broker decides by itself (auto-delete, x-expires,
+/// an exclusive owner gone), proposed to the metadata group so that every
+/// node removes the queue (see `warren_core::replication`).
+#[derive(Default)]
+pub struct Removals {
+    meta: OnceLock<(Arc<Meta>, tokio::runtime::Handle)>,
+}
+
+impl Removals {
+    /// The metadata group is running: removals can be proposed.
+    pub fn start(&self, meta: Arc<Meta>) {
+        let _ = self.meta.set((meta, tokio::runtime::Handle::current()));
+    }
+}
+
+impl Replication for Removals {
+    fn remove_queue(&self, vhost: &str, queue: &Arc<Queue>) {
+        let Some((meta, rt)) = self.meta.get() else {
+            tracing::warn!(queue = %queue.name, %vhost, "queue removal before the metadata group runs, skipped");
+            return;
+        };
+        let c = Command::DeleteQueue {
+            vhost: vhost.to_string(),
+            name: queue.name.to_string(),
+        };
+        let what = format!("removing queue '{}' in vhost '{vhost}'", queue.name);
+        rt.spawn(propose_until_taken(meta.clone(), c, what));
+    }
+}
+
+/// Tell the cluster this node has started, so its transient and
+/// exclusive queues of before (gone with the restart) go everywhere.
+pub fn announce_start(meta: Arc<Meta>, node: String, mut shutdown: watch::Receiver<bool>) {
+    let what = format!("announcing that node '{node}' started");
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = propose_until_taken(meta, Command::NodeStarted { node }, what) => {}
+            _ = shutdown.changed() => {}
+        }
+    });
+}

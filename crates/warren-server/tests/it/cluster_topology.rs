@@ -1,0 +1,306 @@
+//! Exchanges, queues and bindings on a cluster: declared through any node
+//! with a real client (lapin) or the HTTP API, they hold on every node
+//! once the metadata group has them; a queue lives on the node that
+//! declared it and every node lists it there; an exclusive queue is its
+//! connection's on every node and goes with it; a node that restarts has
+//! the topology again and its transient queues are gone everywhere; a node
+//! alone refuses declares within seconds.
+
+use std::time::{Duration, Instant};
+
+use lapin::options::*;
+use lapin::types::FieldTable;
+use lapin::{Connection, ConnectionProperties, ExchangeKind};
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use crate::cluster::{free_ports, meta, meta_leader, node_name, start_node, start_three, until_applied};
+use crate::common::*;
+
+async fn connect(b: &Broker) -> Connection {
+    let uri = format!("amqp://guest:guest@127.0.0.1:{}/%2f", b.port);
+    within(Connection::connect(&uri, ConnectionProperties::default()))
+        .await
+        .expect("connects")
+}
+
+/// `/api/queues/%2F/{name}` on `b`: its status and body.
+async fn queue_on(b: &Broker, name: &str) -> (StatusCode, Value) {
+    b.http(Method::GET, &format!("/api/queues/%2F/{name}"), None)
+        .await
+}
+
+/// The bindings `b` lists in vhost `/`: (source, destination, key).
+async fn bindings(b: &Broker) -> Vec<(String, String, String)> {
+    let (_, bs) = b.http(Method::GET, "/api/bindings/%2F", None).await;
+    bs.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            let f = |k: &str| x[k].as_str().unwrap_or_default().to_string();
+            (f("source"), f("destination"), f("routing_key"))
+        })
+        .collect()
+}
+
+/// Wait (at most 10 s) until `check` holds on every node.
+macro_rules! until_everywhere {
+    ($nodes:expr, $what:expr, |$b:ident| $check:block) => {{
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for (i, $b) in $nodes.iter().enumerate() {
+            while !$check {
+                assert!(Instant::now() < deadline, "node {} never saw: {}", i + 1, $what);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }};
+}
+
+fn durable() -> QueueDeclareOptions {
+    QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exchanges_queues_and_bindings_made_through_any_node_hold_everywhere() {
+    let ports = free_ports(3);
+    let nodes = start_three(&ports).await;
+    meta_leader(&nodes).await;
+
+    // Node 1: an exchange, a durable queue bound to it, an exclusive queue.
+    let c1 = connect(&nodes[0]).await;
+    let ch1 = c1.create_channel().await.unwrap();
+    let xopts = ExchangeDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    within(ch1.exchange_declare("x1".into(), ExchangeKind::Topic, xopts, FieldTable::default()))
+        .await
+        .unwrap();
+    within(ch1.queue_declare("q1".into(), durable(), FieldTable::default()))
+        .await
+        .unwrap();
+    within(ch1.queue_bind(
+        "q1".into(),
+        "x1".into(),
+        "a.#".into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap();
+    let excl = QueueDeclareOptions {
+        exclusive: true,
+        ..Default::default()
+    };
+    within(ch1.queue_declare("ex1".into(), excl, FieldTable::default()))
+        .await
+        .unwrap();
+
+    // Declare-ok came once a majority had it; this node has applied it,
+    // and the others see it as soon as they apply it too: every node lists
+    // q1 as living on node 1, with its binding.
+    until_everywhere!(&nodes, "q1 on node 1", |b| {
+        let (s, q) = queue_on(b, "q1").await;
+        s == StatusCode::OK && q["node"] == node_name(0) && q["durable"] == true
+    });
+    until_everywhere!(&nodes, "x1 bound to q1", |b| {
+        bindings(b)
+            .await
+            .contains(&("x1".into(), "q1".into(), "a.#".into()))
+    });
+    until_everywhere!(&nodes, "ex1, exclusive", |b| {
+        let (s, q) = queue_on(b, "ex1").await;
+        s == StatusCode::OK && q["exclusive"] == true
+    });
+
+    // Node 3: the queue is there to a passive declare; a redeclare that
+    // differs is refused as on one node; the exclusive queue is another
+    // connection's.
+    let c3 = connect(&nodes[2]).await;
+    let ch3 = c3.create_channel().await.unwrap();
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..Default::default()
+    };
+    within(ch3.queue_declare("q1".into(), passive, FieldTable::default()))
+        .await
+        .expect("q1 is on node 3 too");
+    let e = within(ch3.queue_declare("q1".into(), QueueDeclareOptions::default(), FieldTable::default()))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("PRECONDITION_FAILED"), "{e}");
+    let ch3 = c3.create_channel().await.unwrap();
+    let e = within(ch3.queue_declare("ex1".into(), excl, FieldTable::default()))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("RESOURCE_LOCKED"), "{e}");
+
+    // Node 3 declares its own queue and binds it to node 1's exchange.
+    let ch3 = c3.create_channel().await.unwrap();
+    within(ch3.queue_declare("q3".into(), durable(), FieldTable::default()))
+        .await
+        .unwrap();
+    within(ch3.queue_bind(
+        "q3".into(),
+        "x1".into(),
+        "b.*".into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap();
+    until_everywhere!(&nodes, "q3 on node 3", |b| {
+        let (s, q) = queue_on(b, "q3").await;
+        s == StatusCode::OK && q["node"] == node_name(2)
+    });
+
+    // Node 1's connection closes: its exclusive queue goes everywhere.
+    let _ = c1.close(200, "bye".into()).await;
+    until_everywhere!(&nodes, "ex1 gone", |b| {
+        queue_on(b, "ex1").await.0 == StatusCode::NOT_FOUND
+    });
+
+    // Node 2 deletes node 1's queue and the exchange, over AMQP: gone
+    // everywhere, and the binding with them.
+    let c2 = connect(&nodes[1]).await;
+    let ch2 = c2.create_channel().await.unwrap();
+    within(ch2.queue_delete("q1".into(), QueueDeleteOptions::default()))
+        .await
+        .unwrap();
+    within(ch2.exchange_delete("x1".into(), ExchangeDeleteOptions::default()))
+        .await
+        .unwrap();
+    until_everywhere!(&nodes, "q1 and x1 gone", |b| {
+        let (sq, _) = queue_on(b, "q1").await;
+        let (sx, _) = b.http(Method::GET, "/api/exchanges/%2F/x1", None).await;
+        sq == StatusCode::NOT_FOUND
+            && sx == StatusCode::NOT_FOUND
+            && !bindings(b).await.iter().any(|x| x.0 == "x1")
+    });
+
+    // The HTTP API declares through the cluster too, and so does a
+    // definitions import: its queues live on the node that took it.
+    let (s, _) = nodes[1]
+        .http(
+            Method::PUT,
+            "/api/queues/%2F/via-http",
+            Some(json!({"durable": true})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let defs = json!({
+        "exchanges": [{"name": "imported-x", "vhost": "/", "type": "direct", "durable": true,
+                       "auto_delete": false, "internal": false, "arguments": {}}],
+        "queues": [{"name": "imported-q", "vhost": "/", "durable": true, "auto_delete": false, "arguments": {}}],
+        "bindings": [{"source": "imported-x", "vhost": "/", "destination": "imported-q",
+                      "destination_type": "queue", "routing_key": "k", "arguments": {}}]
+    });
+    let (s, body) = nodes[2].http(Method::POST, "/api/definitions", Some(defs)).await;
+    assert_eq!(s, StatusCode::NO_CONTENT, "{body}");
+    until_everywhere!(&nodes, "via-http on node 2, imported-q on node 3", |b| {
+        let (s1, q1) = queue_on(b, "via-http").await;
+        let (s2, q2) = queue_on(b, "imported-q").await;
+        let bs = bindings(b).await;
+        s1 == StatusCode::OK
+            && q1["node"] == node_name(1)
+            && s2 == StatusCode::OK
+            && q2["node"] == node_name(2)
+            && bs.contains(&("imported-x".into(), "imported-q".into(), "k".into()))
+    });
+    let _ = c2.close(200, "bye".into()).await;
+    let _ = c3.close(200, "bye".into()).await;
+}
+
+/// Names of the queues `b` lists in vhost `/`, sorted.
+async fn queue_names(b: &Broker) -> Vec<String> {
+    let (_, qs) = b.http(Method::GET, "/api/queues/%2F", None).await;
+    let mut v: Vec<String> = qs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["name"].as_str().unwrap().to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_node_has_the_topology_and_a_lone_node_refuses_declares() {
+    let ports = free_ports(3);
+    let mut nodes = start_three(&ports).await;
+    meta_leader(&nodes).await;
+
+    // Node 1 declares a durable queue; node 2 a transient one.
+    let c1 = connect(&nodes[0]).await;
+    let ch1 = c1.create_channel().await.unwrap();
+    within(ch1.queue_declare("kept".into(), durable(), FieldTable::default()))
+        .await
+        .unwrap();
+    let c2 = connect(&nodes[1]).await;
+    let ch2 = c2.create_channel().await.unwrap();
+    within(ch2.queue_declare(
+        "transient".into(),
+        QueueDeclareOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap();
+    drop(ch2);
+    let _ = c2.close(200, "bye".into()).await;
+    until_everywhere!(&nodes, "both queues", |b| {
+        queue_names(b).await == ["kept", "transient"]
+    });
+
+    // Node 3 stops; a queue is declared while it is away. It returns with
+    // what it had (the queues of other nodes included) and catches up.
+    let f = 2;
+    let dir = std::mem::replace(&mut nodes[f].data_dir, "/nonexistent/warren-test".into());
+    nodes[f].stop().await;
+    within(ch1.queue_declare("while-away".into(), durable(), FieldTable::default()))
+        .await
+        .unwrap();
+    nodes[f] = start_node("itest", "s3cret", f, &ports, Some(dir)).await;
+    until_everywhere!(&nodes, "three queues", |b| {
+        queue_names(b).await == ["kept", "transient", "while-away"]
+    });
+
+    // Node 2 restarts: its transient queue did not survive, so it goes on
+    // every node; the durable queues stay, on node 1.
+    let dir = std::mem::replace(&mut nodes[1].data_dir, "/nonexistent/warren-test".into());
+    nodes[1].stop().await;
+    nodes[1] = start_node("itest", "s3cret", 1, &ports, Some(dir)).await;
+    until_everywhere!(&nodes, "the transient queue gone", |b| {
+        queue_names(b).await == ["kept", "while-away"]
+    });
+    for b in &nodes {
+        let (_, q) = queue_on(b, "kept").await;
+        assert_eq!(q["node"], node_name(0));
+    }
+    let _ = c1.close(200, "bye".into()).await;
+
+    // Alone, a node refuses a declare within seconds (its connection is
+    // closed with an internal error, as RabbitMQ 4 answers without a
+    // metadata majority) and declares nothing.
+    let l = meta_leader(&nodes).await;
+    let (a, b) = ((l + 1) % 3, (l + 2) % 3);
+    let last = meta(&nodes[l]).applied_index();
+    until_applied(&nodes[l], last).await;
+    nodes[a].stop().await;
+    nodes[b].stop().await;
+    let c = connect(&nodes[l]).await;
+    let ch = c.create_channel().await.unwrap();
+    let t0 = Instant::now();
+    let e = tokio::time::timeout(
+        Duration::from_secs(15),
+        ch.queue_declare("lonely".into(), durable(), FieldTable::default()),
+    )
+    .await
+    .expect("answered, not hung")
+    .unwrap_err();
+    assert!(t0.elapsed() < Duration::from_secs(8), "{:?}", t0.elapsed());
+    assert!(e.to_string().contains("INTERNAL_ERROR"), "{e}");
+    assert_eq!(queue_on(&nodes[l], "lonely").await.0, StatusCode::NOT_FOUND);
+}
