@@ -268,6 +268,12 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     // Restoring records every object again; they are written once, as the
     // new snapshot below.
     let batch = store.batch();
+    // How far this node had applied the cluster's metadata log: kept with
+    // the definitions, and kept through the compaction below.
+    let meta_applied = stored.as_ref().and_then(|d| d.warren_meta_applied).unwrap_or(0);
+    if meta_applied > 0 {
+        store.record_meta_applied(meta_applied);
+    }
     match &stored {
         Some(d) => definitions::restore_at(&broker, d, None, &config.node_name),
         None => {
@@ -369,8 +375,9 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
                 node: config.node_name.clone(),
             };
             let apply: cluster::meta::ApplyFn =
-                Arc::new(move |data| cluster::command::Command::apply_entry(&applier, data));
-            let meta = cluster::meta::Meta::start(&config.data_dir.join("raft"), c.clone(), apply)
+                Arc::new(move |entries| cluster::command::Command::apply_entries(&applier, entries));
+            let dir = config.data_dir.join("raft");
+            let meta = cluster::meta::Meta::start(&dir, c.clone(), apply, meta_applied)
                 .map_err(StartError::Cluster)?;
             c.set_events(meta.clone());
             if let Some(r) = &removals {

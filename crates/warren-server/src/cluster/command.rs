@@ -381,7 +381,10 @@ impl Command {
 
     /// Apply an entry of the metadata log; one this build cannot read is
     /// logged and skipped.
-    pub fn apply_entry(a: &Applier, data: &[u8]) -> Vec<u8> {
+    fn apply_entry(a: &Applier, data: &[u8]) -> Vec<u8> {
+        if data.is_empty() {
+            return Vec::new();
+        }
         let outcome = match serde_json::from_slice::<Command>(data) {
             Ok(c) => c.apply(a),
             Err(e) => {
@@ -393,6 +396,23 @@ impl Command {
             }
         };
         serde_json::to_vec(&outcome).expect("an outcome encodes")
+    }
+
+    /// Apply a pass's committed entries (index, payload) in order, with
+    /// one commit of the definitions store for all of them that also
+    /// records the last index as applied: a restart applies only what is
+    /// newer, and never again what its state already has.
+    pub fn apply_entries(a: &Applier, entries: &[(u64, &[u8])]) -> Vec<Vec<u8>> {
+        let batch = a.definitions.batch();
+        let outcomes = entries
+            .iter()
+            .map(|(_, data)| Self::apply_entry(a, data))
+            .collect();
+        if let Some((last, _)) = entries.last() {
+            a.definitions.record_meta_applied(*last);
+        }
+        drop(batch);
+        outcomes
     }
 }
 

@@ -1,9 +1,9 @@
 //! The metadata Raft group (group 0) every node of the cluster is a
 //! member of: its driver thread, proposals and what has been applied.
 //! What an entry means is the caller's (`command.rs`): the driver hands
-//! each committed entry to the apply function, in order, then records how
-//! far it has applied (`DATA_DIR/raft/applied`, after the apply's own
-//! writes are durable), so a restart does not apply it again.
+//! each pass's committed entries to the apply function, in order, which
+//! makes their effects and how far it has applied durable together (in
+//! the definitions store), so a restart applies only what is newer.
 //!
 //! The driver is one OS thread per node (it fdatasyncs the node's Raft
 //! log, which must not stall the async workers). It takes inputs from a
@@ -19,8 +19,7 @@
 //! every node computes alike: so what the caller changed, it reads.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
@@ -83,27 +82,12 @@ pub fn node_ids(me: &str, peers: &[String]) -> BTreeMap<String, u64> {
         .collect()
 }
 
-/// Applies a committed entry's payload to this node's state; what it
-/// returns goes to the entry's proposer, if that is this node.
-pub type ApplyFn = Arc<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>;
-
-/// How far this node had applied, from the file `record_applied` writes.
-fn read_applied(path: &Path) -> u64 {
-    std::fs::read(path)
-        .ok()
-        .and_then(|b| b.try_into().ok())
-        .map_or(0, u64::from_be_bytes)
-}
-
-/// Write the applied index (a new file renamed over the old one, so a
-/// crash leaves one or the other whole).
-fn record_applied(path: &Path, index: u64) -> std::io::Result<()> {
-    let tmp = path.with_extension("new");
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(&index.to_be_bytes())?;
-    f.sync_data()?;
-    std::fs::rename(&tmp, path)
-}
+/// Applies committed entries to this node's state, in log order: each
+/// entry's index and payload (empty for Raft's own entries). Returns each
+/// one's outcome, which goes to its proposer if that is this node. Before
+/// returning it must make the entries' effects, and the fact that every
+/// entry up to the last index is applied, durable together.
+pub type ApplyFn = Arc<dyn Fn(&[(u64, &[u8])]) -> Vec<Vec<u8>> + Send + Sync>;
 
 pub struct Meta {
     tx: mpsc::Sender<Input>,
@@ -115,14 +99,19 @@ pub struct Meta {
 }
 
 impl Meta {
-    /// Open this node's Raft log under `dir` and start the driver.
-    pub fn start(dir: &Path, cluster: Arc<Cluster>, apply: ApplyFn) -> Result<Arc<Meta>, String> {
+    /// Open this node's Raft log under `dir` and start the driver, which
+    /// applies entries after `was_applied` (what this node's state already
+    /// has).
+    pub fn start(
+        dir: &Path,
+        cluster: Arc<Cluster>,
+        apply: ApplyFn,
+        was_applied: u64,
+    ) -> Result<Arc<Meta>, String> {
         let peers: Vec<String> = cluster.peers().into_iter().map(|p| p.node).collect();
         let ids = node_ids(cluster.node(), &peers);
         let me = ids[cluster.node()];
         let voters: Vec<u64> = ids.values().copied().collect();
-        let applied_file = dir.join("applied");
-        let was_applied = read_applied(&applied_file);
         let mut node =
             RaftNode::open(dir, me, &voters, &[(META, was_applied)].into()).map_err(|e| e.to_string())?;
         node.add_group(META).map_err(|e| e.to_string())?;
@@ -132,7 +121,6 @@ impl Meta {
         let applied = Arc::new(AtomicU64::new(was_applied));
         let driver = Driver {
             apply,
-            applied_file,
             node,
             cluster,
             names: names.clone(),
@@ -255,7 +243,6 @@ impl Meta {
 
 struct Driver {
     apply: ApplyFn,
-    applied_file: PathBuf,
     node: RaftNode,
     cluster: Arc<Cluster>,
     names: HashMap<u64, String>,
@@ -424,31 +411,31 @@ impl Driver {
                 self.cluster.send(name, Message::Raft { batch });
             }
         }
-        let mut newest = None;
-        for a in out.applied {
-            newest = Some(a.index);
-            self.applied.store(a.index, Ordering::Relaxed);
-            // Every entry starts with its proposer's tag (node, sequence).
-            if a.data.len() < 16 {
-                continue;
-            }
-            let outcome = (self.apply)(&a.data[16..]);
-            let node = u64::from_be_bytes(a.data[..8].try_into().unwrap());
-            let seq = u64::from_be_bytes(a.data[8..16].try_into().unwrap());
-            if node == self.node.id() {
-                if let Some(reply) = self.waiting.remove(&seq) {
-                    let _ = reply.send(Ok(outcome));
+        if let Some(last) = out.applied.last() {
+            // Every entry starts with its proposer's tag (node, sequence);
+            // Raft's own (empty) entries have none.
+            let entries: Vec<(u64, &[u8])> = out
+                .applied
+                .iter()
+                .map(|a| (a.index, a.data.get(16..).unwrap_or_default()))
+                .collect();
+            let outcomes = (self.apply)(&entries);
+            self.applied.store(last.index, Ordering::Relaxed);
+            for (a, outcome) in out.applied.iter().zip(outcomes) {
+                if a.data.len() < 16 {
+                    continue;
+                }
+                let node = u64::from_be_bytes(a.data[..8].try_into().unwrap());
+                let seq = u64::from_be_bytes(a.data[8..16].try_into().unwrap());
+                if node == self.node.id() {
+                    if let Some(reply) = self.waiting.remove(&seq) {
+                        let _ = reply.send(Ok(outcome));
+                    }
                 }
             }
         }
         self.leader
             .store(self.node.leader(META).unwrap_or(0), Ordering::Relaxed);
-        if let Some(index) = newest {
-            if let Err(e) = record_applied(&self.applied_file, index) {
-                // Only costs applying these entries again after a restart.
-                tracing::warn!("cannot record the applied metadata index: {e}");
-            }
-        }
         // A caller that gave up (timed out) is forgotten; its entry may
         // still commit, and is then applied with no one to tell.
         self.waiting.retain(|_, r| !r.is_closed());

@@ -25,6 +25,10 @@ pub struct Definitions {
     /// the store's own snapshot, never in an export.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warren_log_generation: Option<u64>,
+    /// On a cluster node, the last metadata log entry these definitions
+    /// include; only in the store's own snapshot, never in an export.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warren_meta_applied: Option<u64>,
     #[serde(default)]
     pub vhosts: Vec<VHostDef>,
     #[serde(default)]

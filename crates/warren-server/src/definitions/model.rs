@@ -55,6 +55,11 @@ pub enum Record {
         vhost: String,
         limits: warren_core::Limits,
     },
+    /// On a cluster: every metadata log entry up to `index` is applied in
+    /// the records before this one (so the two are durable together).
+    MetaApplied {
+        index: u64,
+    },
 }
 
 impl From<Change<'_>> for Record {
@@ -173,6 +178,7 @@ struct UserModel {
 pub struct Model {
     users: BTreeMap<String, UserModel>,
     vhosts: BTreeMap<String, VHostModel>,
+    meta_applied: Option<u64>,
 }
 
 impl Model {
@@ -218,6 +224,9 @@ impl Model {
                 m.apply(Record::VhostLimits { vhost, limits });
             }
         }
+        if let Some(index) = d.warren_meta_applied {
+            m.apply(Record::MetaApplied { index });
+        }
         m
     }
 
@@ -225,6 +234,7 @@ impl Model {
     /// does not have are ignored, as restoring them would skip them.
     pub fn apply(&mut self, r: Record) {
         match r {
+            Record::MetaApplied { index } => self.meta_applied = Some(index),
             Record::Vhost { name } => {
                 self.vhosts.entry(name).or_default();
             }
@@ -310,7 +320,10 @@ impl Model {
     }
 
     pub fn to_definitions(&self) -> Definitions {
-        let mut d = Definitions::default();
+        let mut d = Definitions {
+            warren_meta_applied: self.meta_applied,
+            ..Definitions::default()
+        };
         for u in self.users.values() {
             d.users.push(u.user.clone());
             d.permissions.extend(u.permissions.iter().cloned());

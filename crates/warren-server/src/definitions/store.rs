@@ -217,9 +217,15 @@ impl Store {
     }
 }
 
-impl DefinitionsLog for Store {
-    fn record(&self, change: Change<'_>) -> u64 {
-        let record = Record::from(change);
+impl Store {
+    /// Record that every metadata log entry up to `index` is applied, in
+    /// the same log as the changes applying them made (committed with
+    /// them).
+    pub fn record_meta_applied(&self, index: u64) -> u64 {
+        self.put(Record::MetaApplied { index })
+    }
+
+    fn put(&self, record: Record) -> u64 {
         let mut st = self.state.lock();
         // Serializing these plain structs cannot fail.
         if serde_json::to_writer(&mut st.pending, &record).is_ok() {
@@ -229,6 +235,12 @@ impl DefinitionsLog for Store {
         st.recorded += 1;
         st.in_log += 1;
         st.recorded
+    }
+}
+
+impl DefinitionsLog for Store {
+    fn record(&self, change: Change<'_>) -> u64 {
+        self.put(Record::from(change))
     }
 
     fn commit(&self, ticket: u64) {

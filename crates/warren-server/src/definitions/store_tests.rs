@@ -257,3 +257,40 @@ fn a_batch_commits_once_when_it_ends() {
     let (_s, d) = open(dir.path());
     assert_eq!(names(&d.queues, |q| q.name.clone()), ["q"]);
 }
+
+/// A cluster node's applied index is kept with the changes applying made,
+/// other nodes' queues with their home, and both survive a compaction.
+#[test]
+fn the_metadata_applied_index_and_queue_homes_are_kept_with_the_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, d) = open(dir.path());
+    assert_eq!(d.warren_meta_applied, None);
+    let q = QueueDecl {
+        durable: false,
+        exclusive: true,
+        ..queue("elsewhere")
+    };
+    let home = ShortStr::from("warren@b");
+    record_all(
+        &s,
+        vec![
+            Change::VHostAdded("/"),
+            Change::QueueDeclared {
+                vhost: "/",
+                decl: &q,
+                home: Some(&home),
+            },
+        ],
+    );
+    let t = s.record_meta_applied(41);
+    s.commit(t);
+    drop(s);
+    let (s, d) = open(dir.path());
+    assert_eq!(d.warren_meta_applied, Some(41));
+    assert_eq!(d.queues[0].node.as_deref(), Some("warren@b"));
+    assert!(d.queues[0].exclusive && !d.queues[0].durable);
+    // Compacted into the snapshot on that open: still there after another.
+    drop(s);
+    let (_, d) = open(dir.path());
+    assert_eq!(d.warren_meta_applied, Some(41));
+}
