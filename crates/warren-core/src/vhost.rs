@@ -938,6 +938,24 @@ impl VHost {
             .is_some_and(|x| Arc::ptr_eq(x, q))
     }
 
+    /// queue.delete's if-empty and if-unused, as `q` stands now.
+    pub fn check_delete(&self, q: &Queue, if_unused: bool, if_empty: bool) -> Result<(), BrokerError> {
+        let stats = q.stats();
+        if if_empty && stats.ready > 0 {
+            return Err(BrokerError::PreconditionFailed(format!(
+                "queue '{}' in vhost '{}' not empty",
+                q.name, self.name
+            )));
+        }
+        if if_unused && stats.consumers > 0 {
+            return Err(BrokerError::PreconditionFailed(format!(
+                "queue '{}' in vhost '{}' in use",
+                q.name, self.name
+            )));
+        }
+        Ok(())
+    }
+
     /// queue.delete: how many ready messages went with it. A missing queue
     /// deletes nothing and is no error (RabbitMQ makes delete idempotent).
     pub fn delete_queue(
@@ -952,19 +970,7 @@ impl VHost {
             Err(BrokerError::NotFound(_)) => return Ok(0),
             Err(e) => return Err(e),
         };
-        let stats = q.stats();
-        if if_empty && stats.ready > 0 {
-            return Err(BrokerError::PreconditionFailed(format!(
-                "queue '{}' in vhost '{}' not empty",
-                q.name, self.name
-            )));
-        }
-        if if_unused && stats.consumers > 0 {
-            return Err(BrokerError::PreconditionFailed(format!(
-                "queue '{}' in vhost '{}' in use",
-                q.name, self.name
-            )));
-        }
+        self.check_delete(&q, if_unused, if_empty)?;
         if !self.remove_queue_if_same(&q) {
             return Ok(0);
         }

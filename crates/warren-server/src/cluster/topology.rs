@@ -178,19 +178,7 @@ pub async fn delete_queue(
         Err(BrokerError::NotFound(_)) => return Ok(0),
         Err(e) => return Err(e),
     };
-    let stats = q.stats();
-    if if_empty && stats.ready > 0 {
-        return Err(BrokerError::PreconditionFailed(format!(
-            "queue '{name}' in vhost '{}' not empty",
-            vh.name
-        )));
-    }
-    if if_unused && stats.consumers > 0 {
-        return Err(BrokerError::PreconditionFailed(format!(
-            "queue '{name}' in vhost '{}' in use",
-            vh.name
-        )));
-    }
+    vh.check_delete(&q, if_unused, if_empty)?;
     let c = Command::DeleteQueue {
         vhost: vh.name.clone(),
         name: name.to_string(),
