@@ -411,11 +411,6 @@ pub fn binding_def(vhost: &str, source: &ShortStr, b: &Binding) -> BindingDef {
 /// arguments this version refuses) are logged and skipped. A queue lives
 /// on the node its definition names, or else on `home` (None: here);
 /// `me` is this node's name, so a queue of this node is made here.
-pub fn restore(broker: &Broker, d: &Definitions) {
-    restore_at(broker, d, None, "")
-}
-
-/// [`restore`] with queues placed: see there.
 pub fn restore_at(broker: &Broker, d: &Definitions, home: Option<&str>, me: &str) {
     for v in &d.vhosts {
         broker.add_vhost(&v.name);
