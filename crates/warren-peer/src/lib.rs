@@ -21,6 +21,7 @@ pub mod error;
 pub mod frame;
 pub mod handshake;
 pub mod message;
+pub mod queue;
 mod wire;
 
 pub use error::CodecError;

@@ -3,6 +3,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::frame::{begin_frame, end_frame, Frame};
+use crate::queue::QueueMsg;
 use crate::wire::{put_blob, put_name, Reader};
 use crate::CodecError;
 
@@ -87,6 +88,8 @@ pub enum Message {
         ok: bool,
         body: Bytes,
     },
+    /// The queue protocol ([`crate::queue`]): kinds 0x40 to 0x4b.
+    Queue(QueueMsg),
     /// The node is leaving (shutdown or removed); no more frames follow.
     Goodbye {
         reason: String,
@@ -111,6 +114,7 @@ impl Message {
             Message::Raft { .. } => kind::RAFT,
             Message::Request { .. } => kind::REQUEST,
             Message::Reply { .. } => kind::REPLY,
+            Message::Queue(q) => q.kind(),
             Message::Goodbye { .. } => kind::GOODBYE,
         }
     }
@@ -165,6 +169,7 @@ impl Message {
                 out.put_u8(*ok as u8);
                 put_blob(out, body);
             }
+            Message::Queue(q) => q.encode_fields(out),
         }
         end_frame(out, at);
     }
@@ -231,6 +236,7 @@ impl Message {
             kind::GOODBYE => Message::Goodbye {
                 reason: r.name("goodbye reason")?,
             },
+            k if QueueMsg::is_queue_kind(k) => Message::Queue(QueueMsg::decode_fields(k, &mut r)?),
             k => return Err(CodecError::UnknownKind(k)),
         };
         r.finish()?;
@@ -292,6 +298,9 @@ mod tests {
                 reason: "shutdown".into(),
             },
         ]
+        .into_iter()
+        .chain(crate::queue::examples().into_iter().map(Message::Queue))
+        .collect()
     }
 
     #[test]

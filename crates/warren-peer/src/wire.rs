@@ -70,6 +70,12 @@ impl Reader {
         Ok(self.b.split_to(n))
     }
 
+    /// `n` bytes (shared with the frame, not copied).
+    pub fn bytes(&mut self, n: usize, what: &'static str) -> Result<Bytes, CodecError> {
+        self.need(n, what)?;
+        Ok(self.b.split_to(n))
+    }
+
     pub fn remaining(&self) -> usize {
         self.b.len()
     }

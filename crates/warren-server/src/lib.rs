@@ -62,6 +62,9 @@ pub struct ServerCtx {
     pub cluster: Option<Arc<cluster::Cluster>>,
     /// The metadata Raft group, with `cluster`.
     pub meta: Option<Arc<cluster::meta::Meta>>,
+    /// This node's side of queues whose home is another node, with
+    /// `cluster` (gets, purges and consume answers wait on it).
+    pub queue_client: Option<Arc<cluster::queue_client::QueueClient>>,
 }
 
 impl ServerCtx {
@@ -262,8 +265,12 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     // more of its topology (see warren_core::vhost).
     let removals = config.cluster.as_ref().map(|_| {
         let r = Arc::new(cluster::topology::Removals::default());
-        broker.replication.set(r.clone());
-        r
+        let client = cluster::queue_client::QueueClient::new(&config.node_name);
+        broker.replication.set(Arc::new(cluster::queues::Hook {
+            removals: r.clone(),
+            client: client.clone(),
+        }));
+        (r, client)
     });
     // Restoring records every object again; they are written once, as the
     // new snapshot below.
@@ -359,12 +366,18 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             let secret = settings.load_secret().map_err(StartError::Cluster)?;
             let (tcp, _) = bind("inter-node listener", settings.listen, false)?
                 .expect("cluster.listen is validated not to be none");
+            let (_, client) = removals.as_ref().expect("made for a cluster");
+            let queues = Arc::new(cluster::queues::Queues {
+                client: client.clone(),
+                host: cluster::queue_host::QueueHost::new(broker.clone(), timers.clone()),
+            });
             let c = cluster::Cluster::start(
                 broker.clone(),
                 &config.node_name,
                 settings.clone(),
                 &secret,
                 tcp,
+                queues.clone(),
                 rx.clone(),
             )
             .map_err(|e| StartError::Cluster(e.to_string()))?;
@@ -380,7 +393,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             let meta = cluster::meta::Meta::start(&dir, c.clone(), apply, meta_applied)
                 .map_err(StartError::Cluster)?;
             c.set_events(meta.clone());
-            if let Some(r) = &removals {
+            if let Some((r, _)) = &removals {
                 r.start(meta.clone());
             }
             cluster::topology::announce_start(meta.clone(), config.node_name.clone(), rx.clone());
@@ -419,6 +432,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         oauth2,
         cluster,
         meta,
+        queue_client: removals.map(|(_, c)| c),
     });
     disk_monitor::spawn(ctx.broker.clone(), config.data_dir.clone(), rx.clone());
     stream::upkeep::spawn(ctx.broker.clone(), rx.clone());

@@ -16,7 +16,9 @@ use crate::message::MessageRef;
 
 use super::consumer::{Consumer, ConsumerInfo, ConsumerSpec, FlowWaiter};
 use super::paging::{Paging, Stored};
-use super::{Ctx, Entry, Overflow, PublishOutcome, QueueConfig, QueueStats, QueueType, Reason, Settle};
+use super::{
+    Ctx, Entry, Overflow, PublishOutcome, QueueConfig, QueueStats, QueueType, Reason, Settle, Ticket,
+};
 
 /// Ready messages above which a queue with consumers asks publishers to
 /// pause, and below which it lets them go on. The backlog, and so the
@@ -274,11 +276,11 @@ impl QueueType for ClassicQueue {
             Stored::No => false,
             Stored::Failed => return PublishOutcome::Rejected,
             Stored::InWindow(ticket) => {
-                ctx.effects.sync = ticket;
+                ctx.effects.sync = ticket.map(Ticket::Disk);
                 true
             }
             Stored::InTail(ticket) => {
-                ctx.effects.sync = ticket;
+                ctx.effects.sync = ticket.map(Ticket::Disk);
                 self.after_publish(ctx, config);
                 return PublishOutcome::Enqueued;
             }

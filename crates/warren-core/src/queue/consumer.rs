@@ -146,8 +146,9 @@ pub struct ConsumerSpec {
 }
 
 impl ConsumerSpec {
-    /// Count one delivery against link credit (under the queue's lock).
-    pub(crate) fn took_credit(&self) {
+    /// Count one delivery against link credit (under the queue's lock, or
+    /// by the cluster for a delivery from another node).
+    pub fn took_credit(&self) {
         if let Some(c) = &self.link_credit {
             c.take();
         }

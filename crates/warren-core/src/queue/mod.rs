@@ -20,6 +20,7 @@ mod stream_cache;
 mod stream_compression;
 #[cfg(test)]
 mod tests;
+mod ticket;
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -42,7 +43,8 @@ pub use dead_letter::{DeadLetter, Reason};
 pub use paging::{WINDOW_BYTES, WINDOW_MAX};
 pub use remote::RemoteQueue;
 pub use stream::{now_ms, StreamCodec, StreamLog, StreamQueue, StreamWaiter};
-pub use warren_store::{Storage, SyncTicket};
+pub use ticket::{RemoteConfirm, Ticket};
+pub use warren_store::{Storage, SyncTicket, SyncWaiter};
 
 /// The exclusive owner of a queue whose owning connection is on another
 /// node: no connection of this node has this id.
@@ -91,8 +93,9 @@ pub struct Effects {
     /// The queue's backlog passed its flow mark while it has consumers: the
     /// publisher should pause until it drains (see [`Queue::wait_for_drain`]).
     pub flow: bool,
-    /// The message was written to disk: confirm it once this is synced.
-    pub sync: Option<SyncTicket>,
+    /// The message was written to disk, or sent to the queue's node:
+    /// confirm it once this is done.
+    pub sync: Option<Ticket>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -439,7 +442,7 @@ impl Queue {
         home: ShortStr,
     ) -> Result<Arc<Queue>, BrokerError> {
         let config = settings(&arguments, policy.0.as_deref(), &name, vhost)?;
-        let state: Box<dyn QueueType> = Box::new(RemoteQueue::new(home.clone()));
+        let state: Box<dyn QueueType> = Box::new(RemoteQueue::new(home.clone(), env.replication.clone()));
         Ok(Arc::new(Queue {
             name,
             vhost: vhost.to_string(),

@@ -1,9 +1,11 @@
 //! A queue whose home is another node of the cluster, as this node holds
 //! it: its name, flags and arguments (so routing, redeclares, bindings and
 //! listings see it), and where it lives. Messages for it and consumers of
-//! it belong to its home node; until the inter-node queue protocol
-//! carries them, a publish routed here is refused (a nack under
-//! confirms) and a consume is answered that it is not supported.
+//! it belong to its home node: this type hands every call to the
+//! cluster's queue protocol ([`crate::replication::Replication`]), which
+//! carries it over the link to the home and brings confirms and
+//! deliveries back. Its figures (ready, unacked, consumers) are the
+//! home's; here they read zero.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -11,46 +13,77 @@ use std::time::Instant;
 use warren_amqp091::ShortStr;
 
 use super::{
-    ConsumerInfo, ConsumerSpec, Ctx, Entry, FlowWaiter, PublishOutcome, QueueStats, QueueType, Settle,
+    ConsumerInfo, ConsumerSpec, Ctx, Entry, FlowWaiter, PublishOutcome, QueueStats, QueueType, Settle, Ticket,
 };
 use crate::error::BrokerError;
 use crate::message::MessageRef;
+use crate::replication::ReplicationSlot;
 
 #[derive(Debug)]
 pub struct RemoteQueue {
     home: ShortStr,
+    cluster: ReplicationSlot,
 }
 
 impl RemoteQueue {
-    pub fn new(home: ShortStr) -> RemoteQueue {
-        RemoteQueue { home }
+    pub fn new(home: ShortStr, cluster: ReplicationSlot) -> RemoteQueue {
+        RemoteQueue { home, cluster }
     }
 }
 
 impl QueueType for RemoteQueue {
-    fn publish(&mut self, _ctx: &mut Ctx, _msg: MessageRef) -> PublishOutcome {
-        PublishOutcome::Rejected
+    fn publish(&mut self, ctx: &mut Ctx, msg: MessageRef) -> PublishOutcome {
+        let Some(c) = self.cluster.get() else {
+            return PublishOutcome::Rejected;
+        };
+        match c.publish(ctx.queue, &self.home, &msg) {
+            Some(p) => {
+                ctx.effects.sync = Some(Ticket::Remote(p.confirm));
+                ctx.effects.flow = p.flow;
+                PublishOutcome::Enqueued
+            }
+            None => PublishOutcome::Rejected,
+        }
     }
 
-    fn consume(&mut self, ctx: &mut Ctx, _spec: ConsumerSpec) -> Result<(), BrokerError> {
-        Err(BrokerError::NotImplemented(format!(
-            "queue '{}' in vhost '{}' lives on node '{}'; consuming through another node is not supported yet",
-            ctx.queue.name, ctx.queue.vhost, self.home
-        )))
+    fn consume(&mut self, ctx: &mut Ctx, spec: ConsumerSpec) -> Result<(), BrokerError> {
+        match self.cluster.get() {
+            Some(c) => c.consume(ctx.queue, &self.home, spec),
+            None => Err(BrokerError::Internal(format!(
+                "queue '{}' in vhost '{}' lives on node '{}', and this node is not in its cluster",
+                ctx.queue.name, ctx.queue.vhost, self.home
+            ))),
+        }
     }
 
-    fn cancel(&mut self, _ctx: &mut Ctx, _consumer_id: u64) -> bool {
-        false
+    fn cancel(&mut self, _ctx: &mut Ctx, consumer_id: u64) -> bool {
+        self.cluster.get().is_some_and(|c| c.cancel(consumer_id))
     }
 
-    fn settle(&mut self, _ctx: &mut Ctx, _consumer_id: Option<u64>, _entries: Vec<Entry>, _how: Settle) {}
+    fn settle(&mut self, _ctx: &mut Ctx, consumer_id: Option<u64>, entries: Vec<Entry>, how: Settle) {
+        if let Some(c) = self.cluster.get() {
+            c.settle(
+                &self.home,
+                consumer_id,
+                entries.iter().map(|e| e.seq).collect(),
+                how,
+            );
+        }
+    }
 
+    /// basic.get needs an answer from the home: the front ends ask the
+    /// cluster for it (asynchronously) instead of calling this.
     fn get(&mut self, _ctx: &mut Ctx, _no_ack: bool) -> Option<(Entry, u64)> {
         None
     }
 
-    fn pump(&mut self, _ctx: &mut Ctx) {}
+    fn pump(&mut self, ctx: &mut Ctx) {
+        if let Some(c) = self.cluster.get() {
+            c.pump(ctx.queue);
+        }
+    }
 
+    /// As `get`: the front ends ask the home.
     fn purge(&mut self, _ctx: &mut Ctx) -> u64 {
         0
     }
@@ -61,6 +94,8 @@ impl QueueType for RemoteQueue {
         None
     }
 
+    /// Its consumers here are ended by the home (which cancels them when
+    /// it deletes the queue).
     fn delete(&mut self, _ctx: &mut Ctx) -> Vec<ConsumerSpec> {
         Vec::new()
     }
@@ -73,8 +108,10 @@ impl QueueType for RemoteQueue {
         Vec::new()
     }
 
-    fn wait_for_drain(&mut self, _waiter: Arc<dyn FlowWaiter>) -> bool {
-        false
+    fn wait_for_drain(&mut self, waiter: Arc<dyn FlowWaiter>) -> bool {
+        self.cluster
+            .get()
+            .is_some_and(|c| c.wait_for_credit(&self.home, waiter))
     }
 
     fn idle_since(&self) -> Option<Instant> {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use warren_amqp091::methods::*;
 use warren_amqp091::{Method, ShortStr};
-use warren_core::queue::{ChannelLimit, Entry, Queue, SyncTicket};
+use warren_core::queue::{ChannelLimit, Entry, Queue, Ticket};
 
 use super::connection::Conn;
 use super::error::{AmqpError, Result};
@@ -39,7 +39,7 @@ pub struct Unacked {
 #[derive(Debug)]
 pub struct AfterSync {
     pub reply: SyncedReply,
-    pub tickets: Vec<SyncTicket>,
+    pub tickets: Vec<Ticket>,
 }
 
 #[derive(Debug, Clone, Copy)]

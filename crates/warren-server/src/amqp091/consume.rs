@@ -140,6 +140,9 @@ pub fn basic_consume(conn: &mut Conn, ch: &mut Channel, m: BasicConsume) -> Resu
         link_credit: None,
         arguments: m.arguments.clone(),
     };
+    if q.home.is_some() {
+        return consume_remote(conn, ch, q, spec, m.no_wait);
+    }
     // Deliveries the queue makes now wait in the outbox, which is drained
     // only after this method's replies are written: consume-ok goes first.
     let effects = q.consume(spec)?;
@@ -150,6 +153,55 @@ pub fn basic_consume(conn: &mut Conn, ch: &mut Channel, m: BasicConsume) -> Resu
     }
     Ok(())
 }
+
+/// basic.consume on a queue whose home is another node: answered once
+/// the home has the consumer (its errors, such as an exclusive consumer
+/// already there, are the home's); deliveries start only after
+/// consume-ok is written, when the queue is pumped.
+fn consume_remote(
+    conn: &mut Conn,
+    ch: &mut Channel,
+    q: Arc<Queue>,
+    spec: ConsumerSpec,
+    no_wait: bool,
+) -> Result<()> {
+    let Some(client) = conn.ctx.queue_client.clone() else {
+        return Err(AmqpError::new(
+            541,
+            "a queue of another node on a node with no cluster",
+        ));
+    };
+    super::declare::remote_home_up(conn, &q)?;
+    let (id, tag) = (spec.id, spec.tag.clone());
+    q.consume(spec)?;
+    let Some(answer) = client.consume_answer(id) else {
+        return Err(AmqpError::new(541, "the consume was not registered"));
+    };
+    let queue = q.clone();
+    let work = async move {
+        match answer.await {
+            Ok(r) => r,
+            Err(_) => Err(crate::cluster::queue_client::home_down(
+                &queue,
+                "the queue's home",
+            )),
+        }
+    };
+    super::declare::after_cluster(conn, ch, BASIC_CONSUME, work, move |conn, ch, ()| {
+        ch.consumers
+            .insert(tag.clone(), ConsumerRec { id, queue: q.clone() });
+        if !no_wait {
+            conn.send(ch.id, BasicConsumeOk { consumer_tag: tag });
+        }
+        let effects = q.pump();
+        conn.apply(&q, effects);
+        Ok(())
+    });
+    Ok(())
+}
+
+const BASIC_CONSUME: (u16, u16) = (60, 20);
+const BASIC_GET: (u16, u16) = (60, 70);
 
 pub fn basic_cancel(conn: &mut Conn, ch: &mut Channel, m: BasicCancel) -> Result<()> {
     if let Some(rec) = ch.consumers.remove(&m.consumer_tag) {
@@ -180,8 +232,30 @@ pub fn basic_get(conn: &mut Conn, ch: &mut Channel, m: BasicGet) -> Result<()> {
     let name = ch.queue_name(&m.queue)?;
     conn.check(Access::Read, Resource::Queue, &name)?;
     let q = conn.vhost()?.queue(&name, conn.id)?;
+    if q.home.is_some() {
+        super::declare::remote_home_up(conn, &q)?;
+        let Some(client) = conn.ctx.queue_client.clone() else {
+            return Err(AmqpError::new(
+                541,
+                "a queue of another node on a node with no cluster",
+            ));
+        };
+        let queue = q.clone();
+        let work = async move { client.get(&queue, m.no_ack).await };
+        super::declare::after_cluster(conn, ch, BASIC_GET, work, move |conn, ch, got| {
+            get_ok(conn, ch, q, m.no_ack, got);
+            Ok(())
+        });
+        return Ok(());
+    }
     let (got, effects) = q.get(m.no_ack);
     conn.apply(&q, effects);
+    get_ok(conn, ch, q, m.no_ack, got);
+    Ok(())
+}
+
+/// basic.get-ok (with the message) or basic.get-empty.
+fn get_ok(conn: &mut Conn, ch: &mut Channel, q: Arc<Queue>, no_ack: bool, got: Option<(Entry, u64)>) {
     match got {
         None => conn.send(ch.id, BasicGetEmpty::default()),
         Some((entry, remaining)) => {
@@ -196,7 +270,7 @@ pub fn basic_get(conn: &mut Conn, ch: &mut Channel, m: BasicGet) -> Result<()> {
                 message_count: remaining as u32,
             });
             write_content(conn, ch.id, &get_ok, msg);
-            if !m.no_ack {
+            if !no_ack {
                 ch.unacked.push_back(Unacked {
                     tag,
                     queue: q,
@@ -206,7 +280,6 @@ pub fn basic_get(conn: &mut Conn, ch: &mut Channel, m: BasicGet) -> Result<()> {
             }
         }
     }
-    Ok(())
 }
 
 fn write_content(conn: &mut Conn, channel: u16, method: &Method, msg: &warren_core::Message) {

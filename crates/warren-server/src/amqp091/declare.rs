@@ -9,6 +9,7 @@
 use warren_amqp091::methods::*;
 use warren_amqp091::ShortStr;
 use warren_core::exchange::{Binding, Destination};
+use warren_core::queue::Queue;
 use warren_core::vhost::{ExchangeDecl, QueueDecl};
 use warren_core::{Access, BrokerError, Resource};
 
@@ -26,7 +27,7 @@ fn clustered(conn: &Conn) -> bool {
 
 /// Do `work` through the cluster, then `reply` with what it gave; an
 /// error is the method's (`method`: its class and method ids).
-fn after_cluster<T: Send + 'static>(
+pub(super) fn after_cluster<T: Send + 'static>(
     conn: &mut Conn,
     ch: &Channel,
     method: (u16, u16),
@@ -49,6 +50,7 @@ const EXCHANGE_BIND: (u16, u16) = (40, 30);
 const EXCHANGE_UNBIND: (u16, u16) = (40, 40);
 const QUEUE_DECLARE: (u16, u16) = (50, 10);
 const QUEUE_BIND: (u16, u16) = (50, 20);
+const QUEUE_PURGE: (u16, u16) = (50, 30);
 const QUEUE_DELETE: (u16, u16) = (50, 40);
 const QUEUE_UNBIND: (u16, u16) = (50, 50);
 
@@ -184,6 +186,7 @@ pub fn queue_declare(conn: &mut Conn, ch: &mut Channel, m: QueueDeclare) -> Resu
     let (q, created) = if m.passive {
         let name = ch.queue_name(&m.queue)?;
         let q = vh.queue(&name, conn.id)?;
+        remote_home_up(conn, &q)?;
         if !m.no_wait {
             q.touch();
         }
@@ -324,6 +327,22 @@ pub fn queue_purge(conn: &mut Conn, ch: &mut Channel, m: QueuePurge) -> Result<(
     let name = ch.queue_name(&m.queue)?;
     conn.check(Access::Read, Resource::Queue, &name)?;
     let q = conn.vhost()?.queue(&name, conn.id)?;
+    if let (Some(_), Some(client)) = (&q.home, conn.ctx.queue_client.clone()) {
+        // Its home purges it.
+        let work = async move { client.purge(&q).await };
+        after_cluster(conn, ch, QUEUE_PURGE, work, move |conn, ch, n| {
+            if !m.no_wait {
+                conn.send(
+                    ch.id,
+                    QueuePurgeOk {
+                        message_count: n as u32,
+                    },
+                );
+            }
+            Ok(())
+        });
+        return Ok(());
+    }
     let (n, effects) = q.purge();
     conn.apply(&q, effects);
     if !m.no_wait {
@@ -367,4 +386,16 @@ fn queue_deleted(conn: &mut Conn, ch: &mut Channel, name: &ShortStr, n: u64, no_
             },
         );
     }
+}
+
+/// A queue whose home node cannot be reached answers 404, as RabbitMQ's
+/// do (its record is there; the queue is not).
+pub(super) fn remote_home_up(conn: &Conn, q: &Queue) -> Result<()> {
+    if let (Some(home), Some(client)) = (&q.home, &conn.ctx.queue_client) {
+        let home = home.to_str_lossy();
+        if !client.is_up(&home) {
+            return Err(crate::cluster::queue_client::home_down(q, &home).into());
+        }
+    }
+    Ok(())
 }

@@ -13,7 +13,7 @@ use warren_amqp091::frame::{write_body, write_content_header_raw, write_method};
 use warren_amqp091::methods::*;
 use warren_amqp091::{ContentHeader, FieldTable, FieldValue, Method, ShortStr};
 use warren_core::message::Message;
-use warren_core::queue::{PublishOutcome, SyncTicket};
+use warren_core::queue::{PublishOutcome, SyncWaiter, Ticket};
 use warren_core::stats::Stat;
 use warren_core::{Access, Resource};
 
@@ -321,7 +321,7 @@ fn enqueue(
     queues: &[Arc<warren_core::queue::Queue>],
     msg: &Arc<Message>,
     mandatory: bool,
-    tickets: &mut Vec<SyncTicket>,
+    tickets: &mut Vec<Ticket>,
 ) -> bool {
     let counters = &conn.ctx.broker.messages;
     counters.add(Stat::Publish, 1);
@@ -369,7 +369,7 @@ fn send_return(conn: &mut Conn, channel: u16, msg: &Message) {
 
 /// Decide the confirm of publish `seq`: at once, or once `tickets` are
 /// synced (a persistent message is confirmed only when on disk).
-fn confirm(conn: &mut Conn, ch: &mut Channel, seq: u64, ack: bool, tickets: Vec<SyncTicket>) {
+fn confirm(conn: &mut Conn, ch: &mut Channel, seq: u64, ack: bool, tickets: Vec<Ticket>) {
     if tickets.is_empty() && ch.unsynced.is_empty() {
         if ch.confirms.is_empty() {
             conn.confirm_dirty.push(ch.id);
@@ -380,7 +380,7 @@ fn confirm(conn: &mut Conn, ch: &mut Channel, seq: u64, ack: bool, tickets: Vec<
     }
 }
 
-fn wait_for_sync(conn: &mut Conn, ch: &mut Channel, reply: SyncedReply, tickets: Vec<SyncTicket>) {
+fn wait_for_sync(conn: &mut Conn, ch: &mut Channel, reply: SyncedReply, tickets: Vec<Ticket>) {
     if ch.unsynced.is_empty() {
         conn.sync_channels.push(ch.id);
     }
@@ -397,11 +397,19 @@ pub fn release_synced(conn: &mut Conn, channels: &mut HashMap<u16, Channel>) {
     for id in ids {
         let Some(ch) = channels.get_mut(&id) else { continue };
         while let Some(front) = ch.unsynced.front() {
-            if !front.tickets.iter().all(|t| t.is_synced()) {
+            if let Some(t) = front.tickets.iter().find(|t| !t.is_done()) {
+                // Woken when it may be done (next sync round, or the
+                // queue's node answering).
+                let syncer = conn.ctx.broker.config.storage.as_ref().map(|s| s.syncer());
+                let me: Arc<dyn SyncWaiter> = conn.outbox.clone();
+                t.wake(syncer, &me);
                 break;
             }
             match front.reply {
                 SyncedReply::Confirm { seq, ack } => {
+                    // A queue on another node that could not take it
+                    // makes it a nack.
+                    let ack = ack && front.tickets.iter().all(|t| t.is_ok());
                     if ch.confirms.is_empty() {
                         conn.confirm_dirty.push(id);
                     }
@@ -413,11 +421,6 @@ pub fn release_synced(conn: &mut Conn, channels: &mut HashMap<u16, Channel>) {
         }
         if !ch.unsynced.is_empty() {
             conn.sync_channels.push(id);
-        }
-    }
-    if !conn.sync_channels.is_empty() {
-        if let Some(storage) = &conn.ctx.broker.config.storage {
-            storage.syncer().wait(conn.outbox.clone());
         }
     }
 }

@@ -23,7 +23,7 @@ use warren_amqp10::performative::{
 };
 use warren_amqp10::sasl::{self, Sasl};
 use warren_amqp10::{CodecError, Frame, Performative, Value, AMQP_HEADER, SASL_HEADER};
-use warren_core::queue::{Delivery, Entry, FlowWaiter, LinkCredit, Queue, SyncTicket};
+use warren_core::queue::{Delivery, Entry, FlowWaiter, LinkCredit, Queue, Ticket};
 use warren_core::{Grant, User, VHost};
 use warren_store::SyncWaiter;
 
@@ -187,7 +187,7 @@ struct Conn {
     /// Settlements decided in this batch: (our channel, delivery-id, outcome).
     settles: Vec<(u16, u32, Outcome)>,
     /// Settlements waiting for fsync, in order.
-    unsynced: VecDeque<(u16, u32, Outcome, Vec<SyncTicket>)>,
+    unsynced: VecDeque<(u16, u32, Outcome, Vec<Ticket>)>,
     wake: Arc<SyncWake>,
     /// A resource alarm closed our incoming windows.
     blocked: bool,
@@ -958,16 +958,23 @@ impl Conn {
     fn after_batch(&mut self) {
         self.drain_outbox();
         while let Some((out, id, outcome, tickets)) = self.unsynced.front() {
-            if !tickets.iter().all(|t| t.is_synced()) {
+            if let Some(t) = tickets.iter().find(|t| !t.is_done()) {
+                // Woken when it may be done (next sync round, or the
+                // queue's node answering).
+                let syncer = self.ctx.broker.config.storage.as_ref().map(|s| s.syncer());
+                let me: Arc<dyn SyncWaiter> = self.wake.clone();
+                t.wake(syncer, &me);
                 break;
             }
-            self.settles.push((*out, *id, *outcome));
+            // A queue on another node that could not take it: the
+            // message was not delivered anywhere it was meant to be.
+            let outcome = if *outcome == Outcome::Accepted && !tickets.iter().all(|t| t.is_ok()) {
+                Outcome::Released
+            } else {
+                *outcome
+            };
+            self.settles.push((*out, *id, outcome));
             self.unsynced.pop_front();
-        }
-        if !self.unsynced.is_empty() {
-            if let Some(storage) = &self.ctx.broker.config.storage {
-                storage.syncer().wait(self.wake.clone());
-            }
         }
         let settles = std::mem::take(&mut self.settles);
         let mut i = 0;

@@ -15,7 +15,7 @@ use bytes::{Bytes, BytesMut};
 use warren_amqp10::messaging::{self, Outcome};
 use warren_amqp10::performative::{AmqpError, Transfer};
 use warren_core::message::Message;
-use warren_core::queue::{PublishOutcome, Queue, SyncTicket};
+use warren_core::queue::{PublishOutcome, Queue, Ticket};
 use warren_core::stats::Stat;
 use warren_core::{Access, Grant, Resource, VHost};
 
@@ -57,7 +57,7 @@ pub struct Published {
     /// None when the sender settled it already (no disposition owed).
     pub outcome: Option<Outcome>,
     /// Persistent messages on durable queues: settle once these are synced.
-    pub tickets: Vec<SyncTicket>,
+    pub tickets: Vec<Ticket>,
     /// Queues that asked publishers to slow down (backlog over the mark).
     pub flow: Vec<Arc<Queue>>,
 }

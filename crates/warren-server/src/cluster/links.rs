@@ -7,8 +7,13 @@
 //! detector the Raft groups will rely on instead of heartbeats of their
 //! own.
 //!
-//! A link's outgoing messages go through a bounded channel to its writer
-//! task, which sends whatever has queued in one write.
+//! A link's outgoing messages go through two channels to its writer task,
+//! which sends whatever has queued in one write: a bounded one for Raft,
+//! pings and requests (a sender finding it full drops the message; Raft
+//! resends), and one for the queue protocol, which must not drop. That one
+//! has no bound of its own because its senders are bounded by credit
+//! (`queue_client.rs`, `queue_host.rs`): unconfirmed publishes per node
+//! pair, undelivered deliveries per remote consumer.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -22,6 +27,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use warren_peer::message::RaftEnvelope;
+use warren_peer::queue::QueueMsg;
 use warren_peer::{parse_frame, Message, FRAME_MAX};
 
 use super::link::{accept, dial, Identity, LinkError};
@@ -63,10 +69,14 @@ pub struct PeerStatus {
     pub status: Option<serde_json::Value>,
 }
 
+/// Where the queue protocol's messages for a peer go (see the module
+/// docs for its bound).
+pub type DataSender = mpsc::UnboundedSender<Message>;
+
 struct Peer {
     address: String,
-    /// The link in use: its id and its writer's queue.
-    link: Option<(u64, mpsc::Sender<Message>)>,
+    /// The link in use: its id and its writer's queues.
+    link: Option<(u64, mpsc::Sender<Message>, DataSender)>,
     last_error: Option<String>,
     status: Option<serde_json::Value>,
 }
@@ -80,11 +90,24 @@ pub trait LinkEvents: Send + Sync {
     fn reply(&self, from: &str, id: u64, ok: bool, body: bytes::Bytes);
 }
 
+/// What the links report to the queue protocol.
+pub trait QueueEvents: Send + Sync {
+    /// A link to `node` is up; `data` sends on it.
+    fn up(&self, node: &str, data: DataSender);
+    fn down(&self, node: &str);
+    fn received(&self, from: &str, m: QueueMsg);
+    /// Everything read from `from` so far is handled (a point to send
+    /// what was gathered, such as confirms).
+    fn batch_done(&self, from: &str);
+}
+
 pub struct Cluster {
     me: Identity,
     broker: Arc<warren_core::Broker>,
     started: Instant,
     events: OnceLock<Arc<dyn LinkEvents>>,
+    /// The queue protocol's two sides.
+    queues: Arc<dyn QueueEvents>,
     settings: ClusterSettings,
     peers: Mutex<HashMap<String, Peer>>,
     next_link: AtomicU64,
@@ -101,6 +124,7 @@ impl Cluster {
         settings: ClusterSettings,
         secret: &[u8],
         listener: TcpListener,
+        queues: Arc<dyn QueueEvents>,
         shutdown: watch::Receiver<bool>,
     ) -> std::io::Result<Arc<Cluster>> {
         let listen = listener.local_addr()?;
@@ -122,6 +146,7 @@ impl Cluster {
             broker,
             started: Instant::now(),
             events: OnceLock::new(),
+            queues,
             settings,
             peers: Mutex::new(peers),
             next_link: AtomicU64::new(1),
@@ -156,7 +181,7 @@ impl Cluster {
             .peers
             .lock()
             .get(node)
-            .and_then(|p| p.link.as_ref().map(|(_, tx)| tx.clone()));
+            .and_then(|p| p.link.as_ref().map(|(_, tx, _)| tx.clone()));
         tx.is_some_and(|tx| tx.try_send(m).is_ok())
     }
 
@@ -186,9 +211,9 @@ impl Cluster {
             .peers
             .lock()
             .values()
-            .filter_map(|p| p.link.clone())
+            .filter_map(|p| p.link.as_ref().map(|(_, tx, _)| tx.clone()))
             .collect();
-        for (_, tx) in links {
+        for tx in links {
             let bye = Message::Goodbye {
                 reason: "shutdown".into(),
             };
@@ -345,20 +370,22 @@ impl Cluster {
         let _ = tcp.set_nodelay(true);
         let (mut rd, wr) = tcp.into_split();
         let (tx, rx) = mpsc::channel(LINK_QUEUE);
+        let (data, data_rx) = mpsc::unbounded_channel();
         let id = self.next_link.fetch_add(1, Ordering::Relaxed);
         {
             let mut peers = self.peers.lock();
             let Some(p) = peers.get_mut(&node) else {
                 return "not a configured peer".into();
             };
-            p.link = Some((id, tx.clone()));
+            p.link = Some((id, tx.clone(), data.clone()));
             p.last_error = None;
         }
         tracing::info!(peer = %node, "inter-node link up");
         if let Some(e) = self.events.get() {
             e.up(&node);
         }
-        let writer = tokio::spawn(write_loop(wr, rx));
+        self.queues.up(&node, data);
+        let writer = tokio::spawn(write_loop(wr, rx, data_rx));
         let _ = tx.try_send(self.status_message());
         let ping_every = Duration::from_millis(self.settings.ping_interval);
         let down_after = Duration::from_millis(self.settings.down_after);
@@ -395,6 +422,9 @@ impl Cluster {
                                 e.reply(&node, id, ok, body);
                             }
                         }
+                        Ok(Message::Queue(m)) => {
+                            self.queues.received(&node, m);
+                        }
                         Ok(Message::Goodbye { reason }) => break format!("the peer left: {reason}"),
                         Ok(m) if m.is_handshake() => break "a handshake message on an open link".into(),
                         Ok(m) => {
@@ -404,7 +434,9 @@ impl Cluster {
                     }
                     continue;
                 }
-                Ok(None) => {}
+                Ok(None) => {
+                    self.queues.batch_done(&node);
+                }
                 Err(e) => break format!("bad frame: {e}"),
             }
             tokio::select! {
@@ -430,7 +462,7 @@ impl Cluster {
         let current = {
             let mut peers = self.peers.lock();
             match peers.get_mut(&node) {
-                Some(p) if p.link.as_ref().is_some_and(|(l, _)| *l == id) => {
+                Some(p) if p.link.as_ref().is_some_and(|(l, _, _)| *l == id) => {
                     p.link = None;
                     true
                 }
@@ -443,21 +475,36 @@ impl Cluster {
             if let Some(e) = self.events.get() {
                 e.down(&node);
             }
+            self.queues.down(&node);
         }
         tracing::info!(peer = %node, "inter-node link down: {why}");
         why
     }
 }
 
-/// Send what the link's queue holds, as few writes as it takes.
-async fn write_loop(mut wr: tokio::net::tcp::OwnedWriteHalf, mut rx: mpsc::Receiver<Message>) {
+/// Send what the link's queues hold, as few writes as it takes; Raft and
+/// pings first, so a busy queue protocol cannot delay an election.
+async fn write_loop(
+    mut wr: tokio::net::tcp::OwnedWriteHalf,
+    mut rx: mpsc::Receiver<Message>,
+    mut data: mpsc::UnboundedReceiver<Message>,
+) {
     let mut out = BytesMut::new();
-    while let Some(m) = rx.recv().await {
+    loop {
+        let m = tokio::select! {
+            biased;
+            m = rx.recv() => m,
+            m = data.recv() => m,
+        };
+        let Some(m) = m else { return };
         m.encode(&mut out);
         while out.len() < WRITE_BATCH {
-            match rx.try_recv() {
-                Ok(m) => m.encode(&mut out),
-                Err(_) => break,
+            if let Ok(m) = rx.try_recv() {
+                m.encode(&mut out);
+            } else if let Ok(m) = data.try_recv() {
+                m.encode(&mut out);
+            } else {
+                break;
             }
         }
         if wr.write_all(&out).await.is_err() {

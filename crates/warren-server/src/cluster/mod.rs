@@ -4,13 +4,19 @@
 //! failure detector (`links.rs`), which `/api/nodes` reports, and the
 //! metadata Raft group over them (`meta.rs`: a replicated, durable log),
 //! the changes that ride on it (`command.rs`), and the topology changes
-//! as the front ends make them (`topology.rs`). Messages do not cross a
-//! link yet. A node with no `[cluster]` settings starts none of this.
+//! as the front ends make them (`topology.rs`); and the queue protocol
+//! (`queues.rs`, `queue_client.rs`, `queue_host.rs`), through which a
+//! connection on one node publishes to, consumes from and settles with a
+//! classic queue whose home is another. A node with no `[cluster]`
+//! settings starts none of this.
 
 pub mod command;
 pub mod link;
 pub mod links;
 pub mod meta;
+pub mod queue_client;
+pub mod queue_host;
+pub mod queues;
 pub mod settings;
 pub mod topology;
 

@@ -17,7 +17,6 @@ use tokio::sync::watch;
 use warren_amqp091::ShortStr;
 use warren_core::exchange::Binding;
 use warren_core::queue::Queue;
-use warren_core::replication::Replication;
 use warren_core::vhost::{ExchangeDecl, QueueDecl};
 use warren_core::{BrokerError, VHost};
 
@@ -223,8 +222,9 @@ impl Removals {
     }
 }
 
-impl Replication for Removals {
-    fn remove_queue(&self, vhost: &str, queue: &Arc<Queue>) {
+impl Removals {
+    /// Propose that `queue` go (in the background, retried).
+    pub fn remove_queue(&self, vhost: &str, queue: &Arc<Queue>) {
         let Some((meta, rt)) = self.meta.get() else {
             tracing::warn!(queue = %queue.name, %vhost, "queue removal before the metadata group runs, skipped");
             return;

@@ -125,6 +125,16 @@ async fn until_sees(b: &Broker, expected: &[(String, bool)]) {
     }
 }
 
+/// Wait until every node has a link up to every other (queue traffic
+/// between two nodes needs theirs; a metadata leader needs only a
+/// majority's).
+pub(crate) async fn all_linked(nodes: &[Broker]) {
+    let up = vec![true; nodes.len()];
+    for (i, b) in nodes.iter().enumerate() {
+        until_sees(b, &view(i, &up)).await;
+    }
+}
+
 fn view(me: usize, up: &[bool]) -> Vec<(String, bool)> {
     let mut v = vec![(node_name(me), true)];
     v.extend((0..up.len()).filter(|&i| i != me).map(|i| (node_name(i), up[i])));

@@ -1,0 +1,410 @@
+//! Messages across nodes: a classic queue lives on one node, and clients
+//! of the other nodes publish to it (with confirms), consume from it (with
+//! prefetch and acks), get from it and purge it, through the queue
+//! protocol on the inter-node links, with real clients (lapin). A queue
+//! whose node is down answers 404 as RabbitMQ's does, nacks publishes,
+//! cancels its consumers elsewhere, and works again when its node returns.
+
+use std::time::{Duration, Instant};
+
+use futures_lite::StreamExt;
+use lapin::options::*;
+use lapin::types::FieldTable;
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+use reqwest::{Method, StatusCode};
+
+use crate::cluster::{all_linked, free_ports, meta_leader, node_name, start_node, start_three};
+use crate::common::*;
+
+async fn connect(b: &Broker) -> Connection {
+    let uri = format!("amqp://guest:guest@127.0.0.1:{}/%2f", b.port);
+    within(Connection::connect(&uri, ConnectionProperties::default()))
+        .await
+        .expect("connects")
+}
+
+fn durable() -> QueueDeclareOptions {
+    QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    }
+}
+
+fn persistent() -> BasicProperties {
+    BasicProperties::default().with_delivery_mode(2)
+}
+
+/// Wait (at most 10 s) until node `b` lists queue `q` with `ready` messages.
+async fn until_ready(b: &Broker, q: &str, ready: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (s, v) = b.http(Method::GET, &format!("/api/queues/%2F/{q}"), None).await;
+        if s == StatusCode::OK && v["messages_ready"] == ready {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "queue {q} never had {ready} ready: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Publish `n` persistent messages "{prefix}-{i}" to queue `q` with
+/// confirms; whether every one was acked.
+async fn publish_confirmed(ch: &Channel, q: &str, prefix: &str, n: usize) -> bool {
+    let mut confirms = Vec::new();
+    for i in 0..n {
+        let body = format!("{prefix}-{i}");
+        let c = within(ch.basic_publish(
+            "".into(),
+            q.into(),
+            BasicPublishOptions::default(),
+            body.as_bytes(),
+            persistent(),
+        ))
+        .await
+        .unwrap();
+        confirms.push(c);
+    }
+    let mut all = true;
+    for c in confirms {
+        all &= within(c).await.unwrap().is_ack();
+    }
+    all
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_consume_get_and_purge_through_nodes_that_are_not_the_queues() {
+    let ports = free_ports(3);
+    let nodes = start_three(&ports).await;
+    meta_leader(&nodes).await;
+    all_linked(&nodes).await;
+
+    // The queue lives on node 1.
+    let c1 = connect(&nodes[0]).await;
+    let ch1 = c1.create_channel().await.unwrap();
+    within(ch1.queue_declare("cq".into(), durable(), FieldTable::default()))
+        .await
+        .unwrap();
+
+    // Node 2 publishes with confirms: every one acked once node 1 has it
+    // on disk, and node 1 counts them.
+    let c2 = connect(&nodes[1]).await;
+    let ch2 = c2.create_channel().await.unwrap();
+    within(ch2.confirm_select(ConfirmSelectOptions::default()))
+        .await
+        .unwrap();
+    // The queue must be known to node 2 before it routes to it.
+    within(ch2.queue_declare(
+        "cq".into(),
+        QueueDeclareOptions {
+            passive: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap();
+    assert!(publish_confirmed(&ch2, "cq", "m", 500).await, "all acked");
+    until_ready(&nodes[0], "cq", 500).await;
+
+    // Node 3 consumes with prefetch 10: it gets 10 and no more until it
+    // acks.
+    let c3 = connect(&nodes[2]).await;
+    let ch3 = c3.create_channel().await.unwrap();
+    within(ch3.basic_qos(10, BasicQosOptions::default()))
+        .await
+        .unwrap();
+    let mut consumer = within(ch3.basic_consume(
+        "cq".into(),
+        "c3".into(),
+        BasicConsumeOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap();
+    let mut held = Vec::new();
+    for _ in 0..10 {
+        let d = within(consumer.next()).await.unwrap().unwrap();
+        held.push(d);
+    }
+    let more = tokio::time::timeout(Duration::from_millis(500), consumer.next()).await;
+    assert!(more.is_err(), "an 11th delivery past prefetch 10");
+    // Acks let the rest flow, in order.
+    for d in held.drain(..) {
+        d.ack(BasicAckOptions::default()).await.unwrap();
+    }
+    let mut seen = 10;
+    while seen < 400 {
+        let d = within(consumer.next()).await.unwrap().unwrap();
+        assert_eq!(String::from_utf8_lossy(&d.data), format!("m-{seen}"));
+        assert!(!d.redelivered);
+        d.ack(BasicAckOptions::default()).await.unwrap();
+        seen += 1;
+    }
+    // Take 3 more without acking, then close the channel: they go back
+    // to the queue on node 1, redelivered.
+    for _ in 0..3 {
+        within(consumer.next()).await.unwrap().unwrap();
+    }
+    within(ch3.close(200, "bye".into())).await.unwrap();
+    until_ready(&nodes[0], "cq", 100).await;
+
+    // basic.get through node 2: the first of those, marked redelivered;
+    // nacked without requeue it is gone.
+    let got = within(ch2.basic_get("cq".into(), BasicGetOptions::default()))
+        .await
+        .unwrap()
+        .expect("a message");
+    assert_eq!(String::from_utf8_lossy(&got.delivery.data), "m-400");
+    assert!(got.delivery.redelivered);
+    assert_eq!(got.message_count, 99);
+    got.delivery
+        .nack(BasicNackOptions {
+            requeue: false,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    until_ready(&nodes[0], "cq", 99).await;
+    let got = within(ch2.basic_get("cq".into(), BasicGetOptions { no_ack: true }))
+        .await
+        .unwrap()
+        .expect("a message");
+    assert_eq!(String::from_utf8_lossy(&got.delivery.data), "m-401");
+    until_ready(&nodes[0], "cq", 98).await;
+
+    // queue.purge through node 3.
+    let ch3 = c3.create_channel().await.unwrap();
+    let n = within(ch3.queue_purge("cq".into(), QueuePurgeOptions::default()))
+        .await
+        .unwrap();
+    assert_eq!(n, 98);
+    until_ready(&nodes[0], "cq", 0).await;
+    let empty = within(ch2.basic_get("cq".into(), BasicGetOptions::default()))
+        .await
+        .unwrap();
+    assert!(empty.is_none());
+
+    // A consumer elsewhere gets what is published after it started, and a
+    // second consumer asking to be exclusive is refused by the home.
+    let mut consumer = within(ch3.basic_consume(
+        "cq".into(),
+        "c3b".into(),
+        BasicConsumeOptions {
+            no_ack: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap();
+    assert!(publish_confirmed(&ch2, "cq", "late", 5).await);
+    for i in 0..5 {
+        let d = within(consumer.next()).await.unwrap().unwrap();
+        assert_eq!(String::from_utf8_lossy(&d.data), format!("late-{i}"));
+    }
+    let ch2b = c2.create_channel().await.unwrap();
+    let refused = within(ch2b.basic_consume(
+        "cq".into(),
+        "x".into(),
+        BasicConsumeOptions {
+            exclusive: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    ))
+    .await;
+    let text = format!("{refused:?}");
+    assert!(text.contains("403") || text.contains("ACCESS_REFUSED"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_whose_node_is_down_answers_404_and_works_again_when_it_returns() {
+    let ports = free_ports(3);
+    let mut nodes = start_three(&ports).await;
+    meta_leader(&nodes).await;
+    all_linked(&nodes).await;
+
+    let c1 = connect(&nodes[0]).await;
+    let ch1 = c1.create_channel().await.unwrap();
+    within(ch1.queue_declare("dq".into(), durable(), FieldTable::default()))
+        .await
+        .unwrap();
+    let c2 = connect(&nodes[1]).await;
+    let ch2 = c2.create_channel().await.unwrap();
+    within(ch2.confirm_select(ConfirmSelectOptions::default()))
+        .await
+        .unwrap();
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..Default::default()
+    };
+    within(ch2.queue_declare("dq".into(), passive, FieldTable::default()))
+        .await
+        .unwrap();
+    assert!(publish_confirmed(&ch2, "dq", "kept", 20).await);
+
+    // A consumer on node 3, with the queue's node about to go.
+    let c3 = connect(&nodes[2]).await;
+    let ch3 = c3.create_channel().await.unwrap();
+    let mut consumer = within(ch3.basic_consume(
+        "dq".into(),
+        "watcher".into(),
+        BasicConsumeOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap();
+    for i in 0..20 {
+        let d = within(consumer.next()).await.unwrap().unwrap();
+        assert_eq!(String::from_utf8_lossy(&d.data), format!("kept-{i}"));
+        // Not acked: they go back to the queue when this consumer's
+        // link to node 1 goes.
+    }
+
+    drop(ch1);
+    drop(c1);
+    let dir = std::mem::replace(&mut nodes[0].data_dir, "/nonexistent/warren-test".into());
+    nodes[0].stop().await;
+
+    // The consumer is cancelled by the broker: its stream ends.
+    let end = within(async {
+        loop {
+            match consumer.next().await {
+                None => return true,
+                Some(Err(_)) => return true,
+                Some(Ok(_)) => continue,
+            }
+        }
+    })
+    .await;
+    assert!(end);
+
+    // Publishes to it are nacked.
+    assert!(
+        !publish_confirmed(&ch2, "dq", "lost", 3).await,
+        "nacked while its node is down"
+    );
+    // A passive declare, a get, a consume: 404 with RabbitMQ's words.
+    let expected = format!(
+        "home node '{}' of durable queue 'dq' in vhost '/' is down or inaccessible",
+        node_name(0)
+    );
+    for attempt in 0..3 {
+        let ch = c2.create_channel().await.unwrap();
+        let r = match attempt {
+            0 => within(ch.queue_declare("dq".into(), passive, FieldTable::default()))
+                .await
+                .map(|_| ()),
+            1 => within(ch.basic_get("dq".into(), BasicGetOptions::default()))
+                .await
+                .map(|_| ()),
+            _ => within(ch.basic_consume(
+                "dq".into(),
+                "".into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            ))
+            .await
+            .map(|_| ()),
+        };
+        let text = format!("{r:?}");
+        assert!(
+            text.contains("NOT_FOUND") && text.contains(&expected),
+            "attempt {attempt}: {text}"
+        );
+    }
+
+    // Node 1 returns with its data: the queue works again from every node,
+    // with the messages it had confirmed, redelivered.
+    nodes[0] = start_node("itest", "s3cret", 0, &ports, Some(dir)).await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let ch = loop {
+        let ch = c2.create_channel().await.unwrap();
+        if within(ch.queue_declare("dq".into(), passive, FieldTable::default()))
+            .await
+            .is_ok()
+        {
+            break ch;
+        }
+        assert!(Instant::now() < deadline, "dq never came back");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let mut got = Vec::new();
+    while let Some(m) = within(ch.basic_get("dq".into(), BasicGetOptions { no_ack: true }))
+        .await
+        .unwrap()
+    {
+        got.push(String::from_utf8_lossy(&m.delivery.data).to_string());
+    }
+    let expected: Vec<String> = (0..20).map(|i| format!("kept-{i}")).collect();
+    assert_eq!(got, expected);
+}
+
+/// AMQP 1.0 across nodes: a sender on node 2 to a queue on node 1 has its
+/// transfers accepted (the home confirmed them); a receiver on node 3
+/// gets them in order, never past the link credit it granted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn amqp_1_0_senders_and_receivers_on_other_nodes_with_credit() {
+    use crate::amqp10_raw::{transfers, RawReceiver};
+    use fe2o3_amqp::{Connection as Connection10, Sender, Session};
+
+    const N: u32 = 40;
+    let ports = free_ports(3);
+    let nodes = start_three(&ports).await;
+    meta_leader(&nodes).await;
+    all_linked(&nodes).await;
+    let c1 = connect(&nodes[0]).await;
+    let ch1 = c1.create_channel().await.unwrap();
+    within(ch1.queue_declare("q10".into(), durable(), FieldTable::default()))
+        .await
+        .unwrap();
+    // Nodes 2 and 3 know it before the 1.0 links attach.
+    for b in &nodes[1..] {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while b.http(Method::GET, "/api/queues/%2F/q10", None).await.0 != StatusCode::OK {
+            assert!(Instant::now() < deadline, "q10 never seen");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    let url = format!("amqp://guest:guest@127.0.0.1:{}", nodes[1].port);
+    let mut conn = within(Connection10::open("cross-10", url.as_str()))
+        .await
+        .unwrap();
+    let mut session = within(Session::begin(&mut conn)).await.unwrap();
+    let mut sender = within(Sender::attach(&mut session, "s", "/queues/q10"))
+        .await
+        .unwrap();
+    for i in 0..N {
+        let outcome = within(sender.send(fe2o3_amqp::types::messaging::Data(
+            i.to_be_bytes().to_vec().into(),
+        )))
+        .await
+        .unwrap();
+        assert!(outcome.is_accepted(), "{outcome:?}");
+    }
+    until_ready(&nodes[0], "q10", N as u64).await;
+
+    let mut r = RawReceiver::attach(nodes[2].port, "/queues/q10").await;
+    let mut received = 0u32;
+    while received < N {
+        r.flow(received, 2, false).await;
+        let got = r.read(None, |f| transfers(f).len() >= 2).await;
+        let got = transfers(&got);
+        assert_eq!(got.len(), 2, "past the credit of 2 after {received}");
+        for (id, body) in got {
+            assert_eq!(u32::from_be_bytes(body[..4].try_into().unwrap()), received);
+            received += 1;
+            r.accept(id);
+        }
+        let extra = r.read(Some(Duration::from_millis(30)), |_| false).await;
+        assert!(
+            transfers(&extra).is_empty(),
+            "a transfer without credit after {received}"
+        );
+    }
+    until_ready(&nodes[0], "q10", 0).await;
+}
