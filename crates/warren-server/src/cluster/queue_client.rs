@@ -184,6 +184,12 @@ impl QueueClient {
     }
 
     pub fn up(&self, node: &str, data: DataSender) {
+        // A new link that replaces one still up (the peer dialled again
+        // before this side saw the old one fail): the home forgot what the
+        // old one carried, so end that first.
+        if self.is_up(node) {
+            self.down(node);
+        }
         self.home(node).lock().link = Some(data);
     }
 
