@@ -381,6 +381,22 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
                 rx.clone(),
             )
             .map_err(|e| StartError::Cluster(e.to_string()))?;
+            // Stream clients of other nodes are sent here for the streams
+            // that live here (the stream protocol's metadata).
+            let at = |b: &Option<(tokio::net::TcpListener, SocketAddr)>| b.as_ref().map(|(_, a)| *a);
+            let (plain, secure) = (at(&stream_plain), at(&stream_tls));
+            let host = config.stream_advertised_host.clone().or_else(|| {
+                plain
+                    .or(secure)
+                    .map(|a| a.ip())
+                    .filter(|ip| !ip.is_unspecified())
+                    .map(|ip| ip.to_string())
+            });
+            c.set_stream_endpoint(
+                host,
+                config.stream_advertised_port.or(plain.map(|a| a.port())),
+                config.stream_advertised_tls_port.or(secure.map(|a| a.port())),
+            );
             let applier = cluster::command::Applier {
                 broker: broker.clone(),
                 timers: timers.clone(),

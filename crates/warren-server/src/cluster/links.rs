@@ -108,6 +108,9 @@ pub struct Cluster {
     events: OnceLock<Arc<dyn LinkEvents>>,
     /// The queue protocol's two sides.
     queues: Arc<dyn QueueEvents>,
+    /// Where stream clients reach this node (host, plain port, TLS port),
+    /// as its status reports tell the others.
+    stream_endpoint: OnceLock<serde_json::Value>,
     settings: ClusterSettings,
     peers: Mutex<HashMap<String, Peer>>,
     next_link: AtomicU64,
@@ -147,6 +150,7 @@ impl Cluster {
             started: Instant::now(),
             events: OnceLock::new(),
             queues,
+            stream_endpoint: OnceLock::new(),
             settings,
             peers: Mutex::new(peers),
             next_link: AtomicU64::new(1),
@@ -172,6 +176,32 @@ impl Cluster {
     /// Who hears of links going up and down and of Raft messages (once).
     pub fn set_events(&self, e: Arc<dyn LinkEvents>) {
         let _ = self.events.set(e);
+    }
+
+    /// Where stream clients reach this node: the advertised host (None:
+    /// the host of this node's inter-node address, as peers know it) and
+    /// ports. Set once, after the listeners are bound.
+    pub fn set_stream_endpoint(&self, host: Option<String>, port: Option<u16>, tls_port: Option<u16>) {
+        let _ = self.stream_endpoint.set(serde_json::json!({
+            "host": host,
+            "port": port,
+            "tls_port": tls_port,
+        }));
+    }
+
+    /// Where stream clients reach `node`, if it is up and has said so:
+    /// (host, port), the TLS port when `tls`.
+    pub fn stream_endpoint_of(&self, node: &str, tls: bool) -> Option<(String, u16)> {
+        let peers = self.peers.lock();
+        let p = peers.get(node)?;
+        p.link.as_ref()?;
+        let e = &p.status.as_ref()?["stream"];
+        let port = e[if tls { "tls_port" } else { "port" }].as_u64()? as u16;
+        let host = match e["host"].as_str() {
+            Some(h) => h.to_string(),
+            None => p.address.rsplit_once(':').map(|(h, _)| h.to_string())?,
+        };
+        Some((host, port))
     }
 
     /// Queue `m` for `node`; false (and dropped) when there is no link or
@@ -235,6 +265,7 @@ impl Cluster {
             "disk_free_alarm": b.alarms.disk_alarm(),
             "uptime": self.started.elapsed().as_millis() as u64,
             "processors": std::thread::available_parallelism().map_or(1, |n| n.get()),
+            "stream": self.stream_endpoint.get(),
         })
     }
 

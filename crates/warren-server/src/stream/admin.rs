@@ -129,29 +129,64 @@ impl Conn {
         (host, port as u32)
     }
 
-    /// Metadata: one broker (this one) leads every stream.
+    /// Metadata: a stream's leader is the node it lives on, this one (the
+    /// first broker listed) or, on a cluster, another node, whose stream
+    /// endpoint its status reports gave. Streams have no replicas yet
+    /// (issue 18); a stream on another node is listed as its only member
+    /// for reading too, so a client that reads from a replica when there
+    /// is one goes to that node instead of staying on one that cannot
+    /// serve it. A stream whose node is down is not available.
     pub(super) fn metadata(&mut self, correlation_id: u32, streams: &[String]) {
-        let (host, port) = self.advertised();
+        let mut brokers: Vec<(String, u32)> = vec![self.advertised()];
+        let tls = self.entry.tls().is_some();
+        let mut answers = Vec::with_capacity(streams.len());
+        for s in streams {
+            let answer = match self.stream_home(s) {
+                Ok(None) => (code::OK, 0, false),
+                Ok(Some(node)) => {
+                    let at = self
+                        .ctx
+                        .cluster
+                        .as_ref()
+                        .and_then(|c| c.stream_endpoint_of(&node, tls));
+                    match at {
+                        Some((host, port)) => {
+                            let b = (host, port as u32);
+                            let i = match brokers.iter().position(|x| *x == b) {
+                                Some(i) => i,
+                                None => {
+                                    brokers.push(b);
+                                    brokers.len() - 1
+                                }
+                            };
+                            (code::OK, i as u16, true)
+                        }
+                        None => (code::STREAM_NOT_AVAILABLE, 0xffff, false),
+                    }
+                }
+                Err(c) => (c, 0xffff, false),
+            };
+            answers.push(answer);
+        }
         let mut rest = BytesMut::new();
         rest.put_u32(correlation_id);
-        rest.put_i32(1);
-        rest.put_u16(0);
-        put_string(&mut rest, &host);
-        rest.put_u32(port);
+        rest.put_i32(brokers.len() as i32);
+        for (i, (host, port)) in brokers.iter().enumerate() {
+            rest.put_u16(i as u16);
+            put_string(&mut rest, host);
+            rest.put_u32(*port);
+        }
         rest.put_i32(streams.len() as i32);
-        for s in streams {
+        for (s, (c, leader, member)) in streams.iter().zip(answers) {
             put_string(&mut rest, s);
-            match self.stream_log(s) {
-                Ok(_) => {
-                    rest.put_u16(code::OK);
-                    rest.put_u16(0);
-                }
-                Err(c) => {
-                    rest.put_u16(c);
-                    rest.put_u16(0xffff);
-                }
+            rest.put_u16(c);
+            rest.put_u16(leader);
+            if member {
+                rest.put_i32(1);
+                rest.put_u16(leader);
+            } else {
+                rest.put_i32(0);
             }
-            rest.put_i32(0);
         }
         // No response code at the top of a metadata response.
         self.command(key::METADATA | key::RESPONSE, |out| out.put_slice(&rest));

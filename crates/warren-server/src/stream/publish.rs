@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use warren_core::queue::{Queue, StreamLog};
+use warren_core::queue::{Queue, QueueKind, StreamLog};
 use warren_core::stats::Stat;
 use warren_log::{Delta, Message};
 use warren_stream::command::{key, Command};
@@ -52,14 +52,33 @@ impl Conn {
         self.stream_queue(name).map(|(_, log)| log)
     }
 
-    /// Stream `name` as a queue, and its log.
+    /// Stream `name` as a queue, and its log. A stream that lives on
+    /// another node is not available here (the metadata sends clients
+    /// there).
     fn stream_queue(&self, name: &str) -> Result<(Arc<Queue>, Arc<StreamLog>), u16> {
         let q = self
             .vhost()
             .queue(name.as_bytes(), 0)
             .map_err(|_| code::STREAM_DOES_NOT_EXIST)?;
+        if q.home.is_some() && q.kind() == QueueKind::Stream {
+            return Err(code::STREAM_NOT_AVAILABLE);
+        }
         let log = q.stream().cloned().ok_or(code::STREAM_DOES_NOT_EXIST)?;
         Ok((q, log))
+    }
+
+    /// Where stream `name` lives: None for this node, or another node's
+    /// name.
+    pub(super) fn stream_home(&self, name: &str) -> Result<Option<String>, u16> {
+        let q = self
+            .vhost()
+            .queue(name.as_bytes(), 0)
+            .map_err(|_| code::STREAM_DOES_NOT_EXIST)?;
+        match (&q.home, q.kind()) {
+            (Some(h), QueueKind::Stream) => Ok(Some(h.to_str_lossy().to_string())),
+            (None, QueueKind::Stream) => Ok(None),
+            _ => Err(code::STREAM_DOES_NOT_EXIST),
+        }
     }
 
     pub(super) fn declare_publisher(

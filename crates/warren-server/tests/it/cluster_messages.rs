@@ -4,6 +4,8 @@
 //! protocol on the inter-node links, with real clients (lapin). A queue
 //! whose node is down answers 404 as RabbitMQ's does, nacks publishes,
 //! cancels its consumers elsewhere, and works again when its node returns.
+//! AMQP 1.0 senders and receivers cross nodes too (link credit held), and
+//! stream clients are sent to the node their stream lives on.
 
 use std::time::{Duration, Instant};
 
@@ -407,4 +409,63 @@ async fn amqp_1_0_senders_and_receivers_on_other_nodes_with_credit() {
         );
     }
     until_ready(&nodes[0], "q10", 0).await;
+}
+
+/// The stream protocol across nodes: a stream created through node 1
+/// lives there; the metadata that nodes 2 and 3 give names node 1 as its
+/// leader (and only member), so the real client's producer on node 3 and
+/// consumer on node 2 connect to node 1 and work; publishing to it on a
+/// node where it does not live is refused as not available.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_clients_of_any_node_are_sent_to_the_streams_node() {
+    use rabbitmq_stream_client::types::OffsetSpecification;
+
+    let ports = free_ports(3);
+    let nodes = start_three(&ports).await;
+    meta_leader(&nodes).await;
+    all_linked(&nodes).await;
+    let env1 = nodes[0].stream_env().await;
+    within(env1.stream_creator().create("s-cross")).await.unwrap();
+    let env3 = nodes[2].stream_env().await;
+    let env2 = nodes[1].stream_env().await;
+
+    // Node 3 knows the stream and, once the nodes' status reports have
+    // said where their stream ports are, sends the producer to node 1.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let producer = loop {
+        match within(env3.producer().build("s-cross")).await {
+            Ok(p) => break p,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "no producer through node 3: {e:?}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    within(producer.close()).await.unwrap();
+    let bodies: Vec<String> = (0..100).map(|i| format!("s-{i}")).collect();
+    crate::stream::publish(&env3, "s-cross", bodies.clone()).await;
+    let got = crate::stream::consume(&env2, "s-cross", OffsetSpecification::First, 100).await;
+    let got: Vec<String> = got.into_iter().map(|(_, b)| b).collect();
+    assert_eq!(got, bodies);
+    // Written once, on node 1.
+    let (_, q) = nodes[0].http(Method::GET, "/api/queues/%2F/s-cross", None).await;
+    assert_eq!(q["node"], node_name(0));
+
+    // A client that ignores the metadata and publishes on node 2 is
+    // told the stream is not available there.
+    let client = within(rabbitmq_stream_client::Client::connect(
+        rabbitmq_stream_client::ClientOptions::builder()
+            .host("127.0.0.1")
+            .port(nodes[1].stream_port())
+            .build(),
+    ))
+    .await
+    .unwrap();
+    let r = within(client.declare_publisher(1, None, "s-cross"))
+        .await
+        .unwrap();
+    assert_eq!(
+        r.code(),
+        &rabbitmq_stream_client::types::ResponseCode::StreamNotAvailable
+    );
 }

@@ -30,7 +30,7 @@ impl Broker {
     }
 }
 
-async fn publish(env: &Environment, stream: &str, bodies: impl IntoIterator<Item = String>) {
+pub(crate) async fn publish(env: &Environment, stream: &str, bodies: impl IntoIterator<Item = String>) {
     let producer = within(env.producer().build(stream)).await.unwrap();
     let msgs: Vec<Message> = bodies
         .into_iter()
@@ -44,7 +44,12 @@ async fn publish(env: &Environment, stream: &str, bodies: impl IntoIterator<Item
 }
 
 /// (offset, body) of the next `n` messages from `spec`.
-async fn consume(env: &Environment, stream: &str, spec: OffsetSpecification, n: usize) -> Vec<(u64, String)> {
+pub(crate) async fn consume(
+    env: &Environment,
+    stream: &str,
+    spec: OffsetSpecification,
+    n: usize,
+) -> Vec<(u64, String)> {
     let mut consumer = within(env.consumer().offset(spec).build(stream)).await.unwrap();
     let mut out = Vec::new();
     while out.len() < n {
