@@ -34,6 +34,7 @@ pub mod kind {
     pub const GOT: u8 = 0x49;
     pub const PURGE: u8 = 0x4a;
     pub const ANSWER: u8 = 0x4b;
+    pub const FIGURES: u8 = 0x4c;
 }
 
 /// A message as it crosses a link: what a 0-9-1 publish carries, so the
@@ -54,6 +55,20 @@ pub mod settle {
     pub const REQUEUE: u8 = 1;
     pub const DISCARD: u8 = 2;
 }
+
+/// One queue's figures as its home reports them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Figures {
+    pub vhost: String,
+    pub queue: Bytes,
+    pub ready: u64,
+    pub unacked: u64,
+    pub consumers: u32,
+    pub ready_bytes: u64,
+}
+
+/// Bytes a [`Figures`] takes at least (empty names).
+const FIGURES_MIN: usize = 2 + 8 + 8 + 4 + 8;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum QueueMsg {
@@ -133,6 +148,10 @@ pub enum QueueMsg {
         text: String,
         value: u64,
     },
+    /// Home → every other node, now and then: the figures of its queues
+    /// that changed since the last report to that node, so listings and
+    /// declare-ok elsewhere show them.
+    Figures { queues: Vec<Figures> },
 }
 
 /// Bytes a delivery or publish takes on the wire besides its names and
@@ -181,11 +200,12 @@ impl QueueMsg {
             QueueMsg::Got { .. } => kind::GOT,
             QueueMsg::Purge { .. } => kind::PURGE,
             QueueMsg::Answer { .. } => kind::ANSWER,
+            QueueMsg::Figures { .. } => kind::FIGURES,
         }
     }
 
     pub fn is_queue_kind(kind: u8) -> bool {
-        (kind::PUBLISH..=kind::ANSWER).contains(&kind)
+        (kind::PUBLISH..=kind::FIGURES).contains(&kind)
     }
 
     /// The fields, after the frame's kind.
@@ -296,6 +316,17 @@ impl QueueMsg {
                 put_name(out, text);
                 out.put_u64(*value);
             }
+            QueueMsg::Figures { queues } => {
+                out.put_u32(queues.len() as u32);
+                for f in queues {
+                    put_name(out, &f.vhost);
+                    put_short(out, &f.queue);
+                    out.put_u64(f.ready);
+                    out.put_u64(f.unacked);
+                    out.put_u32(f.consumers);
+                    out.put_u64(f.ready_bytes);
+                }
+            }
         }
     }
 
@@ -388,6 +419,27 @@ impl QueueMsg {
                 text: r.name("answer text")?,
                 value: r.u64("answer value")?,
             },
+            kind::FIGURES => {
+                let n = r.u32("figures count")? as usize;
+                if n > r.remaining() / FIGURES_MIN {
+                    return Err(CodecError::Invalid(format!(
+                        "figures of {n} queues in {} bytes",
+                        r.remaining()
+                    )));
+                }
+                let mut queues = Vec::with_capacity(n);
+                for _ in 0..n {
+                    queues.push(Figures {
+                        vhost: r.name("figures vhost")?,
+                        queue: short(r, "figures queue")?,
+                        ready: r.u64("figures ready")?,
+                        unacked: r.u64("figures unacked")?,
+                        consumers: r.u32("figures consumers")?,
+                        ready_bytes: r.u64("figures ready_bytes")?,
+                    });
+                }
+                QueueMsg::Figures { queues }
+            }
             k => return Err(CodecError::UnknownKind(k)),
         })
     }
@@ -467,5 +519,16 @@ pub(crate) fn examples() -> Vec<QueueMsg> {
             text: "NOT_FOUND".into(),
             value: 0,
         },
+        QueueMsg::Figures {
+            queues: vec![Figures {
+                vhost: "/".into(),
+                queue: Bytes::from_static(b"q"),
+                ready: 3,
+                unacked: 2,
+                consumers: 1,
+                ready_bytes: 300,
+            }],
+        },
+        QueueMsg::Figures { queues: vec![] },
     ]
 }

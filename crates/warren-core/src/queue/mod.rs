@@ -208,6 +208,9 @@ pub trait QueueType: Send + std::fmt::Debug {
     /// When the queue was last used, for x-expires (None while in use).
     fn idle_since(&self) -> Option<Instant>;
     fn touch(&mut self, now: Instant);
+    /// A queue of another node: its figures as its home last reported
+    /// them (what `stats` gives from then on).
+    fn set_figures(&mut self, _figures: QueueStats) {}
 }
 
 #[derive(Debug)]
@@ -629,6 +632,11 @@ impl Queue {
 
     pub fn idle_since(&self) -> Option<Instant> {
         self.state.lock().ty.idle_since()
+    }
+
+    /// A queue of another node: the figures its home reported.
+    pub fn set_figures(&self, figures: QueueStats) {
+        self.state.lock().ty.set_figures(figures)
     }
 
     /// Count a redeclare or basic.get as use (x-expires).

@@ -5,7 +5,7 @@
 //! cluster's queue protocol ([`crate::replication::Replication`]), which
 //! carries it over the link to the home and brings confirms and
 //! deliveries back. Its figures (ready, unacked, consumers) are the
-//! home's; here they read zero.
+//! home's, as its last report (at most a second old) gave them.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -23,11 +23,16 @@ use crate::replication::ReplicationSlot;
 pub struct RemoteQueue {
     home: ShortStr,
     cluster: ReplicationSlot,
+    figures: QueueStats,
 }
 
 impl RemoteQueue {
     pub fn new(home: ShortStr, cluster: ReplicationSlot) -> RemoteQueue {
-        RemoteQueue { home, cluster }
+        RemoteQueue {
+            home,
+            cluster,
+            figures: QueueStats::default(),
+        }
     }
 }
 
@@ -101,7 +106,11 @@ impl QueueType for RemoteQueue {
     }
 
     fn stats(&self) -> QueueStats {
-        QueueStats::default()
+        self.figures
+    }
+
+    fn set_figures(&mut self, figures: QueueStats) {
+        self.figures = figures;
     }
 
     fn consumers(&self) -> Vec<ConsumerInfo> {

@@ -16,25 +16,38 @@
 //! - When the link goes down, the peer's consumers are cancelled and
 //!   everything delivered to them or got by them and not settled goes
 //!   back to its queue, as when a local connection closes.
+//! - Every [`FIGURES_EVERY`], each peer is told the figures (ready,
+//!   unacked, consumers, bytes) of the queues here that changed since it
+//!   was last told (all of them after its link comes up), and the figures
+//!   peers report are set on their queues here, so listings and
+//!   declare-ok on any node show them, at most that old.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use warren_amqp091::{FieldTable, ShortStr};
+use warren_core::queue::QueueStats;
 use warren_core::queue::{
     ConsumerSpec, Delivery, DeliverySink, Effects, Entry, FlowWaiter, PublishOutcome, Queue, Settle,
     SyncWaiter, Ticket, REMOTE_OWNER,
 };
 use warren_core::{Broker, BrokerError, VHost};
-use warren_peer::queue::{settle, QueueMsg};
+use warren_peer::queue::{settle, Figures, QueueMsg};
 use warren_peer::Message;
 
 use super::links::DataSender;
 use super::queue_client::{from_wire, wire_message};
 use crate::timers::Timers;
+
+/// How often peers hear the figures of this node's queues.
+pub const FIGURES_EVERY: Duration = Duration::from_secs(1);
+
+/// A queue's figures as last reported: ready, unacked, consumers, bytes.
+type Reported = (u64, u64, u32, u64);
 
 /// A publish waiting to be confirmed.
 struct Unconfirmed {
@@ -150,6 +163,8 @@ struct Peer {
     /// one registration for it).
     synced: Arc<dyn SyncWaiter>,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// What this peer was last told of each queue here.
+    reported: Mutex<HashMap<(String, bytes::Bytes), Reported>>,
 }
 
 pub struct QueueHost {
@@ -160,11 +175,91 @@ pub struct QueueHost {
 
 impl QueueHost {
     pub fn new(broker: Arc<Broker>, timers: Arc<Timers>) -> Arc<QueueHost> {
-        Arc::new(QueueHost {
+        let host = Arc::new(QueueHost {
             broker,
             timers,
             peers: Mutex::new(HashMap::new()),
-        })
+        });
+        let me = Arc::downgrade(&host);
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(FIGURES_EVERY);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                let Some(me) = me.upgrade() else { return };
+                me.report_figures();
+            }
+        });
+        host
+    }
+
+    /// Tell each peer the figures of the queues here that changed since
+    /// it last heard.
+    fn report_figures(&self) {
+        let peers: Vec<Arc<Peer>> = self.peers.lock().values().cloned().collect();
+        if peers.is_empty() {
+            return;
+        }
+        let mut now: Vec<((String, bytes::Bytes), Reported)> = Vec::new();
+        for vh in self.broker.vhosts() {
+            for q in vh.queues() {
+                if q.home.is_some() {
+                    continue;
+                }
+                let s: QueueStats = q.stats();
+                let key = (vh.name.clone(), q.name.clone().into_bytes());
+                now.push((key, (s.ready, s.unacked, s.consumers, s.ready_bytes)));
+            }
+        }
+        for p in peers {
+            let mut told = p.reported.lock();
+            let changed: Vec<Figures> = now
+                .iter()
+                .filter(|(k, v)| told.get(k) != Some(v))
+                .map(|((vhost, queue), v)| Figures {
+                    vhost: vhost.clone(),
+                    queue: queue.clone(),
+                    ready: v.0,
+                    unacked: v.1,
+                    consumers: v.2,
+                    ready_bytes: v.3,
+                })
+                .collect();
+            if changed.is_empty() {
+                continue;
+            }
+            told.clear();
+            told.extend(now.iter().cloned());
+            drop(told);
+            // Cut to fit frames comfortably.
+            for chunk in changed.chunks(10_000) {
+                Self::send(
+                    &p,
+                    QueueMsg::Figures {
+                        queues: chunk.to_vec(),
+                    },
+                );
+            }
+        }
+    }
+
+    /// A peer's figures of its queues, onto them here.
+    fn figures_from(&self, from: &str, queues: Vec<Figures>) {
+        for f in queues {
+            let Some(vh) = self.vhost(&f.vhost) else { continue };
+            let Some(q) = vh.find_queue(&f.queue) else {
+                continue;
+            };
+            if q.home.as_ref().is_some_and(|h| h.as_bytes() == from.as_bytes()) {
+                q.set_figures(QueueStats {
+                    ready: f.ready,
+                    unacked: f.unacked,
+                    consumers: f.consumers,
+                    ready_bytes: f.ready_bytes,
+                    ..QueueStats::default()
+                });
+            }
+        }
     }
 
     fn peer(&self, node: &str) -> Option<Arc<Peer>> {
@@ -182,6 +277,7 @@ impl QueueHost {
             synced: Arc::new(Waker(wake.clone())),
             wake,
             task: Mutex::new(None),
+            reported: Mutex::new(HashMap::new()),
         });
         let (me, p) = (Arc::downgrade(self), peer.clone());
         let task = tokio::spawn(async move {
@@ -380,6 +476,7 @@ impl QueueHost {
                 }
             }
             QueueMsg::Settle { consumer, how, seqs } => self.settle(&p, consumer, how, seqs),
+            QueueMsg::Figures { queues } => self.figures_from(from, queues),
             QueueMsg::Get {
                 req,
                 vhost,

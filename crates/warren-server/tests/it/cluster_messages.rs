@@ -110,6 +110,28 @@ async fn publish_consume_get_and_purge_through_nodes_that_are_not_the_queues() {
     .unwrap();
     assert!(publish_confirmed(&ch2, "cq", "m", 500).await, "all acked");
     until_ready(&nodes[0], "cq", 500).await;
+    // The other nodes show the home's figures (reported every second):
+    // in the API and in a passive declare-ok.
+    until_ready(&nodes[2], "cq", 500).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let passive = QueueDeclareOptions {
+            passive: true,
+            ..Default::default()
+        };
+        let q = within(ch2.queue_declare("cq".into(), passive, FieldTable::default()))
+            .await
+            .unwrap();
+        if q.message_count() == 500 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "declare-ok on node 2 says {}",
+            q.message_count()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     // Node 3 consumes with prefetch 10: it gets 10 and no more until it
     // acks.
