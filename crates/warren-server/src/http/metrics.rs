@@ -210,7 +210,9 @@ type Series = (&'static str, &'static str, fn(&QueueStats) -> u64);
 async fn per_object(State(ctx): State<Arc<ServerCtx>>) -> impl IntoResponse {
     let mut rows: Vec<(String, String, QueueStats)> = Vec::new();
     for vh in ctx.broker.vhosts() {
-        for q in vh.queues() {
+        // This node's queues only, as RabbitMQ's per-node endpoint: a
+        // scrape of every node counts each queue once.
+        for q in vh.queues().into_iter().filter(|q| q.home.is_none()) {
             rows.push((vh.name.clone(), q.name.to_str_lossy().into_owned(), q.stats()));
         }
     }
