@@ -444,31 +444,40 @@ impl QueueClient {
         id
     }
 
-    /// basic.get on a queue at `home`.
+    /// basic.get on a queue at its home.
     pub async fn get(&self, queue: &Arc<Queue>, no_ack: bool) -> Result<Option<(Entry, u64)>, BrokerError> {
-        let home = queue
-            .home
-            .as_ref()
-            .map(|h| h.to_str_lossy().to_string())
-            .unwrap_or_default();
-        let link = self.link(&home).ok_or_else(|| home_down(queue, &home))?;
-        let (tx, rx) = oneshot::channel();
-        let req = self.request(&home, Waiting::Get(queue.clone(), tx));
-        let m = Message::Queue(QueueMsg::Get {
-            req,
-            vhost: queue.vhost.clone(),
-            queue: queue.name.clone().into_bytes(),
-            no_ack,
-        });
-        if link.send(m).is_err() {
-            self.requests.lock().waiting.remove(&req);
-            return Err(home_down(queue, &home));
-        }
-        self.answer(req, rx, || home_down(queue, &home)).await
+        let q = queue.clone();
+        self.ask(
+            queue,
+            move |tx| Waiting::Get(q, tx),
+            |req| QueueMsg::Get {
+                req,
+                vhost: queue.vhost.clone(),
+                queue: queue.name.clone().into_bytes(),
+                no_ack,
+            },
+        )
+        .await
     }
 
-    /// queue.purge on a queue at `home`: how many went.
+    /// queue.purge on a queue at its home: how many went.
     pub async fn purge(&self, queue: &Arc<Queue>) -> Result<u64, BrokerError> {
+        self.ask(queue, Waiting::Purge, |req| QueueMsg::Purge {
+            req,
+            vhost: queue.vhost.clone(),
+            queue: queue.name.clone().into_bytes(),
+        })
+        .await
+    }
+
+    /// Send the request `message` makes (given its id) to `queue`'s home
+    /// and wait for the answer, which `waiting` routes back.
+    async fn ask<T>(
+        &self,
+        queue: &Arc<Queue>,
+        waiting: impl FnOnce(oneshot::Sender<Result<T, BrokerError>>) -> Waiting,
+        message: impl FnOnce(u64) -> QueueMsg,
+    ) -> Result<T, BrokerError> {
         let home = queue
             .home
             .as_ref()
@@ -476,13 +485,8 @@ impl QueueClient {
             .unwrap_or_default();
         let link = self.link(&home).ok_or_else(|| home_down(queue, &home))?;
         let (tx, rx) = oneshot::channel();
-        let req = self.request(&home, Waiting::Purge(tx));
-        let m = Message::Queue(QueueMsg::Purge {
-            req,
-            vhost: queue.vhost.clone(),
-            queue: queue.name.clone().into_bytes(),
-        });
-        if link.send(m).is_err() {
+        let req = self.request(&home, waiting(tx));
+        if link.send(Message::Queue(message(req))).is_err() {
             self.requests.lock().waiting.remove(&req);
             return Err(home_down(queue, &home));
         }
