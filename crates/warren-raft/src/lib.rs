@@ -8,10 +8,12 @@
 //! the caller carries messages between nodes and applies what commits.
 
 pub mod node;
+pub mod storage;
 pub mod wal;
 
 pub use node::{Applied, NodeError, Output, ProposeError, RaftNode};
 pub use raft::eraftpb::Message as RaftMessage;
+pub use storage::{GroupStorage, SnapshotSource};
 pub use wal::{Record, Wal, WalError};
 
 /// Encode a Raft message for the wire (raft-rs's protobuf encoding).

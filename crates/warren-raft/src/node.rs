@@ -1,4 +1,4 @@
-//! One node's Raft groups: raft-rs `RawNode`s over `MemStorage`, made
+//! One node's Raft groups: raft-rs `RawNode`s over `GroupStorage`, made
 //! durable by the node's shared write-ahead log, driven in passes.
 //!
 //! A pass (`drive`) takes the `Ready` of every group that has one, sends
@@ -13,15 +13,29 @@
 //! whose leader's node the caller has reported down. So an idle group
 //! sends nothing, and losing a node's link is what starts elections (the
 //! link's pings are the failure detector), not per-group heartbeats.
+//!
+//! Snapshots: the caller compacts a group once it has applied far enough
+//! (`compact`): the log forgets what the state machine holds. A follower
+//! that needs what was forgotten gets the state machine itself (the
+//! group's `SnapshotSource`), which it installs before what follows; the
+//! installed snapshot is in the log, data and all, until the next
+//! rewrite, so a crash before the caller made it durable loses nothing.
+//! When most of the file is what compaction dropped, it is rewritten with
+//! only what every group still needs.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
-use raft::eraftpb::{ConfState, Entry, EntryType, Message};
-use raft::storage::MemStorage;
-use raft::{Config, RawNode, StateRole, Storage};
+use protobuf::Message as _;
+use raft::eraftpb::{ConfState, Entry, EntryType, Message, MessageType};
+use raft::{Config, RawNode, SnapshotStatus, StateRole, Storage};
 
+use crate::storage::{GroupStorage, SnapshotSource};
 use crate::wal::{Record, Wal, WalError};
+
+/// A rewrite waits until the file is this much larger than twice what it
+/// must keep, so small logs are not rewritten over and over.
+const REWRITE_SLACK: u64 = 256 << 10;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
@@ -43,13 +57,15 @@ pub enum ProposeError {
     NoGroup(u64),
 }
 
-/// An entry that has committed, for the caller to apply.
+/// An entry that has committed, for the caller to apply; or (`snapshot`)
+/// the leader's state machine at `index`, which replaces the caller's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Applied {
     pub group: u64,
     pub index: u64,
     pub term: u64,
     pub data: Vec<u8>,
+    pub snapshot: bool,
 }
 
 /// What a pass produced: messages to send, (node, group, message), and
@@ -61,7 +77,7 @@ pub struct Output {
 }
 
 struct Group {
-    rn: RawNode<MemStorage>,
+    rn: RawNode<GroupStorage>,
     ticking: bool,
 }
 
@@ -72,6 +88,9 @@ pub struct RaftNode {
     groups: BTreeMap<u64, Group>,
     /// Nodes the caller reported down (their links are gone).
     down: HashSet<u64>,
+    /// Snapshots found in the log that the caller's state machine had not
+    /// made its own before a crash: handed back by `take_startup`.
+    startup: Vec<Applied>,
     logger: slog::Logger,
 }
 
@@ -109,19 +128,30 @@ impl RaftNode {
             source,
         })?;
         let (wal, records) = Wal::open(&dir.join("raft.wal"))?;
-        let mut storages: BTreeMap<u64, MemStorage> = BTreeMap::new();
+        let mut storages: BTreeMap<u64, GroupStorage> = BTreeMap::new();
+        let mut installed: BTreeMap<u64, Applied> = BTreeMap::new();
         let conf = || ConfState::from((voters.to_vec(), vec![]));
         for r in records {
-            let g = match &r {
-                Record::Entries(g, _) | Record::HardState(g, _) | Record::Snapshot(g, _) => *g,
-            };
-            let s = storages
-                .entry(g)
-                .or_insert_with(|| MemStorage::new_with_conf_state(conf()));
+            let g = r.group();
+            let s = storages.entry(g).or_insert_with(|| GroupStorage::new(conf()));
             match r {
-                Record::Entries(_, es) => s.wl().append(&es)?,
-                Record::HardState(_, hs) => s.wl().set_hardstate(hs),
-                Record::Snapshot(_, snap) => s.wl().apply_snapshot(snap)?,
+                Record::Entries(_, es) => s.append(&es),
+                Record::HardState(_, hs) => s.set_hard_state(hs),
+                Record::Compacted(_, index, term) => s.compact(index, term),
+                Record::Snapshot(_, snap) => {
+                    let m = snap.get_metadata();
+                    s.install(m);
+                    installed.insert(
+                        g,
+                        Applied {
+                            group: g,
+                            index: m.index,
+                            term: m.term,
+                            data: snap.data.to_vec(),
+                            snapshot: true,
+                        },
+                    );
+                }
             }
         }
         let mut node = RaftNode {
@@ -130,20 +160,42 @@ impl RaftNode {
             wal,
             groups: BTreeMap::new(),
             down: HashSet::new(),
+            startup: Vec::new(),
             logger: slog::Logger::root(slog::Discard, slog::o!()),
         };
         for (g, s) in storages {
             // The commit index is in the log only as often as a hard state
             // was written, so it may be behind what was applied: raft-rs
             // must not be told of an applied index past its commit.
-            let committed = s.initial_state()?.hard_state.commit;
-            let applied = applied.get(&g).copied().unwrap_or(0).min(committed);
+            let committed = s.hard_state().commit;
+            let mut applied = applied.get(&g).copied().unwrap_or(0).min(committed);
+            let (covered, _) = s.snapshot_point();
+            if applied < covered {
+                // The log has dropped entries the caller has not applied:
+                // only an installed snapshot does that before the caller
+                // has made it its own.
+                match installed.remove(&g).filter(|a| a.index == covered) {
+                    Some(a) => node.startup.push(a),
+                    None => tracing::error!(
+                        group = g,
+                        applied,
+                        covered,
+                        "the Raft log starts after what was applied, with no snapshot to fill the gap"
+                    ),
+                }
+                applied = covered;
+            }
             node.insert(g, s, applied)?;
         }
         Ok(node)
     }
 
-    fn insert(&mut self, group: u64, storage: MemStorage, applied: u64) -> Result<(), NodeError> {
+    /// Snapshots to install before anything else (see `startup`).
+    pub fn take_startup(&mut self) -> Vec<Applied> {
+        std::mem::take(&mut self.startup)
+    }
+
+    fn insert(&mut self, group: u64, storage: GroupStorage, applied: u64) -> Result<(), NodeError> {
         let mut c = config(self.id);
         c.applied = applied;
         let rn = RawNode::new(&c, storage, &self.logger)?;
@@ -158,7 +210,77 @@ impl RaftNode {
             return Ok(());
         }
         let conf = ConfState::from((self.voters.clone(), vec![]));
-        self.insert(group, MemStorage::new_with_conf_state(conf), 0)
+        self.insert(group, GroupStorage::new(conf), 0)
+    }
+
+    /// Where a lagging follower's snapshot of `group` comes from.
+    pub fn set_snapshot_source(&mut self, group: u64, source: SnapshotSource) -> Result<(), NodeError> {
+        self.group(group)?.rn.mut_store().set_source(source);
+        Ok(())
+    }
+
+    /// The caller's state machine holds `group`'s entries up to `index`
+    /// durably: the log may forget them. Then, if most of the file is
+    /// forgotten entries, it is rewritten.
+    pub fn compact(&mut self, group: u64, index: u64) -> Result<(), NodeError> {
+        let g = self.groups.get_mut(&group).ok_or(NodeError::NoGroup(group))?;
+        let applied = g.rn.raft.raft_log.applied;
+        let index = index.min(applied);
+        let Ok(term) = g.rn.store().term(index) else {
+            return Ok(()); // already compacted that far
+        };
+        if index <= g.rn.store().snapshot_point().0 {
+            return Ok(());
+        }
+        self.wal.compacted(group, index, term);
+        g.rn.mut_store().compact(index, term);
+        self.maybe_rewrite()
+    }
+
+    /// Rewrite the log when it is mostly what compaction dropped.
+    fn maybe_rewrite(&mut self) -> Result<(), NodeError> {
+        let live: u64 = self
+            .groups
+            .values()
+            .map(|g| {
+                64 + g
+                    .rn
+                    .store()
+                    .entries_held()
+                    .iter()
+                    .map(|e| 8 + e.compute_size() as u64)
+                    .sum::<u64>()
+            })
+            .sum();
+        let size = self.wal.size() + self.wal.pending() as u64;
+        if size <= 2 * live + REWRITE_SLACK {
+            return Ok(());
+        }
+        let mut records = Vec::new();
+        for (&id, g) in &self.groups {
+            let s = g.rn.store();
+            let (index, term) = s.snapshot_point();
+            if index > 0 {
+                records.push(Record::Compacted(id, index, term));
+            }
+            if !s.entries_held().is_empty() {
+                records.push(Record::Entries(id, s.entries_held().to_vec()));
+            }
+            records.push(Record::HardState(id, s.hard_state().clone()));
+        }
+        self.wal.rewrite(&records)?;
+        tracing::debug!(from = size, to = self.wal.size(), "Raft log rewritten");
+        Ok(())
+    }
+
+    /// The first index `group`'s log holds (after what it compacted).
+    pub fn first_index(&self, group: u64) -> Option<u64> {
+        self.groups.get(&group)?.rn.store().first_index().ok()
+    }
+
+    /// The log file's size.
+    pub fn log_size(&self) -> u64 {
+        self.wal.size()
     }
 
     pub fn id(&self) -> u64 {
@@ -256,17 +378,25 @@ impl RaftNode {
             out.messages
                 .extend(rd.take_messages().into_iter().map(|m| (m.to, id, m)));
             if !rd.snapshot().is_empty() {
-                self.wal.snapshot(id, rd.snapshot());
-                g.rn.mut_store().wl().apply_snapshot(rd.snapshot().clone())?;
+                let snap = rd.snapshot();
+                self.wal.snapshot(id, snap);
+                g.rn.mut_store().install(snap.get_metadata());
+                out.applied.push(Applied {
+                    group: id,
+                    index: snap.get_metadata().index,
+                    term: snap.get_metadata().term,
+                    data: snap.data.to_vec(),
+                    snapshot: true,
+                });
             }
             take_applied(id, rd.take_committed_entries(), &mut out.applied);
             if !rd.entries().is_empty() {
                 self.wal.entries(id, rd.entries());
-                g.rn.mut_store().wl().append(rd.entries())?;
+                g.rn.mut_store().append(rd.entries());
             }
             if let Some(hs) = rd.hs() {
                 self.wal.hard_state(id, hs);
-                g.rn.mut_store().wl().set_hardstate(hs.clone());
+                g.rn.mut_store().set_hard_state(hs.clone());
             }
             durable |= rd.must_sync();
             readies.push((id, rd));
@@ -281,12 +411,23 @@ impl RaftNode {
                 .extend(rd.take_persisted_messages().into_iter().map(|m| (m.to, id, m)));
             let mut light = g.rn.advance(rd);
             if let Some(commit) = light.commit_index() {
-                g.rn.mut_store().wl().mut_hard_state().set_commit(commit);
+                g.rn.mut_store().set_commit(commit);
             }
             out.messages
                 .extend(light.take_messages().into_iter().map(|m| (m.to, id, m)));
             take_applied(id, light.take_committed_entries(), &mut out.applied);
             g.rn.advance_apply();
+        }
+        // A snapshot is reported delivered as soon as it is sent: the
+        // follower's next answer shows whether it was (raft-rs would
+        // otherwise wait for a report before probing that follower again,
+        // and the link may drop the message).
+        for (to, group, m) in &out.messages {
+            if m.get_msg_type() == MessageType::MsgSnapshot {
+                if let Some(g) = self.groups.get_mut(group) {
+                    g.rn.report_snapshot(*to, SnapshotStatus::Finish);
+                }
+            }
         }
         for g in self.groups.values_mut() {
             g.ticking = has_work(&g.rn, &self.down);
@@ -305,12 +446,13 @@ fn take_applied(group: u64, entries: Vec<Entry>, out: &mut Vec<Applied>) {
                 index: e.index,
                 term: e.term,
                 data: e.data.to_vec(),
+                snapshot: false,
             });
         }
     }
 }
 
-fn has_work(rn: &RawNode<MemStorage>, down: &HashSet<u64>) -> bool {
+fn has_work(rn: &RawNode<GroupStorage>, down: &HashSet<u64>) -> bool {
     let r = &rn.raft;
     match r.state {
         StateRole::Leader => {

@@ -6,7 +6,9 @@
 //! Record: `len: u32` (of what follows the CRC), `crc: u32` (CRC-32 of
 //! what follows), `group: u64`, `kind: u8`,
 //! payload. Kinds: entries (a count, then each protobuf `Entry` with a
-//! u32 length), a hard state, a snapshot (protobuf each). Replay stops at
+//! u32 length), a hard state, a snapshot installed from the leader
+//! (protobuf each), and a compaction (the index and term of the last entry
+//! dropped: u64 each). Replay stops at
 //! the first record that is short or fails its CRC, and the file is cut
 //! there: a torn tail is a write that never completed, so nothing after it
 //! was ever reported durable.
@@ -21,6 +23,7 @@ use raft::eraftpb::{Entry, HardState, Snapshot};
 const KIND_ENTRIES: u8 = 1;
 const KIND_HARD_STATE: u8 = 2;
 const KIND_SNAPSHOT: u8 = 3;
+const KIND_COMPACTED: u8 = 4;
 /// len + crc.
 const HEAD: usize = 8;
 /// Largest record replay accepts (a batch of entries is cut well below).
@@ -44,6 +47,19 @@ pub enum Record {
     Entries(u64, Vec<Entry>),
     HardState(u64, HardState),
     Snapshot(u64, Snapshot),
+    /// (group, index, term): entries up to index are in the state machine.
+    Compacted(u64, u64, u64),
+}
+
+impl Record {
+    pub fn group(&self) -> u64 {
+        match self {
+            Record::Entries(g, _)
+            | Record::HardState(g, _)
+            | Record::Snapshot(g, _)
+            | Record::Compacted(g, ..) => *g,
+        }
+    }
 }
 
 pub struct Wal {
@@ -53,6 +69,8 @@ pub struct Wal {
     pending: Vec<u8>,
     /// fdatasync calls so far (for tests and metrics).
     pub syncs: u64,
+    /// The file's length (what `sync` has written).
+    size: u64,
 }
 
 impl Wal {
@@ -81,12 +99,13 @@ impl Wal {
             file.set_len(good as u64).map_err(io)?;
             file.sync_data().map_err(io)?;
         }
-        file.seek(SeekFrom::End(0)).map_err(io)?;
+        let size = file.seek(SeekFrom::End(0)).map_err(io)?;
         let wal = Wal {
             path: path.to_path_buf(),
             file,
             pending: Vec::new(),
             syncs: 0,
+            size,
         };
         Ok((wal, records))
     }
@@ -127,6 +146,59 @@ impl Wal {
         self.record(group, KIND_SNAPSHOT, |out| out.extend_from_slice(&b));
     }
 
+    pub fn compacted(&mut self, group: u64, index: u64, term: u64) {
+        self.record(group, KIND_COMPACTED, |out| {
+            out.extend_from_slice(&index.to_be_bytes());
+            out.extend_from_slice(&term.to_be_bytes());
+        });
+    }
+
+    /// The file's length so far.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Replace the file by one holding only `live` (what every group still
+    /// needs), atomically: written beside it and synced, renamed over it,
+    /// the directory synced. What is pending is written first, so nothing
+    /// reported durable is ever missing from one file or the other.
+    pub fn rewrite(&mut self, live: &[Record]) -> Result<(), WalError> {
+        self.sync(true)?;
+        let tmp = self.path.with_extension("wal.new");
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| WalError::Io { path, source }
+        };
+        let mut fresh = Wal {
+            path: tmp.clone(),
+            file: File::create(&tmp).map_err(io(&tmp))?,
+            pending: Vec::new(),
+            syncs: 0,
+            size: 0,
+        };
+        for r in live {
+            match r {
+                Record::Entries(g, es) => fresh.entries(*g, es),
+                Record::HardState(g, hs) => fresh.hard_state(*g, hs),
+                Record::Snapshot(g, s) => fresh.snapshot(*g, s),
+                Record::Compacted(g, index, term) => fresh.compacted(*g, *index, *term),
+            }
+        }
+        fresh.sync(true)?;
+        std::fs::rename(&tmp, &self.path).map_err(io(&self.path))?;
+        if let Some(dir) = self.path.parent() {
+            File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))?;
+        }
+        let file = OpenOptions::new()
+            .append(true)
+            .open(&self.path)
+            .map_err(io(&self.path))?;
+        self.file = file;
+        self.size = fresh.size;
+        self.syncs += fresh.syncs;
+        Ok(())
+    }
+
     /// Bytes waiting for `sync`.
     pub fn pending(&self) -> usize {
         self.pending.len()
@@ -141,6 +213,7 @@ impl Wal {
         };
         if !self.pending.is_empty() {
             self.file.write_all(&self.pending).map_err(io)?;
+            self.size += self.pending.len() as u64;
             self.pending.clear();
         }
         if durable {
@@ -213,6 +286,12 @@ fn decode(body: &[u8]) -> Result<Record, String> {
             group,
             Snapshot::parse_from_bytes(rest).map_err(pb)?,
         )),
+        KIND_COMPACTED if rest.len() == 16 => Ok(Record::Compacted(
+            group,
+            u64::from_be_bytes(rest[..8].try_into().unwrap()),
+            u64::from_be_bytes(rest[8..].try_into().unwrap()),
+        )),
+        KIND_COMPACTED => Err("a compaction record of the wrong length".into()),
         k => Err(format!("unknown kind {k}")),
     }
 }
@@ -263,6 +342,33 @@ mod tests {
             ]
         );
         assert_eq!(std::fs::metadata(&path).unwrap().len(), good);
+    }
+
+    #[test]
+    fn a_rewrite_keeps_only_what_it_is_given_and_appends_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("raft.wal");
+        let (mut w, _) = Wal::open(&path).unwrap();
+        for i in 1..=100 {
+            w.entries(1, &[entry(i, 1, &[0; 100])]);
+        }
+        w.compacted(1, 98, 1);
+        let before = w.size() + w.pending() as u64;
+        let live = vec![
+            Record::Compacted(1, 98, 1),
+            Record::Entries(1, vec![entry(99, 1, b"x"), entry(100, 1, b"y")]),
+        ];
+        w.rewrite(&live).unwrap();
+        assert!(w.size() < before / 10, "{} of {before}", w.size());
+        w.entries(1, &[entry(101, 2, b"z")]);
+        w.sync(true).unwrap();
+        assert_eq!(w.size(), std::fs::metadata(&path).unwrap().len());
+        drop(w);
+        let (_, recs) = Wal::open(&path).unwrap();
+        let mut want = live;
+        want.push(Record::Entries(1, vec![entry(101, 2, b"z")]));
+        assert_eq!(recs, want);
+        assert!(!dir.path().join("raft.wal.new").exists());
     }
 
     #[test]

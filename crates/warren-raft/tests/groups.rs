@@ -205,3 +205,103 @@ fn a_lost_leader_is_replaced_once_its_node_is_reported_down() {
     // The old leader never learned of "after" while cut off.
     assert_eq!(net.data(1, 0), vec![b"before".to_vec()]);
 }
+
+/// A node's state machine as its applied list builds it: a snapshot
+/// replaces everything before it.
+fn state(applied: &[Applied], group: u64) -> Vec<Vec<u8>> {
+    let mut s = Vec::new();
+    for a in applied.iter().filter(|a| a.group == group) {
+        if a.snapshot {
+            s = decode_state(&a.data);
+        } else {
+            s.push(a.data.clone());
+        }
+    }
+    s
+}
+
+fn encode_state(s: &[Vec<u8>]) -> Vec<u8> {
+    s.join(&b'\n')
+}
+
+fn decode_state(b: &[u8]) -> Vec<Vec<u8>> {
+    if b.is_empty() {
+        return Vec::new();
+    }
+    b.split(|&c| c == b'\n').map(<[u8]>::to_vec).collect()
+}
+
+/// A node's (applied index, encoded state), as its snapshot source reads it.
+type Shared = std::sync::Arc<std::sync::Mutex<(u64, Vec<u8>)>>;
+
+/// Node `id`'s snapshots come from its state as of its last pump.
+fn share_state(net: &mut Net, id: u64) -> Shared {
+    let shared = std::sync::Arc::new(std::sync::Mutex::new((0, Vec::new())));
+    let s = shared.clone();
+    net.node(id)
+        .set_snapshot_source(0, std::sync::Arc::new(move || s.lock().unwrap().clone()))
+        .unwrap();
+    shared
+}
+
+#[test]
+fn a_node_behind_a_compacted_log_catches_up_by_snapshot_even_across_a_crash() {
+    let mut net = Net::new(&[0]);
+    let shared: Vec<_> = IDS.iter().map(|&id| share_state(&mut net, id)).collect();
+    let refresh = |net: &Net, shared: &[Shared]| {
+        for (i, sh) in shared.iter().enumerate() {
+            let last = net.applied[i]
+                .iter()
+                .filter(|a| a.group == 0)
+                .map(|a| a.index)
+                .max();
+            *sh.lock().unwrap() = (last.unwrap_or(0), encode_state(&state(&net.applied[i], 0)));
+        }
+    };
+    net.node(1).campaign(0).unwrap();
+    net.pump();
+    for p in payloads(0, 10) {
+        net.node(1).propose(0, p).unwrap();
+    }
+    net.pump();
+    // Node 3 is cut off while 200 more commit and the others compact.
+    net.cut.insert(3);
+    for p in payloads(10, 210) {
+        net.node(1).propose(0, p).unwrap();
+    }
+    net.pump();
+    refresh(&net, &shared);
+    for id in [1, 2] {
+        let applied = shared[id as usize - 1].lock().unwrap().0;
+        net.node(id).compact(0, applied).unwrap();
+        assert_eq!(net.node(id).first_index(0), Some(applied + 1));
+    }
+    net.cut.clear();
+    net.node(1).peer_up(3);
+    net.pump();
+    net.ticks(5);
+    assert!(
+        net.applied[2].iter().any(|a| a.snapshot),
+        "node 3 should have been sent a snapshot"
+    );
+    assert_eq!(state(&net.applied[2], 0), payloads(0, 210));
+
+    // Node 3 crashes before its state machine made the snapshot its own:
+    // its log still has it, data and all.
+    net.nodes[2] = None;
+    net.applied[2].clear();
+    let mut again = RaftNode::open(&net.dirs[2], 3, &IDS, &[(0, 3)].into()).unwrap();
+    let startup = again.take_startup();
+    assert_eq!(startup.len(), 1);
+    assert_eq!(decode_state(&startup[0].data), payloads(0, 210));
+    net.applied[2] = startup;
+    net.nodes[2] = Some(again);
+    share_state(&mut net, 3);
+    for p in payloads(210, 220) {
+        net.node(1).propose(0, p).unwrap();
+    }
+    net.pump();
+    for i in 0..3 {
+        assert_eq!(state(&net.applied[i], 0), payloads(0, 220), "node {}", i + 1);
+    }
+}

@@ -405,8 +405,11 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             };
             let apply: cluster::meta::ApplyFn =
                 Arc::new(move |entries| cluster::command::Command::apply_entries(&applier, entries));
+            let (b, me) = (broker.clone(), config.node_name.clone());
+            let take: cluster::meta::TakeFn = Arc::new(move || cluster::snapshot::take(&b, &me));
             let dir = config.data_dir.join("raft");
-            let meta = cluster::meta::Meta::start(&dir, c.clone(), apply, meta_applied)
+            let interval = config.cluster.as_ref().map_or(4096, |s| s.snapshot_interval);
+            let meta = cluster::meta::Meta::start(&dir, c.clone(), apply, take, meta_applied, interval)
                 .map_err(StartError::Cluster)?;
             c.set_events(meta.clone());
             if let Some((r, _)) = &removals {

@@ -398,18 +398,32 @@ impl Command {
         serde_json::to_vec(&outcome).expect("an outcome encodes")
     }
 
-    /// Apply a pass's committed entries (index, payload) in order, with
-    /// one commit of the definitions store for all of them that also
-    /// records the last index as applied: a restart applies only what is
-    /// newer, and never again what its state already has.
-    pub fn apply_entries(a: &Applier, entries: &[(u64, &[u8])]) -> Vec<Vec<u8>> {
+    /// Apply a pass's committed entries in order (a snapshot replaces
+    /// this node's state), with one commit of the definitions store for
+    /// all of them that also records the last index as applied: a restart
+    /// applies only what is newer, and never again what its state already
+    /// has.
+    pub fn apply_entries(a: &Applier, entries: &[super::meta::Applying]) -> Vec<Vec<u8>> {
         let batch = a.definitions.batch();
         let outcomes = entries
             .iter()
-            .map(|(_, data)| Self::apply_entry(a, data))
+            .map(|e| {
+                if !e.snapshot {
+                    return Self::apply_entry(a, e.data);
+                }
+                if let Err(err) = super::snapshot::install(a, e.data) {
+                    // Raft's own checks passed, so this is a build that
+                    // cannot read its peers' snapshots: say so loudly.
+                    tracing::error!(
+                        index = e.index,
+                        "a metadata snapshot this node cannot read: {err}"
+                    );
+                }
+                Vec::new()
+            })
             .collect();
-        if let Some((last, _)) = entries.last() {
-            a.definitions.record_meta_applied(*last);
+        if let Some(last) = entries.last() {
+            a.definitions.record_meta_applied(last.index);
         }
         drop(batch);
         outcomes

@@ -17,6 +17,12 @@
 //! cannot propose it). The caller is answered when its own node applies
 //! the entry, with what applying it gave (created, refused, ...), which
 //! every node computes alike: so what the caller changed, it reads.
+//!
+//! Compaction: every `snapshot_interval` entries applied, the log forgets
+//! all but the last half interval of them (the definitions store holds
+//! their effect). A follower that needs a forgotten entry is sent the
+//! leader's state instead (`snapshot.rs`), which the apply function
+//! installs in place of its own; what follows comes as entries.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -82,12 +88,23 @@ pub fn node_ids(me: &str, peers: &[String]) -> BTreeMap<String, u64> {
         .collect()
 }
 
-/// Applies committed entries to this node's state, in log order: each
-/// entry's index and payload (empty for Raft's own entries). Returns each
-/// one's outcome, which goes to its proposer if that is this node. Before
-/// returning it must make the entries' effects, and the fact that every
-/// entry up to the last index is applied, durable together.
-pub type ApplyFn = Arc<dyn Fn(&[(u64, &[u8])]) -> Vec<Vec<u8>> + Send + Sync>;
+/// One committed entry to apply (`data` empty for Raft's own), or the
+/// leader's state at `index` to install in place of this node's.
+pub struct Applying<'a> {
+    pub index: u64,
+    pub data: &'a [u8],
+    pub snapshot: bool,
+}
+
+/// Applies committed entries to this node's state, in log order. Returns
+/// each one's outcome, which goes to its proposer if that is this node.
+/// Before returning it must make the entries' effects, and the fact that
+/// every entry up to the last index is applied, durable together.
+pub type ApplyFn = Arc<dyn Fn(&[Applying]) -> Vec<Vec<u8>> + Send + Sync>;
+
+/// This node's state as a snapshot's data (taken on the Raft thread, after
+/// a pass's entries were applied).
+pub type TakeFn = Arc<dyn Fn() -> Vec<u8> + Send + Sync>;
 
 pub struct Meta {
     tx: mpsc::Sender<Input>,
@@ -101,12 +118,14 @@ pub struct Meta {
 impl Meta {
     /// Open this node's Raft log under `dir` and start the driver, which
     /// applies entries after `was_applied` (what this node's state already
-    /// has).
+    /// has) and compacts every `interval` of them.
     pub fn start(
         dir: &Path,
         cluster: Arc<Cluster>,
         apply: ApplyFn,
+        take: TakeFn,
         was_applied: u64,
+        interval: u64,
     ) -> Result<Arc<Meta>, String> {
         let peers: Vec<String> = cluster.peers().into_iter().map(|p| p.node).collect();
         let ids = node_ids(cluster.node(), &peers);
@@ -115,11 +134,28 @@ impl Meta {
         let mut node =
             RaftNode::open(dir, me, &voters, &[(META, was_applied)].into()).map_err(|e| e.to_string())?;
         node.add_group(META).map_err(|e| e.to_string())?;
+        let mut was_applied = was_applied;
+        // A snapshot this node's log had installed but its state had not
+        // made its own before it stopped.
+        for s in node.take_startup() {
+            apply(&[Applying {
+                index: s.index,
+                data: &s.data,
+                snapshot: true,
+            }]);
+            was_applied = s.index;
+        }
+        let applied = Arc::new(AtomicU64::new(was_applied));
+        let at = applied.clone();
+        node.set_snapshot_source(META, Arc::new(move || (at.load(Ordering::Relaxed), take())))
+            .map_err(|e| e.to_string())?;
         let (tx, rx) = mpsc::channel();
         let names: HashMap<u64, String> = ids.iter().map(|(n, i)| (*i, n.clone())).collect();
         let leader = Arc::new(AtomicU64::new(0));
-        let applied = Arc::new(AtomicU64::new(was_applied));
+        let compacted = node.first_index(META).unwrap_or(1) - 1;
         let driver = Driver {
+            compacted,
+            interval,
             apply,
             node,
             cluster,
@@ -242,6 +278,9 @@ impl Meta {
 }
 
 struct Driver {
+    /// The last index the log has forgotten, and how often it does.
+    compacted: u64,
+    interval: u64,
     apply: ApplyFn,
     node: RaftNode,
     cluster: Arc<Cluster>,
@@ -413,16 +452,24 @@ impl Driver {
         }
         if let Some(last) = out.applied.last() {
             // Every entry starts with its proposer's tag (node, sequence);
-            // Raft's own (empty) entries have none.
-            let entries: Vec<(u64, &[u8])> = out
+            // Raft's own (empty) entries have none, nor does a snapshot.
+            let entries: Vec<Applying> = out
                 .applied
                 .iter()
-                .map(|a| (a.index, a.data.get(16..).unwrap_or_default()))
+                .map(|a| Applying {
+                    index: a.index,
+                    data: if a.snapshot {
+                        &a.data
+                    } else {
+                        a.data.get(16..).unwrap_or_default()
+                    },
+                    snapshot: a.snapshot,
+                })
                 .collect();
             let outcomes = (self.apply)(&entries);
             self.applied.store(last.index, Ordering::Relaxed);
             for (a, outcome) in out.applied.iter().zip(outcomes) {
-                if a.data.len() < 16 {
+                if a.snapshot || a.data.len() < 16 {
                     continue;
                 }
                 let node = u64::from_be_bytes(a.data[..8].try_into().unwrap());
@@ -433,6 +480,16 @@ impl Driver {
                     }
                 }
             }
+        }
+        // Keep the last half interval as entries: a follower a little
+        // behind catches up from them, not from a whole snapshot, and
+        // what was applied that long ago is surely in the definitions
+        // store's files.
+        let applied = self.applied.load(Ordering::Relaxed);
+        if applied >= self.compacted + self.interval {
+            let upto = applied - self.interval / 2;
+            self.node.compact(META, upto)?;
+            self.compacted = upto;
         }
         self.leader
             .store(self.node.leader(META).unwrap_or(0), Ordering::Relaxed);

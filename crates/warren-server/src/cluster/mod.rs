@@ -2,7 +2,8 @@
 //! (issue 16). What exists: the `[cluster]` settings (`settings.rs`), the
 //! inter-node handshake (`link.rs`), the links between nodes with their
 //! failure detector (`links.rs`), which `/api/nodes` reports, and the
-//! metadata Raft group over them (`meta.rs`: a replicated, durable log),
+//! metadata Raft group over them (`meta.rs`: a replicated, durable log,
+//! compacted behind snapshots of the state it builds, `snapshot.rs`),
 //! the changes that ride on it (`command.rs`), and the topology changes
 //! as the front ends make them (`topology.rs`); and the queue protocol
 //! (`queues.rs`, `queue_client.rs`, `queue_host.rs`), through which a
@@ -18,6 +19,7 @@ pub mod queue_client;
 pub mod queue_host;
 pub mod queues;
 pub mod settings;
+pub mod snapshot;
 pub mod topology;
 
 pub use links::{Cluster, PeerStatus};

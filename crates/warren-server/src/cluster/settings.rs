@@ -27,6 +27,9 @@ pub struct ClusterSettings {
     /// A peer silent this many milliseconds is down (its link is closed
     /// and dialled again).
     pub down_after: u64,
+    /// Metadata entries applied between compactions of the metadata log
+    /// (a node further behind is sent a snapshot instead of entries).
+    pub snapshot_interval: u64,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
@@ -47,6 +50,7 @@ impl Default for ClusterSettings {
             peers: Vec::new(),
             ping_interval: 1000,
             down_after: 5000,
+            snapshot_interval: 4096,
         }
     }
 }
@@ -64,6 +68,9 @@ impl ClusterSettings {
         }
         if self.ping_interval == 0 || self.down_after <= self.ping_interval {
             return Err("cluster.down_after must be longer than cluster.ping_interval (> 0)".into());
+        }
+        if self.snapshot_interval < 2 {
+            return Err("cluster.snapshot_interval must be at least 2".into());
         }
         for p in &self.peers {
             if p.node == node_name {

@@ -75,7 +75,20 @@ pub(crate) async fn start_node(
     ports: &[u16],
     data_dir: Option<std::path::PathBuf>,
 ) -> Broker {
-    let s = settings(cluster, secret, me, ports);
+    start_node_with(cluster, secret, me, ports, data_dir, |_| {}).await
+}
+
+/// [`start_node`], with `tune` changing its cluster settings.
+pub(crate) async fn start_node_with(
+    cluster: &str,
+    secret: &str,
+    me: usize,
+    ports: &[u16],
+    data_dir: Option<std::path::PathBuf>,
+    tune: impl FnOnce(&mut ClusterSettings),
+) -> Broker {
+    let mut s = settings(cluster, secret, me, ports);
+    tune(&mut s);
     Broker::start_with(move |c| {
         c.node_name = node_name(me);
         c.cluster = Some(s);

@@ -14,6 +14,7 @@ mod binary;
 mod cluster;
 mod cluster_kill;
 mod cluster_messages;
+mod cluster_snapshot;
 mod cluster_topology;
 mod common;
 mod consumers;
