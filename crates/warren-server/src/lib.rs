@@ -416,6 +416,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
                 r.start(meta.clone());
             }
             cluster::topology::announce_start(meta.clone(), config.node_name.clone(), rx.clone());
+            cluster::topology::watch_downs(meta.clone(), c.clone(), broker.clone(), rx.clone());
             Some((c, meta))
         }
     };

@@ -129,6 +129,13 @@ pub enum Command {
     NodeStarted {
         node: String,
     },
+    /// `node` is down (its link to the metadata leader is gone): its
+    /// transient and exclusive queues go everywhere, that node included
+    /// once it hears of it, as RabbitMQ deletes a down node's transient
+    /// queues. Clients that reconnect elsewhere can declare them again.
+    NodeDown {
+        node: String,
+    },
 }
 
 /// What applying a command gave.
@@ -364,15 +371,11 @@ impl Command {
                 Ok(Outcome::Done)
             }
             Command::NodeStarted { node } => {
-                for vh in a.broker.vhosts() {
-                    for q in vh.queues() {
-                        let lost = q.home.as_deref() == Some(node.as_bytes())
-                            && (!q.durable || q.exclusive_owner.is_some());
-                        if lost && vh.remove_queue_if_same(&q) {
-                            vh.destroy_queue(&q);
-                        }
-                    }
-                }
+                remove_transient_of(a, node, false);
+                Ok(Outcome::Done)
+            }
+            Command::NodeDown { node } => {
+                remove_transient_of(a, node, *node == a.node);
                 Ok(Outcome::Done)
             }
             _ => Ok(Outcome::Done),
@@ -427,6 +430,23 @@ impl Command {
         }
         drop(batch);
         outcomes
+    }
+}
+
+/// Remove the transient and exclusive queues that live on `node` (and,
+/// when `here`, those that live on this node, which is `node`).
+fn remove_transient_of(a: &Applier, node: &str, here: bool) {
+    for vh in a.broker.vhosts() {
+        for q in vh.queues() {
+            let on_node = match q.home.as_deref() {
+                Some(h) => h == node.as_bytes(),
+                None => here,
+            };
+            let lost = on_node && (!q.durable || q.exclusive_owner.is_some());
+            if lost && vh.remove_queue_if_same(&q) {
+                vh.destroy_queue(&q);
+            }
+        }
     }
 }
 

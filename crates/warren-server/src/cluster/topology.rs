@@ -249,3 +249,59 @@ pub fn announce_start(meta: Arc<Meta>, node: String, mut shutdown: watch::Receiv
         }
     });
 }
+
+/// How often the metadata leader looks for nodes that went down.
+const DOWN_CHECK: Duration = Duration::from_secs(1);
+
+/// While this node leads the metadata group: for every other node whose
+/// link is down and which still has transient or exclusive queues in the
+/// metadata, propose that they go ([`Command::NodeDown`]), once per time
+/// it is down.
+pub fn watch_downs(
+    meta: Arc<Meta>,
+    cluster: Arc<super::Cluster>,
+    broker: Arc<warren_core::Broker>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    tokio::spawn(async move {
+        let me = cluster.node().to_string();
+        let mut done: std::collections::HashSet<String> = Default::default();
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(DOWN_CHECK) => {}
+                _ = shutdown.changed() => return,
+            }
+            let peers = cluster.peers();
+            done.retain(|n| peers.iter().any(|p| &p.node == n && !p.running));
+            if meta.leader().as_deref() != Some(me.as_str()) {
+                continue;
+            }
+            let down: Vec<_> = peers
+                .into_iter()
+                .filter(|p| !p.running && !done.contains(&p.node))
+                .collect();
+            for p in down {
+                let has_transient = broker.vhosts().iter().any(|vh| {
+                    vh.queues().iter().any(|q| {
+                        q.home.as_deref() == Some(p.node.as_bytes())
+                            && (!q.durable || q.exclusive_owner.is_some())
+                    })
+                });
+                if has_transient {
+                    let what = format!(
+                        "removing the transient queues of node '{}', which is down",
+                        p.node
+                    );
+                    tracing::info!("{what}");
+                    let c = Command::NodeDown { node: p.node.clone() };
+                    let data = serde_json::to_vec(&c).expect("a command encodes");
+                    if let Err(e) = meta.propose(data, command::COMMIT_TIMEOUT).await {
+                        tracing::debug!("{what}: {e}; trying again");
+                        continue;
+                    }
+                }
+                done.insert(p.node);
+            }
+        }
+    });
+}

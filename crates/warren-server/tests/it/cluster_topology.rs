@@ -3,8 +3,10 @@
 //! once the metadata group has them; a queue lives on the node that
 //! declared it and every node lists it there; an exclusive queue is its
 //! connection's on every node and goes with it; a node that restarts has
-//! the topology again and its transient queues are gone everywhere; a node
-//! alone refuses declares within seconds.
+//! the topology again and its transient queues are gone everywhere, as
+//! they are as soon as a node is down, so an exclusive queue's name can
+//! be declared again elsewhere; a node alone refuses declares within
+//! seconds.
 
 use std::time::{Duration, Instant};
 
@@ -303,4 +305,67 @@ async fn a_restarted_node_has_the_topology_and_a_lone_node_refuses_declares() {
     assert!(t0.elapsed() < Duration::from_secs(8), "{:?}", t0.elapsed());
     assert!(e.to_string().contains("INTERNAL_ERROR"), "{e}");
     assert_eq!(queue_on(&nodes[l], "lonely").await.0, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_down_nodes_transient_and_exclusive_queues_go_and_can_be_declared_elsewhere() {
+    let ports = free_ports(3);
+    let mut nodes = start_three(&ports).await;
+    meta_leader(&nodes).await;
+    let c3 = connect(&nodes[2]).await;
+    let ch3 = c3.create_channel().await.unwrap();
+    within(ch3.queue_declare("d3".into(), durable(), FieldTable::default()))
+        .await
+        .unwrap();
+    within(ch3.queue_declare("t3".into(), QueueDeclareOptions::default(), FieldTable::default()))
+        .await
+        .unwrap();
+    let excl = QueueDeclareOptions {
+        exclusive: true,
+        ..Default::default()
+    };
+    within(ch3.queue_declare("x3".into(), excl, FieldTable::default()))
+        .await
+        .unwrap();
+    until_everywhere!(&nodes, "node 3's queues", |b| {
+        queue_names(b).await == ["d3", "t3", "x3"]
+    });
+
+    // Node 3 goes down (its client with it): the others drop its transient
+    // and exclusive queues and keep the durable one.
+    let dir = std::mem::replace(&mut nodes[2].data_dir, "/nonexistent/warren-test".into());
+    nodes[2].stop().await;
+    drop(ch3);
+    drop(c3);
+    let others = &nodes[..2];
+    let deadline = Instant::now() + Duration::from_secs(15);
+    for (i, b) in others.iter().enumerate() {
+        while queue_names(b).await != ["d3"] {
+            assert!(
+                Instant::now() < deadline,
+                "node {}: {:?}",
+                i + 1,
+                queue_names(b).await
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    // Its client reconnects to node 1 and declares its exclusive queue
+    // again.
+    let c1 = connect(&nodes[0]).await;
+    let ch1 = c1.create_channel().await.unwrap();
+    within(ch1.queue_declare("x3".into(), excl, FieldTable::default()))
+        .await
+        .expect("the name is free again");
+
+    // Node 3 returns to the same view: the new x3 lives on node 1.
+    nodes[2] = start_node("itest", "s3cret", 2, &ports, Some(dir)).await;
+    until_everywhere!(&nodes, "d3 and the new x3", |b| {
+        queue_names(b).await == ["d3", "x3"]
+    });
+    for b in &nodes {
+        assert_eq!(queue_on(b, "x3").await.1["node"], node_name(0));
+        assert_eq!(queue_on(b, "d3").await.1["node"], node_name(2));
+    }
+    let _ = c1.close(200, "bye".into()).await;
 }
