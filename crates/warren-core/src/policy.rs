@@ -95,11 +95,13 @@ const QUEUE_KEYS: &[(&str, Check, &str)] = &[
 ];
 
 /// Keys RabbitMQ knows that Warren accepts and keeps but that change
-/// nothing here (mirroring, federation, quorum queues, queue versions).
+/// nothing here (mirroring, federation, quorum queues, queue versions),
+/// or that only a cluster reads when it places a new queue (the locators).
 const KEPT_KEYS: &[&str] = &[
     "queue-mode",
     "queue-version",
     "queue-master-locator",
+    "queue-leader-locator",
     "ha-mode",
     "ha-params",
     "ha-sync-mode",

@@ -117,6 +117,22 @@ fn string(v: &FieldValue, arg: &str, q: &ShortStr, vh: &str) -> Result<ShortStr,
     }
 }
 
+/// A string argument that must be one of `allowed`.
+fn one_of(
+    v: &FieldValue,
+    arg: &str,
+    q: &ShortStr,
+    vh: &str,
+    allowed: &[&[u8]],
+    why: &str,
+) -> Result<(), BrokerError> {
+    if allowed.contains(&string(v, arg, q, vh)?.as_bytes()) {
+        Ok(())
+    } else {
+        Err(invalid(arg, q, vh, why.into()))
+    }
+}
+
 impl QueueConfig {
     pub fn from_arguments(
         args: &FieldTable,
@@ -205,8 +221,27 @@ impl QueueConfig {
                         ))
                     }
                 },
-                // Other arguments (x-queue-mode, x-queue-master-locator...)
-                // are accepted and kept, as RabbitMQ does with unknown ones.
+                // Where a new queue lives on a cluster (see
+                // `leader_locator_balanced`): RabbitMQ 4's two strategies,
+                // and 3.x's classic-queue names for them.
+                "x-queue-leader-locator" => one_of(
+                    v,
+                    &key,
+                    queue,
+                    vhost,
+                    &[b"client-local", b"balanced"],
+                    "invalid_queue_leader_locator",
+                )?,
+                "x-queue-master-locator" => one_of(
+                    v,
+                    &key,
+                    queue,
+                    vhost,
+                    &[b"client-local", b"min-masters", b"random"],
+                    "invalid_queue_master_locator",
+                )?,
+                // Other arguments (x-queue-mode, x-queue-version...) are
+                // accepted and kept, as RabbitMQ does with unknown ones.
                 _ => {}
             }
         }
@@ -220,6 +255,30 @@ impl QueueConfig {
         }
         Ok(c)
     }
+}
+
+/// Whether a new queue with `args`, under `policy`, is placed on the
+/// cluster's node with the fewest queues (`balanced`; 3.x's `min-masters`
+/// and `random` mean the same in RabbitMQ 4) rather than on the node its
+/// client is connected to (`client-local`, the default). The argument
+/// wins over the policy's `queue-leader-locator` (or 3.x's
+/// `queue-master-locator`).
+pub fn leader_locator_balanced(args: &FieldTable, policy: Option<&crate::policy::Policy>) -> bool {
+    let from = |t: &FieldTable, leader: &str, master: &str| {
+        t.get(leader)
+            .or_else(|| t.get(master))
+            .and_then(|v| v.as_bytes())
+            .map(|b| matches!(b, b"balanced" | b"min-masters" | b"random"))
+    };
+    from(args, "x-queue-leader-locator", "x-queue-master-locator")
+        .or_else(|| {
+            from(
+                &policy?.definition,
+                "queue-leader-locator",
+                "queue-master-locator",
+            )
+        })
+        .unwrap_or(false)
 }
 
 /// The arguments whose values must match on redeclare (RabbitMQ checks these
@@ -238,6 +297,7 @@ pub const EQUIVALENCE_ARGS: &[&str] = &[
     "x-queue-mode",
     "x-queue-version",
     "x-queue-master-locator",
+    "x-queue-leader-locator",
     "x-max-age",
     "x-stream-max-segment-size-bytes",
     "x-stream-filter-size-bytes",

@@ -34,7 +34,9 @@ use crate::message::MessageRef;
 use crate::policy::{effective_arguments, Policy};
 use crate::stats::{MessageCounters, Stat};
 
-pub use args::{parse_max_age, Overflow, QueueConfig, QueueKind, StreamArgs, EQUIVALENCE_ARGS};
+pub use args::{
+    leader_locator_balanced, parse_max_age, Overflow, QueueConfig, QueueKind, StreamArgs, EQUIVALENCE_ARGS,
+};
 pub use classic::ClassicQueue;
 pub use consumer::{
     ChannelLimit, ConsumerInfo, ConsumerSpec, Delivery, DeliverySink, FlowWaiter, LinkCredit,

@@ -281,6 +281,11 @@ impl VHost {
         )
     }
 
+    /// The policy a new queue of this name and kind would have.
+    pub fn policy_for_new_queue(&self, name: &[u8], kind: QueueKind) -> Option<Arc<Policy>> {
+        Self::queue_policy(&self.topology.read(), name, kind).0
+    }
+
     pub fn policies(&self) -> Vec<Arc<Policy>> {
         self.topology.read().policies.values().cloned().collect()
     }

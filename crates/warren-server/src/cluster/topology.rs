@@ -4,7 +4,9 @@
 //! or an error this node can already see, costs no round trip), then
 //! proposed to the metadata group and answered with what this node's
 //! apply gave, once a majority has it on disk. A new queue lives on the
-//! node whose client declared it (RabbitMQ's default, `client-local`).
+//! node whose client declared it (RabbitMQ's default, `client-local`),
+//! or with `balanced` on the running node with the fewest queues
+//! ([`place`]).
 //!
 //! Also the two changes a node makes by itself: removing a queue the
 //! broker decided to remove ([`Removals`]), and telling the cluster it
@@ -148,7 +150,10 @@ pub async fn declare_queue(
         return r.map(|q| (q, false));
     }
     vh.check_new_queue(&d.name)?;
-    let home = ShortStr::from(ctx.config.node_name.as_str());
+    // Checked here as well as at apply, so a bad locator is refused
+    // before a node is chosen with it.
+    warren_core::queue::QueueConfig::from_arguments(&d.arguments, &d.name, &vh.name)?;
+    let home = place(ctx, vh, &d);
     let c = Command::DeclareQueue {
         queue: queue_def(&vh.name, &d, Some(&home)),
         owner: connection,
@@ -156,6 +161,56 @@ pub async fn declare_queue(
     let made = matches!(command::change(ctx, c).await?, Outcome::Created(true));
     let q = vh.queue(&d.name, connection)?;
     Ok((q, made))
+}
+
+/// Past this many queues in the cluster, `balanced` picks a running node
+/// at random instead of counting (RabbitMQ 4's rule: counting every
+/// queue on each declare would cost more than an even spread is worth).
+const BALANCED_COUNT_MAX: usize = 1000;
+
+/// The node a new classic queue lives on: this one, unless its arguments
+/// or policy ask for `balanced` (exclusive queues always live with their
+/// connection); then the running node with the fewest queues, this one
+/// first among equals.
+fn place(ctx: &ServerCtx, vh: &VHost, d: &QueueDecl) -> ShortStr {
+    use warren_core::queue::QueueKind;
+    let me = ShortStr::from(ctx.config.node_name.as_str());
+    let policy = vh.policy_for_new_queue(d.name.as_bytes(), QueueKind::Classic);
+    let stream = d.arguments.get("x-queue-type").and_then(|v| v.as_bytes()) == Some(b"stream");
+    if d.exclusive || stream || !warren_core::queue::leader_locator_balanced(&d.arguments, policy.as_deref())
+    {
+        return me;
+    }
+    let Some(cluster) = &ctx.cluster else {
+        return me;
+    };
+    let mut nodes: Vec<(ShortStr, usize)> = vec![(me.clone(), 0)];
+    nodes.extend(
+        cluster
+            .peers()
+            .into_iter()
+            .filter(|p| p.running)
+            .map(|p| (ShortStr::from(p.node.as_str()), 0)),
+    );
+    let mut total = 0;
+    for v in ctx.broker.vhosts() {
+        for q in v.queues() {
+            total += 1;
+            let home = q.home.as_ref().unwrap_or(&me);
+            if let Some(n) = nodes.iter_mut().find(|(name, _)| name == home) {
+                n.1 += 1;
+            }
+        }
+    }
+    if total >= BALANCED_COUNT_MAX {
+        let i = rand::random::<u64>() as usize % nodes.len();
+        return nodes.swap_remove(i).0;
+    }
+    // min_by_key keeps the first of equals: this node.
+    nodes
+        .into_iter()
+        .min_by_key(|(_, n)| *n)
+        .map_or(me, |(name, _)| name)
 }
 
 /// queue.delete by `connection`: how many ready messages went with it.

@@ -5,8 +5,9 @@
 //! connection's on every node and goes with it; a node that restarts has
 //! the topology again and its transient queues are gone everywhere, as
 //! they are as soon as a node is down, so an exclusive queue's name can
-//! be declared again elsewhere; a node alone refuses declares within
-//! seconds.
+//! be declared again elsewhere; `x-queue-leader-locator: balanced` (or a
+//! policy's `queue-leader-locator`) spreads new queues over the nodes; a
+//! node alone refuses declares within seconds.
 
 use std::time::{Duration, Instant};
 
@@ -368,4 +369,94 @@ async fn a_down_nodes_transient_and_exclusive_queues_go_and_can_be_declared_else
         assert_eq!(queue_on(b, "d3").await.1["node"], node_name(2));
     }
     let _ = c1.close(200, "bye".into()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn balanced_queues_spread_over_the_nodes_and_client_local_ones_stay() {
+    use lapin::types::AMQPValue;
+    let ports = free_ports(3);
+    let nodes = start_three(&ports).await;
+    meta_leader(&nodes).await;
+    let c = connect(&nodes[0]).await;
+    let ch = c.create_channel().await.unwrap();
+    let balanced = table(&[("x-queue-leader-locator", s("balanced"))]);
+    for i in 0..6 {
+        within(ch.queue_declare(format!("b{i}").as_str().into(), durable(), balanced.clone()))
+            .await
+            .unwrap();
+    }
+    // 3.x's name for it, and a policy's key, do the same.
+    let min_masters = table(&[("x-queue-master-locator", s("min-masters"))]);
+    within(ch.queue_declare("m0".into(), durable(), min_masters))
+        .await
+        .unwrap();
+    let policy =
+        json!({"pattern": "^p\\.", "definition": {"queue-leader-locator": "balanced"}, "apply-to": "queues"});
+    let (st, body) = nodes[1]
+        .http(Method::PUT, "/api/policies/%2F/spread", Some(policy))
+        .await;
+    assert!(st.is_success(), "{st} {body}");
+    for i in 0..2 {
+        within(ch.queue_declare(format!("p.{i}").as_str().into(), durable(), FieldTable::default()))
+            .await
+            .unwrap();
+    }
+    // Client-local (the default) and exclusive queues stay on node 1.
+    within(ch.queue_declare("local".into(), durable(), FieldTable::default()))
+        .await
+        .unwrap();
+    let excl = QueueDeclareOptions {
+        exclusive: true,
+        ..Default::default()
+    };
+    within(ch.queue_declare("mine".into(), excl, balanced.clone()))
+        .await
+        .unwrap();
+    let (_, qs) = nodes[2].http(Method::GET, "/api/queues/%2F", None).await;
+    let mut per_node = std::collections::BTreeMap::<String, Vec<String>>::new();
+    for q in qs.as_array().unwrap() {
+        per_node
+            .entry(q["node"].as_str().unwrap().to_string())
+            .or_default()
+            .push(q["name"].as_str().unwrap().to_string());
+    }
+    let node1 = &per_node[&node_name(0)];
+    assert!(
+        node1.contains(&"local".into()) && node1.contains(&"mine".into()),
+        "{per_node:?}"
+    );
+    // 9 balanced queues: 3 on each node.
+    for i in 0..3 {
+        let balanced_here = per_node[&node_name(i)]
+            .iter()
+            .filter(|n| n.starts_with('b') || n.starts_with("m0") || n.starts_with("p."))
+            .count();
+        assert_eq!(balanced_here, 3, "node {}: {per_node:?}", i + 1);
+    }
+    // A queue placed elsewhere works through the node that declared it.
+    let far = per_node[&node_name(1)][0].clone();
+    ch.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
+    within(ch.basic_publish(
+        "".into(),
+        far.as_str().into(),
+        BasicPublishOptions::default(),
+        b"to node 2",
+        lapin::BasicProperties::default(),
+    ))
+    .await
+    .unwrap()
+    .await
+    .unwrap();
+    let got = within(ch.basic_get(far.as_str().into(), BasicGetOptions { no_ack: true }))
+        .await
+        .unwrap()
+        .expect("the message");
+    assert_eq!(got.delivery.data, b"to node 2");
+    // A locator RabbitMQ does not know is refused.
+    let bad = table(&[("x-queue-leader-locator", AMQPValue::LongString("nearest".into()))]);
+    let e = within(ch.queue_declare("bad".into(), durable(), bad))
+        .await
+        .unwrap_err();
+    assert_eq!(amqp_error(&e).0, 406, "{e}");
+    let _ = c.close(200, "bye".into()).await;
 }
