@@ -229,7 +229,9 @@ impl QueueConfig {
                     &key,
                     queue,
                     vhost,
-                    &[b"client-local", b"balanced"],
+                    // 3.x streams' least-leaders and random too (stream
+                    // clients send least-leaders): both mean balanced.
+                    &[b"client-local", b"balanced", b"least-leaders", b"random"],
                     "invalid_queue_leader_locator",
                 )?,
                 "x-queue-master-locator" => one_of(
@@ -258,8 +260,8 @@ impl QueueConfig {
 }
 
 /// Whether a new queue with `args`, under `policy`, is placed on the
-/// cluster's node with the fewest queues (`balanced`; 3.x's `min-masters`
-/// and `random` mean the same in RabbitMQ 4) rather than on the node its
+/// cluster's node with the fewest queues (`balanced`; 3.x's `min-masters`,
+/// `least-leaders` and `random` mean the same in RabbitMQ 4) rather than on the node its
 /// client is connected to (`client-local`, the default). The argument
 /// wins over the policy's `queue-leader-locator` (or 3.x's
 /// `queue-master-locator`).
@@ -268,7 +270,7 @@ pub fn leader_locator_balanced(args: &FieldTable, policy: Option<&crate::policy:
         t.get(leader)
             .or_else(|| t.get(master))
             .and_then(|v| v.as_bytes())
-            .map(|b| matches!(b, b"balanced" | b"min-masters" | b"random"))
+            .map(|b| matches!(b, b"balanced" | b"min-masters" | b"random" | b"least-leaders"))
     };
     from(args, "x-queue-leader-locator", "x-queue-master-locator")
         .or_else(|| {
