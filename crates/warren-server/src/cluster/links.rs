@@ -31,6 +31,7 @@ use warren_peer::queue::QueueMsg;
 use warren_peer::{parse_frame, Message, FRAME_MAX};
 
 use super::link::{accept, dial, Identity, LinkError};
+use super::link_tls::{LinkStream, LinkTls};
 use super::settings::ClusterSettings;
 
 /// Messages queued for a link's writer before senders wait.
@@ -52,6 +53,10 @@ pub mod request {
     /// never answered.
     pub const STATUS: u8 = 2;
 }
+
+/// A dialled link's stream, TLS or not, as one type.
+trait LinkIo: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> LinkIo for S {}
 
 /// Pings between two status reports on a link.
 const STATUS_EVERY: u64 = 5;
@@ -112,6 +117,8 @@ pub struct Cluster {
     /// as its status reports tell the others.
     stream_endpoint: OnceLock<serde_json::Value>,
     settings: ClusterSettings,
+    /// TLS around every link, when configured.
+    tls: Option<LinkTls>,
     peers: Mutex<HashMap<String, Peer>>,
     next_link: AtomicU64,
     /// Where the inter-node listener is bound.
@@ -131,6 +138,10 @@ impl Cluster {
         shutdown: watch::Receiver<bool>,
     ) -> std::io::Result<Arc<Cluster>> {
         let listen = listener.local_addr()?;
+        let tls = match &settings.tls {
+            Some(t) => Some(LinkTls::load(t).map_err(std::io::Error::other)?),
+            None => None,
+        };
         let peers = settings
             .peers
             .iter()
@@ -152,6 +163,7 @@ impl Cluster {
             queues,
             stream_endpoint: OnceLock::new(),
             settings,
+            tls,
             peers: Mutex::new(peers),
             next_link: AtomicU64::new(1),
             listen,
@@ -325,37 +337,55 @@ impl Cluster {
                     }
                 },
             };
+            let _ = tcp.set_nodelay(true);
             let c = self.clone();
             let shutdown = shutdown.clone();
             tokio::spawn(async move {
-                let mut tcp = tcp;
-                let mut buf = BytesMut::new();
-                let r = tokio::time::timeout(HANDSHAKE_TIMEOUT, accept(&mut tcp, &c.me, &mut buf)).await;
-                let peer = match r {
-                    Ok(Ok(p)) => p,
-                    Ok(Err(e)) => {
-                        tracing::warn!(%addr, "inter-node handshake failed: {e}");
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::warn!(%addr, "inter-node handshake timed out");
-                        return;
-                    }
+                let Some(tls) = &c.tls else {
+                    return c.clone().accepted(tcp, addr, shutdown).await;
                 };
-                if !c.peers.lock().contains_key(&peer.node) {
-                    tracing::warn!(%addr, peer = %peer.node, "inter-node link refused: not a configured peer");
-                    let mut out = BytesMut::new();
-                    Message::Goodbye {
-                        reason: format!("'{}' is not a peer of '{}'", peer.node, c.me.node),
-                    }
-                    .encode(&mut out);
-                    let _ = tcp.write_all(&out).await;
-                    return;
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(tcp)).await {
+                    Ok(Ok(s)) => c.clone().accepted(s, addr, shutdown).await,
+                    Ok(Err(e)) => tracing::warn!(%addr, "inter-node TLS handshake failed: {e}"),
+                    Err(_) => tracing::warn!(%addr, "inter-node TLS handshake timed out"),
                 }
-                let e = c.clone().run(peer.node.clone(), tcp, buf, shutdown).await;
-                c.failed(&peer.node, e);
             });
         }
+    }
+
+    /// A peer's connection, in TLS if configured: prove each other and
+    /// serve the link.
+    async fn accepted(
+        self: Arc<Self>,
+        mut stream: impl LinkStream,
+        addr: SocketAddr,
+        shutdown: watch::Receiver<bool>,
+    ) {
+        let mut buf = BytesMut::new();
+        let r = tokio::time::timeout(HANDSHAKE_TIMEOUT, accept(&mut stream, &self.me, &mut buf)).await;
+        let peer = match r {
+            Ok(Ok(p)) => p,
+            Ok(Err(e)) => {
+                tracing::warn!(%addr, "inter-node handshake failed: {e}");
+                return;
+            }
+            Err(_) => {
+                tracing::warn!(%addr, "inter-node handshake timed out");
+                return;
+            }
+        };
+        if !self.peers.lock().contains_key(&peer.node) {
+            tracing::warn!(%addr, peer = %peer.node, "inter-node link refused: not a configured peer");
+            let mut out = BytesMut::new();
+            Message::Goodbye {
+                reason: format!("'{}' is not a peer of '{}'", peer.node, self.me.node),
+            }
+            .encode(&mut out);
+            let _ = stream.write_all(&out).await;
+            return;
+        }
+        let e = self.clone().run(peer.node.clone(), stream, buf, shutdown).await;
+        self.failed(&peer.node, e);
     }
 
     async fn dial_loop(self: Arc<Self>, node: String, address: String, mut shutdown: watch::Receiver<bool>) {
@@ -365,10 +395,15 @@ impl Cluster {
                 return;
             }
             let attempt = async {
-                let mut tcp = TcpStream::connect(&address).await.map_err(LinkError::from)?;
+                let tcp = TcpStream::connect(&address).await.map_err(LinkError::from)?;
+                let _ = tcp.set_nodelay(true);
+                let mut stream: Box<dyn LinkIo> = match &self.tls {
+                    Some(tls) => Box::new(tls.connect(&address, tcp).await.map_err(LinkError::from)?),
+                    None => Box::new(tcp),
+                };
                 let mut buf = BytesMut::new();
-                let peer = dial(&mut tcp, &self.me, &mut buf).await?;
-                Ok::<_, LinkError>((tcp, buf, peer))
+                let peer = dial(&mut stream, &self.me, &mut buf).await?;
+                Ok::<_, LinkError>((stream, buf, peer))
             };
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, attempt).await {
                 Ok(Ok((tcp, buf, peer))) if peer.node == node => {
@@ -394,12 +429,11 @@ impl Cluster {
     async fn run(
         self: Arc<Self>,
         node: String,
-        tcp: TcpStream,
+        stream: impl LinkStream,
         mut buf: BytesMut,
         mut shutdown: watch::Receiver<bool>,
     ) -> String {
-        let _ = tcp.set_nodelay(true);
-        let (mut rd, wr) = tcp.into_split();
+        let (mut rd, wr) = tokio::io::split(stream);
         let (tx, rx) = mpsc::channel(LINK_QUEUE);
         let (data, data_rx) = mpsc::unbounded_channel();
         let id = self.next_link.fetch_add(1, Ordering::Relaxed);
@@ -516,7 +550,7 @@ impl Cluster {
 /// Send what the link's queues hold, as few writes as it takes; Raft and
 /// pings first, so a busy queue protocol cannot delay an election.
 async fn write_loop(
-    mut wr: tokio::net::tcp::OwnedWriteHalf,
+    mut wr: impl tokio::io::AsyncWrite + Unpin,
     mut rx: mpsc::Receiver<Message>,
     mut data: mpsc::UnboundedReceiver<Message>,
 ) {

@@ -1,6 +1,7 @@
 //! The cluster: several Warren nodes that are one broker. Built in steps
 //! (issue 16). What exists: the `[cluster]` settings (`settings.rs`), the
-//! inter-node handshake (`link.rs`), the links between nodes with their
+//! inter-node handshake (`link.rs`, inside TLS with `link_tls.rs`), the
+//! links between nodes with their
 //! failure detector (`links.rs`), which `/api/nodes` reports, and the
 //! metadata Raft group over them (`meta.rs`: a replicated, durable log,
 //! compacted behind snapshots of the state it builds, `snapshot.rs`),
@@ -13,6 +14,7 @@
 
 pub mod command;
 pub mod link;
+pub mod link_tls;
 pub mod links;
 pub mod meta;
 pub mod queue_client;

@@ -30,6 +30,8 @@ pub struct ClusterSettings {
     /// Metadata entries applied between compactions of the metadata log
     /// (a node further behind is sent a snapshot instead of entries).
     pub snapshot_interval: u64,
+    /// TLS on the links (`[cluster.tls]`); None: plain TCP.
+    pub tls: Option<super::link_tls::LinkTlsSettings>,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
@@ -51,6 +53,7 @@ impl Default for ClusterSettings {
             ping_interval: 1000,
             down_after: 5000,
             snapshot_interval: 4096,
+            tls: None,
         }
     }
 }

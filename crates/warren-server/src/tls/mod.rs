@@ -86,7 +86,7 @@ pub enum TlsError {
     Verifier(String),
 }
 
-fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+pub(crate) fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let bytes = std::fs::read(path).map_err(|source| TlsError::Read {
         path: path.into(),
         source,
@@ -100,7 +100,7 @@ fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     Ok(certs)
 }
 
-fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+pub(crate) fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
     let bytes = std::fs::read(path).map_err(|source| TlsError::Read {
         path: path.into(),
         source,
@@ -112,7 +112,7 @@ fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
 }
 
 /// The crypto underneath every TLS session (aws-lc-rs, rustls's default).
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::aws_lc_rs::default_provider())
 }
 

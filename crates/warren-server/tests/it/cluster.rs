@@ -109,7 +109,7 @@ pub(crate) async fn start_three(ports: &[u16]) -> Vec<Broker> {
 }
 
 /// Node name to `running`, from `/api/nodes` on `b`.
-async fn running(b: &Broker) -> Vec<(String, bool)> {
+pub(crate) async fn running(b: &Broker) -> Vec<(String, bool)> {
     let (status, nodes) = b.http(Method::GET, "/api/nodes", None).await;
     assert_eq!(status, StatusCode::OK);
     nodes

@@ -15,6 +15,7 @@ mod cluster;
 mod cluster_kill;
 mod cluster_messages;
 mod cluster_snapshot;
+mod cluster_tls;
 mod cluster_topology;
 mod common;
 mod consumers;

@@ -98,6 +98,22 @@ impl Pki {
         self.write(file, &cert, &key)
     }
 
+    /// A cluster node's certificate: localhost and 127.0.0.1, for server
+    /// and client auth (a node is both on its links); signed by `ca`, or
+    /// by this PKI's CA.
+    pub fn node_pair(&self, file: &str, cn: &str, ca: Option<&Ca>) -> Pair {
+        let mut p = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+        p.subject_alt_names
+            .push(SanType::IpAddress(std::net::IpAddr::from([127, 0, 0, 1])));
+        p.distinguished_name.push(DnType::CommonName, cn);
+        p.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        let (cert, key) = ca.unwrap_or(&self.ca).sign(p);
+        self.write(file, &cert, &key)
+    }
+
     /// A client certificate for `cn`, signed by the CA.
     pub fn client(&self, cn: &str) -> Pair {
         let (cert, key) = self.ca.sign(client_params(cn));
