@@ -35,6 +35,7 @@ pub mod kind {
     pub const PURGE: u8 = 0x4a;
     pub const ANSWER: u8 = 0x4b;
     pub const FIGURES: u8 = 0x4c;
+    pub const REPLY: u8 = 0x4d;
 }
 
 /// A message as it crosses a link: what a 0-9-1 publish carries, so the
@@ -152,6 +153,10 @@ pub enum QueueMsg {
     /// that changed since the last report to that node, so listings and
     /// declare-ok elsewhere show them.
     Figures { queues: Vec<Figures> },
+    /// Any node → the node of a direct reply-to consumer: a reply
+    /// published to its name (`amq.rabbitmq.reply-to.…`), which carries
+    /// that node. Neither confirmed nor answered, as a local one.
+    Reply { name: Bytes, message: WireMessage },
 }
 
 /// Bytes a delivery or publish takes on the wire besides its names and
@@ -201,11 +206,12 @@ impl QueueMsg {
             QueueMsg::Purge { .. } => kind::PURGE,
             QueueMsg::Answer { .. } => kind::ANSWER,
             QueueMsg::Figures { .. } => kind::FIGURES,
+            QueueMsg::Reply { .. } => kind::REPLY,
         }
     }
 
     pub fn is_queue_kind(kind: u8) -> bool {
-        (kind::PUBLISH..=kind::FIGURES).contains(&kind)
+        (kind::PUBLISH..=kind::REPLY).contains(&kind)
     }
 
     /// The fields, after the frame's kind.
@@ -327,6 +333,10 @@ impl QueueMsg {
                     out.put_u64(f.ready_bytes);
                 }
             }
+            QueueMsg::Reply { name, message } => {
+                put_short(out, name);
+                put_message(out, message);
+            }
         }
     }
 
@@ -440,6 +450,10 @@ impl QueueMsg {
                 }
                 QueueMsg::Figures { queues }
             }
+            kind::REPLY => QueueMsg::Reply {
+                name: short(r, "reply name")?,
+                message: message(r)?,
+            },
             k => return Err(CodecError::UnknownKind(k)),
         })
     }
@@ -530,5 +544,14 @@ pub(crate) fn examples() -> Vec<QueueMsg> {
             }],
         },
         QueueMsg::Figures { queues: vec![] },
+        QueueMsg::Reply {
+            name: Bytes::from_static(b"amq.rabbitmq.reply-to.bm9kZQ.abc"),
+            message: WireMessage {
+                exchange: Bytes::new(),
+                routing_key: Bytes::from_static(b"amq.rabbitmq.reply-to.bm9kZQ.abc"),
+                properties: Bytes::new(),
+                body: Bytes::from_static(b"42"),
+            },
+        },
     ]
 }

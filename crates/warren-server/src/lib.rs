@@ -37,7 +37,7 @@ pub struct ServerCtx {
     pub broker: Arc<Broker>,
     pub config: Arc<Config>,
     pub timers: Arc<timers::Timers>,
-    pub replies: reply_to::Registry,
+    pub replies: Arc<reply_to::Registry>,
     /// Single-active-consumer groups of stream subscriptions.
     pub stream_sac: stream::sac::Coordinator,
     /// Appends publishers' chunks off their connections' tasks.
@@ -360,6 +360,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         false,
     )?;
     let (tx, rx) = watch::channel(false);
+    let replies = Arc::new(reply_to::Registry::default());
     let cluster = match &config.cluster {
         None => None,
         Some(settings) => {
@@ -367,9 +368,11 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             let (tcp, _) = bind("inter-node listener", settings.listen, false)?
                 .expect("cluster.listen is validated not to be none");
             let (_, client) = removals.as_ref().expect("made for a cluster");
+            replies.set_node(&config.node_name);
             let queues = Arc::new(cluster::queues::Queues {
                 client: client.clone(),
                 host: cluster::queue_host::QueueHost::new(broker.clone(), timers.clone()),
+                replies: replies.clone(),
             });
             let c = cluster::Cluster::start(
                 broker.clone(),
@@ -440,7 +443,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         broker,
         config: Arc::new(config.clone()),
         timers,
-        replies: reply_to::Registry::default(),
+        replies,
         stream_sac: stream::sac::Coordinator::default(),
         stream_writer: stream::writer::Writer::start(),
         connections: connections::Registry::default(),

@@ -164,7 +164,7 @@ pub fn queue_declare(conn: &mut Conn, ch: &mut Channel, m: QueueDeclare) -> Resu
         let alive = if m.queue.as_bytes() == reply_to::PSEUDO_QUEUE.as_bytes() {
             ch.reply_consumer.is_some()
         } else {
-            conn.ctx.replies.is_alive(&m.queue)
+            reply_to::alive_anywhere(&conn.ctx, &m.queue)
         };
         if !alive {
             return Err(

@@ -227,6 +227,24 @@ impl Cluster {
         tx.is_some_and(|tx| tx.try_send(m).is_ok())
     }
 
+    /// Is there a link to `node` now?
+    pub fn is_up(&self, node: &str) -> bool {
+        self.peers.lock().get(node).is_some_and(|p| p.link.is_some())
+    }
+
+    /// A direct reply-to reply for a consumer on `node`; false when it
+    /// cannot go (no link, its queue full, too large for a frame).
+    pub fn send_reply(&self, node: &str, name: &[u8], message: &warren_core::message::Message) -> bool {
+        if !super::queue_client::fits_a_frame(message) {
+            return false;
+        }
+        let m = QueueMsg::Reply {
+            name: bytes::Bytes::copy_from_slice(name),
+            message: super::queue_client::wire_message(message),
+        };
+        self.send(node, Message::Queue(m))
+    }
+
     /// Every other node, in configuration order.
     pub fn peers(&self) -> Vec<PeerStatus> {
         let peers = self.peers.lock();
@@ -278,7 +296,47 @@ impl Cluster {
             "uptime": self.started.elapsed().as_millis() as u64,
             "processors": std::thread::available_parallelism().map_or(1, |n| n.get()),
             "stream": self.stream_endpoint.get(),
+            "links_up": self.linked(),
+            "partitions": self.partitions(),
         })
+    }
+
+    /// The peers this node has a link to.
+    fn linked(&self) -> Vec<String> {
+        let peers = self.peers.lock();
+        let mut v: Vec<String> = peers
+            .iter()
+            .filter(|(_, p)| p.link.is_some())
+            .map(|(n, _)| n.clone())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// The peers this node is partitioned from: it has no link to them,
+    /// yet a node it does reach last reported a link to them (so they are
+    /// up, and the network between here and there is what failed). As
+    /// RabbitMQ's `partitions` in `/api/nodes`, but it empties by itself
+    /// once the link is back: the metadata group needs no operator to heal.
+    pub fn partitions(&self) -> Vec<String> {
+        let peers = self.peers.lock();
+        let mut v: Vec<String> = peers
+            .iter()
+            .filter(|(name, p)| {
+                p.link.is_none()
+                    && peers.values().any(|q| {
+                        q.link.is_some()
+                            && q.status.as_ref().is_some_and(|s| {
+                                s["links_up"]
+                                    .as_array()
+                                    .is_some_and(|up| up.iter().any(|n| n == name.as_str()))
+                            })
+                    })
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
+        v.sort();
+        v
     }
 
     fn status_message(&self) -> Message {

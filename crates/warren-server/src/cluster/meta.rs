@@ -170,9 +170,15 @@ impl Meta {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(1, |d| d.as_nanos() as u64),
         };
+        // Applying may start timers (a TTL, x-expires) and other tasks:
+        // the driver thread runs inside the runtime's context.
+        let runtime = tokio::runtime::Handle::current();
         let thread = std::thread::Builder::new()
             .name("warren-raft".into())
-            .spawn(move || driver.run(rx))
+            .spawn(move || {
+                let _entered = runtime.enter();
+                driver.run(rx)
+            })
             .map_err(|e| e.to_string())?;
         Ok(Arc::new(Meta {
             tx,

@@ -21,6 +21,8 @@ use super::topology::Removals;
 pub struct Queues {
     pub client: Arc<QueueClient>,
     pub host: Arc<QueueHost>,
+    /// Direct reply-to consumers here, for replies published elsewhere.
+    pub replies: Arc<crate::reply_to::Registry>,
 }
 
 impl QueueEvents for Queues {
@@ -41,6 +43,12 @@ impl QueueEvents for Queues {
             | QueueMsg::Cancelled { .. }
             | QueueMsg::Got { .. }
             | QueueMsg::Answer { .. } => self.client.received(from, m),
+            QueueMsg::Reply { name, message } => match super::queue_client::from_wire(message) {
+                Ok(msg) => {
+                    self.replies.deliver(&name, Arc::new(msg));
+                }
+                Err(e) => tracing::warn!(peer = %from, "a reply that does not parse: {e}"),
+            },
             _ => self.host.received(from, m),
         }
     }

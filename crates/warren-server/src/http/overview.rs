@@ -115,8 +115,8 @@ fn peer_json(p: &crate::cluster::PeerStatus) -> Value {
         "cluster_links": [],
         "partitions": [],
     });
-    // Its last report's figures, while it is running (RabbitMQ shows a
-    // stopped node with none).
+    // Its last report's figures (its partitions among them), while it is
+    // running (RabbitMQ shows a stopped node with none).
     if let (true, Some(Value::Object(s)), Value::Object(out)) = (p.running, &p.status, &mut v) {
         for (k, val) in s {
             out.insert(k.clone(), val.clone());
@@ -160,7 +160,7 @@ fn node_json(ctx: &ServerCtx) -> Value {
         "name": ctx.config.node_name,
         "type": "disc",
         "running": true,
-        "partitions": [],
+        "partitions": ctx.cluster.as_ref().map_or_else(Vec::new, |c| c.partitions()),
         "cluster_links": ctx.cluster.as_ref().map_or_else(Vec::new, |c| {
             c.peers()
                 .into_iter()

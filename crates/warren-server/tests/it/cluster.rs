@@ -591,3 +591,84 @@ async fn node_figures_and_alarms_travel_between_nodes() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// The `partitions` each node lists in `/api/nodes` (its own entry and
+/// the others' as they last reported them): name to partitions.
+async fn partitions_seen(b: &Broker) -> Vec<(String, Vec<String>)> {
+    let (_, nodes) = b.http(Method::GET, "/api/nodes", None).await;
+    nodes
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["running"] == true)
+        .map(|n| {
+            let p = n["partitions"].as_array().unwrap();
+            (
+                n["name"].as_str().unwrap().to_string(),
+                p.iter().map(|x| x.as_str().unwrap().to_string()).collect(),
+            )
+        })
+        .collect()
+}
+
+/// Nodes 1 and 3 lose each other while both still reach node 2: each
+/// lists the other in `partitions` (node 2 shows both as they report it);
+/// healed, the lists are empty again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_between_two_nodes_shows_in_api_nodes_until_healed() {
+    let ports = free_ports(3);
+    // Only node 1's link to node 3 goes through the proxy.
+    let proxy = crate::proxy::Proxy::start(ports[2]).await;
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        let mut dial = ports.clone();
+        if i == 0 {
+            dial[2] = proxy.port;
+        }
+        let s = settings_via("itest", "s3cret", i, &ports, &dial);
+        nodes.push(
+            Broker::start_with(move |c| {
+                c.node_name = node_name(i);
+                c.cluster = Some(s);
+            })
+            .await,
+        );
+    }
+    all_linked(&nodes).await;
+    for b in &nodes {
+        assert!(partitions_seen(b).await.iter().all(|(_, p)| p.is_empty()));
+    }
+    proxy.blackhole(true);
+    let (n1, n3) = (node_name(0), node_name(2));
+    let want = |b: &str, seen: &[(String, Vec<String>)], who: &str| {
+        seen.iter().any(|(n, p)| n == b && p == &[who.to_string()])
+    };
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (s1, s2, s3) = (
+            partitions_seen(&nodes[0]).await,
+            partitions_seen(&nodes[1]).await,
+            partitions_seen(&nodes[2]).await,
+        );
+        if want(&n1, &s1, &n3) && want(&n3, &s3, &n1) && want(&n1, &s2, &n3) && want(&n3, &s2, &n1) {
+            assert!(
+                s2.iter().any(|(n, p)| *n == node_name(1) && p.is_empty()),
+                "{s2:?}"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node 1: {s1:?} node 2: {s2:?} node 3: {s3:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    proxy.blackhole(false);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    for b in &nodes {
+        while !partitions_seen(b).await.iter().all(|(_, p)| p.is_empty()) {
+            assert!(Instant::now() < deadline, "{:?}", partitions_seen(b).await);
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}

@@ -12,6 +12,7 @@ mod amqp10_session;
 mod amqprs_client;
 mod binary;
 mod cluster;
+mod cluster_features;
 mod cluster_kill;
 mod cluster_messages;
 mod cluster_snapshot;
