@@ -1,8 +1,10 @@
 //! Three `warren` processes on loopback, kill -9 and SIGSTOP: a node
-//! killed, or paused, while users are being created through another
-//! loses nothing that was answered, and when it is back it catches up.
-//! The checker: every user whose PUT was answered 201 exists on every
-//! node at the end, and every node lists the same users.
+//! killed, or paused, while durable queues are declared and users created
+//! through another loses nothing that was answered, and when it is back it
+//! catches up (the metadata log compacted every 50 changes, so it may be
+//! from a snapshot). The checker: every queue and user whose PUT was
+//! answered 201 exists on every node at the end, and every node lists the
+//! same queues and users.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -79,6 +81,7 @@ secret = "s3cret"
 listen = "127.0.0.1:{port}"
 ping_interval = 200
 down_after = 1000
+snapshot_interval = 50
 peers = [{peers}]
 "#,
         data = dir.join(format!("data{i}")).display(),
@@ -121,8 +124,18 @@ async fn until_all_running(c: &Client, nodes: &[Node]) {
     }
 }
 
-/// Create users PREFIX0, PREFIX1, ... one by one through `n` (at most 400,
-/// for at most 12 s); the names answered 201.
+/// The API path of change `i` of a stream: a durable queue declare for an
+/// even one, a user for an odd one.
+fn path_of(name: &str, i: usize) -> String {
+    if i % 2 == 0 {
+        format!("/api/queues/%2F/{name}")
+    } else {
+        format!("/api/users/{name}")
+    }
+}
+
+/// Declare queues and create users PREFIX0, PREFIX1, ... one by one
+/// through `n` (at most 400, for at most 12 s); the paths answered 201.
 fn write_stream(c: &Client, n: &Node, prefix: &'static str) -> tokio::task::JoinHandle<Vec<String>> {
     let c = c.clone();
     let url = n.url("");
@@ -133,16 +146,21 @@ fn write_stream(c: &Client, n: &Node, prefix: &'static str) -> tokio::task::Join
             if t0.elapsed() > Duration::from_secs(12) {
                 break;
             }
-            let name = format!("{prefix}{i}");
+            let path = path_of(&format!("{prefix}{i}"), i);
+            let body = if i % 2 == 0 {
+                serde_json::json!({"durable": true})
+            } else {
+                serde_json::json!({"password": "p", "tags": ""})
+            };
             let r = c
-                .put(format!("{url}/api/users/{name}"))
+                .put(format!("{url}{path}"))
                 .basic_auth("guest", Some("guest"))
-                .json(&serde_json::json!({"password": "p", "tags": ""}))
+                .json(&body)
                 .timeout(Duration::from_secs(8))
                 .send()
                 .await;
             if r.is_ok_and(|r| r.status() == StatusCode::CREATED) {
-                acked.push(name);
+                acked.push(path);
             }
         }
         acked
@@ -154,13 +172,13 @@ fn write_stream(c: &Client, n: &Node, prefix: &'static str) -> tokio::task::Join
 async fn on_every_node(c: &Client, nodes: &[Node], acked: &[String]) {
     let deadline = Instant::now() + Duration::from_secs(15);
     for n in nodes {
-        for name in acked {
+        for path in acked {
             loop {
-                match get(c, &n.url(&format!("/api/users/{name}"))).await {
+                match get(c, &n.url(path)).await {
                     Some((StatusCode::OK, _)) => break,
                     other => assert!(
                         Instant::now() < deadline,
-                        "{name}, answered 201, is missing on {}: {other:?}",
+                        "{path}, answered 201, is missing on {}: {other:?}",
                         n.name
                     ),
                 }
@@ -211,7 +229,7 @@ async fn kill9_and_sigstop_during_streams_of_changes_lose_nothing_answered() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
-    // Users created one by one through node 0 while node 2 is killed and
+    // Queues declared and users created one by one through node 0 while node 2 is killed and
     // started again.
     let writer = write_stream(&c, &nodes[0], "k");
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -235,21 +253,24 @@ async fn kill9_and_sigstop_during_streams_of_changes_lose_nothing_answered() {
     assert!(acked.len() > 20, "only {} changes answered", acked.len());
     until_all_running(&c, &nodes).await;
     on_every_node(&c, &nodes, &acked).await;
-    // One user list everywhere.
-    let mut lists = Vec::new();
-    for n in &nodes {
-        let (_, v) = get(&c, &n.url("/api/users")).await.unwrap();
-        let mut names: Vec<String> = v
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|u| u["name"].as_str().unwrap().to_string())
-            .collect();
-        names.sort();
-        lists.push(names);
+    // One list of users, and of queues, everywhere.
+    for listing in ["/api/users", "/api/queues"] {
+        let mut lists = Vec::new();
+        for n in &nodes {
+            let (_, v) = get(&c, &n.url(listing)).await.unwrap();
+            let mut names: Vec<String> = v
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|u| u["name"].as_str().unwrap().to_string())
+                .collect();
+            names.sort();
+            lists.push(names);
+        }
+        assert!(lists[0].len() > 20, "{listing}: {:?}", lists[0]);
+        assert_eq!(lists[0], lists[1], "{listing}");
+        assert_eq!(lists[0], lists[2], "{listing}");
     }
-    assert_eq!(lists[0], lists[1]);
-    assert_eq!(lists[0], lists[2]);
     for n in nodes.iter_mut() {
         n.kill9();
     }
