@@ -331,29 +331,26 @@ pub fn queue_purge(conn: &mut Conn, ch: &mut Channel, m: QueuePurge) -> Result<(
         // Its home purges it.
         let work = async move { client.purge(&q).await };
         after_cluster(conn, ch, QUEUE_PURGE, work, move |conn, ch, n| {
-            if !m.no_wait {
-                conn.send(
-                    ch.id,
-                    QueuePurgeOk {
-                        message_count: n as u32,
-                    },
-                );
-            }
+            purge_ok(conn, ch.id, m.no_wait, n);
             Ok(())
         });
         return Ok(());
     }
     let (n, effects) = q.purge();
     conn.apply(&q, effects);
-    if !m.no_wait {
+    purge_ok(conn, ch.id, m.no_wait, n);
+    Ok(())
+}
+
+fn purge_ok(conn: &mut Conn, channel: u16, no_wait: bool, purged: u64) {
+    if !no_wait {
         conn.send(
-            ch.id,
+            channel,
             QueuePurgeOk {
-                message_count: n as u32,
+                message_count: purged as u32,
             },
         );
     }
-    Ok(())
 }
 
 pub fn queue_delete(conn: &mut Conn, ch: &mut Channel, m: QueueDelete) -> Result<()> {

@@ -25,7 +25,7 @@ use warren_core::vhost::QueueDecl;
 use warren_core::{Broker, Permission, TopicPermission};
 
 use super::command::Applier;
-use crate::definitions::{self, binding_def, exchange_def, queue_def, Definitions, PolicyDef, VHostDef};
+use crate::definitions::{self, binding_def, exchange_def, queue_def, Definitions};
 
 /// A snapshot's data is compressed at this zstd level (JSON of thousands
 /// of similar objects shrinks tenfold or more).
@@ -52,28 +52,8 @@ fn decl_of(q: &Queue) -> QueueDecl {
 /// The definitions form of this node's metadata; `me` names this node as
 /// the home of the queues that live here.
 pub fn definitions(broker: &Broker, me: &str) -> Definitions {
-    let mut d = Definitions::default();
-    let mut users = broker.users();
-    users.sort_by(|a, b| a.name.cmp(&b.name));
-    for u in users {
-        let (user, permissions, topic_permissions) = definitions::user_defs(&u);
-        d.users.push(user);
-        d.permissions.extend(permissions);
-        d.topic_permissions.extend(topic_permissions);
-    }
     let me = ShortStr::from(me);
-    let mut vhosts = broker.vhosts();
-    vhosts.sort_by(|a, b| a.name.cmp(&b.name));
-    for vh in vhosts {
-        d.vhosts.push(VHostDef {
-            name: vh.name.clone(),
-        });
-        d.policies.extend(vh.policies().iter().map(|p| PolicyDef::of(p)));
-        let limits = vh.limits();
-        if !limits.is_empty() {
-            d.parameters
-                .push(crate::limits::vhost_parameter(&vh.name, &limits));
-        }
+    definitions::snapshot_with(broker, |vh, d| {
         for (x, _) in vh.exchanges() {
             if !predeclared(x.name.as_bytes()) {
                 d.exchanges.push(exchange_def(&vh.name, &x));
@@ -87,8 +67,7 @@ pub fn definitions(broker: &Broker, me: &str) -> Definitions {
         }
         d.bindings
             .extend(vh.bindings().iter().map(|(src, b)| binding_def(&vh.name, src, b)));
-    }
-    d
+    })
 }
 
 /// [`definitions`], encoded for a Raft snapshot.

@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 use warren_amqp091::{FieldTable, FieldValue, ShortStr};
 use warren_core::exchange::{Binding, Destination};
 use warren_core::policy::{Policy, PolicyError};
-use warren_core::vhost::{ExchangeDecl, QueueDecl};
+use warren_core::vhost::{ExchangeDecl, QueueDecl, VHost};
 use warren_core::{Broker, Permission, TopicPermission, User};
 
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
@@ -259,8 +259,23 @@ fn json_to_value(v: &Value) -> FieldValue {
 
 /// Take a snapshot of what must survive a restart.
 pub fn snapshot(broker: &Broker) -> Definitions {
+    snapshot_with(broker, |vh, d| {
+        let (xs, qs, bs) = vh.durable_definitions();
+        d.exchanges.extend(xs.iter().map(|x| exchange_def(&vh.name, x)));
+        d.queues.extend(qs.iter().map(|q| queue_def(&vh.name, q, None)));
+        d.bindings
+            .extend(bs.iter().map(|(src, b)| binding_def(&vh.name, src, b)));
+    })
+}
+
+/// Users with their grants, and every vhost (in name order) with its
+/// policies and limits; `objects` adds each vhost's exchanges, queues and
+/// bindings (which of them is the caller's choice).
+pub fn snapshot_with(broker: &Broker, mut objects: impl FnMut(&VHost, &mut Definitions)) -> Definitions {
     let mut d = Definitions::default();
-    for u in broker.users() {
+    let mut users = broker.users();
+    users.sort_by(|a, b| a.name.cmp(&b.name));
+    for u in users {
         let (user, permissions, topic_permissions) = user_defs(&u);
         d.users.push(user);
         d.permissions.extend(permissions);
@@ -278,11 +293,7 @@ pub fn snapshot(broker: &Broker) -> Definitions {
             d.parameters
                 .push(crate::limits::vhost_parameter(&vh.name, &limits));
         }
-        let (xs, qs, bs) = vh.durable_definitions();
-        d.exchanges.extend(xs.iter().map(|x| exchange_def(&vh.name, x)));
-        d.queues.extend(qs.iter().map(|q| queue_def(&vh.name, q, None)));
-        d.bindings
-            .extend(bs.iter().map(|(src, b)| binding_def(&vh.name, src, b)));
+        objects(&vh, &mut d);
     }
     d
 }

@@ -127,7 +127,7 @@ async fn until_all_running(c: &Client, nodes: &[Node]) {
 /// The API path of change `i` of a stream: a durable queue declare for an
 /// even one, a user for an odd one.
 fn path_of(name: &str, i: usize) -> String {
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         format!("/api/queues/%2F/{name}")
     } else {
         format!("/api/users/{name}")
@@ -147,7 +147,7 @@ fn write_stream(c: &Client, n: &Node, prefix: &'static str) -> tokio::task::Join
                 break;
             }
             let path = path_of(&format!("{prefix}{i}"), i);
-            let body = if i % 2 == 0 {
+            let body = if i.is_multiple_of(2) {
                 serde_json::json!({"durable": true})
             } else {
                 serde_json::json!({"password": "p", "tags": ""})
