@@ -27,7 +27,9 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
 use protobuf::Message as _;
-use raft::eraftpb::{ConfState, Entry, EntryType, Message, MessageType};
+use raft::eraftpb::{
+    ConfChange, ConfChangeType, ConfChangeV2, ConfState, Entry, EntryType, Message, MessageType,
+};
 use raft::{Config, RawNode, SnapshotStatus, StateRole, Storage};
 
 use crate::storage::{GroupStorage, SnapshotSource};
@@ -58,7 +60,9 @@ pub enum ProposeError {
 }
 
 /// An entry that has committed, for the caller to apply; or (`snapshot`)
-/// the leader's state machine at `index`, which replaces the caller's.
+/// the leader's state machine at `index`, which replaces the caller's; or
+/// (`members`) a membership change, applied here already, with the voters
+/// after it (`data` is the context it was proposed with).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Applied {
     pub group: u64,
@@ -66,6 +70,14 @@ pub struct Applied {
     pub term: u64,
     pub data: Vec<u8>,
     pub snapshot: bool,
+    pub members: Option<Vec<u64>>,
+}
+
+/// A change of a group's voters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Membership {
+    Add(u64),
+    Remove(u64),
 }
 
 /// What a pass produced: messages to send, (node, group, message), and
@@ -138,6 +150,7 @@ impl RaftNode {
                 Record::Entries(_, es) => s.append(&es),
                 Record::HardState(_, hs) => s.set_hard_state(hs),
                 Record::Compacted(_, index, term) => s.compact(index, term),
+                Record::ConfState(_, cs) => s.set_conf_state(cs),
                 Record::Snapshot(_, snap) => {
                     let m = snap.get_metadata();
                     s.install(m);
@@ -149,6 +162,7 @@ impl RaftNode {
                             term: m.term,
                             data: snap.data.to_vec(),
                             snapshot: true,
+                            members: None,
                         },
                     );
                 }
@@ -263,6 +277,7 @@ impl RaftNode {
             if index > 0 {
                 records.push(Record::Compacted(id, index, term));
             }
+            records.push(Record::ConfState(id, s.conf_state().clone()));
             if !s.entries_held().is_empty() {
                 records.push(Record::Entries(id, s.entries_held().to_vec()));
             }
@@ -299,8 +314,12 @@ impl RaftNode {
     /// A message from another node for `group`.
     pub fn step(&mut self, group: u64, m: Message) -> Result<(), NodeError> {
         let g = self.group(group)?;
-        g.rn.step(m)?;
-        Ok(())
+        match g.rn.step(m) {
+            // An answer from a node that is no longer a member: stale,
+            // not an error of this node's.
+            Err(raft::Error::StepPeerNotFound) => Ok(()),
+            r => Ok(r?),
+        }
     }
 
     /// Propose `data` in `group`; it is this node's to make only as leader.
@@ -313,6 +332,39 @@ impl RaftNode {
         g.rn.propose(vec![], data).map_err(|_| ProposeError::Dropped)?;
         g.ticking = true;
         Ok(())
+    }
+
+    /// Propose a change of `group`'s voters (this node must lead it);
+    /// `context` comes back with it when it is applied.
+    pub fn propose_membership(
+        &mut self,
+        group: u64,
+        change: Membership,
+        context: Vec<u8>,
+    ) -> Result<(), ProposeError> {
+        let g = self.groups.get_mut(&group).ok_or(ProposeError::NoGroup(group))?;
+        if g.rn.raft.state != StateRole::Leader {
+            let l = g.rn.raft.leader_id;
+            return Err(ProposeError::NotLeader((l != raft::INVALID_ID).then_some(l)));
+        }
+        let mut cc = ConfChange::default();
+        let (ty, node) = match change {
+            Membership::Add(n) => (ConfChangeType::AddNode, n),
+            Membership::Remove(n) => (ConfChangeType::RemoveNode, n),
+        };
+        cc.set_change_type(ty);
+        cc.node_id = node;
+        g.rn.propose_conf_change(context, cc)
+            .map_err(|_| ProposeError::Dropped)?;
+        g.ticking = true;
+        Ok(())
+    }
+
+    /// `group`'s voters as this node has applied them, in order.
+    pub fn voters(&self, group: u64) -> Option<Vec<u64>> {
+        let mut v = self.groups.get(&group)?.rn.store().conf_state().voters.clone();
+        v.sort_unstable();
+        Some(v)
     }
 
     /// Stand for election in `group` now.
@@ -387,9 +439,16 @@ impl RaftNode {
                     term: snap.get_metadata().term,
                     data: snap.data.to_vec(),
                     snapshot: true,
+                    members: None,
                 });
             }
-            take_applied(id, rd.take_committed_entries(), &mut out.applied);
+            take_applied(
+                id,
+                g,
+                &mut self.wal,
+                rd.take_committed_entries(),
+                &mut out.applied,
+            )?;
             if !rd.entries().is_empty() {
                 self.wal.entries(id, rd.entries());
                 g.rn.mut_store().append(rd.entries());
@@ -415,7 +474,13 @@ impl RaftNode {
             }
             out.messages
                 .extend(light.take_messages().into_iter().map(|m| (m.to, id, m)));
-            take_applied(id, light.take_committed_entries(), &mut out.applied);
+            take_applied(
+                id,
+                g,
+                &mut self.wal,
+                light.take_committed_entries(),
+                &mut out.applied,
+            )?;
             g.rn.advance_apply();
         }
         // A snapshot is reported delivered as soon as it is sent: the
@@ -436,20 +501,58 @@ impl RaftNode {
     }
 }
 
-fn take_applied(group: u64, entries: Vec<Entry>, out: &mut Vec<Applied>) {
+/// Hand committed entries to the caller; a membership change is applied
+/// to the group here first (and its new members logged).
+fn take_applied(
+    group: u64,
+    g: &mut Group,
+    wal: &mut Wal,
+    entries: Vec<Entry>,
+    out: &mut Vec<Applied>,
+) -> Result<(), NodeError> {
     for e in entries {
-        // A new leader's empty entry, and membership changes (none yet:
-        // members are fixed), are Raft's own business.
-        if e.get_entry_type() == EntryType::EntryNormal && !e.data.is_empty() {
-            out.push(Applied {
-                group,
-                index: e.index,
-                term: e.term,
-                data: e.data.to_vec(),
-                snapshot: false,
-            });
-        }
+        let applied = match e.get_entry_type() {
+            // A new leader's empty entry is Raft's own business.
+            EntryType::EntryNormal if e.data.is_empty() => continue,
+            EntryType::EntryNormal => None,
+            EntryType::EntryConfChange => Some(
+                ConfChange::parse_from_bytes(&e.data)
+                    .map_err(|x| x.to_string())
+                    .and_then(|cc| g.rn.apply_conf_change(&cc).map_err(|x| x.to_string())),
+            ),
+            EntryType::EntryConfChangeV2 => Some(
+                ConfChangeV2::parse_from_bytes(&e.data)
+                    .map_err(|x| x.to_string())
+                    .and_then(|cc| g.rn.apply_conf_change(&cc).map_err(|x| x.to_string())),
+            ),
+        };
+        let members = match applied {
+            None => None,
+            Some(Err(err)) => {
+                tracing::error!(group, index = e.index, "a membership change not applied: {err}");
+                continue;
+            }
+            Some(Ok(cs)) => {
+                wal.conf_state(group, &cs);
+                let voters = cs.voters.clone();
+                g.rn.mut_store().set_conf_state(cs);
+                Some(voters)
+            }
+        };
+        out.push(Applied {
+            group,
+            index: e.index,
+            term: e.term,
+            data: if members.is_some() {
+                e.context.to_vec()
+            } else {
+                e.data.to_vec()
+            },
+            snapshot: false,
+            members,
+        });
     }
+    Ok(())
 }
 
 fn has_work(rn: &RawNode<GroupStorage>, down: &HashSet<u64>) -> bool {

@@ -40,6 +40,15 @@ impl GroupStorage {
         }
     }
 
+    pub fn conf_state(&self) -> &ConfState {
+        &self.conf_state
+    }
+
+    /// The members after a membership change was applied.
+    pub fn set_conf_state(&mut self, cs: ConfState) {
+        self.conf_state = cs;
+    }
+
     pub fn set_source(&mut self, source: SnapshotSource) {
         self.source = Some(source);
     }

@@ -8,7 +8,8 @@
 //! payload. Kinds: entries (a count, then each protobuf `Entry` with a
 //! u32 length), a hard state, a snapshot installed from the leader
 //! (protobuf each), and a compaction (the index and term of the last entry
-//! dropped: u64 each). Replay stops at
+//! dropped: u64 each), and a membership (a protobuf `ConfState`, written
+//! when a membership change is applied). Replay stops at
 //! the first record that is short or fails its CRC, and the file is cut
 //! there: a torn tail is a write that never completed, so nothing after it
 //! was ever reported durable.
@@ -18,12 +19,13 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use protobuf::Message as _;
-use raft::eraftpb::{Entry, HardState, Snapshot};
+use raft::eraftpb::{ConfState, Entry, HardState, Snapshot};
 
 const KIND_ENTRIES: u8 = 1;
 const KIND_HARD_STATE: u8 = 2;
 const KIND_SNAPSHOT: u8 = 3;
 const KIND_COMPACTED: u8 = 4;
+const KIND_CONF_STATE: u8 = 5;
 /// len + crc.
 const HEAD: usize = 8;
 /// Largest record replay accepts (a batch of entries is cut well below).
@@ -49,6 +51,8 @@ pub enum Record {
     Snapshot(u64, Snapshot),
     /// (group, index, term): entries up to index are in the state machine.
     Compacted(u64, u64, u64),
+    /// The group's members since a membership change was applied.
+    ConfState(u64, ConfState),
 }
 
 impl Record {
@@ -57,7 +61,8 @@ impl Record {
             Record::Entries(g, _)
             | Record::HardState(g, _)
             | Record::Snapshot(g, _)
-            | Record::Compacted(g, ..) => *g,
+            | Record::Compacted(g, ..)
+            | Record::ConfState(g, _) => *g,
         }
     }
 }
@@ -153,6 +158,11 @@ impl Wal {
         });
     }
 
+    pub fn conf_state(&mut self, group: u64, cs: &ConfState) {
+        let b = cs.write_to_bytes().expect("a ConfState encodes");
+        self.record(group, KIND_CONF_STATE, |out| out.extend_from_slice(&b));
+    }
+
     /// The file's length so far.
     pub fn size(&self) -> u64 {
         self.size
@@ -182,6 +192,7 @@ impl Wal {
                 Record::HardState(g, hs) => fresh.hard_state(*g, hs),
                 Record::Snapshot(g, s) => fresh.snapshot(*g, s),
                 Record::Compacted(g, index, term) => fresh.compacted(*g, *index, *term),
+                Record::ConfState(g, cs) => fresh.conf_state(*g, cs),
             }
         }
         fresh.sync(true)?;
@@ -292,6 +303,10 @@ fn decode(body: &[u8]) -> Result<Record, String> {
             u64::from_be_bytes(rest[8..].try_into().unwrap()),
         )),
         KIND_COMPACTED => Err("a compaction record of the wrong length".into()),
+        KIND_CONF_STATE => Ok(Record::ConfState(
+            group,
+            ConfState::parse_from_bytes(rest).map_err(pb)?,
+        )),
         k => Err(format!("unknown kind {k}")),
     }
 }

@@ -40,6 +40,22 @@ impl Net {
         }
     }
 
+    /// Node `len + 1`, not a voter yet: it starts from the members the
+    /// others started with (the log's first membership, which no entry
+    /// holds), so it reads the changes since in the log as they did.
+    fn add_node(&mut self, groups: &[u64]) -> u64 {
+        let id = self.nodes.len() as u64 + 1;
+        let dir = self._tmp.path().join(format!("n{id}"));
+        let mut n = RaftNode::open(&dir, id, &IDS, &Default::default()).unwrap();
+        for g in groups {
+            n.add_group(*g).unwrap();
+        }
+        self.dirs.push(dir);
+        self.nodes.push(Some(n));
+        self.applied.push(Vec::new());
+        id
+    }
+
     fn node(&mut self, id: u64) -> &mut RaftNode {
         self.nodes[id as usize - 1].as_mut().expect("node running")
     }
@@ -50,7 +66,8 @@ impl Net {
         let mut sent = 0;
         for _ in 0..1000 {
             let mut moved = false;
-            for (i, from) in IDS.iter().enumerate() {
+            for i in 0..self.nodes.len() {
+                let from = &(i as u64 + 1);
                 let Some(n) = self.nodes[i].as_mut() else { continue };
                 let out = n.drive().unwrap();
                 self.applied[i].extend(out.applied);
@@ -304,4 +321,47 @@ fn a_node_behind_a_compacted_log_catches_up_by_snapshot_even_across_a_crash() {
     for i in 0..3 {
         assert_eq!(state(&net.applied[i], 0), payloads(0, 220), "node {}", i + 1);
     }
+}
+
+#[test]
+fn voters_are_added_and_removed_and_the_change_survives_a_restart() {
+    use warren_raft::Membership;
+    let mut net = Net::new(&[0]);
+    net.node(1).campaign(0).unwrap();
+    net.pump();
+    for p in payloads(0, 20) {
+        net.node(1).propose(0, p).unwrap();
+    }
+    net.pump();
+    // Node 4 joins: it hears from the leader and catches up.
+    let four = net.add_node(&[0]);
+    net.node(1)
+        .propose_membership(0, Membership::Add(four), b"add 4".to_vec())
+        .unwrap();
+    net.pump();
+    net.ticks(3);
+    for id in [1, 2, 3, 4] {
+        assert_eq!(net.node(id).voters(0), Some(vec![1, 2, 3, 4]), "node {id}");
+    }
+    let change = net.applied[0].iter().find(|a| a.members.is_some()).unwrap();
+    assert_eq!(change.data, b"add 4");
+    assert_eq!(
+        net.data(4, 0).iter().filter(|d| d.starts_with(b"change")).count(),
+        20
+    );
+    // Node 3 leaves; with it cut off, 1, 2 and 4 still commit (3 of 4).
+    net.node(1)
+        .propose_membership(0, Membership::Remove(3), Vec::new())
+        .unwrap();
+    net.pump();
+    assert_eq!(net.node(1).voters(0), Some(vec![1, 2, 4]));
+    net.cut.insert(3);
+    net.node(1).propose(0, b"without 3".to_vec()).unwrap();
+    net.pump();
+    assert!(net.data(4, 0).contains(&b"without 3".to_vec()));
+    // Restarted, node 1 has the members from its log, not its start-up
+    // list.
+    net.nodes[0] = None;
+    let again = RaftNode::open(&net.dirs[0], 1, &IDS, &Default::default()).unwrap();
+    assert_eq!(again.voters(0), Some(vec![1, 2, 4]));
 }

@@ -466,6 +466,9 @@ impl Driver {
                     index: a.index,
                     data: if a.snapshot {
                         &a.data
+                    } else if a.members.is_some() {
+                        // A membership change: Raft's own (none yet).
+                        &[]
                     } else {
                         a.data.get(16..).unwrap_or_default()
                     },
@@ -475,7 +478,7 @@ impl Driver {
             let outcomes = (self.apply)(&entries);
             self.applied.store(last.index, Ordering::Relaxed);
             for (a, outcome) in out.applied.iter().zip(outcomes) {
-                if a.snapshot || a.data.len() < 16 {
+                if a.snapshot || a.members.is_some() || a.data.len() < 16 {
                     continue;
                 }
                 let node = u64::from_be_bytes(a.data[..8].try_into().unwrap());
