@@ -45,6 +45,9 @@ enum Command {
     /// The cluster's name and nodes, which are running, and partitions
     /// (rabbitmqctl cluster_status).
     ClusterStatus,
+    /// Remove a stopped node from the cluster for good (rabbitmqctl
+    /// forget_cluster_node); its queues go with it.
+    ForgetClusterNode { node: String },
     /// Queues of the vhost (columns: name, messages, messages_ready, consumers, type, ...).
     ListQueues { columns: Vec<String> },
     /// Exchanges of the vhost (columns: name, type, durable, ...).
@@ -206,6 +209,12 @@ fn run(cli: &Cli, api: &Api) -> Result<(), CtlError> {
             let o = api.get("/api/overview")?;
             let nodes = api.get("/api/nodes")?;
             let all: Vec<&Value> = nodes.as_array().into_iter().flatten().collect();
+            // Each running node's partitions, as it reports them.
+            let partitions: serde_json::Map<String, Value> = all
+                .iter()
+                .filter(|n| n["partitions"].as_array().is_some_and(|p| !p.is_empty()))
+                .map(|n| (text(&n["name"]), n["partitions"].clone()))
+                .collect();
             let names = |running: Option<bool>| -> Vec<String> {
                 all.iter()
                     .filter(|n| running.is_none_or(|r| n["running"].as_bool() == Some(r)))
@@ -217,7 +226,7 @@ fn run(cli: &Cli, api: &Api) -> Result<(), CtlError> {
                     "cluster_name": o["cluster_name"],
                     "disk_nodes": names(None),
                     "running_nodes": names(Some(true)),
-                    "partitions": {},
+                    "partitions": partitions,
                 });
                 println!("{status:#}");
                 return Ok(());
@@ -232,7 +241,14 @@ fn run(cli: &Cli, api: &Api) -> Result<(), CtlError> {
             for n in names(Some(true)) {
                 println!("{n}");
             }
-            println!("\nNetwork Partitions\n\n(none)");
+            println!("\nNetwork Partitions\n");
+            if partitions.is_empty() {
+                println!("(none)");
+            }
+            for (node, seen) in &partitions {
+                let seen: Vec<String> = seen.as_array().into_iter().flatten().map(text).collect();
+                println!("Node {node} cannot communicate with {}", seen.join(", "));
+            }
             Ok(())
         }
         Command::ListQueues { columns } => list(format!("/api/queues/{v}"), columns, &["name", "messages"]),
@@ -281,6 +297,10 @@ fn run(cli: &Cli, api: &Api) -> Result<(), CtlError> {
             Ok(())
         }
         Command::DeleteUser { name } => api.delete(&format!("/api/users/{}", vh(name)), None),
+        Command::ForgetClusterNode { node } => {
+            println!("Removing node {node} from the cluster");
+            api.delete(&format!("/api/nodes/{}", vh(node)), None)
+        }
         Command::SetUserTags { name, tags } => {
             let path = format!("/api/users/{}", vh(name));
             let mut u = api.get(&path)?;

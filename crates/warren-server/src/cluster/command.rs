@@ -136,6 +136,13 @@ pub enum Command {
     NodeDown {
         node: String,
     },
+    /// `node` leaves the cluster for good (`forget_cluster_node`): the
+    /// context of the membership change that removes it from the metadata
+    /// group, so applied with it. Its queues go everywhere, as their
+    /// messages went with it.
+    ForgetNode {
+        node: String,
+    },
 }
 
 /// What applying a command gave.
@@ -376,6 +383,16 @@ impl Command {
             }
             Command::NodeDown { node } => {
                 remove_transient_of(a, node, *node == a.node);
+                Ok(Outcome::Done)
+            }
+            Command::ForgetNode { node } => {
+                for vh in a.broker.vhosts() {
+                    for q in vh.queues() {
+                        if q.home.as_deref() == Some(node.as_bytes()) && vh.remove_queue_if_same(&q) {
+                            vh.destroy_queue(&q);
+                        }
+                    }
+                }
                 Ok(Outcome::Done)
             }
             _ => Ok(Outcome::Done),

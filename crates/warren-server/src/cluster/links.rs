@@ -52,6 +52,9 @@ pub mod request {
     /// A node's figures and alarms (JSON), sent unasked every few pings;
     /// never answered.
     pub const STATUS: u8 = 2;
+    /// Forget a node (its name follows): to the metadata leader, which
+    /// proposes removing it; answered only if it cannot.
+    pub const FORGET: u8 = 3;
 }
 
 /// A dialled link's stream, TLS or not, as one type.
@@ -225,6 +228,14 @@ impl Cluster {
             .get(node)
             .and_then(|p| p.link.as_ref().map(|(_, tx, _)| tx.clone()));
         tx.is_some_and(|tx| tx.try_send(m).is_ok())
+    }
+
+    /// `node` is no longer of the cluster (forgotten): no link to it, no
+    /// dialling it, not listed; a link it still has ends at its next ping.
+    pub fn forget(&self, node: &str) {
+        if self.peers.lock().remove(node).is_some() {
+            tracing::info!(peer = %node, "node forgotten: no longer a member of the cluster");
+        }
     }
 
     /// Is there a link to `node` now?
@@ -449,7 +460,7 @@ impl Cluster {
     async fn dial_loop(self: Arc<Self>, node: String, address: String, mut shutdown: watch::Receiver<bool>) {
         let mut pause = REDIAL_FIRST;
         loop {
-            if *shutdown.borrow() {
+            if *shutdown.borrow() || !self.peers.lock().contains_key(&node) {
                 return;
             }
             let attempt = async {
@@ -569,6 +580,9 @@ impl Cluster {
                     Err(e) => break format!("read: {e}"),
                 },
                 _ = ping.tick() => {
+                    if !self.peers.lock().contains_key(&node) {
+                        break "the node was forgotten".into();
+                    }
                     if last_heard.elapsed() > down_after {
                         break format!("no answer for {} ms", down_after.as_millis());
                     }

@@ -35,9 +35,9 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 use warren_peer::message::RaftEnvelope;
 use warren_peer::Message;
-use warren_raft::{ProposeError, RaftMessage, RaftNode};
+use warren_raft::{Membership, ProposeError, RaftMessage, RaftNode};
 
-use super::links::request::PROPOSE as REQ_PROPOSE;
+use super::links::request::{FORGET as REQ_FORGET, PROPOSE as REQ_PROPOSE};
 use super::links::Cluster;
 
 /// The metadata group's id.
@@ -71,6 +71,10 @@ enum Input {
     /// The leader could not propose a forwarded entry (request id = the
     /// entry's sequence number).
     Refused(u64, MetaError),
+    /// Remove a node from the group for good.
+    Forget(String, Reply),
+    /// A follower asks this node (the leader) to remove a node.
+    ForwardedForget(String, u64, String),
     PeerUp(u64),
     PeerDown(u64),
     Stop,
@@ -112,6 +116,8 @@ pub struct Meta {
     names: HashMap<u64, String>,
     leader: Arc<AtomicU64>,
     applied: Arc<AtomicU64>,
+    /// The voters the driver last applied.
+    voter_ids: Arc<parking_lot::Mutex<Vec<u64>>>,
     thread: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -153,8 +159,18 @@ impl Meta {
         let names: HashMap<u64, String> = ids.iter().map(|(n, i)| (*i, n.clone())).collect();
         let leader = Arc::new(AtomicU64::new(0));
         let compacted = node.first_index(META).unwrap_or(1) - 1;
+        // Nodes forgotten before this start: members no more.
+        let members = node.voters(META).unwrap_or_default();
+        for (name, id) in &ids {
+            if !members.contains(id) {
+                cluster.forget(name);
+            }
+        }
+        let voter_ids = Arc::new(parking_lot::Mutex::new(members));
         let driver = Driver {
             compacted,
+            voter_ids: voter_ids.clone(),
+            forgetting: HashMap::new(),
             interval,
             apply,
             node,
@@ -186,6 +202,7 @@ impl Meta {
             names,
             leader,
             applied,
+            voter_ids,
             thread: parking_lot::Mutex::new(Some(thread)),
         }))
     }
@@ -227,9 +244,34 @@ impl Meta {
         }
     }
 
+    /// Remove `node` from the metadata group for good (its queues go
+    /// with it, see `Command::ForgetNode`); once this node has applied the
+    /// change. The leader makes it; a follower forwards it.
+    pub async fn forget(&self, node: &str, timeout: Duration) -> Result<(), MetaError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Input::Forget(node.to_string(), tx))
+            .map_err(|_| MetaError::Stopped)?;
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(r)) => r.map(|_| ()),
+            Ok(Err(_)) => Err(MetaError::Stopped),
+            Err(_) => Err(MetaError::Timeout),
+        }
+    }
+
+    /// The group's voters (node names) as this node has applied them.
+    pub fn voters(&self) -> Vec<String> {
+        let ids = self.voter_ids.lock().clone();
+        ids.iter().filter_map(|i| self.names.get(i).cloned()).collect()
+    }
+
     /// A request from a peer on its link.
     pub fn request(&self, from: &str, id: u64, body: &[u8]) {
         match body.split_first() {
+            Some((&REQ_FORGET, name)) => {
+                let name = String::from_utf8_lossy(name).into_owned();
+                let _ = self.tx.send(Input::ForwardedForget(from.to_string(), id, name));
+            }
             Some((&REQ_PROPOSE, data)) => {
                 let _ = self
                     .tx
@@ -284,6 +326,10 @@ impl Meta {
 }
 
 struct Driver {
+    voter_ids: Arc<parking_lot::Mutex<Vec<u64>>>,
+    /// Nodes this node asked to forget: name to the waiting caller's
+    /// sequence number (in `waiting`).
+    forgetting: HashMap<String, u64>,
     /// The last index the log has forgotten, and how often it does.
     compacted: u64,
     interval: u64,
@@ -381,6 +427,17 @@ impl Driver {
                     let _ = reply.send(Err(e));
                 }
             }
+            Input::Forget(name, reply) => self.forget(name, reply),
+            Input::ForwardedForget(from, request, name) => {
+                if let Err(e) = self.propose_forget(&name) {
+                    let m = Message::Reply {
+                        id: request,
+                        ok: false,
+                        body: encode_error(&e),
+                    };
+                    self.cluster.send(&from, m);
+                }
+            }
             Input::PeerUp(id) => self.node.peer_up(id),
             Input::PeerDown(id) => self.node.peer_down(id),
         }
@@ -427,6 +484,58 @@ impl Driver {
         }
     }
 
+    /// Remove `name` from the group: here as leader, else through it.
+    fn forget(&mut self, name: String, reply: Reply) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        match self.propose_forget(&name) {
+            Ok(()) => {}
+            Err(MetaError::NotLeader(leader)) if !leader.is_empty() => {
+                let mut body = vec![REQ_FORGET];
+                body.extend_from_slice(name.as_bytes());
+                let m = Message::Request {
+                    id: seq,
+                    body: Bytes::from(body),
+                };
+                if !self.cluster.send(&leader, m) {
+                    let _ = reply.send(Err(MetaError::NoLeader));
+                    return;
+                }
+            }
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        }
+        self.waiting.insert(seq, reply);
+        self.forgetting.insert(name, seq);
+    }
+
+    /// As leader, propose the membership change that removes `name`,
+    /// with the command that goes with it as its context.
+    fn propose_forget(&mut self, name: &str) -> Result<(), MetaError> {
+        let id = self
+            .names
+            .iter()
+            .find(|(_, n)| n.as_str() == name)
+            .map(|(i, _)| *i)
+            .ok_or(MetaError::NoLeader)?;
+        let context = serde_json::to_vec(&super::command::Command::ForgetNode {
+            node: name.to_string(),
+        })
+        .expect("a command encodes");
+        match self
+            .node
+            .propose_membership(META, Membership::Remove(id), context)
+        {
+            Ok(()) => Ok(()),
+            Err(ProposeError::NotLeader(Some(l))) if l != self.node.id() => Err(MetaError::NotLeader(
+                self.names.get(&l).cloned().unwrap_or_default(),
+            )),
+            Err(_) => Err(MetaError::NoLeader),
+        }
+    }
+
     /// Propose an entry a follower tagged.
     fn propose_entry(&mut self, entry: Vec<u8>) -> Result<(), MetaError> {
         if entry.len() < 16 {
@@ -438,6 +547,22 @@ impl Driver {
                 self.names.get(&l).cloned().unwrap_or_default(),
             )),
             Err(_) => Err(MetaError::NoLeader),
+        }
+    }
+
+    /// A membership change applied: the nodes no longer members are
+    /// forgotten by the links, and whoever here asked for it is answered.
+    fn members_changed(&mut self, members: &[u64], outcome: Vec<u8>) {
+        *self.voter_ids.lock() = members.to_vec();
+        for (id, name) in &self.names {
+            if !members.contains(id) {
+                self.cluster.forget(name);
+                if let Some(seq) = self.forgetting.remove(name) {
+                    if let Some(reply) = self.waiting.remove(&seq) {
+                        let _ = reply.send(Ok(outcome.clone()));
+                    }
+                }
+            }
         }
     }
 
@@ -467,8 +592,9 @@ impl Driver {
                     data: if a.snapshot {
                         &a.data
                     } else if a.members.is_some() {
-                        // A membership change: Raft's own (none yet).
-                        &[]
+                        // A membership change: its context is the
+                        // command that goes with it, untagged.
+                        &a.data
                     } else {
                         a.data.get(16..).unwrap_or_default()
                     },
@@ -478,7 +604,11 @@ impl Driver {
             let outcomes = (self.apply)(&entries);
             self.applied.store(last.index, Ordering::Relaxed);
             for (a, outcome) in out.applied.iter().zip(outcomes) {
-                if a.snapshot || a.members.is_some() || a.data.len() < 16 {
+                if let Some(members) = &a.members {
+                    self.members_changed(members, outcome);
+                    continue;
+                }
+                if a.snapshot || a.data.len() < 16 {
                     continue;
                 }
                 let node = u64::from_be_bytes(a.data[..8].try_into().unwrap());

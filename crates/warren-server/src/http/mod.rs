@@ -86,7 +86,10 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
             "/api/health/checks/certificate-expiration/{within}/{unit}",
             get(health::certificate_expiration),
         )
-        .route("/api/nodes/{name}", get(overview::node))
+        .route(
+            "/api/nodes/{name}",
+            get(overview::node).delete(overview::forget_node),
+        )
         .route("/api/cluster-name", get(overview::cluster_name))
         .route("/api/extensions", get(overview::extensions))
         .route("/api/tls/reload", axum::routing::post(health::reload_tls))

@@ -139,6 +139,39 @@ pub async fn node(
     Ok(Json(peer_json(p)))
 }
 
+/// `DELETE /api/nodes/{name}` (Warren's; what `warrenctl
+/// forget_cluster_node` calls, as rabbitmqctl's): remove a stopped node
+/// from the cluster for good, and its queues with it. A running node, this
+/// node and unknown names are refused.
+pub async fn forget_node(
+    State(ctx): State<Arc<ServerCtx>>,
+    who: Authed,
+    Path(name): Path<String>,
+) -> Result<axum::http::StatusCode, ApiError> {
+    who.admin()?;
+    let (Some(cluster), Some(meta)) = (&ctx.cluster, &ctx.meta) else {
+        return Err(ApiError::BadRequest("this node is not clustered".into()));
+    };
+    if name == ctx.config.node_name {
+        return Err(ApiError::BadRequest(format!(
+            "'{name}' is this node: forget it from another"
+        )));
+    }
+    let peer = cluster
+        .peers()
+        .into_iter()
+        .find(|p| p.node == name)
+        .ok_or(ApiError::NotFound)?;
+    if peer.running {
+        return Err(ApiError::BadRequest(format!(
+            "node '{name}' is running: stop it before forgetting it"
+        )));
+    }
+    meta.forget(&name, crate::cluster::command::COMMIT_TIMEOUT)
+        .await?;
+    Ok(axum::http::StatusCode::NO_CONTENT)
+}
+
 /// `/api/cluster-name`.
 pub async fn cluster_name(State(ctx): State<Arc<ServerCtx>>, _who: Authed) -> Json<Value> {
     Json(json!({"name": ctx.config.cluster_name()}))

@@ -13,6 +13,7 @@ mod amqprs_client;
 mod binary;
 mod cluster;
 mod cluster_features;
+mod cluster_forget;
 mod cluster_kill;
 mod cluster_messages;
 mod cluster_snapshot;
