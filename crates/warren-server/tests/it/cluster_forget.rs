@@ -12,19 +12,8 @@ use serde_json::json;
 use crate::cluster::{
     free_ports, meta, meta_leader, node_name, running, start_node, start_three, until_applied,
 };
+use crate::cluster_topology::queue_names;
 use crate::common::*;
-
-async fn queue_names(b: &Broker) -> Vec<String> {
-    let (_, qs) = b.http(Method::GET, "/api/queues/%2F", None).await;
-    let mut v: Vec<String> = qs
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|q| q["name"].as_str().unwrap().to_string())
-        .collect();
-    v.sort();
-    v
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_node_is_forgotten_with_its_queues_and_stays_out() {

@@ -218,7 +218,7 @@ async fn exchanges_queues_and_bindings_made_through_any_node_hold_everywhere() {
 }
 
 /// Names of the queues `b` lists in vhost `/`, sorted.
-async fn queue_names(b: &Broker) -> Vec<String> {
+pub(crate) async fn queue_names(b: &Broker) -> Vec<String> {
     let (_, qs) = b.http(Method::GET, "/api/queues/%2F", None).await;
     let mut v: Vec<String> = qs
         .as_array()
