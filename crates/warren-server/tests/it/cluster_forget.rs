@@ -13,7 +13,6 @@ use crate::cluster::{
     free_ports, meta, meta_leader, node_name, running, start_node, start_three, until_applied,
 };
 use crate::cluster_topology::queue_names;
-use crate::common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_node_is_forgotten_with_its_queues_and_stays_out() {
