@@ -309,18 +309,23 @@ pub fn announce_start(meta: Arc<Meta>, node: String, mut shutdown: watch::Receiv
 const DOWN_CHECK: Duration = Duration::from_secs(1);
 
 /// While this node leads the metadata group: for every other node whose
-/// link is down and which still has transient or exclusive queues in the
-/// metadata, propose that they go ([`Command::NodeDown`]), once per time
-/// it is down.
+/// link has been down for `grace` and which still has transient or
+/// exclusive queues in the metadata, propose that they go
+/// ([`Command::NodeDown`]), once per time it is down. The grace (on top
+/// of the failure detector's `down_after`) keeps a short network blip
+/// from costing a node its transient queues, as RabbitMQ's net_ticktime
+/// does.
 pub fn watch_downs(
     meta: Arc<Meta>,
     cluster: Arc<super::Cluster>,
     broker: Arc<warren_core::Broker>,
+    grace: Duration,
     mut shutdown: watch::Receiver<bool>,
 ) {
     tokio::spawn(async move {
         let me = cluster.node().to_string();
         let mut done: std::collections::HashSet<String> = Default::default();
+        let mut since: std::collections::HashMap<String, std::time::Instant> = Default::default();
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(DOWN_CHECK) => {}
@@ -328,12 +333,19 @@ pub fn watch_downs(
             }
             let peers = cluster.peers();
             done.retain(|n| peers.iter().any(|p| &p.node == n && !p.running));
+            since.retain(|n, _| peers.iter().any(|p| &p.node == n && !p.running));
+            for p in peers.iter().filter(|p| !p.running) {
+                since
+                    .entry(p.node.clone())
+                    .or_insert_with(std::time::Instant::now);
+            }
             if meta.leader().as_deref() != Some(me.as_str()) {
                 continue;
             }
             let down: Vec<_> = peers
                 .into_iter()
                 .filter(|p| !p.running && !done.contains(&p.node))
+                .filter(|p| since.get(&p.node).is_some_and(|t| t.elapsed() >= grace))
                 .collect();
             for p in down {
                 let has_transient = broker.vhosts().iter().any(|vh| {
