@@ -73,6 +73,20 @@ pub struct Applied {
     pub members: Option<Vec<u64>>,
 }
 
+impl Applied {
+    /// The leader's snapshot, for the caller to install.
+    fn installed(group: u64, snap: &raft::eraftpb::Snapshot) -> Applied {
+        Applied {
+            group,
+            index: snap.get_metadata().index,
+            term: snap.get_metadata().term,
+            data: snap.data.to_vec(),
+            snapshot: true,
+            members: None,
+        }
+    }
+}
+
 /// A change of a group's voters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Membership {
@@ -152,19 +166,8 @@ impl RaftNode {
                 Record::Compacted(_, index, term) => s.compact(index, term),
                 Record::ConfState(_, cs) => s.set_conf_state(cs),
                 Record::Snapshot(_, snap) => {
-                    let m = snap.get_metadata();
-                    s.install(m);
-                    installed.insert(
-                        g,
-                        Applied {
-                            group: g,
-                            index: m.index,
-                            term: m.term,
-                            data: snap.data.to_vec(),
-                            snapshot: true,
-                            members: None,
-                        },
-                    );
+                    s.install(snap.get_metadata());
+                    installed.insert(g, Applied::installed(g, &snap));
                 }
             }
         }
@@ -433,14 +436,7 @@ impl RaftNode {
                 let snap = rd.snapshot();
                 self.wal.snapshot(id, snap);
                 g.rn.mut_store().install(snap.get_metadata());
-                out.applied.push(Applied {
-                    group: id,
-                    index: snap.get_metadata().index,
-                    term: snap.get_metadata().term,
-                    data: snap.data.to_vec(),
-                    snapshot: true,
-                    members: None,
-                });
+                out.applied.push(Applied::installed(id, snap));
             }
             take_applied(
                 id,

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use warren_amqp091::ShortStr;
-use warren_core::queue::REMOTE_OWNER;
+use warren_core::queue::{Queue, REMOTE_OWNER};
 use warren_core::{Broker, BrokerError, Limits, Permission, TopicPermission, User};
 
 use super::meta::MetaError;
@@ -378,21 +378,15 @@ impl Command {
                 Ok(Outcome::Done)
             }
             Command::NodeStarted { node } => {
-                remove_transient_of(a, node, false);
+                remove_queues_of(a, node, false, dies_with_its_node);
                 Ok(Outcome::Done)
             }
             Command::NodeDown { node } => {
-                remove_transient_of(a, node, *node == a.node);
+                remove_queues_of(a, node, *node == a.node, dies_with_its_node);
                 Ok(Outcome::Done)
             }
             Command::ForgetNode { node } => {
-                for vh in a.broker.vhosts() {
-                    for q in vh.queues() {
-                        if q.home.as_deref() == Some(node.as_bytes()) && vh.remove_queue_if_same(&q) {
-                            vh.destroy_queue(&q);
-                        }
-                    }
-                }
+                remove_queues_of(a, node, false, |_| true);
                 Ok(Outcome::Done)
             }
             _ => Ok(Outcome::Done),
@@ -450,17 +444,22 @@ impl Command {
     }
 }
 
-/// Remove the transient and exclusive queues that live on `node` (and,
-/// when `here`, those that live on this node, which is `node`).
-fn remove_transient_of(a: &Applier, node: &str, here: bool) {
+/// A queue that does not outlive its node's restart: transient, or
+/// exclusive.
+pub fn dies_with_its_node(q: &Queue) -> bool {
+    !q.durable || q.exclusive_owner.is_some()
+}
+
+/// Remove the queues `which` picks of those that live on `node` (and,
+/// when `here`, of those that live on this node, which is `node`).
+fn remove_queues_of(a: &Applier, node: &str, here: bool, which: impl Fn(&Queue) -> bool) {
     for vh in a.broker.vhosts() {
         for q in vh.queues() {
             let on_node = match q.home.as_deref() {
                 Some(h) => h == node.as_bytes(),
                 None => here,
             };
-            let lost = on_node && (!q.durable || q.exclusive_owner.is_some());
-            if lost && vh.remove_queue_if_same(&q) {
+            if on_node && which(&q) && vh.remove_queue_if_same(&q) {
                 vh.destroy_queue(&q);
             }
         }

@@ -57,10 +57,6 @@ pub mod request {
     pub const FORGET: u8 = 3;
 }
 
-/// A dialled link's stream, TLS or not, as one type.
-trait LinkIo: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
-impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> LinkIo for S {}
-
 /// Pings between two status reports on a link.
 const STATUS_EVERY: u64 = 5;
 
@@ -466,7 +462,7 @@ impl Cluster {
             let attempt = async {
                 let tcp = TcpStream::connect(&address).await.map_err(LinkError::from)?;
                 let _ = tcp.set_nodelay(true);
-                let mut stream: Box<dyn LinkIo> = match &self.tls {
+                let mut stream: Box<dyn LinkStream> = match &self.tls {
                     Some(tls) => Box::new(tls.connect(&address, tcp).await.map_err(LinkError::from)?),
                     None => Box::new(tcp),
                 };

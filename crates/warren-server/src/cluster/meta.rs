@@ -459,7 +459,7 @@ impl Driver {
                 self.waiting.insert(seq, reply);
             }
             Err(ProposeError::NotLeader(Some(l))) if l != self.node.id() => {
-                let Some(name) = self.names.get(&l) else {
+                let Some(name) = self.names.get(&l).cloned() else {
                     let _ = reply.send(Err(MetaError::NoLeader));
                     return;
                 };
@@ -468,19 +468,37 @@ impl Driver {
                 body.extend_from_slice(&self.node.id().to_be_bytes());
                 body.extend_from_slice(&seq.to_be_bytes());
                 body.extend_from_slice(&data);
-                let m = Message::Request {
-                    id: seq,
-                    body: Bytes::from(body),
-                };
-                if self.cluster.send(name, m) {
-                    self.waiting.insert(seq, reply);
-                } else {
-                    let _ = reply.send(Err(MetaError::NoLeader));
-                }
+                self.forward(&name, seq, body, reply);
             }
             Err(_) => {
                 let _ = reply.send(Err(MetaError::NoLeader));
             }
+        }
+    }
+
+    /// Send a request to the leader for this node's caller, who waits
+    /// (under `seq`) for this node to apply what it leads to.
+    fn forward(&mut self, leader: &str, seq: u64, body: Vec<u8>, reply: Reply) -> bool {
+        let m = Message::Request {
+            id: seq,
+            body: Bytes::from(body),
+        };
+        if self.cluster.send(leader, m) {
+            self.waiting.insert(seq, reply);
+            true
+        } else {
+            let _ = reply.send(Err(MetaError::NoLeader));
+            false
+        }
+    }
+
+    /// What a caller hears when this node could not propose.
+    fn refusal(&self, e: ProposeError) -> MetaError {
+        match e {
+            ProposeError::NotLeader(Some(l)) if l != self.node.id() => {
+                MetaError::NotLeader(self.names.get(&l).cloned().unwrap_or_default())
+            }
+            _ => MetaError::NoLeader,
         }
     }
 
@@ -489,16 +507,13 @@ impl Driver {
         let seq = self.next_seq;
         self.next_seq += 1;
         match self.propose_forget(&name) {
-            Ok(()) => {}
+            Ok(()) => {
+                self.waiting.insert(seq, reply);
+            }
             Err(MetaError::NotLeader(leader)) if !leader.is_empty() => {
                 let mut body = vec![REQ_FORGET];
                 body.extend_from_slice(name.as_bytes());
-                let m = Message::Request {
-                    id: seq,
-                    body: Bytes::from(body),
-                };
-                if !self.cluster.send(&leader, m) {
-                    let _ = reply.send(Err(MetaError::NoLeader));
+                if !self.forward(&leader, seq, body, reply) {
                     return;
                 }
             }
@@ -507,7 +522,6 @@ impl Driver {
                 return;
             }
         }
-        self.waiting.insert(seq, reply);
         self.forgetting.insert(name, seq);
     }
 
@@ -524,16 +538,9 @@ impl Driver {
             node: name.to_string(),
         })
         .expect("a command encodes");
-        match self
-            .node
+        self.node
             .propose_membership(META, Membership::Remove(id), context)
-        {
-            Ok(()) => Ok(()),
-            Err(ProposeError::NotLeader(Some(l))) if l != self.node.id() => Err(MetaError::NotLeader(
-                self.names.get(&l).cloned().unwrap_or_default(),
-            )),
-            Err(_) => Err(MetaError::NoLeader),
-        }
+            .map_err(|e| self.refusal(e))
     }
 
     /// Propose an entry a follower tagged.
@@ -541,13 +548,7 @@ impl Driver {
         if entry.len() < 16 {
             return Err(MetaError::NoLeader);
         }
-        match self.node.propose(META, entry) {
-            Ok(()) => Ok(()),
-            Err(ProposeError::NotLeader(Some(l))) if l != self.node.id() => Err(MetaError::NotLeader(
-                self.names.get(&l).cloned().unwrap_or_default(),
-            )),
-            Err(_) => Err(MetaError::NoLeader),
-        }
+        self.node.propose(META, entry).map_err(|e| self.refusal(e))
     }
 
     /// A membership change applied: the nodes no longer members are
@@ -589,11 +590,9 @@ impl Driver {
                 .iter()
                 .map(|a| Applying {
                     index: a.index,
-                    data: if a.snapshot {
-                        &a.data
-                    } else if a.members.is_some() {
-                        // A membership change: its context is the
-                        // command that goes with it, untagged.
+                    // A membership change's context is the command that
+                    // goes with it, untagged.
+                    data: if a.snapshot || a.members.is_some() {
                         &a.data
                     } else {
                         a.data.get(16..).unwrap_or_default()

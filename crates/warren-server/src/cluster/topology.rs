@@ -150,9 +150,7 @@ pub async fn declare_queue(
         return r.map(|q| (q, false));
     }
     vh.check_new_queue(&d.name)?;
-    // Checked here as well as at apply, so a bad locator is refused
-    // before a node is chosen with it.
-    warren_core::queue::QueueConfig::from_arguments(&d.arguments, &d.name, &vh.name)?;
+    // A bad locator is not balanced here; the apply refuses it.
     let home = place(ctx, vh, &d);
     let c = Command::DeclareQueue {
         queue: queue_def(&vh.name, &d, Some(&home)),
@@ -350,8 +348,7 @@ pub fn watch_downs(
             for p in down {
                 let has_transient = broker.vhosts().iter().any(|vh| {
                     vh.queues().iter().any(|q| {
-                        q.home.as_deref() == Some(p.node.as_bytes())
-                            && (!q.durable || q.exclusive_owner.is_some())
+                        q.home.as_deref() == Some(p.node.as_bytes()) && command::dies_with_its_node(q)
                     })
                 });
                 if has_transient {
