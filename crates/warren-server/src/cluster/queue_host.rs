@@ -609,6 +609,11 @@ impl QueueHost {
 
     /// Confirm, in order, the publishes that are done; wake later for the
     /// rest.
+    ///
+    /// Two flushes may run at once (the link's reader after a batch, the
+    /// peer's task after an fsync), so the confirms are sent before the
+    /// lock is let go: the publisher's node takes a range that arrives
+    /// ahead of an earlier one as a refusal of the earlier publishes.
     fn flush(&self, p: &Peer) {
         let mut out: Vec<QueueMsg> = Vec::new();
         let mut wait: Option<Ticket> = None;
@@ -642,9 +647,10 @@ impl QueueHost {
                     }),
                 }
             }
-        }
-        for m in out {
-            Self::send(p, m);
+            // An unbounded channel's send never waits.
+            for m in out {
+                Self::send(p, m);
+            }
         }
         if let Some(t) = wait {
             let syncer = self.broker.config.storage.as_ref().map(|s| s.syncer());

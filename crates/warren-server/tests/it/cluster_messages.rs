@@ -491,3 +491,46 @@ async fn stream_clients_of_any_node_are_sent_to_the_streams_node() {
         &rabbitmq_stream_client::types::ResponseCode::StreamNotAvailable
     );
 }
+
+/// Many publishers on one node, persistent messages to a queue on
+/// another: the home confirms from two places (after each batch it reads,
+/// and after each fsync), and every publish must be acked all the same.
+/// (Two confirm ranges once crossed on the link, and the publisher node
+/// took the later range's arrival as a refusal of the earlier publishes.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_publishers_to_another_nodes_queue_are_all_acked() {
+    let ports = free_ports(3);
+    let nodes = start_three(&ports).await;
+    meta_leader(&nodes).await;
+    all_linked(&nodes).await;
+    let c1 = connect(&nodes[0]).await;
+    let ch1 = c1.create_channel().await.unwrap();
+    within(ch1.queue_declare("many".into(), durable(), FieldTable::default()))
+        .await
+        .unwrap();
+    until_ready(&nodes[1], "many", 0).await;
+
+    let c2 = connect(&nodes[1]).await;
+    let mut publishers = Vec::new();
+    for p in 0..4 {
+        let ch = c2.create_channel().await.unwrap();
+        within(ch.confirm_select(ConfirmSelectOptions::default()))
+            .await
+            .unwrap();
+        publishers.push(tokio::spawn(async move {
+            let mut nacked = 0;
+            for round in 0..5 {
+                if !publish_confirmed(&ch, "many", &format!("p{p}-r{round}"), 400).await {
+                    nacked += 1;
+                }
+            }
+            nacked
+        }));
+    }
+    let mut rounds_with_nacks = 0;
+    for p in publishers {
+        rounds_with_nacks += p.await.unwrap();
+    }
+    assert_eq!(rounds_with_nacks, 0, "rounds with a nacked publish");
+    until_ready(&nodes[0], "many", 8000).await;
+}
