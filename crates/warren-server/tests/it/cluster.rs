@@ -255,6 +255,18 @@ pub(crate) async fn meta_leader(nodes: &[Broker]) -> usize {
     }
 }
 
+/// Wait until every node has applied what any of them had applied when
+/// called. A change is answered once a majority has it and the answering
+/// node applied it; another node may apply it a moment later (as with
+/// RabbitMQ 4's Khepri), so a test that makes a change through one node
+/// and relies on it through another waits for this first.
+pub(crate) async fn in_step(nodes: &[Broker]) {
+    let index = nodes.iter().map(|b| meta(b).applied_index()).max().unwrap_or(0);
+    for b in nodes {
+        until_applied(b, index).await;
+    }
+}
+
 pub(crate) async fn until_applied(b: &Broker, index: u64) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while meta(b).applied_index() < index {

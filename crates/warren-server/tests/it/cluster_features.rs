@@ -13,7 +13,7 @@ use lapin::options::*;
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, Connection};
 
-use crate::cluster::{all_linked, free_ports, meta_leader, start_three};
+use crate::cluster::{all_linked, free_ports, in_step, meta_leader, start_three};
 use crate::common::*;
 
 async fn open(b: &Broker) -> (Connection, Channel) {
@@ -58,6 +58,7 @@ async fn reply_to_dead_letters_alternate_exchanges_sac_and_priorities_across_nod
     )
     .await
     .unwrap();
+    in_step(&nodes).await;
     let mut replies = ch1
         .basic_consume(
             "amq.rabbitmq.reply-to".into(),
@@ -135,6 +136,7 @@ async fn reply_to_dead_letters_alternate_exchanges_sac_and_priorities_across_nod
     ch1.queue_declare("work".into(), QueueDeclareOptions::default(), work_args)
         .await
         .unwrap();
+    in_step(&nodes).await;
     ch3.basic_publish(
         "".into(),
         "work".into(),
@@ -180,6 +182,7 @@ async fn reply_to_dead_letters_alternate_exchanges_sac_and_priorities_across_nod
     )
     .await
     .unwrap();
+    in_step(&nodes).await;
     ch3.basic_publish(
         "with-ae".into(),
         "nobody".into(),
@@ -200,6 +203,7 @@ async fn reply_to_dead_letters_alternate_exchanges_sac_and_priorities_across_nod
     )
     .await
     .unwrap();
+    in_step(&nodes).await;
     let mut first = ch2
         .basic_consume(
             "sac".into(),
@@ -263,6 +267,7 @@ async fn reply_to_dead_letters_alternate_exchanges_sac_and_priorities_across_nod
     )
     .await
     .unwrap();
+    in_step(&nodes).await;
     let mut low = ch2
         .basic_consume(
             "prio".into(),

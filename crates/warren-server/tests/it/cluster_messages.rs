@@ -15,7 +15,7 @@ use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use reqwest::{Method, StatusCode};
 
-use crate::cluster::{all_linked, free_ports, meta_leader, node_name, start_node, start_three};
+use crate::cluster::{all_linked, free_ports, in_step, meta_leader, node_name, start_node, start_three};
 use crate::common::*;
 
 async fn connect(b: &Broker) -> Connection {
@@ -89,6 +89,7 @@ async fn publish_consume_get_and_purge_through_nodes_that_are_not_the_queues() {
     within(ch1.queue_declare("cq".into(), durable(), FieldTable::default()))
         .await
         .unwrap();
+    in_step(&nodes).await;
 
     // Node 2 publishes with confirms: every one acked once node 1 has it
     // on disk, and node 1 counts them.
@@ -256,6 +257,7 @@ async fn a_queue_whose_node_is_down_answers_404_and_works_again_when_it_returns(
     within(ch1.queue_declare("dq".into(), durable(), FieldTable::default()))
         .await
         .unwrap();
+    in_step(&nodes).await;
     let c2 = connect(&nodes[1]).await;
     let ch2 = c2.create_channel().await.unwrap();
     within(ch2.confirm_select(ConfirmSelectOptions::default()))
