@@ -65,6 +65,11 @@ pub struct ServerCtx {
     /// This node's side of queues whose home is another node, with
     /// `cluster` (gets, purges and consume answers wait on it).
     pub queue_client: Option<Arc<cluster::queue_client::QueueClient>>,
+    /// The cluster's nodes and their Raft ids, with `cluster`.
+    pub node_table: Option<Arc<cluster::nodes::NodeTable>>,
+    /// Notified when the node must start again (it joined a cluster, see
+    /// `cluster::join`); the binary restarts it in place.
+    pub restart: Arc<tokio::sync::Notify>,
 }
 
 impl ServerCtx {
@@ -75,6 +80,7 @@ impl ServerCtx {
             timers: self.timers.clone(),
             definitions: self.definitions.clone(),
             node: self.config.node_name.clone(),
+            table: self.node_table.clone().unwrap_or_default(),
         }
     }
 
@@ -176,6 +182,12 @@ pub struct Running {
 }
 
 impl Running {
+    /// Resolves when the node asks to be started again (it joined a
+    /// cluster): the caller shuts it down and starts it anew.
+    pub async fn restart_requested(&self) {
+        self.ctx.restart.notified().await
+    }
+
     /// Close every connection with 320 CONNECTION_FORCED and stop listening.
     pub async fn shutdown(self) {
         if let Some(c) = &self.ctx.cluster {
@@ -244,6 +256,21 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         source,
     };
     std::fs::create_dir_all(&config.data_dir).map_err(data_err)?;
+    // A node that has just joined a cluster starts from nothing of its
+    // own (as RabbitMQ's reset before join_cluster).
+    let joined = match &config.cluster {
+        Some(_) => cluster::nodes::Joined::load(&config.data_dir).map_err(StartError::Cluster)?,
+        None => None,
+    };
+    if let Some(j) = joined.as_ref().filter(|j| j.reset) {
+        tracing::info!("joined a cluster as Raft id {}: this node's own data goes", j.id);
+        cluster::nodes::Joined::reset_data(&config.data_dir).map_err(data_err)?;
+        let j = cluster::nodes::Joined {
+            reset: false,
+            ..j.clone()
+        };
+        j.save(&config.data_dir).map_err(data_err)?;
+    }
     let (store, stored) = definitions::Store::open(&config.data_dir).map_err(data_err)?;
     let store = Arc::new(store);
     let storage = Storage::open(&config.data_dir.join("queues"))?;
@@ -365,8 +392,30 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         None => None,
         Some(settings) => {
             let secret = settings.load_secret().map_err(StartError::Cluster)?;
-            let (tcp, _) = bind("inter-node listener", settings.listen, false)?
+            let (tcp, listen_at) = bind("inter-node listener", settings.listen, false)?
                 .expect("cluster.listen is validated not to be none");
+            // The nodes: configured, told when this node joined, joined
+            // since (the definitions store keeps those); all are peers.
+            let stored_nodes = stored
+                .as_ref()
+                .map(|d| d.warren_cluster_nodes.clone())
+                .unwrap_or_default();
+            let table = Arc::new(cluster::nodes::at_start(
+                &config.node_name,
+                &listen_at.to_string(),
+                &settings.peers,
+                joined.as_ref(),
+                &stored_nodes,
+            ));
+            let mut settings = settings.clone();
+            for n in table.all() {
+                if n.name != config.node_name && !settings.peers.iter().any(|p| p.node == n.name) {
+                    settings.peers.push(cluster::PeerConfig {
+                        node: n.name,
+                        address: n.address,
+                    });
+                }
+            }
             let (_, client) = removals.as_ref().expect("made for a cluster");
             replies.set_node(&config.node_name);
             let queues = Arc::new(cluster::queues::Queues {
@@ -377,7 +426,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             let c = cluster::Cluster::start(
                 broker.clone(),
                 &config.node_name,
-                settings.clone(),
+                settings,
                 &secret,
                 tcp,
                 queues.clone(),
@@ -405,15 +454,25 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
                 timers: timers.clone(),
                 definitions: store.clone(),
                 node: config.node_name.clone(),
+                table: table.clone(),
             };
             let apply: cluster::meta::ApplyFn =
                 Arc::new(move |entries| cluster::command::Command::apply_entries(&applier, entries));
             let (b, me) = (broker.clone(), config.node_name.clone());
-            let take: cluster::meta::TakeFn = Arc::new(move || cluster::snapshot::take(&b, &me));
+            let t = table.clone();
+            let take: cluster::meta::TakeFn = Arc::new(move || cluster::snapshot::take(&b, &me, &t));
             let dir = config.data_dir.join("raft");
             let interval = config.cluster.as_ref().map_or(4096, |s| s.snapshot_interval);
-            let meta = cluster::meta::Meta::start(&dir, c.clone(), apply, take, meta_applied, interval)
-                .map_err(StartError::Cluster)?;
+            let meta = cluster::meta::Meta::start(
+                &dir,
+                c.clone(),
+                table.clone(),
+                apply,
+                take,
+                meta_applied,
+                interval,
+            )
+            .map_err(StartError::Cluster)?;
             c.set_events(meta.clone());
             if let Some((r, _)) = &removals {
                 r.start(meta.clone());
@@ -421,12 +480,12 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             cluster::topology::announce_start(meta.clone(), config.node_name.clone(), rx.clone());
             let grace = Duration::from_millis(2 * config.cluster.as_ref().map_or(5000, |s| s.down_after));
             cluster::topology::watch_downs(meta.clone(), c.clone(), broker.clone(), grace, rx.clone());
-            Some((c, meta))
+            Some((c, meta, table))
         }
     };
-    let (cluster, meta) = match cluster {
-        Some((c, m)) => (Some(c), Some(m)),
-        None => (None, None),
+    let (cluster, meta, node_table) = match cluster {
+        Some((c, m, t)) => (Some(c), Some(m), Some(t)),
+        None => (None, None, None),
     };
     let addr = |b: &Option<(tokio::net::TcpListener, SocketAddr)>| b.as_ref().map(|(_, a)| *a);
     let listeners = Listeners {
@@ -457,6 +516,8 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         cluster,
         meta,
         queue_client: removals.map(|(_, c)| c),
+        node_table,
+        restart: Arc::new(tokio::sync::Notify::new()),
     });
     disk_monitor::spawn(ctx.broker.clone(), config.data_dir.clone(), rx.clone());
     stream::upkeep::spawn(ctx.broker.clone(), rx.clone());

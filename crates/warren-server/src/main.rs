@@ -27,25 +27,49 @@ async fn main() -> std::process::ExitCode {
     // a supervisor, or a test that saw the listener's log line) then stops
     // it cleanly instead of killing it with the default action.
     let stop = shutdown_signal();
-    let running = match warren_server::start(config).await {
+    tokio::pin!(stop);
+    let mut running = match start(config.clone()).await {
         Ok(r) => r,
-        Err(StartError::Listen { addr, source }) if source.kind() == std::io::ErrorKind::AddrInUse => {
-            tracing::error!(
-                "cannot listen on {addr}: the port is already in use (is another broker running?)"
-            );
-            return std::process::ExitCode::from(1);
-        }
-        Err(e) => {
-            tracing::error!("{e}");
-            return std::process::ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
     reload_on_sighup(running.ctx.clone());
-    stop.await;
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            // It joined a cluster: stopped and started again in place, as
+            // rabbitmqctl's stop_app, join_cluster, start_app.
+            _ = running.restart_requested() => {
+                tracing::info!("restarting as a member of the cluster it joined");
+                running.shutdown().await;
+                running = match start(config.clone()).await {
+                    Ok(r) => r,
+                    Err(code) => return code,
+                };
+                reload_on_sighup(running.ctx.clone());
+            }
+        }
+    }
     tracing::info!("shutting down");
     running.shutdown().await;
     tracing::info!("stopped");
     std::process::ExitCode::SUCCESS
+}
+
+/// Start the broker, or say why it cannot and give the exit code.
+async fn start(config: Config) -> Result<warren_server::Running, std::process::ExitCode> {
+    match warren_server::start(config).await {
+        Ok(r) => Ok(r),
+        Err(StartError::Listen { addr, source }) if source.kind() == std::io::ErrorKind::AddrInUse => {
+            tracing::error!(
+                "cannot listen on {addr}: the port is already in use (is another broker running?)"
+            );
+            Err(std::process::ExitCode::from(1))
+        }
+        Err(e) => {
+            tracing::error!("{e}");
+            Err(std::process::ExitCode::from(1))
+        }
+    }
 }
 
 /// Log lines to standard output. Colour escapes only reach a terminal: a

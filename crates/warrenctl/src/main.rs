@@ -48,6 +48,10 @@ enum Command {
     /// Remove a stopped node from the cluster for good (rabbitmqctl
     /// forget_cluster_node); its queues go with it.
     ForgetClusterNode { node: String },
+    /// Make this node (alone) a member of NODE's cluster (rabbitmqctl
+    /// join_cluster); ADDRESS is NODE's inter-node listener (host:port).
+    /// The node then restarts with the cluster's definitions: its own go.
+    JoinCluster { node: String, address: String },
     /// Queues of the vhost (columns: name, messages, messages_ready, consumers, type, ...).
     ListQueues { columns: Vec<String> },
     /// Exchanges of the vhost (columns: name, type, durable, ...).
@@ -297,6 +301,10 @@ fn run(cli: &Cli, api: &Api) -> Result<(), CtlError> {
             Ok(())
         }
         Command::DeleteUser { name } => api.delete(&format!("/api/users/{}", vh(name)), None),
+        Command::JoinCluster { node, address } => {
+            println!("Clustering node with {node}");
+            api.post("/api/cluster/join", json!({"node": node, "address": address}))
+        }
         Command::ForgetClusterNode { node } => {
             println!("Removing node {node} from the cluster");
             api.delete(&format!("/api/nodes/{}", vh(node)), None)

@@ -143,6 +143,15 @@ pub enum Command {
     ForgetNode {
         node: String,
     },
+    /// `node` joins the cluster (`join_cluster`) with Raft id `id`, its
+    /// links made to `address`: the context of the membership change that
+    /// adds it to the metadata group. Every node keeps it in its node
+    /// table and definitions store.
+    AddNode {
+        node: String,
+        address: String,
+        id: u64,
+    },
 }
 
 /// What applying a command gave.
@@ -178,6 +187,8 @@ pub struct Applier {
     pub definitions: Arc<crate::definitions::Store>,
     /// This node's name: a queue whose home it is, is made here.
     pub node: String,
+    /// The cluster's nodes and their Raft ids.
+    pub table: Arc<super::nodes::NodeTable>,
 }
 
 impl Command {
@@ -387,6 +398,17 @@ impl Command {
             }
             Command::ForgetNode { node } => {
                 remove_queues_of(a, node, false, |_| true);
+                a.definitions.record_cluster_node_forgotten(node);
+                Ok(Outcome::Done)
+            }
+            Command::AddNode { node, address, id } => {
+                let n = super::nodes::ClusterNode {
+                    name: node.clone(),
+                    address: address.clone(),
+                    id: *id,
+                };
+                a.table.put(n.clone());
+                a.definitions.record_cluster_node(n);
                 Ok(Outcome::Done)
             }
             _ => Ok(Outcome::Done),

@@ -55,6 +55,10 @@ pub mod request {
     /// Forget a node (its name follows): to the metadata leader, which
     /// proposes removing it; answered only if it cannot.
     pub const FORGET: u8 = 3;
+    /// A node not in the cluster (its secret proven) asks to join, on a
+    /// connection that carries only this request and its answer (see
+    /// `join.rs`).
+    pub const JOIN: u8 = 4;
 }
 
 /// Pings between two status reports on a link.
@@ -92,6 +96,14 @@ pub trait LinkEvents: Send + Sync {
     fn raft(&self, from: &str, batch: Vec<RaftEnvelope>);
     fn request(&self, from: &str, id: u64, body: bytes::Bytes);
     fn reply(&self, from: &str, id: u64, ok: bool, body: bytes::Bytes);
+    /// A node that is not a peer (its secret proven) asks to join.
+    fn join_request<'a>(
+        &'a self,
+        node: &'a str,
+        address: &'a str,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Vec<u8>, super::meta::JoinRefusal>> + Send + 'a>,
+    >;
 }
 
 /// What the links report to the queue protocol.
@@ -106,10 +118,10 @@ pub trait QueueEvents: Send + Sync {
 }
 
 pub struct Cluster {
-    me: Identity,
+    pub(super) me: Identity,
     broker: Arc<warren_core::Broker>,
     started: Instant,
-    events: OnceLock<Arc<dyn LinkEvents>>,
+    pub(super) events: OnceLock<Arc<dyn LinkEvents>>,
     /// The queue protocol's two sides.
     queues: Arc<dyn QueueEvents>,
     /// Where stream clients reach this node (host, plain port, TLS port),
@@ -117,8 +129,10 @@ pub struct Cluster {
     stream_endpoint: OnceLock<serde_json::Value>,
     settings: ClusterSettings,
     /// TLS around every link, when configured.
-    tls: Option<LinkTls>,
+    pub(super) tls: Option<LinkTls>,
     peers: Mutex<HashMap<String, Peer>>,
+    /// Ends the dial loops of peers added after start.
+    shutdown: watch::Receiver<bool>,
     next_link: AtomicU64,
     /// Where the inter-node listener is bound.
     pub listen: SocketAddr,
@@ -164,6 +178,7 @@ impl Cluster {
             settings,
             tls,
             peers: Mutex::new(peers),
+            shutdown: shutdown.clone(),
             next_link: AtomicU64::new(1),
             listen,
         });
@@ -234,6 +249,34 @@ impl Cluster {
         }
     }
 
+    /// `node` joined the cluster (or was learnt of from the node table):
+    /// a peer from now on, dialled if this node dials it.
+    pub fn add_peer(self: &Arc<Self>, node: &str, address: &str) {
+        {
+            let mut peers = self.peers.lock();
+            if peers.contains_key(node) {
+                return;
+            }
+            peers.insert(
+                node.to_string(),
+                Peer {
+                    address: address.to_string(),
+                    link: None,
+                    last_error: None,
+                    status: None,
+                },
+            );
+        }
+        tracing::info!(peer = %node, %address, "a new cluster member: linking to it");
+        if self.me.node.as_str() < node {
+            tokio::spawn(self.clone().dial_loop(
+                node.to_string(),
+                address.to_string(),
+                self.shutdown.clone(),
+            ));
+        }
+    }
+
     /// Is there a link to `node` now?
     pub fn is_up(&self, node: &str) -> bool {
         self.peers.lock().get(node).is_some_and(|p| p.link.is_some())
@@ -252,23 +295,29 @@ impl Cluster {
         self.send(node, Message::Queue(m))
     }
 
-    /// Every other node, in configuration order.
+    /// Every other node: the configured ones in configuration order, then
+    /// those that joined, by name.
     pub fn peers(&self) -> Vec<PeerStatus> {
         let peers = self.peers.lock();
-        self.settings
-            .peers
+        let mut all: Vec<PeerStatus> = peers
             .iter()
-            .filter_map(|p| {
-                let s = peers.get(&p.node)?;
-                Some(PeerStatus {
-                    node: p.node.clone(),
-                    address: s.address.clone(),
-                    running: s.link.is_some(),
-                    last_error: s.last_error.clone(),
-                    status: s.status.clone(),
-                })
+            .map(|(node, s)| PeerStatus {
+                node: node.clone(),
+                address: s.address.clone(),
+                running: s.link.is_some(),
+                last_error: s.last_error.clone(),
+                status: s.status.clone(),
             })
-            .collect()
+            .collect();
+        let at = |n: &str| {
+            self.settings
+                .peers
+                .iter()
+                .position(|p| p.node == n)
+                .unwrap_or(usize::MAX)
+        };
+        all.sort_by(|a, b| (at(&a.node), &a.node).cmp(&(at(&b.node), &b.node)));
+        all
     }
 
     /// Say goodbye on every link, so peers see this node leave at once
@@ -440,6 +489,13 @@ impl Cluster {
             }
         };
         if !self.peers.lock().contains_key(&peer.node) {
+            // A node that is not a member yet may ask to join: the first
+            // message of such a connection says so.
+            if let Some((id, body)) = super::join::first_request(&mut stream, &mut buf).await {
+                if let Some((&request::JOIN, ask)) = body.split_first() {
+                    return super::join::serve(&self, stream, &peer.node, id, ask).await;
+                }
+            }
             tracing::warn!(%addr, peer = %peer.node, "inter-node link refused: not a configured peer");
             let mut out = BytesMut::new();
             Message::Goodbye {

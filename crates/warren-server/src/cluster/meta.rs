@@ -37,8 +37,11 @@ use warren_peer::message::RaftEnvelope;
 use warren_peer::Message;
 use warren_raft::{Membership, ProposeError, RaftMessage, RaftNode};
 
+use super::command::Command;
 use super::links::request::{FORGET as REQ_FORGET, PROPOSE as REQ_PROPOSE};
 use super::links::Cluster;
+use super::nodes::{Joined, NodeTable};
+use serde::{Deserialize, Serialize};
 
 /// The metadata group's id.
 pub const META: u64 = 0;
@@ -77,8 +80,24 @@ enum Input {
     ForwardedForget(String, u64, String),
     PeerUp(u64),
     PeerDown(u64),
+    /// A node asks to join: its name and inter-node address.
+    Join(String, String, JoinAnswer),
     Stop,
 }
+
+/// Why a node may not join (sent to it as JSON on its link).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(rename_all = "snake_case")]
+pub enum JoinRefusal {
+    /// Ask the leader instead.
+    #[error("not the metadata leader; '{node}' at {address} is")]
+    NotLeader { node: String, address: String },
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// The answer to a node that asks to join: a [`Joined`] as JSON.
+pub type JoinAnswer = oneshot::Sender<Result<Vec<u8>, JoinRefusal>>;
 
 /// Node names to Raft ids: every node sorts the same configured names,
 /// so all agree without asking.
@@ -112,8 +131,7 @@ pub type TakeFn = Arc<dyn Fn() -> Vec<u8> + Send + Sync>;
 
 pub struct Meta {
     tx: mpsc::Sender<Input>,
-    ids: BTreeMap<String, u64>,
-    names: HashMap<u64, String>,
+    table: Arc<NodeTable>,
     leader: Arc<AtomicU64>,
     applied: Arc<AtomicU64>,
     /// The voters the driver last applied.
@@ -128,15 +146,16 @@ impl Meta {
     pub fn start(
         dir: &Path,
         cluster: Arc<Cluster>,
+        table: Arc<NodeTable>,
         apply: ApplyFn,
         take: TakeFn,
         was_applied: u64,
         interval: u64,
     ) -> Result<Arc<Meta>, String> {
-        let peers: Vec<String> = cluster.peers().into_iter().map(|p| p.node).collect();
-        let ids = node_ids(cluster.node(), &peers);
-        let me = ids[cluster.node()];
-        let voters: Vec<u64> = ids.values().copied().collect();
+        let me = table
+            .id(cluster.node())
+            .ok_or_else(|| format!("node '{}' has no Raft id in the node table", cluster.node()))?;
+        let voters = table.bootstrap();
         let mut node =
             RaftNode::open(dir, me, &voters, &[(META, was_applied)].into()).map_err(|e| e.to_string())?;
         node.add_group(META).map_err(|e| e.to_string())?;
@@ -156,14 +175,14 @@ impl Meta {
         node.set_snapshot_source(META, Arc::new(move || (at.load(Ordering::Relaxed), take())))
             .map_err(|e| e.to_string())?;
         let (tx, rx) = mpsc::channel();
-        let names: HashMap<u64, String> = ids.iter().map(|(n, i)| (*i, n.clone())).collect();
         let leader = Arc::new(AtomicU64::new(0));
         let compacted = node.first_index(META).unwrap_or(1) - 1;
-        // Nodes forgotten before this start: members no more.
+        // First voters forgotten before this start: members no more. (A
+        // node that joined and was forgotten left the stored table.)
         let members = node.voters(META).unwrap_or_default();
-        for (name, id) in &ids {
-            if !members.contains(id) {
-                cluster.forget(name);
+        for n in table.all() {
+            if voters.contains(&n.id) && !members.contains(&n.id) {
+                cluster.forget(&n.name);
             }
         }
         let voter_ids = Arc::new(parking_lot::Mutex::new(members));
@@ -175,7 +194,7 @@ impl Meta {
             apply,
             node,
             cluster,
-            names: names.clone(),
+            table: table.clone(),
             leader: leader.clone(),
             applied: applied.clone(),
             waiting: HashMap::new(),
@@ -185,6 +204,8 @@ impl Meta {
             next_seq: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(1, |d| d.as_nanos() as u64),
+            joining: HashMap::new(),
+            table_seen: 0,
         };
         // Applying may start timers (a TTL, x-expires) and other tasks:
         // the driver thread runs inside the runtime's context.
@@ -198,8 +219,7 @@ impl Meta {
             .map_err(|e| e.to_string())?;
         Ok(Arc::new(Meta {
             tx,
-            ids,
-            names,
+            table,
             leader,
             applied,
             voter_ids,
@@ -209,7 +229,7 @@ impl Meta {
 
     /// The metadata leader's node name, as this node knows it.
     pub fn leader(&self) -> Option<String> {
-        self.names.get(&self.leader.load(Ordering::Relaxed)).cloned()
+        self.table.name(self.leader.load(Ordering::Relaxed))
     }
 
     /// The last metadata entry applied on this node.
@@ -262,7 +282,23 @@ impl Meta {
     /// The group's voters (node names) as this node has applied them.
     pub fn voters(&self) -> Vec<String> {
         let ids = self.voter_ids.lock().clone();
-        ids.iter().filter_map(|i| self.names.get(i).cloned()).collect()
+        ids.iter().filter_map(|i| self.table.name(*i)).collect()
+    }
+
+    /// `node` (its secret proven on a link it opened, though not a peer
+    /// yet) asks to join the cluster, its links to be made to `address`.
+    pub async fn join(&self, node: &str, address: &str, timeout: Duration) -> Result<Vec<u8>, JoinRefusal> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Input::Join(node.to_string(), address.to_string(), tx))
+            .map_err(|_| JoinRefusal::Refused("this node is stopping".into()))?;
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(JoinRefusal::Refused("this node is stopping".into())),
+            Err(_) => Err(JoinRefusal::Refused(
+                "the change that adds it did not commit in time (is a majority up?)".into(),
+            )),
+        }
     }
 
     /// A request from a peer on its link.
@@ -305,14 +341,14 @@ impl Meta {
     }
 
     pub fn peer_up(&self, node: &str) {
-        if let Some(id) = self.ids.get(node) {
-            let _ = self.tx.send(Input::PeerUp(*id));
+        if let Some(id) = self.table.id(node) {
+            let _ = self.tx.send(Input::PeerUp(id));
         }
     }
 
     pub fn peer_down(&self, node: &str) {
-        if let Some(id) = self.ids.get(node) {
-            let _ = self.tx.send(Input::PeerDown(*id));
+        if let Some(id) = self.table.id(node) {
+            let _ = self.tx.send(Input::PeerDown(id));
         }
     }
 
@@ -336,12 +372,16 @@ struct Driver {
     apply: ApplyFn,
     node: RaftNode,
     cluster: Arc<Cluster>,
-    names: HashMap<u64, String>,
+    table: Arc<NodeTable>,
     leader: Arc<AtomicU64>,
     applied: Arc<AtomicU64>,
     /// This node's proposals not yet applied: sequence number to caller.
     waiting: HashMap<u64, Reply>,
     next_seq: u64,
+    /// Nodes asking to join, until the change that adds them is applied.
+    joining: HashMap<String, JoinAnswer>,
+    /// The node table's version the links were last told of.
+    table_seen: u64,
 }
 
 /// An error sent back on a link, as text.
@@ -438,6 +478,7 @@ impl Driver {
                     self.cluster.send(&from, m);
                 }
             }
+            Input::Join(node, address, answer) => self.join(node, address, answer),
             Input::PeerUp(id) => self.node.peer_up(id),
             Input::PeerDown(id) => self.node.peer_down(id),
         }
@@ -459,7 +500,7 @@ impl Driver {
                 self.waiting.insert(seq, reply);
             }
             Err(ProposeError::NotLeader(Some(l))) if l != self.node.id() => {
-                let Some(name) = self.names.get(&l).cloned() else {
+                let Some(name) = self.table.name(l) else {
                     let _ = reply.send(Err(MetaError::NoLeader));
                     return;
                 };
@@ -496,7 +537,7 @@ impl Driver {
     fn refusal(&self, e: ProposeError) -> MetaError {
         match e {
             ProposeError::NotLeader(Some(l)) if l != self.node.id() => {
-                MetaError::NotLeader(self.names.get(&l).cloned().unwrap_or_default())
+                MetaError::NotLeader(self.table.name(l).unwrap_or_default())
             }
             _ => MetaError::NoLeader,
         }
@@ -528,12 +569,7 @@ impl Driver {
     /// As leader, propose the membership change that removes `name`,
     /// with the command that goes with it as its context.
     fn propose_forget(&mut self, name: &str) -> Result<(), MetaError> {
-        let id = self
-            .names
-            .iter()
-            .find(|(_, n)| n.as_str() == name)
-            .map(|(i, _)| *i)
-            .ok_or(MetaError::NoLeader)?;
+        let id = self.table.id(name).ok_or(MetaError::NoLeader)?;
         let context = serde_json::to_vec(&super::command::Command::ForgetNode {
             node: name.to_string(),
         })
@@ -551,18 +587,105 @@ impl Driver {
         self.node.propose(META, entry).map_err(|e| self.refusal(e))
     }
 
-    /// A membership change applied: the nodes no longer members are
-    /// forgotten by the links, and whoever here asked for it is answered.
-    fn members_changed(&mut self, members: &[u64], outcome: Vec<u8>) {
+    /// A membership change applied (`context` is the command that goes
+    /// with it): a forgotten node is forgotten by the links, a joined one
+    /// is linked to (the apply put it in the node table), and whoever
+    /// here asked for it is answered.
+    fn members_changed(&mut self, members: &[u64], context: &[u8], outcome: Vec<u8>) {
         *self.voter_ids.lock() = members.to_vec();
-        for (id, name) in &self.names {
-            if !members.contains(id) {
-                self.cluster.forget(name);
-                if let Some(seq) = self.forgetting.remove(name) {
+        match serde_json::from_slice::<Command>(context) {
+            Ok(Command::ForgetNode { node }) => {
+                self.cluster.forget(&node);
+                if let Some(seq) = self.forgetting.remove(&node) {
                     if let Some(reply) = self.waiting.remove(&seq) {
-                        let _ = reply.send(Ok(outcome.clone()));
+                        let _ = reply.send(Ok(outcome));
                     }
                 }
+            }
+            Ok(Command::AddNode { node, .. }) => {
+                self.link_table();
+                if let Some(answer) = self.joining.remove(&node) {
+                    let _ = answer.send(self.joined(&node));
+                }
+            }
+            _ => tracing::warn!("a metadata membership change without a known command"),
+        }
+    }
+
+    /// Dial (or accept) every node of the node table the links do not
+    /// know yet, once the table changed.
+    fn link_table(&mut self) {
+        let v = self.table.version();
+        if v == self.table_seen {
+            return;
+        }
+        self.table_seen = v;
+        for n in self.table.all() {
+            if n.name != self.cluster.node() {
+                self.cluster.add_peer(&n.name, &n.address);
+            }
+        }
+    }
+
+    /// What a node that joined needs to start as a member.
+    fn joined(&self, node: &str) -> Result<Vec<u8>, JoinRefusal> {
+        let id = self
+            .table
+            .id(node)
+            .ok_or_else(|| JoinRefusal::Refused(format!("'{node}' is not in the node table")))?;
+        let j = Joined {
+            id,
+            nodes: self.table.all(),
+            bootstrap: self.table.bootstrap(),
+            reset: true,
+        };
+        Ok(serde_json::to_vec(&j).expect("plain data encodes"))
+    }
+
+    /// `node` (at `address`, its secret proven) asks to join: as leader,
+    /// add it to the metadata group with the next free id; it is
+    /// answered once that is applied here. Anyone else says who leads.
+    fn join(&mut self, node: String, address: String, answer: JoinAnswer) {
+        if node == self.cluster.node() {
+            let _ = answer.send(Err(JoinRefusal::Refused(format!("'{node}' is this node"))));
+            return;
+        }
+        if let Some(id) = self.table.id(&node) {
+            if self.voter_ids.lock().contains(&id) {
+                // Asked again (its first answer lost): the same answer.
+                let _ = answer.send(self.joined(&node));
+                return;
+            }
+        }
+        let leader = self.node.leader(META).unwrap_or(0);
+        if leader != self.node.id() {
+            let refusal = match self.table.name(leader).and_then(|n| self.table.get(&n)) {
+                Some(l) => JoinRefusal::NotLeader {
+                    node: l.name,
+                    address: l.address,
+                },
+                None => JoinRefusal::Refused("the cluster has no metadata leader now; try again".into()),
+            };
+            let _ = answer.send(Err(refusal));
+            return;
+        }
+        if self.joining.contains_key(&node) {
+            let _ = answer.send(Err(JoinRefusal::Refused(format!("'{node}' is joining already"))));
+            return;
+        }
+        let id = self.table.next_id();
+        let context = serde_json::to_vec(&Command::AddNode {
+            node: node.clone(),
+            address,
+            id,
+        })
+        .expect("a command encodes");
+        match self.node.propose_membership(META, Membership::Add(id), context) {
+            Ok(()) => {
+                self.joining.insert(node, answer);
+            }
+            Err(e) => {
+                let _ = answer.send(Err(JoinRefusal::Refused(self.refusal(e).to_string())));
             }
         }
     }
@@ -577,9 +700,9 @@ impl Driver {
             });
         }
         for (to, batch) in batches {
-            if let Some(name) = self.names.get(&to) {
+            if let Some(name) = self.table.name(to) {
                 // A full or missing link drops the batch: Raft resends.
-                self.cluster.send(name, Message::Raft { batch });
+                self.cluster.send(&name, Message::Raft { batch });
             }
         }
         if let Some(last) = out.applied.last() {
@@ -602,9 +725,13 @@ impl Driver {
                 .collect();
             let outcomes = (self.apply)(&entries);
             self.applied.store(last.index, Ordering::Relaxed);
+            if out.applied.iter().any(|a| a.snapshot) {
+                // A snapshot brings its members with it.
+                *self.voter_ids.lock() = self.node.voters(META).unwrap_or_default();
+            }
             for (a, outcome) in out.applied.iter().zip(outcomes) {
                 if let Some(members) = &a.members {
-                    self.members_changed(members, outcome);
+                    self.members_changed(members, &a.data, outcome);
                     continue;
                 }
                 if a.snapshot || a.data.len() < 16 {
@@ -629,6 +756,7 @@ impl Driver {
             self.node.compact(META, upto)?;
             self.compacted = upto;
         }
+        self.link_table();
         self.leader
             .store(self.node.leader(META).unwrap_or(0), Ordering::Relaxed);
         // A caller that gave up (timed out) is forgotten; its entry may
@@ -657,6 +785,14 @@ impl super::links::LinkEvents for Meta {
 
     fn reply(&self, _from: &str, id: u64, ok: bool, body: Bytes) {
         Meta::reply(self, id, ok, &body);
+    }
+
+    fn join_request<'a>(
+        &'a self,
+        node: &'a str,
+        address: &'a str,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<u8>, JoinRefusal>> + Send + 'a>> {
+        Box::pin(self.join(node, address, super::join::JOIN_TIMEOUT))
     }
 }
 

@@ -9,14 +9,17 @@
 //! as the front ends make them (`topology.rs`); and the queue protocol
 //! (`queues.rs`, `queue_client.rs`, `queue_host.rs`), through which a
 //! connection on one node publishes to, consumes from and settles with a
-//! classic queue whose home is another. A node with no `[cluster]`
+//! classic queue whose home is another; the node table (`nodes.rs`) and
+//! joining a running cluster (`join.rs`). A node with no `[cluster]`
 //! settings starts none of this.
 
 pub mod command;
+pub mod join;
 pub mod link;
 pub mod link_tls;
 pub mod links;
 pub mod meta;
+pub mod nodes;
 pub mod queue_client;
 pub mod queue_host;
 pub mod queues;

@@ -71,8 +71,16 @@ pub fn definitions(broker: &Broker, me: &str) -> Definitions {
 }
 
 /// [`definitions`], encoded for a Raft snapshot.
-pub fn take(broker: &Broker, me: &str) -> Vec<u8> {
-    let json = serde_json::to_vec(&definitions(broker, me)).expect("definitions encode");
+pub fn take(broker: &Broker, me: &str, table: &super::nodes::NodeTable) -> Vec<u8> {
+    let mut d = definitions(broker, me);
+    // The nodes that joined (the configured ones every node numbers alike).
+    let first = table.bootstrap();
+    d.warren_cluster_nodes = table
+        .all()
+        .into_iter()
+        .filter(|n| !first.contains(&n.id))
+        .collect();
+    let json = serde_json::to_vec(&d).expect("definitions encode");
     zstd::bulk::compress(&json, ZSTD_LEVEL).expect("zstd compresses to memory")
 }
 
@@ -143,6 +151,11 @@ pub fn install(a: &Applier, data: &[u8]) -> Result<(), String> {
     }
     definitions::restore_at(broker, &want, None, &a.node);
     exact_users_and_limits(broker, &want);
+    for n in &want.warren_cluster_nodes {
+        if a.table.put(n.clone()) {
+            a.definitions.record_cluster_node(n.clone());
+        }
+    }
     for vh in broker.vhosts() {
         for q in vh.queues() {
             if q.needs_timer() {

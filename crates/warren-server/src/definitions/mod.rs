@@ -29,6 +29,11 @@ pub struct Definitions {
     /// include; only in the store's own snapshot, never in an export.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warren_meta_applied: Option<u64>,
+    /// On a cluster node, the nodes that joined after the configured ones
+    /// (`cluster::nodes`); only in the store's own snapshot and in a
+    /// metadata snapshot, never in an export.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warren_cluster_nodes: Vec<crate::cluster::nodes::ClusterNode>,
     #[serde(default)]
     pub vhosts: Vec<VHostDef>,
     #[serde(default)]

@@ -60,6 +60,12 @@ pub enum Record {
     MetaApplied {
         index: u64,
     },
+    /// On a cluster: a node joined (see `cluster::nodes`).
+    ClusterNode(crate::cluster::nodes::ClusterNode),
+    /// On a cluster: a joined node was forgotten.
+    ClusterNodeForgotten {
+        name: String,
+    },
 }
 
 impl From<Change<'_>> for Record {
@@ -179,6 +185,7 @@ pub struct Model {
     users: BTreeMap<String, UserModel>,
     vhosts: BTreeMap<String, VHostModel>,
     meta_applied: Option<u64>,
+    cluster_nodes: BTreeMap<String, crate::cluster::nodes::ClusterNode>,
 }
 
 impl Model {
@@ -227,6 +234,9 @@ impl Model {
         if let Some(index) = d.warren_meta_applied {
             m.apply(Record::MetaApplied { index });
         }
+        for n in &d.warren_cluster_nodes {
+            m.apply(Record::ClusterNode(n.clone()));
+        }
         m
     }
 
@@ -235,6 +245,12 @@ impl Model {
     pub fn apply(&mut self, r: Record) {
         match r {
             Record::MetaApplied { index } => self.meta_applied = Some(index),
+            Record::ClusterNode(n) => {
+                self.cluster_nodes.insert(n.name.clone(), n);
+            }
+            Record::ClusterNodeForgotten { name } => {
+                self.cluster_nodes.remove(&name);
+            }
             Record::Vhost { name } => {
                 self.vhosts.entry(name).or_default();
             }
@@ -322,6 +338,7 @@ impl Model {
     pub fn to_definitions(&self) -> Definitions {
         let mut d = Definitions {
             warren_meta_applied: self.meta_applied,
+            warren_cluster_nodes: self.cluster_nodes.values().cloned().collect(),
             ..Definitions::default()
         };
         for u in self.users.values() {

@@ -225,6 +225,17 @@ impl Store {
         self.put(Record::MetaApplied { index })
     }
 
+    /// Record a node that joined the cluster.
+    pub fn record_cluster_node(&self, node: crate::cluster::nodes::ClusterNode) -> u64 {
+        self.put(Record::ClusterNode(node))
+    }
+
+    /// Record that a node that had joined was forgotten (nothing if it
+    /// was one of the configured nodes, which the store does not hold).
+    pub fn record_cluster_node_forgotten(&self, name: &str) -> u64 {
+        self.put(Record::ClusterNodeForgotten { name: name.into() })
+    }
+
     fn put(&self, record: Record) -> u64 {
         let mut st = self.state.lock();
         // Serializing these plain structs cannot fail.

@@ -127,6 +127,8 @@ async fn import_here(ctx: &Arc<ServerCtx>, mut d: Definitions) -> Result<(), Api
         q.exclusive = false;
     }
     d.warren_log_generation = None;
+    d.warren_meta_applied = None;
+    d.warren_cluster_nodes.clear();
     let me = ctx.config.node_name.clone();
     if ctx.meta.is_none() {
         crate::definitions::apply_at(&ctx.broker, &ctx.timers, &ctx.definitions, &d, None, &me);

@@ -90,6 +90,7 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
             "/api/nodes/{name}",
             get(overview::node).delete(overview::forget_node),
         )
+        .route("/api/cluster/join", axum::routing::post(overview::join_cluster))
         .route("/api/cluster-name", get(overview::cluster_name))
         .route("/api/extensions", get(overview::extensions))
         .route("/api/tls/reload", axum::routing::post(health::reload_tls))

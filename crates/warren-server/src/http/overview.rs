@@ -172,6 +172,50 @@ pub async fn forget_node(
     Ok(axum::http::StatusCode::NO_CONTENT)
 }
 
+/// `POST /api/cluster/join` with `{"node": NAME, "address": HOST:PORT}`
+/// (Warren's; what `warrenctl join_cluster` calls, as rabbitmqctl's): this
+/// node, alone, joins the cluster of `node`, whose inter-node listener is
+/// at `address`. Once the cluster has agreed, the node restarts as a
+/// member: its own definitions and messages go (as `rabbitmqctl reset`),
+/// and it takes the cluster's.
+pub async fn join_cluster(
+    State(ctx): State<Arc<ServerCtx>>,
+    who: Authed,
+    Json(body): Json<Value>,
+) -> Result<Json<Value>, ApiError> {
+    who.admin()?;
+    let Some(cluster) = &ctx.cluster else {
+        return Err(ApiError::BadRequest(
+            "this node has no [cluster] settings (its cluster's name, secret and inter-node listener)".into(),
+        ));
+    };
+    let (Some(node), Some(address)) = (body["node"].as_str(), body["address"].as_str()) else {
+        return Err(ApiError::BadRequest("give \"node\" and \"address\"".into()));
+    };
+    let others: Vec<String> = cluster.peers().into_iter().map(|p| p.node).collect();
+    if !others.is_empty() {
+        return Err(ApiError::BadRequest(format!(
+            "this node is clustered already (with {}): only a node on its own joins",
+            others.join(", ")
+        )));
+    }
+    let joined = crate::cluster::join::ask(cluster, node, address)
+        .await
+        .map_err(|e| ApiError::BadRequest(format!("could not join: {e}")))?;
+    let id = joined.id;
+    joined
+        .save(&ctx.config.data_dir)
+        .map_err(|e| ApiError::Internal(format!("could not save the cluster membership: {e}")))?;
+    tracing::info!(seed = %node, id, "joined the cluster: restarting as a member");
+    // After the answer has gone out.
+    let restart = ctx.restart.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        restart.notify_one();
+    });
+    Ok(Json(json!({"joined": node, "id": id, "restarting": true})))
+}
+
 /// `/api/cluster-name`.
 pub async fn cluster_name(State(ctx): State<Arc<ServerCtx>>, _who: Authed) -> Json<Value> {
     Json(json!({"name": ctx.config.cluster_name()}))

@@ -14,6 +14,7 @@ mod binary;
 mod cluster;
 mod cluster_features;
 mod cluster_forget;
+mod cluster_join;
 mod cluster_kill;
 mod cluster_messages;
 mod cluster_snapshot;
