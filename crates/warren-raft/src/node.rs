@@ -420,9 +420,28 @@ impl RaftNode {
         }
     }
 
-    /// One pass over every group with work; see the module's notes.
+    /// One pass over every group with work; see the module's notes. Every
+    /// message is in the output, sent by the caller after the pass.
     pub fn drive(&mut self) -> Result<Output, NodeError> {
+        let mut early = Vec::new();
+        let mut out = self.drive_with(|m| early.append(m))?;
+        early.append(&mut out.messages);
+        out.messages = early;
+        Ok(out)
+    }
+
+    /// [`RaftNode::drive`], handing `early` the messages that may go
+    /// before this pass's log writes are on disk (a leader's appends and
+    /// heartbeats: raft-rs's `Ready::messages`), so a leader's fsync and
+    /// its followers' run at once (the Raft thesis, 10.2.1: the leader
+    /// counts itself only once its own write is durable). What must wait
+    /// for the fsync (a follower's answers, votes) is in the output.
+    pub fn drive_with(
+        &mut self,
+        mut early: impl FnMut(&mut Vec<(u64, u64, Message)>),
+    ) -> Result<Output, NodeError> {
         let mut out = Output::default();
+        let mut first = Vec::new();
         let mut readies = Vec::new();
         let mut durable = false;
         for (&id, g) in self.groups.iter_mut() {
@@ -430,8 +449,7 @@ impl RaftNode {
                 continue;
             }
             let mut rd = g.rn.ready();
-            out.messages
-                .extend(rd.take_messages().into_iter().map(|m| (m.to, id, m)));
+            first.extend(rd.take_messages().into_iter().map(|m| (m.to, id, m)));
             if !rd.snapshot().is_empty() {
                 let snap = rd.snapshot();
                 self.wal.snapshot(id, snap);
@@ -456,6 +474,10 @@ impl RaftNode {
             durable |= rd.must_sync();
             readies.push((id, rd));
         }
+        self.snapshots_sent(&first);
+        if !first.is_empty() {
+            early(&mut first);
+        }
         if readies.is_empty() {
             return Ok(out);
         }
@@ -479,21 +501,25 @@ impl RaftNode {
             )?;
             g.rn.advance_apply();
         }
-        // A snapshot is reported delivered as soon as it is sent: the
-        // follower's next answer shows whether it was (raft-rs would
-        // otherwise wait for a report before probing that follower again,
-        // and the link may drop the message).
-        for (to, group, m) in &out.messages {
+        self.snapshots_sent(&out.messages);
+        for g in self.groups.values_mut() {
+            g.ticking = has_work(&g.rn, &self.down);
+        }
+        Ok(out)
+    }
+
+    /// A snapshot is reported delivered as soon as it is sent: the
+    /// follower's next answer shows whether it was (raft-rs would
+    /// otherwise wait for a report before probing that follower again,
+    /// and the link may drop the message).
+    fn snapshots_sent(&mut self, messages: &[(u64, u64, Message)]) {
+        for (to, group, m) in messages {
             if m.get_msg_type() == MessageType::MsgSnapshot {
                 if let Some(g) = self.groups.get_mut(group) {
                     g.rn.report_snapshot(*to, SnapshotStatus::Finish);
                 }
             }
         }
-        for g in self.groups.values_mut() {
-            g.ticking = has_work(&g.rn, &self.down);
-        }
-        Ok(out)
     }
 }
 

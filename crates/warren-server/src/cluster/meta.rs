@@ -361,6 +361,23 @@ impl Meta {
     }
 }
 
+/// Hand each peer its messages as one frame. A full or missing link
+/// drops the frame: Raft resends.
+fn send_batches(cluster: &Cluster, table: &NodeTable, messages: Vec<(u64, u64, RaftMessage)>) {
+    let mut batches: BTreeMap<u64, Vec<RaftEnvelope>> = BTreeMap::new();
+    for (to, group, m) in messages {
+        batches.entry(to).or_default().push(RaftEnvelope {
+            group,
+            message: Bytes::from(warren_raft::encode_message(&m)),
+        });
+    }
+    for (to, batch) in batches {
+        if let Some(name) = table.name(to) {
+            cluster.send(&name, Message::Raft { batch });
+        }
+    }
+}
+
 struct Driver {
     voter_ids: Arc<parking_lot::Mutex<Vec<u64>>>,
     /// Nodes this node asked to forget: name to the waiting caller's
@@ -691,20 +708,13 @@ impl Driver {
     }
 
     fn pass(&mut self) -> Result<(), warren_raft::NodeError> {
-        let out = self.node.drive()?;
-        let mut batches: BTreeMap<u64, Vec<RaftEnvelope>> = BTreeMap::new();
-        for (to, group, m) in out.messages {
-            batches.entry(to).or_default().push(RaftEnvelope {
-                group,
-                message: Bytes::from(warren_raft::encode_message(&m)),
-            });
-        }
-        for (to, batch) in batches {
-            if let Some(name) = self.table.name(to) {
-                // A full or missing link drops the batch: Raft resends.
-                self.cluster.send(&name, Message::Raft { batch });
-            }
-        }
+        // A leader's appends go before its own fsync (so it and its
+        // followers write at once); the rest after.
+        let (cluster, table) = (self.cluster.clone(), self.table.clone());
+        let out = self
+            .node
+            .drive_with(|early| send_batches(&cluster, &table, std::mem::take(early)))?;
+        send_batches(&self.cluster, &self.table, out.messages);
         if let Some(last) = out.applied.last() {
             // Every entry starts with its proposer's tag (node, sequence);
             // Raft's own (empty) entries have none, nor does a snapshot.
