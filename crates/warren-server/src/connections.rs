@@ -116,6 +116,8 @@ pub struct Entry {
     /// The login token's expiry, seconds since the epoch (0: none).
     expires_at: AtomicU64,
     expiring: Expiring,
+    /// The connection is being torn down (see [`Registry::is_open`]).
+    ended: std::sync::atomic::AtomicBool,
 }
 
 /// Token-bearing connections by expiry: (expires_at, connection id).
@@ -298,6 +300,12 @@ impl Entry {
         Ok(info)
     }
 
+    /// The connection is being torn down: from now on it owns no new
+    /// exclusive queue (see [`Registry::is_open`]).
+    pub fn end(&self) {
+        self.ended.store(true, Ordering::Release);
+    }
+
     pub fn close_channel(&self, number: u16) {
         let mut chs = self.channels.lock();
         let before = chs.len();
@@ -399,6 +407,7 @@ impl Registry {
             recv_oct: AtomicU64::new(0),
             send_oct: AtomicU64::new(0),
             recv_cnt: AtomicU64::new(0),
+            ended: std::sync::atomic::AtomicBool::new(false),
             send_cnt: AtomicU64::new(0),
             rates: Mutex::new(OctetRates {
                 at: Instant::now(),
@@ -483,6 +492,14 @@ impl Registry {
     }
 
     /// The connection whose id (the front end's connection id) is `id`.
+    /// Is connection `id` open, not being torn down? A cluster change
+    /// that made an exclusive queue for it asks, once applied: a
+    /// connection that ended meanwhile has its queue removed (see
+    /// `cluster::topology::declare_queue`).
+    pub fn is_open(&self, id: u64) -> bool {
+        self.get(id).is_some_and(|e| !e.ended.load(Ordering::Acquire))
+    }
+
     pub fn get(&self, id: u64) -> Option<Arc<Entry>> {
         self.map.lock().get(&id).cloned()
     }

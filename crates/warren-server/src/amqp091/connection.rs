@@ -86,6 +86,9 @@ pub struct Conn {
     pub caps: ClientCaps,
     /// Exclusive queues this connection declared (deleted when it closes).
     pub exclusive: Vec<Arc<Queue>>,
+    /// Exclusive declares sent to the cluster and not answered yet: if
+    /// the connection ends first, its teardown looks for their queues.
+    pub exclusive_pending: u32,
     /// Has this connection published? Only publishers are blocked by alarms.
     pub published: bool,
     /// connection.blocked sent and reading paused for the memory alarm.
@@ -250,6 +253,7 @@ pub async fn serve(
             outbox: Outbox::new(),
             caps: ClientCaps::default(),
             exclusive: Vec::new(),
+            exclusive_pending: 0,
             published: false,
             blocked: false,
             confirm_dirty: Vec::new(),
@@ -853,12 +857,31 @@ impl Driver {
     /// Everything a connection leaves behind goes: channels' consumers and
     /// unacked messages (requeued), exclusive queues (deleted).
     fn teardown(&mut self) {
+        // Before looking for its exclusive queues: a declare applied after
+        // this sees the connection ended and removes its queue itself.
+        self.conn.entry.end();
+        // A change the cluster is agreeing on for it goes on to the end
+        // (it may commit anyway), so what follows it runs: an exclusive
+        // queue made for this connection is then removed.
+        if let Some(p) = self.conn.pending.take() {
+            tokio::spawn(async move {
+                drop(p.work.await);
+            });
+        }
         self.teardown_channels();
         // Deliveries that raced with the close go back to their queues.
         consume::drain_outbox(&mut self.conn, &mut self.channels);
         if let Some(vh) = self.conn.vhost.clone() {
             for q in self.conn.exclusive.drain(..) {
                 vh.discard_queue(&q);
+            }
+            // Declares the cluster applied before the end, unanswered.
+            if self.conn.exclusive_pending > 0 {
+                for q in vh.queues() {
+                    if q.exclusive_owner == Some(self.conn.id) {
+                        vh.discard_queue(&q);
+                    }
+                }
             }
         }
     }

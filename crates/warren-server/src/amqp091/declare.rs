@@ -208,8 +208,15 @@ pub fn queue_declare(conn: &mut Conn, ch: &mut Channel, m: QueueDeclare) -> Resu
         };
         if clustered(conn) {
             let (ctx, id) = (conn.ctx.clone(), conn.id);
+            let exclusive = decl.exclusive;
+            if exclusive {
+                conn.exclusive_pending += 1;
+            }
             let work = async move { topology::declare_queue(&ctx, &vh, decl, id, !generated).await };
             after_cluster(conn, ch, QUEUE_DECLARE, work, move |conn, ch, (q, created)| {
+                if exclusive {
+                    conn.exclusive_pending -= 1;
+                }
                 if created && q.exclusive_owner.is_some() {
                     conn.exclusive.push(q.clone());
                 }

@@ -158,6 +158,15 @@ pub async fn declare_queue(
     };
     let made = matches!(command::change(ctx, c).await?, Outcome::Created(true));
     let q = vh.queue(&d.name, connection)?;
+    // Its connection ended while the cluster agreed: nobody will delete
+    // the queue with it (the teardown may have looked before it existed).
+    if made && q.exclusive_owner == Some(connection) && !ctx.connections.is_open(connection) {
+        vh.discard_queue(&q);
+        return Err(BrokerError::NotFound(format!(
+            "the connection that declared exclusive queue '{}' is closed",
+            d.name
+        )));
+    }
     Ok((q, made))
 }
 

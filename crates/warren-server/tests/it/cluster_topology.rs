@@ -460,3 +460,52 @@ async fn balanced_queues_spread_over_the_nodes_and_client_local_ones_stay() {
     assert_eq!(amqp_error(&e).0, 406, "{e}");
     let _ = c.close(200, "bye".into()).await;
 }
+
+/// A client that declares exclusive queues and hangs up before the
+/// cluster has agreed on them leaves none behind: the connection's end
+/// and the change's apply may come in either order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exclusive_queues_of_a_connection_that_hung_up_mid_declare_go() {
+    use warren_amqp091::methods::QueueDeclare;
+    let ports = free_ports(3);
+    let nodes = start_three(&ports).await;
+    let leader = meta_leader(&nodes).await;
+    crate::cluster::all_linked(&nodes).await;
+    // Through a follower: its proposal goes to the leader and back.
+    let follower = (0..3).find(|&i| i != leader).unwrap();
+    let port = nodes[follower].port;
+    tokio::task::spawn_blocking(move || {
+        for round in 0..20u64 {
+            let mut r = crate::raw::Raw::handshake(port, 0);
+            r.open_channel(1);
+            r.send_method(
+                1,
+                QueueDeclare {
+                    queue: format!("hung-up-{round}").as_str().into(),
+                    exclusive: true,
+                    ..Default::default()
+                },
+            );
+            // Gone, its answer unread, some time (0 to 4 ms) into the
+            // cluster's agreeing on it.
+            std::thread::sleep(Duration::from_micros(200 * round));
+        }
+    })
+    .await
+    .unwrap();
+    // Every declare that will commit has by then, everywhere.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    crate::cluster::in_step(&nodes).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut left = Vec::new();
+        for b in &nodes {
+            left.extend(queue_names(b).await);
+        }
+        if left.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "left behind: {left:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -13,7 +13,7 @@ use warren_amqp091::{FieldTable, Frame, FrameType, Method, PROTOCOL_HEADER};
 
 use crate::common::*;
 
-struct Raw {
+pub(crate) struct Raw {
     s: TcpStream,
     buf: BytesMut,
 }
@@ -32,7 +32,7 @@ impl Raw {
         self.s.write_all(bytes).unwrap();
     }
 
-    fn send_method(&mut self, channel: u16, m: impl Into<Method>) {
+    pub(crate) fn send_method(&mut self, channel: u16, m: impl Into<Method>) {
         let mut b = BytesMut::new();
         write_method(&mut b, channel, &m.into());
         self.send(&b);
@@ -52,7 +52,7 @@ impl Raw {
         }
     }
 
-    fn method(&mut self) -> Method {
+    pub(crate) fn method(&mut self) -> Method {
         loop {
             let f = self.frame().expect("a frame");
             if f.kind == FrameType::Method {
@@ -62,7 +62,7 @@ impl Raw {
     }
 
     /// Log in as guest and open vhost "/" with the given heartbeat.
-    fn handshake(port: u16, heartbeat: u16) -> Raw {
+    pub(crate) fn handshake(port: u16, heartbeat: u16) -> Raw {
         let mut r = Raw::connect(port);
         r.send(PROTOCOL_HEADER);
         assert!(matches!(r.method(), Method::ConnectionStart(_)));
@@ -98,7 +98,7 @@ impl Raw {
         r
     }
 
-    fn open_channel(&mut self, ch: u16) {
+    pub(crate) fn open_channel(&mut self, ch: u16) {
         self.send_method(ch, ChannelOpen::default());
         assert!(matches!(self.method(), Method::ChannelOpenOk(_)));
     }
