@@ -57,6 +57,11 @@ pub trait Replication: Send + Sync {
     /// homes send more.
     fn pump(&self, queue: &Arc<Queue>);
 
+    /// An AMQP 1.0 drain of `consumer_id` (a consumer here of a queue at
+    /// its home): the home delivers what it can, then says it is done;
+    /// false if it cannot be asked (no link), when the caller answers.
+    fn drain(&self, consumer_id: u64) -> bool;
+
     /// Resume `waiter` once `home` has confirmed enough of this node's
     /// publishes; false (and no registration) if it already has.
     fn wait_for_credit(&self, home: &ShortStr, waiter: Arc<dyn FlowWaiter>) -> bool;

@@ -36,6 +36,8 @@ pub mod kind {
     pub const ANSWER: u8 = 0x4b;
     pub const FIGURES: u8 = 0x4c;
     pub const REPLY: u8 = 0x4d;
+    pub const DRAIN: u8 = 0x4e;
+    pub const DRAINED: u8 = 0x4f;
 }
 
 /// A message as it crosses a link: what a 0-9-1 publish carries, so the
@@ -122,6 +124,13 @@ pub enum QueueMsg {
     /// Home → client node: the home ended the consumer (its queue was
     /// deleted).
     Cancelled { consumer: u64 },
+    /// Client node → home: an AMQP 1.0 drain (§2.6.7): deliver to
+    /// `consumer` what the queue has, within the credit granted, then
+    /// answer `Drained` and hold no credit for it.
+    Drain { consumer: u64 },
+    /// Home → client node: the drain of `consumer` is done; every
+    /// delivery it led to came before this.
+    Drained { consumer: u64 },
     /// Client node → home: basic.get; answered with `Got` or `Answer`
     /// (value 0: empty).
     Get {
@@ -201,6 +210,8 @@ impl QueueMsg {
             QueueMsg::Credit { .. } => kind::CREDIT,
             QueueMsg::Settle { .. } => kind::SETTLE,
             QueueMsg::Cancelled { .. } => kind::CANCELLED,
+            QueueMsg::Drain { .. } => kind::DRAIN,
+            QueueMsg::Drained { .. } => kind::DRAINED,
             QueueMsg::Get { .. } => kind::GET,
             QueueMsg::Got { .. } => kind::GOT,
             QueueMsg::Purge { .. } => kind::PURGE,
@@ -211,7 +222,7 @@ impl QueueMsg {
     }
 
     pub fn is_queue_kind(kind: u8) -> bool {
-        (kind::PUBLISH..=kind::REPLY).contains(&kind)
+        (kind::PUBLISH..=kind::DRAINED).contains(&kind)
     }
 
     /// The fields, after the frame's kind.
@@ -258,7 +269,10 @@ impl QueueMsg {
                 out.put_u32(*credit);
                 put_blob(out, arguments);
             }
-            QueueMsg::Cancel { consumer } | QueueMsg::Cancelled { consumer } => out.put_u64(*consumer),
+            QueueMsg::Cancel { consumer }
+            | QueueMsg::Cancelled { consumer }
+            | QueueMsg::Drain { consumer }
+            | QueueMsg::Drained { consumer } => out.put_u64(*consumer),
             QueueMsg::Deliver {
                 consumer,
                 seq,
@@ -405,6 +419,12 @@ impl QueueMsg {
             kind::CANCELLED => QueueMsg::Cancelled {
                 consumer: r.u64("cancelled consumer")?,
             },
+            kind::DRAIN => QueueMsg::Drain {
+                consumer: r.u64("drain consumer")?,
+            },
+            kind::DRAINED => QueueMsg::Drained {
+                consumer: r.u64("drained consumer")?,
+            },
             kind::GET => QueueMsg::Get {
                 req: r.u64("get req")?,
                 vhost: r.name("get vhost")?,
@@ -509,6 +529,8 @@ pub(crate) fn examples() -> Vec<QueueMsg> {
             seqs: vec![1, 2, u64::MAX],
         },
         QueueMsg::Cancelled { consumer: 9 },
+        QueueMsg::Drain { consumer: 10 },
+        QueueMsg::Drained { consumer: 11 },
         QueueMsg::Get {
             req: 3,
             vhost: "/".into(),

@@ -33,6 +33,9 @@ pub trait DeliverySink: Send + Sync + std::fmt::Debug {
     fn cancelled(&self, channel: u16, consumer_tag: ShortStr);
     /// Remember `queue`, and call [`Queue::pump`] on it once room frees up.
     fn wait_for_room(&self, queue: Weak<Queue>);
+    /// A drain of `consumer_id` sent to another node is done (see
+    /// [`crate::queue::QueueType::drain`]); what it delivered came first.
+    fn drained(&self, _consumer_id: u64) {}
 }
 
 /// A publisher paused by a queue's backlog (flow control, after RabbitMQ's

@@ -191,6 +191,12 @@ pub trait QueueType: Send + std::fmt::Debug {
     fn get(&mut self, ctx: &mut Ctx, no_ack: bool) -> Option<(Entry, u64)>;
     /// Deliver what can be delivered (after credit or sink room frees up).
     fn pump(&mut self, ctx: &mut Ctx);
+    /// An AMQP 1.0 drain of `consumer_id` that another node must answer
+    /// (its sink hears [`DeliverySink::drained`] after the deliveries):
+    /// true if sent there; false when answering after a pump is right.
+    fn drain(&mut self, _ctx: &mut Ctx, _consumer_id: u64) -> bool {
+        false
+    }
     /// Drop all ready messages; how many went.
     fn purge(&mut self, ctx: &mut Ctx) -> u64;
     /// Expire what is due at `ctx.now`.
@@ -591,6 +597,11 @@ impl Queue {
 
     pub fn pump(self: &Arc<Self>) -> Effects {
         self.with(|q, ctx| q.pump(ctx)).1
+    }
+
+    /// See [`QueueType::drain`].
+    pub fn drain(self: &Arc<Self>, consumer_id: u64) -> bool {
+        self.with(|q, ctx| q.drain(ctx, consumer_id)).0
     }
 
     pub fn purge(self: &Arc<Self>) -> (u64, Effects) {

@@ -88,6 +88,17 @@ impl QueueType for RemoteQueue {
         }
     }
 
+    fn drain(&mut self, ctx: &mut Ctx, consumer_id: u64) -> bool {
+        match self.cluster.get() {
+            Some(c) => {
+                // Credit first, so the home drains what the link allows.
+                c.pump(ctx.queue);
+                c.drain(consumer_id)
+            }
+            None => false,
+        }
+    }
+
     /// As `get`: the front ends ask the home.
     fn purge(&mut self, _ctx: &mut Ctx) -> u64 {
         0

@@ -484,6 +484,8 @@ pub fn drain_outbox(conn: &mut Conn, channels: &mut HashMap<u16, Channel>) {
                     );
                 }
             }
+            // AMQP 1.0 only.
+            OutItem::Drained { .. } => {}
         }
     }
     for w in waiting {

@@ -34,6 +34,11 @@ pub enum OutItem {
         channel: u16,
         consumer_tag: ShortStr,
     },
+    /// An AMQP 1.0 drain a queue's home answered (see
+    /// `DeliverySink::drained`); after the deliveries it led to.
+    Drained {
+        consumer_id: u64,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -151,6 +156,10 @@ impl DeliverySink for Outbox {
             },
             0,
         );
+    }
+
+    fn drained(&self, consumer_id: u64) {
+        self.push(OutItem::Drained { consumer_id }, 0);
     }
 
     fn wait_for_room(&self, queue: Weak<Queue>) {

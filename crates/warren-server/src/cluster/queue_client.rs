@@ -436,6 +436,30 @@ impl QueueClient {
         }
     }
 
+    /// Ask the home of consumer `consumer` to drain it (an AMQP 1.0
+    /// drain); false if it cannot be asked.
+    pub fn drain(&self, consumer: u64) -> bool {
+        let home = match self.consumers.lock().get(&consumer) {
+            Some(c) if c.started => c.home.clone(),
+            _ => return false,
+        };
+        match self.link(&home) {
+            Some(link) => link.send(Message::Queue(QueueMsg::Drain { consumer })).is_ok(),
+            None => false,
+        }
+    }
+
+    /// The home drained `consumer`: nothing granted is on its way now.
+    fn drained(&self, consumer: u64) {
+        let sink = {
+            let mut cs = self.consumers.lock();
+            let Some(c) = cs.get_mut(&consumer) else { return };
+            c.in_flight = 0;
+            c.spec.sink.clone()
+        };
+        sink.drained(consumer);
+    }
+
     fn request(&self, home: &str, w: Waiting) -> u64 {
         let mut r = self.requests.lock();
         r.next += 1;
@@ -519,6 +543,7 @@ impl QueueClient {
                 redelivered,
                 message,
             } => self.delivered(from, consumer, seq, redelivered, message),
+            QueueMsg::Drained { consumer } => self.drained(consumer),
             QueueMsg::Cancelled { consumer } => {
                 if let Some(c) = self.consumers.lock().remove(&consumer) {
                     c.spec.sink.cancelled(c.spec.channel, c.spec.tag.clone());

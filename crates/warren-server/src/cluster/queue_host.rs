@@ -475,6 +475,20 @@ impl QueueHost {
                     self.apply(&q, e);
                 }
             }
+            QueueMsg::Drain { consumer } => {
+                // Deliver what there is within the credit granted (the
+                // deliveries go on the link before the answer), then hold
+                // none: the client node's link credit is used up.
+                let queue = p.proxies.lock().get(&consumer).map(|x| x.queue.clone());
+                if let Some(q) = queue {
+                    let e = q.pump();
+                    self.apply(&q, e);
+                }
+                if let Some(proxy) = p.proxies.lock().get(&consumer) {
+                    proxy.sink.state.lock().credit = 0;
+                }
+                Self::send(&p, QueueMsg::Drained { consumer });
+            }
             QueueMsg::Settle { consumer, how, seqs } => self.settle(&p, consumer, how, seqs),
             QueueMsg::Figures { queues } => self.figures_from(from, queues),
             QueueMsg::Get {

@@ -41,6 +41,7 @@ impl QueueEvents for Queues {
             QueueMsg::Confirm { .. }
             | QueueMsg::Deliver { .. }
             | QueueMsg::Cancelled { .. }
+            | QueueMsg::Drained { .. }
             | QueueMsg::Got { .. }
             | QueueMsg::Answer { .. } => self.client.received(from, m),
             QueueMsg::Reply { name, message } => match super::queue_client::from_wire(message) {
@@ -87,6 +88,10 @@ impl Replication for Hook {
 
     fn pump(&self, queue: &Arc<Queue>) {
         self.client.pump(queue);
+    }
+
+    fn drain(&self, consumer_id: u64) -> bool {
+        self.client.drain(consumer_id)
     }
 
     fn wait_for_credit(&self, home: &ShortStr, waiter: Arc<dyn FlowWaiter>) -> bool {

@@ -376,6 +376,7 @@ async fn a_queue_whose_node_is_down_answers_404_and_works_again_when_it_returns(
 async fn amqp_1_0_senders_and_receivers_on_other_nodes_with_credit() {
     use crate::amqp10_raw::{transfers, RawReceiver};
     use fe2o3_amqp::{Connection as Connection10, Sender, Session};
+    use warren_amqp10::performative::Performative;
 
     const N: u32 = 40;
     let ports = free_ports(3);
@@ -433,6 +434,45 @@ async fn amqp_1_0_senders_and_receivers_on_other_nodes_with_credit() {
         );
     }
     until_ready(&nodes[0], "q10", 0).await;
+
+    // A drain (§2.6.7) with credit 10 while node 1's queue holds 3: the
+    // three come first, then the flow that uses up the rest of the credit
+    // (answered once the home has sent what it had, not before).
+    for i in 0..3u32 {
+        let outcome = within(sender.send(fe2o3_amqp::types::messaging::Data(
+            (N + i).to_be_bytes().to_vec().into(),
+        )))
+        .await
+        .unwrap();
+        assert!(outcome.is_accepted(), "{outcome:?}");
+    }
+    until_ready(&nodes[0], "q10", 3).await;
+    r.flow(N, 10, true).await;
+    let frames = within(r.read(None, |f| {
+        f.iter()
+            .any(|(p, _)| matches!(p, Performative::Flow(fl) if fl.handle == Some(0) && fl.drain))
+    }))
+    .await;
+    let flow_at = frames
+        .iter()
+        .position(|(p, _)| matches!(p, Performative::Flow(fl) if fl.handle == Some(0) && fl.drain))
+        .unwrap();
+    let before = transfers(&frames[..flow_at]);
+    assert_eq!(before.len(), 3, "the three messages before the drain's answer");
+    let Performative::Flow(flow) = &frames[flow_at].0 else {
+        unreachable!()
+    };
+    assert_eq!((flow.delivery_count, flow.link_credit), (Some(N + 10), Some(0)));
+    for (id, _) in before {
+        r.accept(id);
+    }
+    // Nothing more without new credit, though the home has more now.
+    let outcome = within(sender.send(fe2o3_amqp::types::messaging::Data(b"late".to_vec().into())))
+        .await
+        .unwrap();
+    assert!(outcome.is_accepted(), "{outcome:?}");
+    let extra = r.read(Some(Duration::from_millis(300)), |_| false).await;
+    assert!(transfers(&extra).is_empty(), "a transfer after the drain");
 }
 
 /// The stream protocol across nodes: a stream created through node 1

@@ -196,9 +196,15 @@ impl Conn {
         }
         if let Some(r) = s.receivers.get_mut(&h) {
             r.credit.flow(f.delivery_count, f.link_credit.unwrap_or(0));
-            let q = r.queue.clone();
+            let (q, consumer_id) = (r.queue.clone(), r.consumer_id);
             let effects = q.pump();
             self.apply(&q, effects);
+            // A queue on another node: its home delivers what it has
+            // first, and the drain is answered when it says it is done
+            // (`OutItem::Drained`). Otherwise the pump above did it all.
+            if f.drain && q.drain(consumer_id) {
+                return Ok(());
+            }
             if f.drain || f.echo {
                 self.link_replies.push((channel, h, f.drain));
             }
@@ -295,6 +301,12 @@ impl Conn {
     pub(super) fn drain_outbox(&mut self) {
         let (items, waiting) = self.outbox.drain();
         for item in items {
+            if let OutItem::Drained { consumer_id } = item {
+                if let Some(&(channel, handle)) = self.consumers.get(&consumer_id) {
+                    self.link_replies.push((channel, handle, true));
+                }
+                continue;
+            }
             if let OutItem::Deliver(d) = item {
                 let Some(&(channel, _)) = self.consumers.get(&d.consumer_id) else {
                     // The link went away first: give it back.
