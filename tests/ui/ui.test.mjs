@@ -294,6 +294,9 @@ async function run(t, keepAmqp) {
         await waitFor(`total ${k}`, async () => /^\d[\d,]*$/.test(await text(`#overview-totals [data-total="${k}"] .value`)));
       }
       await waitFor('a node row', () => page.locator('#nodes-table tbody tr[data-name]').count());
+      // Uptime ("3s", "1m 2s"...) and the partitions it sees (none).
+      await waitFor('the node\'s uptime', async () => /^\d+[dhms]( \d+[dhms])?$/.test(await text('#nodes-table tbody tr[data-name] td[data-col="uptime"]')));
+      assert.equal(await text('#nodes-table tbody tr[data-name] td[data-col="partitions"]'), 'none');
       for (const id of ['chart-queued', 'chart-rates']) {
         await waitFor(`3 samples in #${id}`, async () => Number(await page.getAttribute(`#${id}`, 'data-samples')) >= 3);
         // The series are the only saturated colours; count them inside the plot, below the legend.

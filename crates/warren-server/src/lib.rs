@@ -70,6 +70,8 @@ pub struct ServerCtx {
     /// Notified when the node must start again (it joined a cluster, see
     /// `cluster::join`); the binary restarts it in place.
     pub restart: Arc<tokio::sync::Notify>,
+    /// When this node started (its uptime in `/api/nodes`).
+    pub started: std::time::Instant,
 }
 
 impl ServerCtx {
@@ -518,6 +520,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         queue_client: removals.map(|(_, c)| c),
         node_table,
         restart: Arc::new(tokio::sync::Notify::new()),
+        started: std::time::Instant::now(),
     });
     disk_monitor::spawn(ctx.broker.clone(), config.data_dir.clone(), rx.clone());
     stream::upkeep::spawn(ctx.broker.clone(), rx.clone());

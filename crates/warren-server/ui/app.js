@@ -55,6 +55,19 @@ function fmtBytes(n) {
   return (i ? n.toFixed(1) : String(n)) + ' ' + units[i];
 }
 
+/** Milliseconds as the two largest units: "2d 3h", "4m 5s"; blank when unknown. */
+function fmtUptime(ms) {
+  if (ms == null || ms === '') return '';
+  let s = Math.floor(Number(ms) / 1000);
+  const parts = [['d', 86400], ['h', 3600], ['m', 60], ['s', 1]].map(([u, n]) => {
+    const v = Math.floor(s / n);
+    s -= v * n;
+    return [v, u];
+  });
+  const first = Math.max(0, parts.findIndex(([v]) => v > 0));
+  return parts.slice(first, first + 2).map(([v, u]) => `${v}${u}`).join(' ');
+}
+
 /** `stats.<key>_details.rate` as "1.5/s"; blank when the broker sent no stats. */
 function fmtRate(stats, key) {
   const d = stats && stats[key + '_details'];
@@ -284,11 +297,13 @@ const NODE_COLS = [
   ['Name', 'name'],
   ['Type', 'type'],
   ['Running', 'running'],
+  ['Uptime', (n) => fmtUptime(n.uptime), 'uptime'],
   ['Memory', (n) => (n.mem_used == null ? '' : `${fmtBytes(n.mem_used)} / ${fmtBytes(n.mem_limit)}`), 'memory'],
   ['Disk free limit', (n) => fmtBytes(n.disk_free_limit), 'disk_free_limit'],
   ['File descriptors', 'fd_total'],
   ['Processors', 'processors'],
   ['Alarms', (n) => [n.mem_alarm && 'memory', n.disk_free_alarm && 'disk'].filter(Boolean).join(', ') || 'none', 'alarms'],
+  ['Partitions', (n) => (n.partitions || []).join(', ') || 'none', 'partitions'],
 ];
 
 function renderNodes(nodes) {

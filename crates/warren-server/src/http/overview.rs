@@ -237,6 +237,8 @@ fn node_json(ctx: &ServerCtx) -> Value {
         "name": ctx.config.node_name,
         "type": "disc",
         "running": true,
+        // Milliseconds, as RabbitMQ's.
+        "uptime": ctx.started.elapsed().as_millis() as u64,
         "partitions": ctx.cluster.as_ref().map_or_else(Vec::new, |c| c.partitions()),
         "cluster_links": ctx.cluster.as_ref().map_or_else(Vec::new, |c| {
             c.peers()

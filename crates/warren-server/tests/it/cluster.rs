@@ -567,6 +567,10 @@ async fn node_figures_and_alarms_travel_between_nodes() {
     assert!(n["mem_limit"].as_u64().is_some_and(|m| m > 0), "{n}");
     assert!(n["uptime"].as_u64().is_some(), "{n}");
     assert_eq!(n["mem_alarm"], false);
+    let (_, me) = nodes[0]
+        .http(Method::GET, &format!("/api/nodes/{}", node_name(0)), None)
+        .await;
+    assert!(me["uptime"].as_u64().is_some(), "{me}");
 
     let broker = |i: usize| nodes[i].running.as_ref().unwrap().ctx.broker.clone();
     assert_eq!(broker(0).publishing_blocked(), None);
