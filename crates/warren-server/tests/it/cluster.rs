@@ -108,6 +108,16 @@ pub(crate) async fn start_three(ports: &[u16]) -> Vec<Broker> {
     nodes
 }
 
+/// Three nodes on fresh ports, once they agree on a metadata leader and
+/// every pair is linked (what most cluster tests start from).
+pub(crate) async fn three_linked() -> (Vec<u16>, Vec<Broker>) {
+    let ports = free_ports(3);
+    let nodes = start_three(&ports).await;
+    meta_leader(&nodes).await;
+    all_linked(&nodes).await;
+    (ports, nodes)
+}
+
 /// Node name to `running`, from `/api/nodes` on `b`.
 pub(crate) async fn running(b: &Broker) -> Vec<(String, bool)> {
     let (status, nodes) = b.http(Method::GET, "/api/nodes", None).await;

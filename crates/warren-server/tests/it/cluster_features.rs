@@ -13,7 +13,7 @@ use lapin::options::*;
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, Connection};
 
-use crate::cluster::{all_linked, free_ports, in_step, meta_leader, start_three};
+use crate::cluster::{in_step, three_linked};
 use crate::common::*;
 
 async fn open(b: &Broker) -> (Connection, Channel) {
@@ -41,10 +41,7 @@ async fn eventually_get(ch: &Channel, q: &str) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reply_to_dead_letters_alternate_exchanges_sac_and_priorities_across_nodes() {
-    let ports = free_ports(3);
-    let nodes = start_three(&ports).await;
-    meta_leader(&nodes).await;
-    all_linked(&nodes).await;
+    let (_, nodes) = three_linked().await;
     let (c1, ch1) = open(&nodes[0]).await;
     let (c2, ch2) = open(&nodes[1]).await;
     let (c3, ch3) = open(&nodes[2]).await;

@@ -15,7 +15,7 @@ use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use reqwest::{Method, StatusCode};
 
-use crate::cluster::{all_linked, free_ports, in_step, meta_leader, node_name, start_node, start_three};
+use crate::cluster::{in_step, node_name, start_node, three_linked};
 use crate::common::*;
 
 async fn connect(b: &Broker) -> Connection {
@@ -78,10 +78,7 @@ async fn publish_confirmed(ch: &Channel, q: &str, prefix: &str, n: usize) -> boo
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn publish_consume_get_and_purge_through_nodes_that_are_not_the_queues() {
-    let ports = free_ports(3);
-    let nodes = start_three(&ports).await;
-    meta_leader(&nodes).await;
-    all_linked(&nodes).await;
+    let (_, nodes) = three_linked().await;
 
     // The queue lives on node 1.
     let c1 = connect(&nodes[0]).await;
@@ -247,10 +244,7 @@ async fn publish_consume_get_and_purge_through_nodes_that_are_not_the_queues() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queue_whose_node_is_down_answers_404_and_works_again_when_it_returns() {
-    let ports = free_ports(3);
-    let mut nodes = start_three(&ports).await;
-    meta_leader(&nodes).await;
-    all_linked(&nodes).await;
+    let (ports, mut nodes) = three_linked().await;
 
     let c1 = connect(&nodes[0]).await;
     let ch1 = c1.create_channel().await.unwrap();
@@ -379,10 +373,7 @@ async fn amqp_1_0_senders_and_receivers_on_other_nodes_with_credit() {
     use warren_amqp10::performative::Performative;
 
     const N: u32 = 40;
-    let ports = free_ports(3);
-    let nodes = start_three(&ports).await;
-    meta_leader(&nodes).await;
-    all_linked(&nodes).await;
+    let (_, nodes) = three_linked().await;
     let c1 = connect(&nodes[0]).await;
     let ch1 = c1.create_channel().await.unwrap();
     within(ch1.queue_declare("q10".into(), durable(), FieldTable::default()))
@@ -484,10 +475,7 @@ async fn amqp_1_0_senders_and_receivers_on_other_nodes_with_credit() {
 async fn stream_clients_of_any_node_are_sent_to_the_streams_node() {
     use rabbitmq_stream_client::types::OffsetSpecification;
 
-    let ports = free_ports(3);
-    let nodes = start_three(&ports).await;
-    meta_leader(&nodes).await;
-    all_linked(&nodes).await;
+    let (_, nodes) = three_linked().await;
     let env1 = nodes[0].stream_env().await;
     within(env1.stream_creator().create("s-cross")).await.unwrap();
     let env3 = nodes[2].stream_env().await;
@@ -541,10 +529,7 @@ async fn stream_clients_of_any_node_are_sent_to_the_streams_node() {
 /// took the later range's arrival as a refusal of the earlier publishes.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_publishers_to_another_nodes_queue_are_all_acked() {
-    let ports = free_ports(3);
-    let nodes = start_three(&ports).await;
-    meta_leader(&nodes).await;
-    all_linked(&nodes).await;
+    let (_, nodes) = three_linked().await;
     let c1 = connect(&nodes[0]).await;
     let ch1 = c1.create_channel().await.unwrap();
     within(ch1.queue_declare("many".into(), durable(), FieldTable::default()))
