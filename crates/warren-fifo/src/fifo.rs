@@ -1,0 +1,250 @@
+//! The state, its commands and what applying them gives.
+
+use std::collections::{BTreeMap, VecDeque};
+
+/// A message's id: the Raft index of its enqueue (so ids only grow).
+pub type MsgId = u64;
+/// A consumer's id, chosen by the node that proposes its first credit.
+pub type ConsumerId = u64;
+
+/// What the queue was declared with.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Config {
+    /// `x-delivery-limit`: a message whose delivery count passes it is
+    /// dead-lettered instead of returned (None: no limit).
+    pub delivery_limit: Option<u32>,
+}
+
+/// What the state keeps of a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    pub id: MsgId,
+    pub size: u32,
+    /// Failed deliveries so far (`x-delivery-count`): returns that say the
+    /// delivery failed, and consumers that went away holding it.
+    pub delivery_count: u32,
+    /// Times a consumer took it (`x-acquired-count`).
+    pub acquired_count: u32,
+}
+
+/// A consumer: how many more messages it may take, and what it holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Consumer {
+    pub credit: u32,
+    pub checked_out: BTreeMap<MsgId, Header>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// A message (its body is the log entry at `id`).
+    Enqueue { id: MsgId, size: u32 },
+    /// `consumer` may take `credit` more messages (the first credit
+    /// registers it; consumers are served in that order, in turn).
+    Credit { consumer: ConsumerId, credit: u32 },
+    /// Acked: gone.
+    Settle { consumer: ConsumerId, ids: Vec<MsgId> },
+    /// Requeued. `failed`: the delivery counts as failed (AMQP 1.0's
+    /// modified with delivery-failed), raising its delivery count.
+    Return {
+        consumer: ConsumerId,
+        ids: Vec<MsgId>,
+        failed: bool,
+    },
+    /// Rejected without requeue: dead-lettered (or dropped, as the leader
+    /// decides from the queue's dead-letter settings).
+    Discard { consumer: ConsumerId, ids: Vec<MsgId> },
+    /// The consumer is gone (cancelled, its channel or node gone): what it
+    /// held goes back, as a failed delivery.
+    Cancel { consumer: ConsumerId },
+    /// Drop every waiting message.
+    Purge,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeadLetterReason {
+    Rejected,
+    DeliveryLimit,
+}
+
+/// What applying a command asks of the leader.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// Send message `id` to `consumer`. `redelivered`: a consumer took it
+    /// before.
+    Deliver {
+        consumer: ConsumerId,
+        header: Header,
+        redelivered: bool,
+    },
+    DeadLetter {
+        header: Header,
+        reason: DeadLetterReason,
+    },
+    /// A purge dropped this many messages.
+    Purged(u64),
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Fifo {
+    config: Config,
+    /// Returned messages, served before `waiting`.
+    returns: VecDeque<Header>,
+    waiting: VecDeque<Header>,
+    consumers: BTreeMap<ConsumerId, Consumer>,
+    /// Consumers in the order they are served next.
+    service: VecDeque<ConsumerId>,
+    ready_bytes: u64,
+}
+
+impl Fifo {
+    pub fn new(config: Config) -> Fifo {
+        Fifo {
+            config,
+            ..Fifo::default()
+        }
+    }
+
+    /// Messages waiting for a consumer.
+    pub fn ready(&self) -> usize {
+        self.returns.len() + self.waiting.len()
+    }
+
+    pub fn ready_bytes(&self) -> u64 {
+        self.ready_bytes
+    }
+
+    /// Messages consumers hold.
+    pub fn checked_out(&self) -> usize {
+        self.consumers.values().map(|c| c.checked_out.len()).sum()
+    }
+
+    pub fn consumer(&self, id: ConsumerId) -> Option<&Consumer> {
+        self.consumers.get(&id)
+    }
+
+    /// The ids of every waiting message, in the order they are served.
+    pub fn waiting_ids(&self) -> impl Iterator<Item = MsgId> + '_ {
+        self.returns.iter().chain(self.waiting.iter()).map(|h| h.id)
+    }
+
+    /// Apply one committed command; what it asks of the leader.
+    pub fn apply(&mut self, c: Command) -> Vec<Effect> {
+        let mut out = Vec::new();
+        match c {
+            Command::Enqueue { id, size } => {
+                self.ready_bytes += size as u64;
+                self.waiting.push_back(Header {
+                    id,
+                    size,
+                    delivery_count: 0,
+                    acquired_count: 0,
+                });
+            }
+            Command::Credit { consumer, credit } => {
+                let c = self.consumers.entry(consumer).or_insert_with(|| {
+                    self.service.push_back(consumer);
+                    Consumer::default()
+                });
+                c.credit = c.credit.saturating_add(credit);
+            }
+            Command::Settle { consumer, ids } => {
+                self.take(consumer, &ids);
+            }
+            Command::Return {
+                consumer,
+                ids,
+                failed,
+            } => {
+                for h in self.take(consumer, &ids) {
+                    self.back(h, failed, &mut out);
+                }
+            }
+            Command::Discard { consumer, ids } => {
+                for header in self.take(consumer, &ids) {
+                    out.push(Effect::DeadLetter {
+                        header,
+                        reason: DeadLetterReason::Rejected,
+                    });
+                }
+            }
+            Command::Cancel { consumer } => {
+                if let Some(c) = self.consumers.remove(&consumer) {
+                    self.service.retain(|x| *x != consumer);
+                    // In id order, so they keep their relative order.
+                    for (_, h) in c.checked_out {
+                        self.back(h, true, &mut out);
+                    }
+                }
+            }
+            Command::Purge => {
+                let n = self.ready() as u64;
+                self.returns.clear();
+                self.waiting.clear();
+                self.ready_bytes = 0;
+                out.push(Effect::Purged(n));
+            }
+        }
+        self.serve(&mut out);
+        out
+    }
+
+    /// Take `ids` out of what `consumer` holds (unknown ones, or another
+    /// consumer's, are ignored: a settle can race with a cancel).
+    fn take(&mut self, consumer: ConsumerId, ids: &[MsgId]) -> Vec<Header> {
+        let Some(c) = self.consumers.get_mut(&consumer) else {
+            return Vec::new();
+        };
+        ids.iter().filter_map(|id| c.checked_out.remove(id)).collect()
+    }
+
+    /// A message goes back to wait, or past its delivery limit is
+    /// dead-lettered.
+    fn back(&mut self, mut h: Header, failed: bool, out: &mut Vec<Effect>) {
+        if failed {
+            h.delivery_count += 1;
+        }
+        if self.config.delivery_limit.is_some_and(|l| h.delivery_count > l) {
+            out.push(Effect::DeadLetter {
+                header: h,
+                reason: DeadLetterReason::DeliveryLimit,
+            });
+            return;
+        }
+        self.ready_bytes += h.size as u64;
+        // Returns are served in id order among themselves.
+        let at = self.returns.partition_point(|x| x.id < h.id);
+        self.returns.insert(at, h);
+    }
+
+    /// Hand waiting messages to consumers with credit, in turn.
+    fn serve(&mut self, out: &mut Vec<Effect>) {
+        let mut idle = 0;
+        while self.ready() > 0 && idle < self.service.len() {
+            let consumer = self.service.pop_front().expect("not empty");
+            self.service.push_back(consumer);
+            let c = self.consumers.get_mut(&consumer).expect("served consumers exist");
+            if c.credit == 0 {
+                idle += 1;
+                continue;
+            }
+            idle = 0;
+            let mut h = match self.returns.pop_front() {
+                Some(h) => h,
+                None => self.waiting.pop_front().expect("ready > 0"),
+            };
+            self.ready_bytes -= h.size as u64;
+            let redelivered = h.acquired_count > 0;
+            h.acquired_count += 1;
+            c.credit -= 1;
+            c.checked_out.insert(h.id, h.clone());
+            out.push(Effect::Deliver {
+                consumer,
+                header: h,
+                redelivered,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,316 @@
+use std::collections::{BTreeMap, BTreeSet};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::*;
+
+fn delivered(effects: &[Effect]) -> Vec<(ConsumerId, MsgId, bool)> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Deliver {
+                consumer,
+                header,
+                redelivered,
+            } => Some((*consumer, header.id, *redelivered)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn messages_go_in_order_within_credit_and_consumers_take_turns() {
+    let mut f = Fifo::new(Config::default());
+    for id in 1..=5 {
+        assert!(f.apply(Command::Enqueue { id, size: 10 }).is_empty());
+    }
+    assert_eq!((f.ready(), f.ready_bytes()), (5, 50));
+    let got = f.apply(Command::Credit {
+        consumer: 7,
+        credit: 2,
+    });
+    assert_eq!(delivered(&got), [(7, 1, false), (7, 2, false)]);
+    let got = f.apply(Command::Credit {
+        consumer: 8,
+        credit: 5,
+    });
+    assert_eq!(delivered(&got), [(8, 3, false), (8, 4, false), (8, 5, false)]);
+    // Both with credit: in turn.
+    f.apply(Command::Credit {
+        consumer: 7,
+        credit: 5,
+    });
+    let mut got = Vec::new();
+    for id in 6..=9 {
+        got.extend(delivered(&f.apply(Command::Enqueue { id, size: 1 })));
+    }
+    let who: Vec<ConsumerId> = got.iter().map(|d| d.0).collect();
+    assert_eq!(who, [7, 8, 7, 8]);
+    assert_eq!(f.checked_out(), 9);
+    f.apply(Command::Settle {
+        consumer: 7,
+        ids: vec![1, 2],
+    });
+    assert_eq!(f.checked_out(), 7);
+}
+
+#[test]
+fn returns_come_first_in_id_order_and_count_failed_deliveries() {
+    let mut f = Fifo::new(Config::default());
+    for id in 1..=4 {
+        f.apply(Command::Enqueue { id, size: 1 });
+    }
+    f.apply(Command::Credit {
+        consumer: 1,
+        credit: 3,
+    });
+    f.apply(Command::Return {
+        consumer: 1,
+        ids: vec![3, 1],
+        failed: false,
+    });
+    let got = f.apply(Command::Credit {
+        consumer: 2,
+        credit: 3,
+    });
+    assert_eq!(delivered(&got), [(2, 1, true), (2, 3, true), (2, 4, false)]);
+    let counts: Vec<(u32, u32)> = f
+        .consumer(2)
+        .unwrap()
+        .checked_out
+        .values()
+        .map(|h| (h.delivery_count, h.acquired_count))
+        .collect();
+    assert_eq!(counts, [(0, 2), (0, 2), (0, 1)]);
+    // A consumer that goes away: what it held is a failed delivery.
+    f.apply(Command::Cancel { consumer: 2 });
+    assert_eq!(f.waiting_ids().collect::<Vec<_>>(), [1, 3, 4]);
+    let got = f.apply(Command::Credit {
+        consumer: 1,
+        credit: 1,
+    });
+    let Effect::Deliver { header, .. } = &got[0] else {
+        panic!("{got:?}")
+    };
+    assert_eq!(
+        (header.id, header.delivery_count, header.acquired_count),
+        (1, 1, 3)
+    );
+}
+
+#[test]
+fn past_the_delivery_limit_a_message_is_dead_lettered() {
+    let mut f = Fifo::new(Config {
+        delivery_limit: Some(2),
+    });
+    f.apply(Command::Enqueue { id: 1, size: 1 });
+    for round in 0..3 {
+        f.apply(Command::Credit {
+            consumer: 1,
+            credit: 1,
+        });
+        let out = f.apply(Command::Return {
+            consumer: 1,
+            ids: vec![1],
+            failed: true,
+        });
+        if round < 2 {
+            assert!(out.is_empty(), "{out:?}");
+        } else {
+            assert!(
+                matches!(&out[..], [Effect::DeadLetter { header, reason: DeadLetterReason::DeliveryLimit }] if header.delivery_count == 3),
+                "{out:?}"
+            );
+        }
+    }
+    assert_eq!(f.ready(), 0);
+    // Requeues that do not say the delivery failed never reach it.
+    f.apply(Command::Enqueue { id: 2, size: 1 });
+    for _ in 0..10 {
+        f.apply(Command::Credit {
+            consumer: 1,
+            credit: 1,
+        });
+        let out = f.apply(Command::Return {
+            consumer: 1,
+            ids: vec![2],
+            failed: false,
+        });
+        assert!(delivered(&out).len() <= 1);
+    }
+    assert_eq!(f.ready() + f.checked_out(), 1);
+}
+
+#[test]
+fn discards_dead_letter_and_purge_drops_only_what_waits() {
+    let mut f = Fifo::new(Config::default());
+    for id in 1..=3 {
+        f.apply(Command::Enqueue { id, size: 4 });
+    }
+    f.apply(Command::Credit {
+        consumer: 1,
+        credit: 1,
+    });
+    let out = f.apply(Command::Discard {
+        consumer: 1,
+        ids: vec![1, 99],
+    });
+    assert!(
+        matches!(&out[..], [Effect::DeadLetter { header, reason: DeadLetterReason::Rejected }] if header.id == 1)
+    );
+    f.apply(Command::Credit {
+        consumer: 1,
+        credit: 1,
+    });
+    assert_eq!(f.apply(Command::Purge), [Effect::Purged(1)]);
+    assert_eq!((f.ready(), f.ready_bytes(), f.checked_out()), (0, 0, 1));
+}
+
+/// Any sequence of commands keeps the state's promises: every message is
+/// in one place only, nothing is lost or made up, consumers never get past
+/// their credit, counts never go down, and ready_bytes adds up.
+#[test]
+fn random_command_sequences_keep_the_invariants() {
+    for seed in 0..500u64 {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let limit = if rng.gen_bool(0.5) {
+            Some(rng.gen_range(0..4))
+        } else {
+            None
+        };
+        let mut f = Fifo::new(Config {
+            delivery_limit: limit,
+        });
+        let mut next_id = 1;
+        // What the test knows: live messages, and what each consumer was
+        // granted and given.
+        let mut live: BTreeSet<MsgId> = BTreeSet::new();
+        let mut granted: BTreeMap<ConsumerId, u64> = BTreeMap::new();
+        let mut given: BTreeMap<ConsumerId, u64> = BTreeMap::new();
+        let mut last_counts: BTreeMap<MsgId, (u32, u32)> = BTreeMap::new();
+        for step in 0..300 {
+            let consumer = rng.gen_range(1..4u64);
+            let held: Vec<MsgId> = f
+                .consumer(consumer)
+                .map(|c| c.checked_out.keys().copied().collect())
+                .unwrap_or_default();
+            let some = |rng: &mut StdRng| -> Vec<MsgId> {
+                let mut ids: Vec<MsgId> = held.iter().copied().filter(|_| rng.gen_bool(0.5)).collect();
+                if rng.gen_bool(0.1) {
+                    ids.push(next_id + 1000); // unknown ids are ignored
+                }
+                ids
+            };
+            let c = match rng.gen_range(0..100) {
+                0..=34 => {
+                    next_id += 1;
+                    live.insert(next_id);
+                    Command::Enqueue {
+                        id: next_id,
+                        size: rng.gen_range(0..100),
+                    }
+                }
+                35..=49 => {
+                    let credit = rng.gen_range(0..5);
+                    if f.consumer(consumer).is_some() || credit > 0 {
+                        *granted.entry(consumer).or_default() += credit as u64;
+                    }
+                    Command::Credit { consumer, credit }
+                }
+                50..=64 => Command::Settle {
+                    consumer,
+                    ids: some(&mut rng),
+                },
+                65..=79 => Command::Return {
+                    consumer,
+                    ids: some(&mut rng),
+                    failed: rng.gen_bool(0.5),
+                },
+                80..=89 => Command::Discard {
+                    consumer,
+                    ids: some(&mut rng),
+                },
+                90..=96 => Command::Cancel { consumer },
+                _ => Command::Purge,
+            };
+            let settled: Vec<MsgId> = match &c {
+                Command::Settle { ids, .. } => ids.iter().copied().filter(|i| held.contains(i)).collect(),
+                _ => Vec::new(),
+            };
+            let purged: Vec<MsgId> = match &c {
+                Command::Purge => f.waiting_ids().collect(),
+                _ => Vec::new(),
+            };
+            let cancelled = matches!(c, Command::Cancel { .. });
+            let out = f.apply(c);
+            if cancelled {
+                // Its unused credit went with it.
+                granted.remove(&consumer);
+                given.remove(&consumer);
+            }
+            for id in settled.into_iter().chain(purged) {
+                live.remove(&id);
+            }
+            for e in &out {
+                match e {
+                    Effect::Deliver { consumer, header, .. } => {
+                        *given.entry(*consumer).or_default() += 1;
+                        let before = last_counts.get(&header.id).copied().unwrap_or((0, 0));
+                        assert!(header.acquired_count > before.1, "seed {seed} step {step}");
+                        assert!(header.delivery_count >= before.0, "seed {seed} step {step}");
+                        last_counts.insert(header.id, (header.delivery_count, header.acquired_count));
+                    }
+                    Effect::DeadLetter { header, reason } => {
+                        assert!(
+                            live.remove(&header.id),
+                            "seed {seed} step {step}: dead-lettered twice"
+                        );
+                        if *reason == DeadLetterReason::DeliveryLimit {
+                            assert!(header.delivery_count > limit.unwrap(), "seed {seed} step {step}");
+                        }
+                    }
+                    Effect::Purged(_) => {}
+                }
+            }
+            // Every live message is in exactly one place.
+            let mut seen: Vec<MsgId> = f.waiting_ids().collect();
+            let mut bytes = 0u64;
+            for c in 1..4 {
+                if let Some(c) = f.consumer(c) {
+                    seen.extend(c.checked_out.keys().copied());
+                }
+            }
+            let unique: BTreeSet<MsgId> = seen.iter().copied().collect();
+            assert_eq!(
+                unique.len(),
+                seen.len(),
+                "seed {seed} step {step}: a message in two places"
+            );
+            assert_eq!(unique, live, "seed {seed} step {step}: lost or made up");
+            for id in f.waiting_ids() {
+                bytes += f
+                    .returns
+                    .iter()
+                    .chain(f.waiting.iter())
+                    .find(|h| h.id == id)
+                    .unwrap()
+                    .size as u64;
+            }
+            assert_eq!(bytes, f.ready_bytes(), "seed {seed} step {step}");
+            // Never past the credit granted; and nothing waits while a
+            // consumer has credit.
+            for (c, n) in &given {
+                assert!(
+                    n <= granted.get(c).unwrap_or(&0),
+                    "seed {seed} step {step}: past credit"
+                );
+            }
+            let any_credit = (1..4).any(|c| f.consumer(c).is_some_and(|c| c.credit > 0));
+            assert!(
+                !(any_credit && f.ready() > 0),
+                "seed {seed} step {step}: idle with credit"
+            );
+        }
+    }
+}
