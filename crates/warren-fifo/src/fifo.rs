@@ -20,6 +20,9 @@ pub struct Config {
 pub struct Header {
     pub id: MsgId,
     pub size: u32,
+    /// When it expires (per-message or queue TTL, in the leader's
+    /// milliseconds when it was enqueued): None, never.
+    pub expires_at: Option<u64>,
     /// Failed deliveries so far (`x-delivery-count`): returns that say the
     /// delivery failed, and consumers that went away holding it.
     pub delivery_count: u32,
@@ -36,8 +39,17 @@ pub struct Consumer {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
-    /// A message (its body is the log entry at `id`).
-    Enqueue { id: MsgId, size: u32 },
+    /// A message (its body is the log entry at `id`), enqueued at the
+    /// leader's time `now`, expiring at `expires_at`.
+    Enqueue {
+        id: MsgId,
+        size: u32,
+        now: u64,
+        expires_at: Option<u64>,
+    },
+    /// The leader's clock reads `now`: messages waiting past their
+    /// expiry go (proposed by the leader when the head's is due).
+    Tick { now: u64 },
     /// `consumer` may take `credit` more messages (the first credit
     /// registers it; consumers are served in that order, in turn).
     Credit { consumer: ConsumerId, credit: u32 },
@@ -64,6 +76,7 @@ pub enum Command {
 pub enum DeadLetterReason {
     Rejected,
     DeliveryLimit,
+    Expired,
 }
 
 /// What applying a command asks of the leader.
@@ -94,6 +107,9 @@ pub struct Fifo {
     /// Consumers in the order they are served next.
     service: VecDeque<ConsumerId>,
     ready_bytes: u64,
+    /// The latest leader time a command carried (time never goes back
+    /// here, whatever a new leader's clock says).
+    now: u64,
 }
 
 impl Fifo {
@@ -131,15 +147,23 @@ impl Fifo {
     pub fn apply(&mut self, c: Command) -> Vec<Effect> {
         let mut out = Vec::new();
         match c {
-            Command::Enqueue { id, size } => {
+            Command::Enqueue {
+                id,
+                size,
+                now,
+                expires_at,
+            } => {
+                self.now = self.now.max(now);
                 self.ready_bytes += size as u64;
                 self.waiting.push_back(Header {
                     id,
                     size,
+                    expires_at,
                     delivery_count: 0,
                     acquired_count: 0,
                 });
             }
+            Command::Tick { now } => self.now = self.now.max(now),
             Command::Credit { consumer, credit } => {
                 let c = self.consumers.entry(consumer).or_insert_with(|| {
                     self.service.push_back(consumer);
@@ -216,8 +240,38 @@ impl Fifo {
         self.returns.insert(at, h);
     }
 
+    /// The earliest expiry among the messages at the heads of the two
+    /// waiting lines (when the leader should propose a `Tick`). Only
+    /// heads expire, as RabbitMQ's queues do: a message behind one that
+    /// lives longer waits its turn.
+    pub fn next_expiry(&self) -> Option<u64> {
+        [self.returns.front(), self.waiting.front()]
+            .into_iter()
+            .flatten()
+            .filter_map(|h| h.expires_at)
+            .min()
+    }
+
+    /// Dead-letter the messages at the heads whose time has come.
+    fn expire(&mut self, out: &mut Vec<Effect>) {
+        for line in [&mut self.returns, &mut self.waiting] {
+            while line
+                .front()
+                .is_some_and(|h| h.expires_at.is_some_and(|t| t <= self.now))
+            {
+                let header = line.pop_front().expect("a front");
+                self.ready_bytes -= header.size as u64;
+                out.push(Effect::DeadLetter {
+                    header,
+                    reason: DeadLetterReason::Expired,
+                });
+            }
+        }
+    }
+
     /// Hand waiting messages to consumers with credit, in turn.
     fn serve(&mut self, out: &mut Vec<Effect>) {
+        self.expire(out);
         let mut idle = 0;
         while self.ready() > 0 && idle < self.service.len() {
             let consumer = self.service.pop_front().expect("not empty");
@@ -242,6 +296,8 @@ impl Fifo {
                 header: h,
                 redelivered,
             });
+            // The next head may be past its time.
+            self.expire(out);
         }
     }
 }

@@ -5,6 +5,15 @@ use rand::{Rng, SeedableRng};
 
 use super::*;
 
+fn enq(id: MsgId, size: u32) -> Command {
+    Command::Enqueue {
+        id,
+        size,
+        now: 0,
+        expires_at: None,
+    }
+}
+
 fn delivered(effects: &[Effect]) -> Vec<(ConsumerId, MsgId, bool)> {
     effects
         .iter()
@@ -23,7 +32,7 @@ fn delivered(effects: &[Effect]) -> Vec<(ConsumerId, MsgId, bool)> {
 fn messages_go_in_order_within_credit_and_consumers_take_turns() {
     let mut f = Fifo::new(Config::default());
     for id in 1..=5 {
-        assert!(f.apply(Command::Enqueue { id, size: 10 }).is_empty());
+        assert!(f.apply(enq(id, 10)).is_empty());
     }
     assert_eq!((f.ready(), f.ready_bytes()), (5, 50));
     let got = f.apply(Command::Credit {
@@ -43,7 +52,7 @@ fn messages_go_in_order_within_credit_and_consumers_take_turns() {
     });
     let mut got = Vec::new();
     for id in 6..=9 {
-        got.extend(delivered(&f.apply(Command::Enqueue { id, size: 1 })));
+        got.extend(delivered(&f.apply(enq(id, 1))));
     }
     let who: Vec<ConsumerId> = got.iter().map(|d| d.0).collect();
     assert_eq!(who, [7, 8, 7, 8]);
@@ -59,7 +68,7 @@ fn messages_go_in_order_within_credit_and_consumers_take_turns() {
 fn returns_come_first_in_id_order_and_count_failed_deliveries() {
     let mut f = Fifo::new(Config::default());
     for id in 1..=4 {
-        f.apply(Command::Enqueue { id, size: 1 });
+        f.apply(enq(id, 1));
     }
     f.apply(Command::Credit {
         consumer: 1,
@@ -104,7 +113,7 @@ fn past_the_delivery_limit_a_message_is_dead_lettered() {
     let mut f = Fifo::new(Config {
         delivery_limit: Some(2),
     });
-    f.apply(Command::Enqueue { id: 1, size: 1 });
+    f.apply(enq(1, 1));
     for round in 0..3 {
         f.apply(Command::Credit {
             consumer: 1,
@@ -126,7 +135,7 @@ fn past_the_delivery_limit_a_message_is_dead_lettered() {
     }
     assert_eq!(f.ready(), 0);
     // Requeues that do not say the delivery failed never reach it.
-    f.apply(Command::Enqueue { id: 2, size: 1 });
+    f.apply(enq(2, 1));
     for _ in 0..10 {
         f.apply(Command::Credit {
             consumer: 1,
@@ -146,7 +155,7 @@ fn past_the_delivery_limit_a_message_is_dead_lettered() {
 fn discards_dead_letter_and_purge_drops_only_what_waits() {
     let mut f = Fifo::new(Config::default());
     for id in 1..=3 {
-        f.apply(Command::Enqueue { id, size: 4 });
+        f.apply(enq(id, 4));
     }
     f.apply(Command::Credit {
         consumer: 1,
@@ -183,6 +192,7 @@ fn random_command_sequences_keep_the_invariants() {
             delivery_limit: limit,
         });
         let mut next_id = 1;
+        let mut now = 0u64;
         // What the test knows: live messages, and what each consumer was
         // granted and given.
         let mut live: BTreeSet<MsgId> = BTreeSet::new();
@@ -206,9 +216,12 @@ fn random_command_sequences_keep_the_invariants() {
                 0..=34 => {
                     next_id += 1;
                     live.insert(next_id);
+                    now += rng.gen_range(0..20);
                     Command::Enqueue {
                         id: next_id,
                         size: rng.gen_range(0..100),
+                        now,
+                        expires_at: rng.gen_bool(0.3).then(|| now + rng.gen_range(0..200)),
                     }
                 }
                 35..=49 => {
@@ -231,7 +244,11 @@ fn random_command_sequences_keep_the_invariants() {
                     consumer,
                     ids: some(&mut rng),
                 },
-                90..=96 => Command::Cancel { consumer },
+                90..=94 => Command::Cancel { consumer },
+                95..=97 => {
+                    now += rng.gen_range(0..100);
+                    Command::Tick { now }
+                }
                 _ => Command::Purge,
             };
             let settled: Vec<MsgId> = match &c {
@@ -268,6 +285,12 @@ fn random_command_sequences_keep_the_invariants() {
                         );
                         if *reason == DeadLetterReason::DeliveryLimit {
                             assert!(header.delivery_count > limit.unwrap(), "seed {seed} step {step}");
+                        }
+                        if *reason == DeadLetterReason::Expired {
+                            assert!(
+                                header.expires_at.is_some_and(|t| t <= now),
+                                "seed {seed} step {step}"
+                            );
                         }
                     }
                     Effect::Purged(_) => {}
@@ -306,6 +329,10 @@ fn random_command_sequences_keep_the_invariants() {
                     "seed {seed} step {step}: past credit"
                 );
             }
+            assert!(
+                f.next_expiry().is_none_or(|t| t > now),
+                "seed {seed} step {step}: an expired head"
+            );
             let any_credit = (1..4).any(|c| f.consumer(c).is_some_and(|c| c.credit > 0));
             assert!(
                 !(any_credit && f.ready() > 0),
@@ -313,4 +340,49 @@ fn random_command_sequences_keep_the_invariants() {
             );
         }
     }
+}
+
+#[test]
+fn messages_past_their_time_go_from_the_head_as_dead_letters() {
+    let mut f = Fifo::new(Config::default());
+    let at = |id, expires_at| Command::Enqueue {
+        id,
+        size: 1,
+        now: 100,
+        expires_at,
+    };
+    f.apply(at(1, Some(150)));
+    f.apply(at(2, None));
+    f.apply(at(3, Some(120)));
+    assert_eq!(f.next_expiry(), Some(150));
+    assert!(f.apply(Command::Tick { now: 149 }).is_empty());
+    // The head goes at 150; then the head never expires, so 3 waits
+    // behind it though its time has passed (only heads expire).
+    let out = f.apply(Command::Tick { now: 150 });
+    assert!(
+        matches!(&out[..], [Effect::DeadLetter { header, reason: DeadLetterReason::Expired }] if header.id == 1)
+    );
+    assert_eq!(f.next_expiry(), None);
+    // Once 2 is taken, 3 is the head, long expired: it goes at once,
+    // and the credit left takes 4 when it comes.
+    let got = f.apply(Command::Credit {
+        consumer: 1,
+        credit: 2,
+    });
+    assert_eq!(delivered(&got), [(1, 2, false)]);
+    assert!(
+        matches!(&got[1..], [Effect::DeadLetter { header, reason: DeadLetterReason::Expired }] if header.id == 3),
+        "{got:?}"
+    );
+    // Time never goes back: 4 goes out at once (credit was left), comes
+    // back after a tick from a clock behind, and still waits.
+    assert_eq!(delivered(&f.apply(at(4, Some(160)))), [(1, 4, false)]);
+    f.apply(Command::Tick { now: 10 });
+    f.apply(Command::Return {
+        consumer: 1,
+        ids: vec![4],
+        failed: false,
+    });
+    assert_eq!(f.ready(), 1, "160 is still ahead of the last time seen (150)");
+    assert_eq!(f.next_expiry(), Some(160));
 }
