@@ -194,6 +194,7 @@ pub trait QueueType: Send + std::fmt::Debug {
     /// An AMQP 1.0 drain of `consumer_id` that another node must answer
     /// (its sink hears [`DeliverySink::drained`] after the deliveries):
     /// true if sent there; false when answering after a pump is right.
+    /// Called after a pump, so the credit that granted goes first.
     fn drain(&mut self, _ctx: &mut Ctx, _consumer_id: u64) -> bool {
         false
     }

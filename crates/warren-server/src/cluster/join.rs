@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use warren_peer::{parse_frame, Message};
 
@@ -58,28 +58,28 @@ pub enum JoinError {
     Protocol(String),
 }
 
+/// The next message on a connection that carries only a join request
+/// and its answer (frames up to [`JOIN_FRAME_MAX`]).
+async fn next_message(stream: &mut (impl AsyncRead + Unpin), buf: &mut BytesMut) -> Result<Message, String> {
+    loop {
+        if let Some(f) = parse_frame(buf, JOIN_FRAME_MAX).map_err(|e| e.to_string())? {
+            return Message::decode(f).map_err(|e| e.to_string());
+        }
+        match stream.read_buf(buf).await {
+            Ok(0) => return Err("the node closed the connection".into()),
+            Ok(_) => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
 /// The first message on a connection from a node that is not a peer, if
 /// it is a request.
 pub(super) async fn first_request(stream: &mut impl LinkStream, buf: &mut BytesMut) -> Option<(u64, Bytes)> {
-    let read = async {
-        loop {
-            match parse_frame(buf, JOIN_FRAME_MAX) {
-                Ok(Some(f)) => {
-                    return match Message::decode(f) {
-                        Ok(Message::Request { id, body }) => Some((id, body)),
-                        _ => None,
-                    };
-                }
-                Ok(None) => {}
-                Err(_) => return None,
-            }
-            match stream.read_buf(buf).await {
-                Ok(0) | Err(_) => return None,
-                Ok(_) => {}
-            }
-        }
-    };
-    tokio::time::timeout(FIRST_MESSAGE, read).await.ok().flatten()
+    match tokio::time::timeout(FIRST_MESSAGE, next_message(stream, buf)).await {
+        Ok(Ok(Message::Request { id, body })) => Some((id, body)),
+        _ => None,
+    }
 }
 
 /// Answer `node`'s request to join (`ask` is the request's body after its
@@ -178,22 +178,16 @@ async fn ask_one(cluster: &Cluster, node: &str, address: &str) -> Result<Joined,
         .map_err(|e| unreachable(e.to_string()))?;
     let answer = async {
         loop {
-            if let Some(f) =
-                parse_frame(&mut buf, JOIN_FRAME_MAX).map_err(|e| JoinError::Protocol(e.to_string()))?
+            match next_message(&mut stream, &mut buf)
+                .await
+                .map_err(JoinError::Protocol)?
             {
-                match Message::decode(f).map_err(|e| JoinError::Protocol(e.to_string()))? {
-                    Message::Reply { id: 1, ok, body } => return Ok((ok, body)),
-                    Message::Goodbye { reason } | Message::Refused { reason } => {
-                        return Err(JoinError::Refused(JoinRefusal::Refused(reason)))
-                    }
-                    // Pings or status a node may send first: not the answer.
-                    _ => continue,
+                Message::Reply { id: 1, ok, body } => return Ok((ok, body)),
+                Message::Goodbye { reason } | Message::Refused { reason } => {
+                    return Err(JoinError::Refused(JoinRefusal::Refused(reason)))
                 }
-            }
-            match stream.read_buf(&mut buf).await {
-                Ok(0) => return Err(JoinError::Protocol("the node closed the connection".into())),
-                Ok(_) => {}
-                Err(e) => return Err(JoinError::Protocol(e.to_string())),
+                // Pings or status a node may send first: not the answer.
+                _ => continue,
             }
         }
     };

@@ -143,22 +143,11 @@ impl Joined {
         }
     }
 
-    /// Write it whole or not at all (a temporary file renamed over it).
+    /// Write it whole or not at all.
     pub fn save(&self, data_dir: &Path) -> std::io::Result<()> {
         std::fs::create_dir_all(data_dir)?;
-        let p = Joined::path(data_dir);
-        let tmp = p.with_extension("json.tmp");
-        {
-            use std::io::Write;
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&serde_json::to_vec_pretty(self).expect("plain data encodes"))?;
-            f.sync_all()?;
-        }
-        std::fs::rename(&tmp, &p)?;
-        if let Ok(d) = std::fs::File::open(data_dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
+        let json = serde_json::to_vec_pretty(self).expect("plain data encodes");
+        crate::definitions::replace_file(&Joined::path(data_dir), &json)
     }
 
     /// Remove everything under `data_dir` but this file: the node's own

@@ -190,13 +190,8 @@ impl Store {
     /// rename it into place, fsync the directory, then delete the old log.
     fn write_snapshot(&self, io: &mut Io, d: &Definitions, generation: u64) -> std::io::Result<()> {
         let log = File::create(log_path(&self.dir, generation))?;
-        let path = self.dir.join("definitions.json");
-        let tmp = path.with_extension("json.tmp");
-        let mut f = File::create(&tmp)?;
-        f.write_all(&serde_json::to_vec_pretty(d).map_err(std::io::Error::other)?)?;
-        f.sync_all()?;
-        fs::rename(&tmp, &path)?;
-        File::open(&self.dir)?.sync_all()?;
+        let json = serde_json::to_vec_pretty(d).map_err(std::io::Error::other)?;
+        replace_file(&self.dir.join("definitions.json"), &json)?;
         io.log = Some(log);
         // Every log before this one is covered by the snapshot.
         if let Ok(entries) = fs::read_dir(&self.dir) {
@@ -215,6 +210,22 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// Put `bytes` at `path` whole or not at all: a temporary file beside it,
+/// fsynced, renamed over it, and the directory fsynced (so the rename
+/// survives a crash too).
+pub fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut f = File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    fs::rename(&tmp, path)?;
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    File::open(dir)?.sync_all()
 }
 
 impl Store {
