@@ -35,6 +35,13 @@ pub struct Header {
 pub struct Consumer {
     pub credit: u32,
     pub checked_out: BTreeMap<MsgId, Header>,
+    /// Prefetch (0-9-1 basic.qos): each message it settles, returns or
+    /// discards gives back its credit, so it holds at most this many
+    /// (rabbit_fifo's simple_prefetch). 0: credit only comes from
+    /// `Credit` commands (AMQP 1.0 link credit, windows for no-ack).
+    pub prefetch: u32,
+    /// No-ack: a delivery settles the message at once.
+    pub auto_settle: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,8 +57,17 @@ pub enum Command {
     /// The leader's clock reads `now`: messages waiting past their
     /// expiry go (proposed by the leader when the head's is due).
     Tick { now: u64 },
-    /// `consumer` may take `credit` more messages (the first credit
-    /// registers it; consumers are served in that order, in turn).
+    /// A consumer attaches (see [`Consumer`] for the two modes); with a
+    /// prefetch its credit starts at that. Consumers are served in the
+    /// order they attached, in turn. Again for a known one: its mode
+    /// changes and its credit starts again (what it holds stays).
+    Consume {
+        consumer: ConsumerId,
+        prefetch: u32,
+        auto_settle: bool,
+    },
+    /// `consumer` may take `credit` more messages (an unknown consumer is
+    /// attached by it, with no prefetch; a prefetch consumer ignores it).
     Credit { consumer: ConsumerId, credit: u32 },
     /// Acked: gone.
     Settle { consumer: ConsumerId, ids: Vec<MsgId> },
@@ -83,11 +99,13 @@ pub enum DeadLetterReason {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Effect {
     /// Send message `id` to `consumer`. `redelivered`: a consumer took it
-    /// before.
+    /// before. `settled`: the consumer is no-ack, so the message has left
+    /// the queue (its body goes once sent).
     Deliver {
         consumer: ConsumerId,
         header: Header,
         redelivered: bool,
+        settled: bool,
     },
     DeadLetter {
         header: Header,
@@ -95,9 +113,12 @@ pub enum Effect {
     },
     /// A purge dropped this many messages.
     Purged(u64),
+    /// These messages left the queue with nothing for the leader to do
+    /// (settled, purged): every member drops their bodies.
+    Dropped(Vec<MsgId>),
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Fifo {
     config: Config,
     /// Returned messages, served before `waiting`.
@@ -118,6 +139,72 @@ impl Fifo {
             config,
             ..Fifo::default()
         }
+    }
+
+    /// A state as a snapshot held it (see `codec`); `ready_bytes` is
+    /// counted again.
+    pub(crate) fn from_parts(
+        config: Config,
+        now: u64,
+        returns: VecDeque<Header>,
+        waiting: VecDeque<Header>,
+        consumers: BTreeMap<ConsumerId, Consumer>,
+        service: VecDeque<ConsumerId>,
+    ) -> Fifo {
+        let ready_bytes = returns.iter().chain(waiting.iter()).map(|h| h.size as u64).sum();
+        Fifo {
+            config,
+            returns,
+            waiting,
+            consumers,
+            service,
+            ready_bytes,
+            now,
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The settings changed (a policy): they count from the next command.
+    pub fn set_config(&mut self, config: Config) {
+        self.config = config;
+    }
+
+    /// The latest leader time applied.
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// The returned messages and the rest, in the order they are served.
+    pub fn lines(&self) -> (&VecDeque<Header>, &VecDeque<Header>) {
+        (&self.returns, &self.waiting)
+    }
+
+    pub fn consumers(&self) -> &BTreeMap<ConsumerId, Consumer> {
+        &self.consumers
+    }
+
+    /// Consumers in the order they are served next.
+    pub fn service(&self) -> &VecDeque<ConsumerId> {
+        &self.service
+    }
+
+    /// The lowest id still in the queue (waiting or held): entries before
+    /// it are no longer needed for a body.
+    pub fn oldest(&self) -> Option<MsgId> {
+        let held = self
+            .consumers
+            .values()
+            .filter_map(|c| c.checked_out.keys().next().copied());
+        self.returns
+            .front()
+            .map(|h| h.id)
+            .into_iter()
+            .chain(self.waiting.front().map(|h| h.id))
+            .chain(held)
+            .min()
     }
 
     /// Messages waiting for a consumer.
@@ -164,15 +251,33 @@ impl Fifo {
                 });
             }
             Command::Tick { now } => self.now = self.now.max(now),
+            Command::Consume {
+                consumer,
+                prefetch,
+                auto_settle,
+            } => {
+                let c = self.consumers.entry(consumer).or_insert_with(|| {
+                    self.service.push_back(consumer);
+                    Consumer::default()
+                });
+                c.prefetch = prefetch;
+                c.auto_settle = auto_settle;
+                c.credit = prefetch.saturating_sub(c.checked_out.len() as u32);
+            }
             Command::Credit { consumer, credit } => {
                 let c = self.consumers.entry(consumer).or_insert_with(|| {
                     self.service.push_back(consumer);
                     Consumer::default()
                 });
-                c.credit = c.credit.saturating_add(credit);
+                if c.prefetch == 0 {
+                    c.credit = c.credit.saturating_add(credit);
+                }
             }
             Command::Settle { consumer, ids } => {
-                self.take(consumer, &ids);
+                let gone: Vec<MsgId> = self.take(consumer, &ids).into_iter().map(|h| h.id).collect();
+                if !gone.is_empty() {
+                    out.push(Effect::Dropped(gone));
+                }
             }
             Command::Return {
                 consumer,
@@ -202,10 +307,14 @@ impl Fifo {
             }
             Command::Purge => {
                 let n = self.ready() as u64;
+                let ids: Vec<MsgId> = self.waiting_ids().collect();
                 self.returns.clear();
                 self.waiting.clear();
                 self.ready_bytes = 0;
                 out.push(Effect::Purged(n));
+                if !ids.is_empty() {
+                    out.push(Effect::Dropped(ids));
+                }
             }
         }
         self.serve(&mut out);
@@ -213,12 +322,20 @@ impl Fifo {
     }
 
     /// Take `ids` out of what `consumer` holds (unknown ones, or another
-    /// consumer's, are ignored: a settle can race with a cancel).
+    /// consumer's, are ignored: a settle can race with a cancel). A
+    /// prefetch consumer gets their credit back.
     fn take(&mut self, consumer: ConsumerId, ids: &[MsgId]) -> Vec<Header> {
         let Some(c) = self.consumers.get_mut(&consumer) else {
             return Vec::new();
         };
-        ids.iter().filter_map(|id| c.checked_out.remove(id)).collect()
+        let taken: Vec<Header> = ids.iter().filter_map(|id| c.checked_out.remove(id)).collect();
+        if c.prefetch > 0 {
+            c.credit = c
+                .credit
+                .saturating_add(taken.len() as u32)
+                .min(c.prefetch.saturating_sub(c.checked_out.len() as u32));
+        }
+        taken
     }
 
     /// A message goes back to wait, or past its delivery limit is
@@ -290,11 +407,14 @@ impl Fifo {
             let redelivered = h.acquired_count > 0;
             h.acquired_count += 1;
             c.credit -= 1;
-            c.checked_out.insert(h.id, h.clone());
+            if !c.auto_settle {
+                c.checked_out.insert(h.id, h.clone());
+            }
             out.push(Effect::Deliver {
                 consumer,
                 header: h,
                 redelivered,
+                settled: c.auto_settle,
             });
             // The next head may be past its time.
             self.expire(out);

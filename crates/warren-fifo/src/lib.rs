@@ -14,6 +14,9 @@
 //! the rest in enqueue order), or checked out by one consumer until that
 //! consumer settles, returns or discards it, or goes away.
 
+pub mod codec;
 mod fifo;
+
+pub use codec::CodecError;
 
 pub use fifo::{Command, Config, Consumer, ConsumerId, DeadLetterReason, Effect, Fifo, Header, MsgId};

@@ -22,6 +22,7 @@ fn delivered(effects: &[Effect]) -> Vec<(ConsumerId, MsgId, bool)> {
                 consumer,
                 header,
                 redelivered,
+                ..
             } => Some((*consumer, header.id, *redelivered)),
             _ => None,
         })
@@ -172,8 +173,61 @@ fn discards_dead_letter_and_purge_drops_only_what_waits() {
         consumer: 1,
         credit: 1,
     });
-    assert_eq!(f.apply(Command::Purge), [Effect::Purged(1)]);
+    assert_eq!(
+        f.apply(Command::Purge),
+        [Effect::Purged(1), Effect::Dropped(vec![3])]
+    );
     assert_eq!((f.ready(), f.ready_bytes(), f.checked_out()), (0, 0, 1));
+}
+
+#[test]
+fn a_prefetch_consumer_gets_credit_back_as_it_settles_and_no_ack_settles_at_once() {
+    let mut f = Fifo::new(Config::default());
+    for id in 1..=6 {
+        f.apply(enq(id, 1));
+    }
+    let got = f.apply(Command::Consume {
+        consumer: 1,
+        prefetch: 2,
+        auto_settle: false,
+    });
+    assert_eq!(delivered(&got), [(1, 1, false), (1, 2, false)]);
+    // Credit commands do not raise a prefetch.
+    assert!(delivered(&f.apply(Command::Credit {
+        consumer: 1,
+        credit: 9
+    }))
+    .is_empty());
+    let got = f.apply(Command::Settle {
+        consumer: 1,
+        ids: vec![1],
+    });
+    assert_eq!(got[0], Effect::Dropped(vec![1]));
+    assert_eq!(delivered(&got), [(1, 3, false)]);
+    let got = f.apply(Command::Return {
+        consumer: 1,
+        ids: vec![2],
+        failed: false,
+    });
+    assert_eq!(delivered(&got), [(1, 2, true)]);
+    assert_eq!(f.consumer(1).unwrap().checked_out.len(), 2);
+    // A no-ack consumer: what it gets has left the queue.
+    let got = f.apply(Command::Consume {
+        consumer: 2,
+        prefetch: 0,
+        auto_settle: true,
+    });
+    assert!(got.is_empty());
+    let got = f.apply(Command::Credit {
+        consumer: 2,
+        credit: 5,
+    });
+    assert_eq!(delivered(&got), [(2, 4, false), (2, 5, false), (2, 6, false)]);
+    assert!(got
+        .iter()
+        .all(|e| matches!(e, Effect::Deliver { settled: true, .. })));
+    assert_eq!((f.ready(), f.checked_out()), (0, 2));
+    assert_eq!(f.consumer(2).unwrap().credit, 2);
 }
 
 /// Any sequence of commands keeps the state's promises: every message is
@@ -224,12 +278,22 @@ fn random_command_sequences_keep_the_invariants() {
                         expires_at: rng.gen_bool(0.3).then(|| now + rng.gen_range(0..200)),
                     }
                 }
-                35..=49 => {
+                35..=44 => {
                     let credit = rng.gen_range(0..5);
                     if f.consumer(consumer).is_some() || credit > 0 {
                         *granted.entry(consumer).or_default() += credit as u64;
                     }
                     Command::Credit { consumer, credit }
+                }
+                45..=49 => {
+                    // A change of mode starts the count of credit afresh.
+                    granted.remove(&consumer);
+                    given.remove(&consumer);
+                    Command::Consume {
+                        consumer,
+                        prefetch: rng.gen_range(0..4),
+                        auto_settle: rng.gen_bool(0.2),
+                    }
                 }
                 50..=64 => Command::Settle {
                     consumer,
@@ -266,13 +330,21 @@ fn random_command_sequences_keep_the_invariants() {
                 granted.remove(&consumer);
                 given.remove(&consumer);
             }
-            for id in settled.into_iter().chain(purged) {
-                live.remove(&id);
-            }
+            let mut dropped: Vec<MsgId> = Vec::new();
             for e in &out {
                 match e {
-                    Effect::Deliver { consumer, header, .. } => {
+                    Effect::Deliver {
+                        consumer,
+                        header,
+                        settled,
+                        ..
+                    } => {
                         *given.entry(*consumer).or_default() += 1;
+                        let c = f.consumer(*consumer).expect("delivered to a consumer");
+                        assert_eq!(*settled, c.auto_settle, "seed {seed} step {step}");
+                        if *settled {
+                            assert!(live.remove(&header.id), "seed {seed} step {step}");
+                        }
                         let before = last_counts.get(&header.id).copied().unwrap_or((0, 0));
                         assert!(header.acquired_count > before.1, "seed {seed} step {step}");
                         assert!(header.delivery_count >= before.0, "seed {seed} step {step}");
@@ -294,7 +366,22 @@ fn random_command_sequences_keep_the_invariants() {
                         }
                     }
                     Effect::Purged(_) => {}
+                    Effect::Dropped(ids) => dropped.extend(ids),
                 }
+            }
+            let mut expected: Vec<MsgId> = settled.into_iter().chain(purged).collect();
+            expected.sort_unstable();
+            dropped.sort_unstable();
+            assert_eq!(dropped, expected, "seed {seed} step {step}: dropped");
+            for id in dropped {
+                live.remove(&id);
+            }
+            if step % 25 == 0 {
+                let mut b = Vec::new();
+                crate::codec::encode_state(&f, &mut b);
+                let (back, rest) = crate::codec::decode_state(&b).expect("a state decodes");
+                assert!(rest.is_empty());
+                assert_eq!(back, f, "seed {seed} step {step}: state round trip");
             }
             // Every live message is in exactly one place.
             let mut seen: Vec<MsgId> = f.waiting_ids().collect();
@@ -324,10 +411,19 @@ fn random_command_sequences_keep_the_invariants() {
             // Never past the credit granted; and nothing waits while a
             // consumer has credit.
             for (c, n) in &given {
-                assert!(
-                    n <= granted.get(c).unwrap_or(&0),
-                    "seed {seed} step {step}: past credit"
-                );
+                let Some(state) = f.consumer(*c) else { continue };
+                if state.prefetch == 0 {
+                    assert!(
+                        n <= granted.get(c).unwrap_or(&0),
+                        "seed {seed} step {step}: past credit"
+                    );
+                } else {
+                    assert!(
+                        state.credit == 0
+                            || state.credit as usize + state.checked_out.len() <= state.prefetch as usize,
+                        "seed {seed} step {step}: past prefetch"
+                    );
+                }
             }
             assert!(
                 f.next_expiry().is_none_or(|t| t > now),

@@ -1,0 +1,362 @@
+//! Commands and the whole state as bytes: commands are what a quorum
+//! queue's Raft entries carry, the state is what its snapshots carry.
+//! Little-endian integers; every count is checked against the bytes that
+//! remain before anything is allocated, so a bad entry or snapshot is an
+//! error, never a panic or a large allocation.
+//!
+//! ```text
+//! command = kind u8, then by kind:
+//!   1 enqueue  now u64, expires_at u64 (0: none), size u32, the message (the rest)
+//!   2 tick     now u64
+//!   3 consume  consumer u64, prefetch u32, auto_settle u8
+//!   4 credit   consumer u64, credit u32
+//!   5 settle   consumer u64, n u32, n ids u64
+//!   6 return   consumer u64, failed u8, n u32, n ids u64
+//!   7 discard  consumer u64, n u32, n ids u64
+//!   8 cancel   consumer u64
+//!   9 purge
+//! header = id u64, size u32, expires_at u64 (0: none), delivery_count u32, acquired_count u32
+//! state  = version u8 (1), delivery_limit u32 (0: none, else limit + 1), now u64,
+//!          n u32 returns headers, n u32 waiting headers,
+//!          n u32 consumers (id u64, credit u32, prefetch u32, auto_settle u8, n u32 headers),
+//!          n u32 service order ids
+//! ```
+//!
+//! An enqueue's id is not in it: it is the Raft index of its entry, which
+//! the proposer cannot know, so [`decode`] takes it.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::fifo::{Command, Config, Consumer, Fifo, Header, MsgId};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CodecError {
+    #[error("a quorum queue command or state ends early")]
+    Short,
+    #[error("unknown quorum queue command kind {0}")]
+    Kind(u8),
+    #[error("unknown quorum queue state version {0}")]
+    Version(u8),
+    #[error("a quorum queue state that does not add up: {0}")]
+    Inconsistent(&'static str),
+}
+
+const HEADER_LEN: usize = 28;
+
+/// Append `c` (an enqueue's message goes after it: see [`encode_enqueue`]).
+pub fn encode(c: &Command, out: &mut Vec<u8>) {
+    match c {
+        Command::Enqueue {
+            now,
+            expires_at,
+            size,
+            ..
+        } => encode_enqueue(*now, *expires_at, *size, out),
+        Command::Tick { now } => {
+            out.push(2);
+            out.extend_from_slice(&now.to_le_bytes());
+        }
+        Command::Consume {
+            consumer,
+            prefetch,
+            auto_settle,
+        } => {
+            out.push(3);
+            out.extend_from_slice(&consumer.to_le_bytes());
+            out.extend_from_slice(&prefetch.to_le_bytes());
+            out.push(*auto_settle as u8);
+        }
+        Command::Credit { consumer, credit } => {
+            out.push(4);
+            out.extend_from_slice(&consumer.to_le_bytes());
+            out.extend_from_slice(&credit.to_le_bytes());
+        }
+        Command::Settle { consumer, ids } => ids_command(5, *consumer, None, ids, out),
+        Command::Return {
+            consumer,
+            ids,
+            failed,
+        } => ids_command(6, *consumer, Some(*failed), ids, out),
+        Command::Discard { consumer, ids } => ids_command(7, *consumer, None, ids, out),
+        Command::Cancel { consumer } => {
+            out.push(8);
+            out.extend_from_slice(&consumer.to_le_bytes());
+        }
+        Command::Purge => out.push(9),
+    }
+}
+
+/// An enqueue's fixed part; the caller appends the message.
+pub fn encode_enqueue(now: u64, expires_at: Option<u64>, size: u32, out: &mut Vec<u8>) {
+    out.push(1);
+    out.extend_from_slice(&now.to_le_bytes());
+    out.extend_from_slice(&expires_at.unwrap_or(0).to_le_bytes());
+    out.extend_from_slice(&size.to_le_bytes());
+}
+
+fn ids_command(kind: u8, consumer: u64, failed: Option<bool>, ids: &[MsgId], out: &mut Vec<u8>) {
+    out.push(kind);
+    out.extend_from_slice(&consumer.to_le_bytes());
+    if let Some(f) = failed {
+        out.push(f as u8);
+    }
+    out.extend_from_slice(&(ids.len() as u32).to_le_bytes());
+    for id in ids {
+        out.extend_from_slice(&id.to_le_bytes());
+    }
+}
+
+/// A command from an entry at Raft index `index`, and what follows it (an
+/// enqueue's message; empty otherwise).
+pub fn decode(index: u64, b: &[u8]) -> Result<(Command, &[u8]), CodecError> {
+    let mut r = Reader(b);
+    let c = match r.u8()? {
+        1 => {
+            let now = r.u64()?;
+            let expires_at = r.u64()?;
+            let size = r.u32()?;
+            Command::Enqueue {
+                id: index,
+                size,
+                now,
+                expires_at: (expires_at != 0).then_some(expires_at),
+            }
+        }
+        2 => Command::Tick { now: r.u64()? },
+        3 => Command::Consume {
+            consumer: r.u64()?,
+            prefetch: r.u32()?,
+            auto_settle: r.u8()? != 0,
+        },
+        4 => Command::Credit {
+            consumer: r.u64()?,
+            credit: r.u32()?,
+        },
+        5 => Command::Settle {
+            consumer: r.u64()?,
+            ids: r.ids()?,
+        },
+        6 => {
+            let consumer = r.u64()?;
+            let failed = r.u8()? != 0;
+            Command::Return {
+                consumer,
+                failed,
+                ids: r.ids()?,
+            }
+        }
+        7 => Command::Discard {
+            consumer: r.u64()?,
+            ids: r.ids()?,
+        },
+        8 => Command::Cancel { consumer: r.u64()? },
+        9 => Command::Purge,
+        k => return Err(CodecError::Kind(k)),
+    };
+    Ok((c, r.0))
+}
+
+/// The whole state, for a snapshot.
+pub fn encode_state(f: &Fifo, out: &mut Vec<u8>) {
+    out.push(1);
+    let limit = f.config().delivery_limit.map_or(0, |l| l as u64 + 1);
+    out.extend_from_slice(&(limit.min(u32::MAX as u64) as u32).to_le_bytes());
+    out.extend_from_slice(&f.now().to_le_bytes());
+    let (returns, waiting) = f.lines();
+    for line in [returns, waiting] {
+        out.extend_from_slice(&(line.len() as u32).to_le_bytes());
+        for h in line {
+            header(h, out);
+        }
+    }
+    out.extend_from_slice(&(f.consumers().len() as u32).to_le_bytes());
+    for (id, c) in f.consumers() {
+        out.extend_from_slice(&id.to_le_bytes());
+        out.extend_from_slice(&c.credit.to_le_bytes());
+        out.extend_from_slice(&c.prefetch.to_le_bytes());
+        out.push(c.auto_settle as u8);
+        out.extend_from_slice(&(c.checked_out.len() as u32).to_le_bytes());
+        for h in c.checked_out.values() {
+            header(h, out);
+        }
+    }
+    let service = f.service();
+    out.extend_from_slice(&(service.len() as u32).to_le_bytes());
+    for id in service {
+        out.extend_from_slice(&id.to_le_bytes());
+    }
+}
+
+fn header(h: &Header, out: &mut Vec<u8>) {
+    out.extend_from_slice(&h.id.to_le_bytes());
+    out.extend_from_slice(&h.size.to_le_bytes());
+    out.extend_from_slice(&h.expires_at.unwrap_or(0).to_le_bytes());
+    out.extend_from_slice(&h.delivery_count.to_le_bytes());
+    out.extend_from_slice(&h.acquired_count.to_le_bytes());
+}
+
+/// A state [`encode_state`] wrote; and what follows it.
+pub fn decode_state(b: &[u8]) -> Result<(Fifo, &[u8]), CodecError> {
+    let mut r = Reader(b);
+    let v = r.u8()?;
+    if v != 1 {
+        return Err(CodecError::Version(v));
+    }
+    let limit = r.u32()?;
+    let config = Config {
+        delivery_limit: (limit != 0).then(|| limit - 1),
+    };
+    let now = r.u64()?;
+    let returns: VecDeque<Header> = r.headers()?.into();
+    let waiting: VecDeque<Header> = r.headers()?.into();
+    let n = r.count(8 + 4 + 4 + 1 + 4)?;
+    let mut consumers = BTreeMap::new();
+    for _ in 0..n {
+        let id = r.u64()?;
+        let credit = r.u32()?;
+        let prefetch = r.u32()?;
+        let auto_settle = r.u8()? != 0;
+        let checked_out = r.headers()?.into_iter().map(|h| (h.id, h)).collect();
+        consumers.insert(
+            id,
+            Consumer {
+                credit,
+                checked_out,
+                prefetch,
+                auto_settle,
+            },
+        );
+    }
+    let n = r.count(8)?;
+    let mut service = VecDeque::with_capacity(n);
+    for _ in 0..n {
+        let id = r.u64()?;
+        if !consumers.contains_key(&id) {
+            return Err(CodecError::Inconsistent("a served consumer that does not exist"));
+        }
+        service.push_back(id);
+    }
+    let distinct: std::collections::BTreeSet<&u64> = service.iter().collect();
+    if service.len() != consumers.len() || distinct.len() != service.len() {
+        return Err(CodecError::Inconsistent("consumers not served"));
+    }
+    Ok((
+        Fifo::from_parts(config, now, returns, waiting, consumers, service),
+        r.0,
+    ))
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], CodecError> {
+        if self.0.len() < n {
+            return Err(CodecError::Short);
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Ok(a)
+    }
+    fn u8(&mut self) -> Result<u8, CodecError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32, CodecError> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
+    }
+    fn u64(&mut self) -> Result<u64, CodecError> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
+    }
+    /// A count of items at least `each` bytes long, no more than the
+    /// bytes left could hold.
+    fn count(&mut self, each: usize) -> Result<usize, CodecError> {
+        let n = self.u32()? as usize;
+        if n.saturating_mul(each) > self.0.len() {
+            return Err(CodecError::Short);
+        }
+        Ok(n)
+    }
+    fn ids(&mut self) -> Result<Vec<MsgId>, CodecError> {
+        let n = self.count(8)?;
+        (0..n).map(|_| self.u64()).collect()
+    }
+    fn headers(&mut self) -> Result<Vec<Header>, CodecError> {
+        let n = self.count(HEADER_LEN)?;
+        let mut v = Vec::with_capacity(n);
+        for _ in 0..n {
+            let id = self.u64()?;
+            let size = self.u32()?;
+            let expires_at = self.u64()?;
+            v.push(Header {
+                id,
+                size,
+                expires_at: (expires_at != 0).then_some(expires_at),
+                delivery_count: self.u32()?,
+                acquired_count: self.u32()?,
+            });
+        }
+        Ok(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_round_trip_and_short_input_is_an_error() {
+        let cs = [
+            Command::Tick { now: 7 },
+            Command::Consume {
+                consumer: 3,
+                prefetch: 10,
+                auto_settle: true,
+            },
+            Command::Credit {
+                consumer: 3,
+                credit: 5,
+            },
+            Command::Settle {
+                consumer: 1,
+                ids: vec![4, 5],
+            },
+            Command::Return {
+                consumer: 1,
+                ids: vec![6],
+                failed: true,
+            },
+            Command::Discard {
+                consumer: 2,
+                ids: vec![],
+            },
+            Command::Cancel { consumer: 9 },
+            Command::Purge,
+        ];
+        for c in cs {
+            let mut b = Vec::new();
+            encode(&c, &mut b);
+            assert_eq!(decode(1, &b).unwrap(), (c.clone(), &[][..]));
+            for cut in 0..b.len() {
+                assert!(decode(1, &b[..cut]).is_err(), "{c:?} cut at {cut}");
+            }
+        }
+        let mut b = Vec::new();
+        encode_enqueue(5, Some(9), 3, &mut b);
+        b.extend_from_slice(b"abc");
+        let (c, rest) = decode(42, &b).unwrap();
+        assert_eq!(
+            c,
+            Command::Enqueue {
+                id: 42,
+                size: 3,
+                now: 5,
+                expires_at: Some(9)
+            }
+        );
+        assert_eq!(rest, b"abc");
+        // A count larger than the bytes is refused before allocating.
+        let mut b = vec![5];
+        b.extend_from_slice(&1u64.to_le_bytes());
+        b.extend_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(decode(1, &b), Err(CodecError::Short));
+    }
+}
