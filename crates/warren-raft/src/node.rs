@@ -169,6 +169,10 @@ impl RaftNode {
                     s.install(snap.get_metadata());
                     installed.insert(g, Applied::installed(g, &snap));
                 }
+                Record::Removed(_) => {
+                    storages.remove(&g);
+                    installed.remove(&g);
+                }
             }
         }
         let mut node = RaftNode {
@@ -228,6 +232,51 @@ impl RaftNode {
         }
         let conf = ConfState::from((self.voters.clone(), vec![]));
         self.insert(group, GroupStorage::new(conf), 0)
+    }
+
+    /// Start `group` with members of its own (a quorum queue's), unless
+    /// the log already had it. Every member starts it with the same
+    /// voters; they are logged, so a restart finds them.
+    pub fn add_group_with(&mut self, group: u64, voters: &[u64]) -> Result<(), NodeError> {
+        if self.groups.contains_key(&group) {
+            return Ok(());
+        }
+        let conf = ConfState::from((voters.to_vec(), vec![]));
+        self.wal.conf_state(group, &conf);
+        self.insert(group, GroupStorage::new(conf), 0)
+    }
+
+    /// Forget `group` on this node (its queue was deleted, or this node
+    /// is no longer a member): its log goes at the next rewrite, and a
+    /// restart does not bring it back.
+    pub fn remove_group(&mut self, group: u64) -> Result<(), NodeError> {
+        if self.groups.remove(&group).is_some() {
+            self.wal.removed(group);
+            // Rare, and must not be undone by a crash: written at once.
+            self.wal.sync(true)?;
+            self.maybe_rewrite()?;
+        }
+        Ok(())
+    }
+
+    /// The groups this node has.
+    pub fn groups(&self) -> impl Iterator<Item = u64> + '_ {
+        self.groups.keys().copied()
+    }
+
+    /// Is this node `group`'s leader?
+    pub fn is_leader(&self, group: u64) -> bool {
+        self.groups
+            .get(&group)
+            .is_some_and(|g| g.rn.raft.state == StateRole::Leader)
+    }
+
+    /// The (index, term) of the last entry in `group`'s log (after a
+    /// propose: the proposal's).
+    pub fn last_entry(&self, group: u64) -> Option<(u64, u64)> {
+        let g = self.groups.get(&group)?;
+        let last = g.rn.raft.raft_log.last_index();
+        Some((last, g.rn.raft.raft_log.last_term()))
     }
 
     /// Where a lagging follower's snapshot of `group` comes from.

@@ -9,7 +9,10 @@
 //! u32 length), a hard state, a snapshot installed from the leader
 //! (protobuf each), and a compaction (the index and term of the last entry
 //! dropped: u64 each), and a membership (a protobuf `ConfState`, written
-//! when a membership change is applied). Replay stops at
+//! when a membership change is applied, or a group with its own members
+//! is made), and a removal (no payload: the group is gone, and what came
+//! before it is forgotten; a group of that id made later starts afresh).
+//! Replay stops at
 //! the first record that is short or fails its CRC, and the file is cut
 //! there: a torn tail is a write that never completed, so nothing after it
 //! was ever reported durable.
@@ -26,6 +29,7 @@ const KIND_HARD_STATE: u8 = 2;
 const KIND_SNAPSHOT: u8 = 3;
 const KIND_COMPACTED: u8 = 4;
 const KIND_CONF_STATE: u8 = 5;
+const KIND_REMOVED: u8 = 6;
 /// len + crc.
 const HEAD: usize = 8;
 /// Largest record replay accepts (a batch of entries is cut well below).
@@ -51,8 +55,11 @@ pub enum Record {
     Snapshot(u64, Snapshot),
     /// (group, index, term): entries up to index are in the state machine.
     Compacted(u64, u64, u64),
-    /// The group's members since a membership change was applied.
+    /// The group's members since a membership change was applied (or
+    /// since it was made, for a group with members of its own).
     ConfState(u64, ConfState),
+    /// The group is gone from this node: what came before is forgotten.
+    Removed(u64),
 }
 
 impl Record {
@@ -62,7 +69,8 @@ impl Record {
             | Record::HardState(g, _)
             | Record::Snapshot(g, _)
             | Record::Compacted(g, ..)
-            | Record::ConfState(g, _) => *g,
+            | Record::ConfState(g, _)
+            | Record::Removed(g) => *g,
         }
     }
 }
@@ -163,6 +171,10 @@ impl Wal {
         self.record(group, KIND_CONF_STATE, |out| out.extend_from_slice(&b));
     }
 
+    pub fn removed(&mut self, group: u64) {
+        self.record(group, KIND_REMOVED, |_| {});
+    }
+
     /// The file's length so far.
     pub fn size(&self) -> u64 {
         self.size
@@ -193,6 +205,7 @@ impl Wal {
                 Record::Snapshot(g, s) => fresh.snapshot(*g, s),
                 Record::Compacted(g, index, term) => fresh.compacted(*g, *index, *term),
                 Record::ConfState(g, cs) => fresh.conf_state(*g, cs),
+                Record::Removed(g) => fresh.removed(*g),
             }
         }
         fresh.sync(true)?;
@@ -307,6 +320,8 @@ fn decode(body: &[u8]) -> Result<Record, String> {
             group,
             ConfState::parse_from_bytes(rest).map_err(pb)?,
         )),
+        KIND_REMOVED if rest.is_empty() => Ok(Record::Removed(group)),
+        KIND_REMOVED => Err("a removal record with a payload".into()),
         k => Err(format!("unknown kind {k}")),
     }
 }

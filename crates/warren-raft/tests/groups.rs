@@ -373,3 +373,49 @@ fn voters_are_added_and_removed_and_the_change_survives_a_restart() {
     let again = RaftNode::open(&net.dirs[0], 1, &IDS, &Default::default()).unwrap();
     assert_eq!(again.voters(0), Some(vec![1, 2, 4]));
 }
+
+/// Groups with members of their own (quorum queues of two of the three
+/// nodes): the third node never hears of them; the members survive a
+/// restart; a removed group is gone after one, and a new group of the
+/// same id starts with nothing of the old one's.
+#[test]
+fn groups_of_their_own_members_and_removed_groups_stay_removed() {
+    let mut net = Net::new(&[]);
+    for id in [1, 2] {
+        net.node(id).add_group_with(7, &[1, 2]).unwrap();
+    }
+    net.node(1).campaign(7).unwrap();
+    net.pump();
+    for p in payloads(0, 10) {
+        net.node(1).propose(7, p).unwrap();
+    }
+    net.pump();
+    assert_eq!(net.data(2, 7), payloads(0, 10));
+    assert!(net.data(3, 7).is_empty());
+    assert_eq!(net.node(3).groups().count(), 0);
+    assert_eq!(net.node(2).voters(7), Some(vec![1, 2]));
+    // A restart finds the group and its members (not every node's).
+    net.nodes[1] = None;
+    let mut n = RaftNode::open(&net.dirs[1], 2, &IDS, &Default::default()).unwrap();
+    assert_eq!(n.voters(7), Some(vec![1, 2]));
+    n.remove_group(7).unwrap();
+    n.drive().unwrap();
+    drop(n);
+    let mut n = RaftNode::open(&net.dirs[1], 2, &IDS, &Default::default()).unwrap();
+    assert_eq!(n.groups().count(), 0);
+    n.add_group_with(7, &[2]).unwrap();
+    n.campaign(7).unwrap();
+    let out = n.drive().unwrap();
+    assert!(
+        out.applied.is_empty(),
+        "the old group's entries came back: {:?}",
+        out.applied
+    );
+    n.propose(7, b"new".to_vec()).unwrap();
+    let applied: Vec<Vec<u8>> = (0..3)
+        .flat_map(|_| n.drive().unwrap().applied)
+        .map(|a| a.data)
+        .collect();
+    assert_eq!(applied, vec![b"new".to_vec()]);
+    assert!(n.is_leader(7));
+}
