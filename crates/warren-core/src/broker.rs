@@ -133,6 +133,8 @@ pub struct Broker {
     next_id: AtomicU64,
     /// Set when the node is part of a cluster (see [`crate::replication`]).
     pub replication: crate::replication::ReplicationSlot,
+    /// Set when the server starts its quorum queues' Raft groups.
+    pub quorum: crate::queue::QuorumSlot,
 }
 
 impl std::fmt::Debug for Broker {
@@ -154,6 +156,7 @@ impl Broker {
             log,
             next_id: AtomicU64::new(1),
             replication: Default::default(),
+            quorum: Default::default(),
         })
     }
 
@@ -177,6 +180,7 @@ impl Broker {
                     stream_cache_bytes: self.config.stream_cache_bytes,
                     messages: self.messages.clone(),
                     replication: self.replication.clone(),
+                    quorum: self.quorum.clone(),
                 };
                 Arc::new(VHost::new(name, env, self.log.clone()))
             })

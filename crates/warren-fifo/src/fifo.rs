@@ -82,7 +82,8 @@ pub enum Command {
     /// decides from the queue's dead-letter settings).
     Discard { consumer: ConsumerId, ids: Vec<MsgId> },
     /// The consumer is gone (cancelled, its channel or node gone): what it
-    /// held goes back, as a failed delivery.
+    /// held goes back (its delivery count unchanged; its acquired count
+    /// says it was taken).
     Cancel { consumer: ConsumerId },
     /// Drop every waiting message.
     Purge,
@@ -299,9 +300,11 @@ impl Fifo {
             Command::Cancel { consumer } => {
                 if let Some(c) = self.consumers.remove(&consumer) {
                     self.service.retain(|x| *x != consumer);
-                    // In id order, so they keep their relative order.
+                    // In id order, so they keep their relative order. Not
+                    // a failed delivery: the consumer went, it did not say
+                    // processing failed (RabbitMQ 4.3).
                     for (_, h) in c.checked_out {
-                        self.back(h, true, &mut out);
+                        self.back(h, false, &mut out);
                     }
                 }
             }

@@ -13,6 +13,7 @@ pub mod http;
 pub mod limits;
 pub mod listener;
 pub mod oauth2;
+pub mod quorum;
 pub mod reply_to;
 pub mod sasl;
 pub mod sniff;
@@ -166,6 +167,8 @@ pub enum StartError {
     OAuth2(#[from] oauth2::TokenError),
     #[error("cluster: {0}")]
     Cluster(String),
+    #[error("quorum queues: {0}")]
+    Quorum(String),
 }
 
 /// A running broker: its listeners' addresses, and how to stop it.
@@ -181,6 +184,7 @@ pub struct Running {
     shutdown: watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     storage: Arc<Storage>,
+    quorum: Arc<quorum::Quorum>,
 }
 
 impl Running {
@@ -202,6 +206,8 @@ impl Running {
         if let Some(m) = self.ctx.meta.clone() {
             let _ = tokio::task::spawn_blocking(move || m.stop()).await;
         }
+        let q = self.quorum.clone();
+        let _ = tokio::task::spawn_blocking(move || q.stop()).await;
         // Acks and pages still in buffers go to disk, and fsync covers them.
         let storage = self.storage.clone();
         let _ = tokio::task::spawn_blocking(move || storage.shutdown()).await;
@@ -301,6 +307,12 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         }));
         (r, client)
     });
+    let timers = timers::Timers::new();
+    // Quorum queues' Raft groups: opened before the queues are restored
+    // (each finds its group and checkpoint), driven once they are.
+    let quorum = quorum::Quorum::open(&config.data_dir.join("quorum"), 1, broker.clone(), timers.clone())
+        .map_err(StartError::Quorum)?;
+    broker.quorum.set(quorum.clone());
     // Restoring records every object again; they are written once, as the
     // new snapshot below.
     let batch = store.batch();
@@ -330,8 +342,8 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     disk_monitor::check(&broker, &config.data_dir);
     store.compact().map_err(data_err)?;
     drop(batch);
+    quorum.run().map_err(StartError::Quorum)?;
 
-    let timers = timers::Timers::new();
     for vh in broker.vhosts() {
         for q in vh.queues() {
             if q.needs_timer() {
@@ -587,5 +599,6 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         shutdown: tx,
         tasks,
         storage,
+        quorum,
     })
 }

@@ -35,6 +35,28 @@ pub struct QueueConfig {
     pub kind: QueueKind,
     /// A stream's own arguments.
     pub stream: StreamArgs,
+    /// A quorum queue's own arguments.
+    pub quorum: QuorumArgs,
+}
+
+/// x-delivery-limit, x-quorum-initial-group-size.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QuorumArgs {
+    /// None: RabbitMQ 4's default, 20 (see [`QuorumArgs::delivery_limit`]).
+    pub delivery_limit: Option<i64>,
+    pub initial_group_size: Option<u32>,
+}
+
+impl QuorumArgs {
+    /// The delivery limit in force: RabbitMQ 4 defaults it to 20, and a
+    /// negative one means none.
+    pub fn delivery_limit(&self) -> Option<u32> {
+        match self.delivery_limit {
+            None => Some(20),
+            Some(n) if n < 0 => None,
+            Some(n) => Some(n.min(u32::MAX as i64) as u32),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -42,6 +64,7 @@ pub enum QueueKind {
     #[default]
     Classic,
     Stream,
+    Quorum,
 }
 
 /// x-max-age, x-stream-max-segment-size-bytes, x-stream-filter-size-bytes
@@ -204,6 +227,7 @@ impl QueueConfig {
                 "x-queue-type" => match v.as_bytes() {
                     Some(b"classic") => {}
                     Some(b"stream") => c.kind = QueueKind::Stream,
+                    Some(b"quorum") => c.kind = QueueKind::Quorum,
                     Some(other) => {
                         return Err(invalid(
                             &key,
@@ -234,6 +258,17 @@ impl QueueConfig {
                     &[b"client-local", b"balanced", b"least-leaders", b"random"],
                     "invalid_queue_leader_locator",
                 )?,
+                // RabbitMQ 3.10 takes a value that is not a number and
+                // ignores it.
+                "x-delivery-limit" => {
+                    if let Some(n) = v.as_i64() {
+                        c.quorum.delivery_limit = Some(n)
+                    }
+                }
+                "x-quorum-initial-group-size" => {
+                    c.quorum.initial_group_size =
+                        Some(non_negative(v, &key, queue, vhost)?.clamp(1, 1 << 16) as u32)
+                }
                 "x-queue-master-locator" => one_of(
                     v,
                     &key,
@@ -303,6 +338,8 @@ pub const EQUIVALENCE_ARGS: &[&str] = &[
     "x-max-age",
     "x-stream-max-segment-size-bytes",
     "x-stream-filter-size-bytes",
+    "x-delivery-limit",
+    "x-quorum-initial-group-size",
 ];
 
 #[cfg(test)]

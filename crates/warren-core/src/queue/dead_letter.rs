@@ -20,6 +20,8 @@ pub enum Reason {
     Rejected,
     Expired,
     MaxLen,
+    /// A quorum queue's x-delivery-limit was passed.
+    DeliveryLimit,
 }
 
 impl Reason {
@@ -28,6 +30,7 @@ impl Reason {
             Reason::Rejected => "rejected",
             Reason::Expired => "expired",
             Reason::MaxLen => "maxlen",
+            Reason::DeliveryLimit => "delivery_limit",
         }
     }
 }

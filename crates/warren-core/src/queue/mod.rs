@@ -14,6 +14,7 @@ mod classic;
 mod consumer;
 pub mod dead_letter;
 mod paging;
+pub mod quorum;
 mod remote;
 pub mod stream;
 mod stream_cache;
@@ -35,7 +36,8 @@ use crate::policy::{effective_arguments, Policy};
 use crate::stats::{MessageCounters, Stat};
 
 pub use args::{
-    leader_locator_balanced, parse_max_age, Overflow, QueueConfig, QueueKind, StreamArgs, EQUIVALENCE_ARGS,
+    leader_locator_balanced, parse_max_age, Overflow, QueueConfig, QueueKind, QuorumArgs, StreamArgs,
+    EQUIVALENCE_ARGS,
 };
 pub use classic::ClassicQueue;
 pub use consumer::{
@@ -43,6 +45,7 @@ pub use consumer::{
 };
 pub use dead_letter::{DeadLetter, Reason};
 pub use paging::{WINDOW_BYTES, WINDOW_MAX};
+pub use quorum::{QuorumQueue, QuorumSlot, QuorumSystem, Role};
 pub use remote::RemoteQueue;
 pub use stream::{now_ms, StreamCodec, StreamLog, StreamQueue, StreamWaiter};
 pub use ticket::{RemoteConfirm, Ticket};
@@ -147,6 +150,8 @@ pub struct QueueEnv {
     pub messages: Arc<MessageCounters>,
     /// On a cluster, where removals the broker decides itself are sent.
     pub replication: crate::replication::ReplicationSlot,
+    /// The node's quorum queues' Raft groups (None: no data directory).
+    pub quorum: QuorumSlot,
 }
 
 /// What a queue type's calls may use besides its own state.
@@ -220,6 +225,10 @@ pub trait QueueType: Send + std::fmt::Debug {
     /// A queue of another node: its figures as its home last reported
     /// them (what `stats` gives from then on).
     fn set_figures(&mut self, _figures: QueueStats) {}
+    /// A quorum queue's member state (the Raft thread applies to it).
+    fn as_quorum(&mut self) -> Option<&mut QuorumQueue> {
+        None
+    }
 }
 
 #[derive(Debug)]
@@ -319,6 +328,19 @@ impl Queue {
         env: &QueueEnv,
     ) -> Result<Arc<Queue>, BrokerError> {
         let config = settings(&arguments, policy.0.as_deref(), &name, vhost)?;
+        if config.kind == QueueKind::Quorum {
+            return Self::new_quorum(
+                name,
+                vhost,
+                durable,
+                auto_delete,
+                exclusive_owner,
+                arguments,
+                config,
+                policy,
+                env,
+            );
+        }
         if config.kind == QueueKind::Stream {
             return Self::new_stream(
                 name,
@@ -439,6 +461,87 @@ impl Queue {
         }))
     }
 
+    /// A quorum queue (x-queue-type: quorum): durable, neither exclusive
+    /// nor auto-delete, as RabbitMQ requires; its state is its Raft
+    /// group's, found after a restart (a checkpoint, then the log's later
+    /// entries) or made.
+    #[allow(clippy::too_many_arguments)]
+    fn new_quorum(
+        name: ShortStr,
+        vhost: &str,
+        durable: bool,
+        auto_delete: bool,
+        exclusive_owner: Option<u64>,
+        arguments: FieldTable,
+        config: QueueConfig,
+        policy: AppliedPolicy,
+        env: &QueueEnv,
+    ) -> Result<Arc<Queue>, BrokerError> {
+        let refuse = |what: &str| {
+            BrokerError::PreconditionFailed(format!(
+                "invalid property '{what}' for queue '{name}' in vhost '{vhost}'"
+            ))
+        };
+        // RabbitMQ's order: an exclusive one is refused as such even when
+        // it is also non-durable.
+        if exclusive_owner.is_some() {
+            return Err(refuse("exclusive-owner"));
+        }
+        if !durable {
+            return Err(refuse("non-durable"));
+        }
+        if auto_delete {
+            return Err(refuse("auto-delete"));
+        }
+        let Some(system) = env.quorum.get() else {
+            return Err(BrokerError::NotImplemented(
+                "quorum queues need a data directory".into(),
+            ));
+        };
+        let (group, checkpoint) = system
+            .open(vhost, &name)
+            .map_err(|e| BrokerError::Internal(format!("quorum queue '{name}' in vhost '{vhost}': {e}")))?;
+        let mut qq = QuorumQueue::new(
+            group,
+            system.clone(),
+            config.quorum.delivery_limit(),
+            env.memory.clone(),
+        );
+        if let Some(data) = checkpoint {
+            qq.install(&data).map_err(|e| {
+                BrokerError::Internal(format!(
+                    "quorum queue '{name}' in vhost '{vhost}': its checkpoint: {e}"
+                ))
+            })?;
+        }
+        let state: Box<dyn QueueType> = Box::new(qq);
+        let q = Arc::new(Queue {
+            name,
+            vhost: vhost.to_string(),
+            durable,
+            auto_delete,
+            exclusive_owner,
+            home: None,
+            arguments,
+            memory: env.memory.clone(),
+            stream: None,
+            state: Locked::new(state, config, policy),
+            counters: MessageCounters::default(),
+            global: env.messages.clone(),
+        });
+        system.attach(group, Arc::downgrade(&q));
+        Ok(q)
+    }
+
+    /// Run `f` on this quorum queue's member state (None for other
+    /// types); the effects are the caller's to carry out.
+    pub fn with_quorum<R>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&mut QuorumQueue, &mut Ctx) -> R,
+    ) -> (Option<R>, Effects) {
+        self.with(|q, ctx| q.as_quorum().map(|qq| f(qq, ctx)))
+    }
+
     /// A queue that lives on node `home` of the cluster, as this node
     /// holds it (see [`RemoteQueue`]): no store, no log, no timer.
     #[allow(clippy::too_many_arguments)]
@@ -474,11 +577,10 @@ impl Queue {
     pub fn kind(&self) -> QueueKind {
         if self.stream.is_some() {
             QueueKind::Stream
-        } else if self.home.is_some() {
-            // What it is at home; its arguments say.
-            self.config().kind
         } else {
-            QueueKind::Classic
+            // Its arguments say (for a queue of another node: what it is
+            // at home).
+            self.config().kind
         }
     }
 

@@ -98,6 +98,9 @@ fn check_local_random(t: &Topology, b: &Binding) -> Result<(), BrokerError> {
             Some(QueueKind::Stream) => Err(BrokerError::PreconditionFailed(
                 "Queue type rabbit_stream_queue not valid for this exchange type".into(),
             )),
+            Some(QueueKind::Quorum) => Err(BrokerError::PreconditionFailed(
+                "Queue type rabbit_quorum_queue not valid for this exchange type".into(),
+            )),
         },
         // RabbitMQ looks the destination up as a queue.
         Destination::Exchange(_) => Err(BrokerError::PreconditionFailed("Destination not found".into())),

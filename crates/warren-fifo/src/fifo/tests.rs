@@ -93,7 +93,8 @@ fn returns_come_first_in_id_order_and_count_failed_deliveries() {
         .map(|h| (h.delivery_count, h.acquired_count))
         .collect();
     assert_eq!(counts, [(0, 2), (0, 2), (0, 1)]);
-    // A consumer that goes away: what it held is a failed delivery.
+    // A consumer that goes away: what it held goes back, taken once more
+    // but not failed (RabbitMQ 4.3).
     f.apply(Command::Cancel { consumer: 2 });
     assert_eq!(f.waiting_ids().collect::<Vec<_>>(), [1, 3, 4]);
     let got = f.apply(Command::Credit {
@@ -105,8 +106,21 @@ fn returns_come_first_in_id_order_and_count_failed_deliveries() {
     };
     assert_eq!(
         (header.id, header.delivery_count, header.acquired_count),
-        (1, 1, 3)
+        (1, 0, 3)
     );
+    f.apply(Command::Return {
+        consumer: 1,
+        ids: vec![1],
+        failed: true,
+    });
+    let got = f.apply(Command::Credit {
+        consumer: 1,
+        credit: 1,
+    });
+    let Effect::Deliver { header, .. } = &got[0] else {
+        panic!("{got:?}")
+    };
+    assert_eq!((header.delivery_count, header.acquired_count), (1, 4));
 }
 
 #[test]

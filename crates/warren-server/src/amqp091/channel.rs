@@ -177,7 +177,12 @@ pub fn dispatch(conn: &mut Conn, ch: &mut Channel, m: Method) -> Result<()> {
             consume::How::reject(m.requeue),
         ),
         Method::BasicReject(m) => {
-            consume::settle(conn, ch, m.delivery_tag, false, consume::How::reject(m.requeue))
+            let how = if m.requeue {
+                consume::How::RequeueFailed
+            } else {
+                consume::How::Discard
+            };
+            consume::settle(conn, ch, m.delivery_tag, false, how)
         }
         Method::BasicRecover(m) => consume::basic_recover(conn, ch, m.requeue, true),
         Method::BasicRecoverAsync(m) => consume::basic_recover(conn, ch, m.requeue, false),

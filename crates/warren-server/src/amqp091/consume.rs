@@ -26,6 +26,10 @@ use crate::reply_to;
 pub enum How {
     Ack,
     Requeue,
+    /// basic.reject with requeue: the consumer says processing failed,
+    /// which counts towards a quorum queue's delivery limit (RabbitMQ
+    /// 4.3's reading; basic.nack's requeue does not count).
+    RequeueFailed,
     Discard,
 }
 
@@ -41,7 +45,7 @@ impl How {
     fn settle(self) -> Settle {
         match self {
             How::Ack => Settle::Ack,
-            How::Requeue => Settle::Requeue,
+            How::Requeue | How::RequeueFailed => Settle::Requeue,
             How::Discard => Settle::Discard,
         }
     }
@@ -318,7 +322,13 @@ fn take_unacked(ch: &mut Channel, tag: u64, multiple: bool) -> Result<Vec<Unacke
 }
 
 pub fn settle(conn: &mut Conn, ch: &mut Channel, tag: u64, multiple: bool, how: How) -> Result<()> {
-    let taken = take_unacked(ch, tag, multiple)?;
+    let mut taken = take_unacked(ch, tag, multiple)?;
+    if how == How::RequeueFailed {
+        // A failed attempt: the queue sees it in the delivery count.
+        for u in &mut taken {
+            u.entry.delivery_count = u.entry.delivery_count.saturating_add(1);
+        }
+    }
     if let Some(tx) = ch.tx.as_mut() {
         tx.settles.extend(taken.into_iter().map(|u| (u, how)));
         return Ok(());

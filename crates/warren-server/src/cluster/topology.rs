@@ -149,6 +149,13 @@ pub async fn declare_queue(
     if let Some(r) = vh.declared_queue(&d, connection) {
         return r.map(|q| (q, false));
     }
+    if d.arguments.get("x-queue-type").and_then(|v| v.as_bytes()) == Some(b"quorum") {
+        // Each node would make a group of its own: replicated groups
+        // come with the rest of issue 17.
+        return Err(BrokerError::NotImplemented(
+            "quorum queues on a cluster are not available yet (single nodes have them)".into(),
+        ));
+    }
     vh.check_new_queue(&d.name)?;
     // A bad locator is not balanced here; the apply refuses it.
     let home = place(ctx, vh, &d);

@@ -38,6 +38,7 @@ mod pki;
 mod policies;
 mod proxy;
 mod queues;
+mod quorum;
 mod raw;
 mod reply_to;
 mod restart;

@@ -1,0 +1,750 @@
+//! A quorum queue (x-queue-type: quorum) as one member of its Raft group
+//! holds it: the state machine ([`warren_fifo::Fifo`]) every member
+//! applies alike, the bodies of the messages still in the queue, and, on
+//! the leader, the consumers attached here and the publishes waiting to
+//! commit.
+//!
+//! Nothing changes the state but a committed entry: a publish, a consume,
+//! an ack are proposed to the group ([`QuorumSystem::propose`]) and take
+//! effect when the entry is applied ([`QuorumQueue::apply`], called by the
+//! system's Raft thread on every member in log order). So a publish is
+//! confirmed once a majority has it on disk and this node has applied it;
+//! deliveries are the effects of applied entries, made by the leader
+//! only; dead letters too (at most once, as RabbitMQ's default).
+//!
+//! An entry is a tag (the proposing node's Raft id and a sequence number
+//! its publishes are confirmed by; 0 when nothing waits) followed by a
+//! `warren_fifo::codec` command; an enqueue's message follows its command
+//! (exchange and routing key with a u8 length each, the 0-9-1 property
+//! list with a u32 length, then the body).
+//!
+//! Consumers: a consumer's id in the state is this node's Raft id in the
+//! top 16 bits and the broker's consumer id below, so every member knows
+//! whose it is. A consumer with a prefetch gets credit back as it settles
+//! (the state machine counts it); others (no-ack, AMQP 1.0 link credit,
+//! no prefetch) get credit in windows the leader proposes as their sink
+//! takes deliveries. Deliveries the sink has no room for wait here, in
+//! order; they are bounded by that credit.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use warren_amqp091::{FieldTable, FieldValue, ShortStr};
+use warren_fifo::codec;
+use warren_fifo::{Command, DeadLetterReason, Effect, Fifo, MsgId};
+
+use super::consumer::Consumer;
+use super::{
+    now_ms, ConsumerInfo, ConsumerSpec, Ctx, Entry, FlowWaiter, PublishOutcome, QueueStats, QueueType,
+    RemoteConfirm, Settle, Ticket,
+};
+use crate::error::BrokerError;
+use crate::message::{Message, MessageRef};
+use crate::queue::dead_letter::Reason;
+
+/// Credit proposed at a time for consumers without a prefetch.
+const WINDOW: u32 = 256;
+/// Publishes proposed here and not yet applied past which publishers are
+/// asked to pause, and below which they resume.
+const FLOW_HIGH: usize = 2000;
+const FLOW_LOW: usize = 1000;
+
+/// What runs a node's quorum queues' Raft groups (the server's). Calls are
+/// made with a queue's lock held: they must not block or call a queue.
+pub trait QuorumSystem: Send + Sync {
+    /// This node's Raft id (consumer ids and entry tags carry it).
+    fn node_id(&self) -> u64;
+    /// The group of queue `name` in `vhost` here: found (after a restart,
+    /// with the checkpoint to install before its later entries) or made.
+    fn open(&self, vhost: &str, name: &ShortStr) -> Result<(u64, Option<Vec<u8>>), String>;
+    /// The queue exists: the group's entries are applied to it from now.
+    fn attach(&self, group: u64, queue: std::sync::Weak<super::Queue>);
+    /// Hand `entry` to `group`'s leader (here), to append and replicate.
+    fn propose(&self, group: u64, entry: Vec<u8>);
+    /// The queue is deleted: its group goes from this node.
+    fn remove(&self, group: u64);
+}
+
+/// Set once when the server starts its quorum system; every vhost shares it.
+#[derive(Clone, Default)]
+pub struct QuorumSlot(Arc<OnceLock<Arc<dyn QuorumSystem>>>);
+
+impl QuorumSlot {
+    pub fn set(&self, s: Arc<dyn QuorumSystem>) {
+        let _ = self.0.set(s);
+    }
+
+    pub fn get(&self) -> Option<&Arc<dyn QuorumSystem>> {
+        self.0.get()
+    }
+}
+
+impl std::fmt::Debug for QuorumSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "QuorumSlot({})",
+            if self.get().is_some() { "set" } else { "none" }
+        )
+    }
+}
+
+/// This member's part in its group, as the Raft thread last saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// No leader known yet (just made, or electing): operations are
+    /// proposed as if leading; the Raft thread holds them until a leader
+    /// is known.
+    Unknown,
+    Leader,
+    /// Another member leads (its Raft id).
+    Follower(u64),
+}
+
+#[derive(Debug)]
+struct Local {
+    consumer: Consumer,
+    /// Delivered by the state, waiting for room in the sink.
+    waiting: VecDeque<Entry>,
+    /// Credit proposed and not yet applied (no-prefetch consumers).
+    asked: u32,
+    /// The consumer's id in the state.
+    cid: u64,
+}
+
+pub struct QuorumQueue {
+    group: u64,
+    system: Arc<dyn QuorumSystem>,
+    fifo: Fifo,
+    bodies: HashMap<MsgId, MessageRef>,
+    body_bytes: u64,
+    role: Role,
+    /// Consumers attached here, by the broker's consumer id.
+    locals: BTreeMap<u64, Local>,
+    /// This node's publishes waiting to be applied, by sequence number.
+    confirms: HashMap<u64, Arc<RemoteConfirm>>,
+    next_seq: u64,
+    flow_waiters: Vec<Arc<dyn FlowWaiter>>,
+    /// The expiry a Tick was proposed for (so it is proposed once).
+    tick_asked: Option<u64>,
+    idle_since: Option<Instant>,
+    memory: Arc<super::MemoryGauge>,
+}
+
+impl std::fmt::Debug for QuorumQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QuorumQueue")
+            .field("group", &self.group)
+            .field("role", &self.role)
+            .field("ready", &self.fifo.ready())
+            .finish()
+    }
+}
+
+impl QuorumQueue {
+    pub fn new(
+        group: u64,
+        system: Arc<dyn QuorumSystem>,
+        delivery_limit: Option<u32>,
+        memory: Arc<super::MemoryGauge>,
+    ) -> QuorumQueue {
+        QuorumQueue {
+            group,
+            system,
+            fifo: Fifo::new(warren_fifo::Config { delivery_limit }),
+            bodies: HashMap::new(),
+            body_bytes: 0,
+            role: Role::Unknown,
+            locals: BTreeMap::new(),
+            confirms: HashMap::new(),
+            // From the clock, so this run's numbers never match entries an
+            // earlier run proposed (replayed from the log).
+            next_seq: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64),
+            flow_waiters: Vec::new(),
+            tick_asked: None,
+            idle_since: Some(Instant::now()),
+            memory,
+        }
+    }
+
+    pub fn group(&self) -> u64 {
+        self.group
+    }
+
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// Leading, or no leader known yet (operations are proposed, and
+    /// undone by `set_role` should another member turn out to lead).
+    fn leads(&self) -> bool {
+        !matches!(self.role, Role::Follower(_))
+    }
+
+    fn cid(&self, consumer_id: u64) -> u64 {
+        (self.system.node_id() << 48) | (consumer_id & ((1 << 48) - 1))
+    }
+
+    fn propose(&mut self, seq: u64, c: &Command) {
+        let mut e = Vec::with_capacity(32);
+        e.extend_from_slice(&self.system.node_id().to_le_bytes());
+        e.extend_from_slice(&seq.to_le_bytes());
+        codec::encode(c, &mut e);
+        self.system.propose(self.group, e);
+    }
+
+    /// The state machine and bodies as a snapshot's data: the state, then
+    /// each body (id, then the message as an enqueue carries it).
+    pub fn snapshot(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        codec::encode_state(&self.fifo, &mut out);
+        let mut ids: Vec<&MsgId> = self.bodies.keys().collect();
+        ids.sort_unstable();
+        out.extend_from_slice(&(ids.len() as u64).to_le_bytes());
+        for id in ids {
+            let m = &self.bodies[id];
+            let at = out.len();
+            out.extend_from_slice(&[0; 12]);
+            encode_message(m, &mut out);
+            let len = (out.len() - at - 12) as u32;
+            out[at..at + 8].copy_from_slice(&id.to_le_bytes());
+            out[at + 8..at + 12].copy_from_slice(&len.to_le_bytes());
+        }
+        out
+    }
+
+    /// Replace the state by a snapshot's (a restart's checkpoint, or the
+    /// leader's when this member was too far behind).
+    pub fn install(&mut self, data: &[u8]) -> Result<(), String> {
+        let (fifo, rest) = codec::decode_state(data).map_err(|e| e.to_string())?;
+        let mut r = rest;
+        let take = |r: &mut &[u8], n: usize| -> Result<Vec<u8>, String> {
+            if r.len() < n {
+                return Err("a quorum queue snapshot ends early".into());
+            }
+            let (a, b) = r.split_at(n);
+            *r = b;
+            Ok(a.to_vec())
+        };
+        let n = u64::from_le_bytes(take(&mut r, 8)?.try_into().expect("8"));
+        let mut bodies = HashMap::new();
+        let mut bytes = 0u64;
+        for _ in 0..n {
+            let id = u64::from_le_bytes(take(&mut r, 8)?.try_into().expect("8"));
+            let len = u32::from_le_bytes(take(&mut r, 4)?.try_into().expect("4")) as usize;
+            let m = decode_message(Bytes::from(take(&mut r, len)?)).map_err(|e| e.to_string())?;
+            bytes += m.memory_size() as u64;
+            bodies.insert(id, Arc::new(m));
+        }
+        self.memory.sub(self.body_bytes as usize);
+        self.memory.add(bytes as usize);
+        self.fifo = fifo;
+        self.bodies = bodies;
+        self.body_bytes = bytes;
+        Ok(())
+    }
+
+    /// The Raft thread's view of this member changed.
+    pub fn set_role(&mut self, ctx: &mut Ctx, role: Role) {
+        let was = self.role;
+        self.role = role;
+        if role == Role::Leader && was != Role::Leader {
+            // Consumers the state holds that are not attached here (of a
+            // leader before, or of this node before a restart) are gone:
+            // what they hold goes back.
+            let attached: Vec<u64> = self.locals.values().map(|l| l.cid).collect();
+            let gone: Vec<u64> = self
+                .fifo
+                .consumers()
+                .keys()
+                .copied()
+                .filter(|c| !attached.contains(c))
+                .collect();
+            for consumer in gone {
+                self.propose(0, &Command::Cancel { consumer });
+            }
+            self.top_up();
+            self.deliver(ctx);
+        }
+        if matches!(role, Role::Follower(_)) && was != role {
+            // Publishes not applied yet may or may not commit: the
+            // publisher hears a nack and may send again (a duplicate at
+            // worst, never a loss).
+            for (_, c) in self.confirms.drain() {
+                c.resolve(false);
+            }
+            self.resume_publishers();
+            for (_, l) in std::mem::take(&mut self.locals) {
+                l.consumer
+                    .spec
+                    .sink
+                    .cancelled(l.consumer.spec.channel, l.consumer.spec.tag.clone());
+            }
+        }
+    }
+
+    /// Apply one committed entry (every member, in log order).
+    pub fn apply(&mut self, ctx: &mut Ctx, index: u64, data: Bytes) {
+        if data.len() < 16 {
+            tracing::error!(group = self.group, index, "a quorum queue entry without its tag");
+            return;
+        }
+        let node = u64::from_le_bytes(data[..8].try_into().expect("8"));
+        let seq = u64::from_le_bytes(data[8..16].try_into().expect("8"));
+        let (command, rest) = match codec::decode(index, &data[16..]) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(
+                    group = self.group,
+                    index,
+                    "a quorum queue entry that does not decode: {e}"
+                );
+                return;
+            }
+        };
+        let me = self.system.node_id();
+        if let Command::Enqueue { id, .. } = &command {
+            let at = data.len() - rest.len();
+            match decode_message(data.slice(at..)) {
+                Ok(m) => {
+                    let size = m.memory_size();
+                    self.body_bytes += size as u64;
+                    self.memory.add(size);
+                    self.bodies.insert(*id, Arc::new(m));
+                }
+                Err(e) => tracing::error!(
+                    group = self.group,
+                    index,
+                    "an enqueued message that does not decode: {e}"
+                ),
+            }
+        }
+        if let Command::Credit { consumer, credit } = &command {
+            if consumer >> 48 == me {
+                if let Some(l) = self.locals.values_mut().find(|l| l.cid == *consumer) {
+                    l.asked = l.asked.saturating_sub(*credit);
+                }
+            }
+        }
+        let effects = self.fifo.apply(command);
+        if node == me && seq != 0 {
+            if let Some(c) = self.confirms.remove(&seq) {
+                c.resolve(true);
+                if self.confirms.len() < FLOW_LOW {
+                    self.resume_publishers();
+                }
+            }
+        }
+        self.effects(ctx, effects);
+    }
+
+    fn effects(&mut self, ctx: &mut Ctx, effects: Vec<Effect>) {
+        let leads = self.role == Role::Leader;
+        for e in effects {
+            match e {
+                Effect::Deliver {
+                    consumer,
+                    header,
+                    redelivered,
+                    settled,
+                } => {
+                    let body = if settled {
+                        self.forget(header.id)
+                    } else {
+                        self.bodies.get(&header.id).cloned()
+                    };
+                    if !leads {
+                        continue;
+                    }
+                    let Some(l) = self.locals.values_mut().find(|l| l.cid == consumer) else {
+                        continue;
+                    };
+                    let Some(mut message) = body else { continue };
+                    if header.delivery_count > 0 {
+                        message = with_delivery_count(&message, header.delivery_count);
+                    }
+                    l.waiting.push_back(Entry {
+                        seq: header.id,
+                        message,
+                        redelivered,
+                        delivery_count: header.delivery_count,
+                        expires_at: None,
+                        stored: false,
+                    });
+                }
+                Effect::DeadLetter { header, reason } => {
+                    if let Some(m) = self.forget(header.id) {
+                        if leads {
+                            let reason = match reason {
+                                DeadLetterReason::Rejected => Reason::Rejected,
+                                DeadLetterReason::Expired => Reason::Expired,
+                                DeadLetterReason::DeliveryLimit => Reason::DeliveryLimit,
+                            };
+                            ctx.dead_letter(&m, reason);
+                        }
+                    }
+                }
+                Effect::Purged(_) => {}
+                Effect::Dropped(ids) => {
+                    for id in ids {
+                        self.forget(id);
+                    }
+                }
+            }
+        }
+        if leads {
+            self.deliver(ctx);
+            self.top_up();
+            if self.fifo.next_expiry().is_some() {
+                ctx.effects.arm_timer = true;
+            }
+        }
+    }
+
+    fn forget(&mut self, id: MsgId) -> Option<MessageRef> {
+        let m = self.bodies.remove(&id)?;
+        let size = m.memory_size();
+        self.body_bytes -= size as u64;
+        self.memory.sub(size);
+        Some(m)
+    }
+
+    fn resume_publishers(&mut self) {
+        for w in self.flow_waiters.drain(..) {
+            w.resume();
+        }
+    }
+
+    /// Hand waiting deliveries to sinks with room (and link credit).
+    fn deliver(&mut self, ctx: &mut Ctx) {
+        for l in self.locals.values_mut() {
+            while !l.waiting.is_empty() {
+                let sink = &l.consumer.spec.sink;
+                if let Some(c) = &l.consumer.spec.link_credit {
+                    if c.get().1 == 0 {
+                        break;
+                    }
+                }
+                if !sink.has_room() {
+                    sink.wait_for_room(Arc::downgrade(ctx.queue));
+                    break;
+                }
+                let e = l.waiting.pop_front().expect("not empty");
+                l.consumer.hand_over(ctx.queue, e);
+            }
+        }
+    }
+
+    /// Propose credit for consumers without a prefetch whose credit (in
+    /// the state, asked for, or delivered and waiting) is under half a
+    /// window.
+    fn top_up(&mut self) {
+        let mut asks = Vec::new();
+        for l in self.locals.values_mut() {
+            let Some(state) = self.fifo.consumer(l.cid) else {
+                continue;
+            };
+            if state.prefetch > 0 {
+                continue;
+            }
+            let mut want = WINDOW;
+            if let Some(c) = &l.consumer.spec.link_credit {
+                want = want.min(c.get().1);
+            }
+            let have = state.credit + l.asked + l.waiting.len() as u32;
+            if have < want.div_ceil(2) || (have == 0 && want > 0) {
+                let n = want - have.min(want);
+                if n > 0 {
+                    l.asked += n;
+                    asks.push(Command::Credit {
+                        consumer: l.cid,
+                        credit: n,
+                    });
+                }
+            }
+        }
+        for c in asks {
+            self.propose(0, &c);
+        }
+    }
+
+    fn ids_command(&mut self, consumer_id: Option<u64>, entries: &[Entry], how: Settle) {
+        let Some(id) = consumer_id else { return };
+        let consumer = self.cid(id);
+        let ids: Vec<MsgId> = entries.iter().map(|e| e.seq).collect();
+        let c = match how {
+            Settle::Ack => Command::Settle { consumer, ids },
+            Settle::Requeue => {
+                // A failed attempt (basic.reject, AMQP 1.0's modified with
+                // delivery-failed) shows as a delivery count above the
+                // one the state gave; a plain requeue (basic.nack,
+                // released) does not count, as in RabbitMQ 4.3.
+                let held = self.fifo.consumer(consumer);
+                let (mut failed, mut plain) = (Vec::new(), Vec::new());
+                for e in entries {
+                    let given = held
+                        .and_then(|c| c.checked_out.get(&e.seq))
+                        .map_or(e.delivery_count, |h| h.delivery_count);
+                    if e.delivery_count > given {
+                        failed.push(e.seq);
+                    } else {
+                        plain.push(e.seq);
+                    }
+                }
+                if !failed.is_empty() {
+                    self.propose(
+                        0,
+                        &Command::Return {
+                            consumer,
+                            ids: failed,
+                            failed: true,
+                        },
+                    );
+                }
+                if plain.is_empty() {
+                    return;
+                }
+                Command::Return {
+                    consumer,
+                    ids: plain,
+                    failed: false,
+                }
+            }
+            Settle::Discard => Command::Discard { consumer, ids },
+        };
+        self.propose(0, &c);
+    }
+}
+
+/// The message as an enqueue entry carries it.
+fn encode_message(m: &Message, out: &mut Vec<u8>) {
+    let ex = &m.exchange.as_bytes()[..m.exchange.len().min(255)];
+    let rk = &m.routing_key.as_bytes()[..m.routing_key.len().min(255)];
+    out.push(ex.len() as u8);
+    out.extend_from_slice(ex);
+    out.push(rk.len() as u8);
+    out.extend_from_slice(rk);
+    out.extend_from_slice(&(m.raw_properties.len() as u32).to_le_bytes());
+    out.extend_from_slice(&m.raw_properties);
+    out.extend_from_slice(&m.body);
+}
+
+/// A message from an enqueue entry (no copy of the body: it is a slice of
+/// the entry).
+fn decode_message(b: Bytes) -> Result<Message, BrokerError> {
+    let short = || BrokerError::Internal("a quorum queue message ends early".into());
+    let mut at = 0usize;
+    let mut take = |n: usize| -> Result<Bytes, BrokerError> {
+        if b.len() < at + n {
+            return Err(short());
+        }
+        let s = b.slice(at..at + n);
+        at += n;
+        Ok(s)
+    };
+    let n = take(1)?[0] as usize;
+    let exchange = ShortStr::from_bytes(take(n)?);
+    let n = take(1)?[0] as usize;
+    let routing_key = ShortStr::from_bytes(take(n)?);
+    let n = u32::from_le_bytes(take(4)?[..].try_into().expect("4")) as usize;
+    let props = take(n)?;
+    let body = b.slice(at..);
+    Ok(Message::from_publish(exchange, routing_key, props, body)?.0)
+}
+
+/// The message with `x-delivery-count` in its headers (RabbitMQ's quorum
+/// queues add it to messages whose delivery failed before).
+fn with_delivery_count(m: &MessageRef, count: u32) -> MessageRef {
+    let Ok(mut p) = m.properties() else {
+        return m.clone();
+    };
+    let mut h = p.headers.take().unwrap_or_else(FieldTable::new);
+    h.insert("x-delivery-count", FieldValue::I64(count as i64));
+    p.headers = Some(h);
+    Arc::new(m.with_properties(&p))
+}
+
+impl QueueType for QuorumQueue {
+    fn publish(&mut self, ctx: &mut Ctx, msg: MessageRef) -> PublishOutcome {
+        if !self.leads() {
+            return PublishOutcome::Rejected;
+        }
+        let now = now_ms().max(0) as u64;
+        let ttl = match (msg.expiration_ms, ctx.config().message_ttl_ms) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let mut e = Vec::with_capacity(64 + msg.memory_size());
+        e.extend_from_slice(&self.system.node_id().to_le_bytes());
+        e.extend_from_slice(&seq.to_le_bytes());
+        codec::encode_enqueue(
+            now,
+            ttl.map(|t| now.saturating_add(t).max(1)),
+            msg.body_size().min(u32::MAX as usize) as u32,
+            &mut e,
+        );
+        encode_message(&msg, &mut e);
+        let confirm = RemoteConfirm::new();
+        self.confirms.insert(seq, confirm.clone());
+        self.system.propose(self.group, e);
+        ctx.effects.sync = Some(Ticket::Remote(confirm));
+        ctx.effects.flow = self.confirms.len() > FLOW_HIGH;
+        PublishOutcome::Enqueued
+    }
+
+    fn consume(&mut self, ctx: &mut Ctx, spec: ConsumerSpec) -> Result<(), BrokerError> {
+        if !self.leads() {
+            return Err(BrokerError::Internal(format!(
+                "quorum queue '{}' in vhost '{}' is led by another node",
+                ctx.queue.name, ctx.queue.vhost
+            )));
+        }
+        self.idle_since = None;
+        let cid = self.cid(spec.id);
+        let prefetch = if spec.no_ack || spec.link_credit.is_some() {
+            0
+        } else {
+            spec.prefetch
+        };
+        let c = Command::Consume {
+            consumer: cid,
+            prefetch,
+            auto_settle: spec.no_ack,
+        };
+        self.locals.insert(
+            spec.id,
+            Local {
+                consumer: Consumer { spec, unacked: 0 },
+                waiting: VecDeque::new(),
+                asked: 0,
+                cid,
+            },
+        );
+        // Without a prefetch, its first window is proposed once this is
+        // applied (`top_up` then finds it in the state).
+        self.propose(0, &c);
+        Ok(())
+    }
+
+    fn cancel(&mut self, _ctx: &mut Ctx, consumer_id: u64) -> bool {
+        let Some(l) = self.locals.remove(&consumer_id) else {
+            return false;
+        };
+        // Deliveries not handed over go back with what it holds.
+        self.propose(0, &Command::Cancel { consumer: l.cid });
+        if self.locals.is_empty() {
+            self.idle_since = Some(Instant::now());
+        }
+        true
+    }
+
+    fn settle(&mut self, _ctx: &mut Ctx, consumer_id: Option<u64>, entries: Vec<Entry>, how: Settle) {
+        if let Some(l) = consumer_id.and_then(|id| self.locals.get_mut(&id)) {
+            l.consumer.unacked = l.consumer.unacked.saturating_sub(entries.len() as u32);
+            if let Some(cl) = &l.consumer.spec.channel_limit {
+                cl.released(entries.len() as u32);
+            }
+        }
+        self.ids_command(consumer_id, &entries, how);
+    }
+
+    /// basic.get is not offered on quorum queues yet: it finds them empty.
+    fn get(&mut self, _ctx: &mut Ctx, _no_ack: bool) -> Option<(Entry, u64)> {
+        None
+    }
+
+    fn pump(&mut self, ctx: &mut Ctx) {
+        if self.role == Role::Leader {
+            self.deliver(ctx);
+            self.top_up();
+        }
+    }
+
+    fn purge(&mut self, _ctx: &mut Ctx) -> u64 {
+        let n = self.fifo.ready() as u64;
+        self.propose(0, &Command::Purge);
+        n
+    }
+
+    fn expire(&mut self, _ctx: &mut Ctx) {
+        if self.role != Role::Leader {
+            return;
+        }
+        let now = now_ms().max(0) as u64;
+        if let Some(t) = self.fifo.next_expiry() {
+            if t <= now && self.tick_asked != Some(t) {
+                self.tick_asked = Some(t);
+                self.propose(0, &Command::Tick { now });
+            }
+        }
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        if self.role != Role::Leader {
+            return None;
+        }
+        let t = self.fifo.next_expiry()?;
+        if self.tick_asked == Some(t) {
+            // Asked; look again in a moment in case the leader changes.
+            return Some(Instant::now() + Duration::from_secs(1));
+        }
+        Some(Instant::now() + Duration::from_millis(t.saturating_sub(now_ms().max(0) as u64)))
+    }
+
+    fn delete(&mut self, _ctx: &mut Ctx) -> Vec<ConsumerSpec> {
+        self.system.remove(self.group);
+        for (_, c) in self.confirms.drain() {
+            c.resolve(false);
+        }
+        let bytes = std::mem::take(&mut self.body_bytes);
+        self.memory.sub(bytes as usize);
+        self.bodies.clear();
+        std::mem::take(&mut self.locals)
+            .into_values()
+            .map(|l| l.consumer.spec)
+            .collect()
+    }
+
+    fn stats(&self) -> QueueStats {
+        QueueStats {
+            ready: self.fifo.ready() as u64,
+            unacked: self.fifo.checked_out() as u64,
+            consumers: self.locals.len() as u32,
+            ready_bytes: self.fifo.ready_bytes(),
+            ram_bytes: self.fifo.ready_bytes(),
+            ram_messages: self.fifo.ready() as u64,
+        }
+    }
+
+    fn consumers(&self) -> Vec<ConsumerInfo> {
+        self.locals.values().map(|l| l.consumer.info()).collect()
+    }
+
+    fn wait_for_drain(&mut self, waiter: Arc<dyn FlowWaiter>) -> bool {
+        if self.confirms.len() < FLOW_LOW {
+            return false;
+        }
+        self.flow_waiters.push(waiter);
+        true
+    }
+
+    fn idle_since(&self) -> Option<Instant> {
+        self.idle_since
+    }
+
+    fn touch(&mut self, now: Instant) {
+        if self.idle_since.is_some() {
+            self.idle_since = Some(now);
+        }
+    }
+
+    fn as_quorum(&mut self) -> Option<&mut QuorumQueue> {
+        Some(self)
+    }
+}

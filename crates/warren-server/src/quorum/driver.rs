@@ -1,0 +1,281 @@
+//! The thread that drives every quorum queue group of this node: it
+//! takes inputs from a channel (proposals from the queues, queues that
+//! attach or go), runs a pass of the node's groups after each batch,
+//! applies what committed to the queues (in log order, under each
+//! queue's lock), tells a queue when its leader changes, and writes
+//! checkpoints. One OS thread: a pass fdatasyncs, which must not stall
+//! the async workers.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use warren_core::queue::{Queue, Role};
+use warren_core::Broker;
+use warren_raft::{Applied, RaftNode};
+
+use super::checkpoint;
+use crate::timers::Timers;
+
+/// Raft's clock (elections after 10 to 20 ticks without a leader).
+const TICK: Duration = Duration::from_millis(100);
+/// A group is checkpointed after this many entries applied since its
+/// last checkpoint, or twice its live messages if more (so a deep queue
+/// is not written whole over and over).
+const CHECKPOINT_ENTRIES: u64 = 8192;
+/// ... or this many bytes of entries.
+const CHECKPOINT_BYTES: u64 = 64 << 20;
+
+pub enum Input {
+    Attach(u64, Vec<u64>, Weak<Queue>),
+    Propose(u64, Vec<u8>),
+    Remove(u64),
+    Stop,
+}
+
+struct Group {
+    queue: Weak<Queue>,
+    role: Role,
+    /// Proposals made while no leader was known.
+    held: Vec<Vec<u8>>,
+    /// Applied since the last checkpoint: entries and bytes.
+    since: (u64, u64),
+    applied: u64,
+}
+
+pub struct Driver {
+    node: RaftNode,
+    dir: PathBuf,
+    broker: Arc<Broker>,
+    timers: Arc<Timers>,
+    groups: HashMap<u64, Group>,
+}
+
+impl Driver {
+    pub fn new(node: RaftNode, dir: PathBuf, broker: Arc<Broker>, timers: Arc<Timers>) -> Driver {
+        Driver {
+            node,
+            dir,
+            broker,
+            timers,
+            groups: HashMap::new(),
+        }
+    }
+
+    pub fn run(mut self, rx: mpsc::Receiver<Input>) {
+        // The queues restored before the thread started have attached:
+        // groups in the log with no queue are of queues deleted before a
+        // crash let the removal through.
+        while let Ok(i) = rx.try_recv() {
+            if !self.input(i) {
+                return;
+            }
+        }
+        let orphans: Vec<u64> = self
+            .node
+            .groups()
+            .filter(|g| !self.groups.contains_key(g))
+            .collect();
+        for g in orphans {
+            tracing::info!(group = g, "a quorum queue group with no queue, removed");
+            self.remove(g);
+        }
+        let mut next_tick = Instant::now() + TICK;
+        loop {
+            if let Err(e) = self.pass() {
+                tracing::error!("quorum queues' Raft log: {e}; quorum queues stop on this node");
+                return;
+            }
+            let wait = next_tick.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(wait) {
+                Ok(i) => {
+                    if !self.input(i) {
+                        return;
+                    }
+                    while let Ok(i) = rx.try_recv() {
+                        if !self.input(i) {
+                            return;
+                        }
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+            if Instant::now() >= next_tick {
+                self.node.tick();
+                next_tick = Instant::now() + TICK;
+            }
+        }
+    }
+
+    /// False on Stop.
+    fn input(&mut self, i: Input) -> bool {
+        match i {
+            Input::Stop => return false,
+            Input::Attach(group, members, queue) => self.attach(group, &members, queue),
+            Input::Propose(group, entry) => self.propose(group, entry),
+            Input::Remove(group) => self.remove(group),
+        }
+        true
+    }
+
+    fn attach(&mut self, group: u64, members: &[u64], queue: Weak<Queue>) {
+        if let Err(e) = self.node.add_group_with(group, members) {
+            tracing::error!(group, "a quorum queue group not started: {e}");
+            return;
+        }
+        let applied = self
+            .node
+            .committed(group)
+            .unwrap_or(0)
+            .min(self.node.first_index(group).map_or(0, |f| f.saturating_sub(1)));
+        self.groups.insert(
+            group,
+            Group {
+                queue,
+                role: Role::Unknown,
+                held: Vec::new(),
+                since: (0, 0),
+                applied,
+            },
+        );
+        // A group of one elects itself at once; others wait for their
+        // election timers (or a member that starts one).
+        if members == [self.node.id()] && self.node.leader(group).is_none() {
+            let _ = self.node.campaign(group);
+        }
+    }
+
+    fn propose(&mut self, group: u64, entry: Vec<u8>) {
+        if self.node.is_leader(group) {
+            if let Err(e) = self.node.propose(group, entry) {
+                tracing::debug!(group, "a quorum queue proposal dropped: {e}");
+            }
+        } else if let Some(g) = self.groups.get_mut(&group) {
+            if self.node.leader(group).is_none() {
+                g.held.push(entry);
+            }
+            // A follower's queue proposes nothing (it has been told its
+            // role); anything sent before it knew is dropped, and the
+            // queue nacked or cancelled it when told.
+        }
+    }
+
+    fn remove(&mut self, group: u64) {
+        self.groups.remove(&group);
+        if let Err(e) = self.node.remove_group(group) {
+            tracing::error!(group, "a quorum queue group not removed: {e}");
+        }
+        checkpoint::remove(&self.dir, group);
+    }
+
+    fn pass(&mut self) -> Result<(), warren_raft::NodeError> {
+        let out = self.node.drive()?;
+        // Single-node groups only so far: no messages to send.
+        let mut by_group: HashMap<u64, Vec<Applied>> = HashMap::new();
+        for a in out.applied {
+            by_group.entry(a.group).or_default().push(a);
+        }
+        for (group, applied) in by_group {
+            self.apply(group, applied);
+        }
+        self.roles();
+        Ok(())
+    }
+
+    fn apply(&mut self, group: u64, applied: Vec<Applied>) {
+        let Some(g) = self.groups.get_mut(&group) else {
+            return;
+        };
+        let Some(q) = g.queue.upgrade() else { return };
+        let mut bytes = 0u64;
+        let mut count = 0u64;
+        let mut last = g.applied;
+        let (_, effects) = q.with_quorum(|qq, ctx| {
+            for a in applied {
+                last = a.index;
+                if a.snapshot {
+                    if let Err(e) = qq.install(&a.data) {
+                        tracing::error!(group, "a quorum queue snapshot not installed: {e}");
+                    }
+                    continue;
+                }
+                bytes += a.data.len() as u64;
+                count += 1;
+                if a.members.is_some() || a.data.is_empty() {
+                    continue;
+                }
+                qq.apply(ctx, a.index, Bytes::from(a.data));
+            }
+        });
+        g.applied = last;
+        g.since.0 += count;
+        g.since.1 += bytes;
+        self.carry_out(&q, effects);
+        self.maybe_checkpoint(group, &q);
+    }
+
+    /// After a pass: tell each queue whose leader changed.
+    fn roles(&mut self) {
+        let me = self.node.id();
+        let mut changed = Vec::new();
+        for (&group, g) in self.groups.iter_mut() {
+            let role = match self.node.leader(group) {
+                Some(l) if l == me && self.node.is_leader(group) => Role::Leader,
+                Some(l) if l != me => Role::Follower(l),
+                _ => Role::Unknown,
+            };
+            if role != g.role {
+                g.role = role;
+                changed.push((group, role));
+            }
+        }
+        for (group, role) in changed {
+            if role == Role::Leader {
+                let held = self.groups.get_mut(&group).map(|g| std::mem::take(&mut g.held));
+                for e in held.unwrap_or_default() {
+                    let _ = self.node.propose(group, e);
+                }
+            }
+            let Some(q) = self.groups.get(&group).and_then(|g| g.queue.upgrade()) else {
+                continue;
+            };
+            let (_, effects) = q.with_quorum(|qq, ctx| qq.set_role(ctx, role));
+            self.carry_out(&q, effects);
+        }
+    }
+
+    fn carry_out(&self, q: &Arc<Queue>, effects: warren_core::queue::Effects) {
+        let Some(vh) = self.broker.vhost(&q.vhost) else {
+            return;
+        };
+        let timers = &self.timers;
+        vh.apply(q, effects, &mut |other| timers.arm(&vh, other));
+    }
+
+    fn maybe_checkpoint(&mut self, group: u64, q: &Arc<Queue>) {
+        let Some(g) = self.groups.get_mut(&group) else {
+            return;
+        };
+        let live = q.stats();
+        let due = (live.ready + live.unacked)
+            .saturating_mul(2)
+            .max(CHECKPOINT_ENTRIES);
+        if g.since.0 < due && g.since.1 < CHECKPOINT_BYTES {
+            return;
+        }
+        let (data, _) = q.with_quorum(|qq, _| qq.snapshot());
+        let Some(data) = data else { return };
+        if let Err(e) = checkpoint::write(&self.dir, group, g.applied, &data) {
+            tracing::error!(group, "a quorum queue checkpoint not written: {e}");
+            return;
+        }
+        g.since = (0, 0);
+        if let Err(e) = self.node.compact(group, g.applied) {
+            tracing::error!(group, "a quorum queue log not compacted: {e}");
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! Quorum queues on a single node (issue 17), with lapin: the declare's
+//! rules, publishes confirmed once their entry is committed (on disk),
+//! consumers served in order within their prefetch, acks, requeues with
+//! x-delivery-count, x-delivery-limit dead-lettering, and the queue's
+//! messages surviving a restart (from the Raft log and a checkpoint).
+
+use futures_lite::StreamExt;
+use lapin::options::*;
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Channel};
+
+use crate::common::*;
+
+fn quorum() -> FieldTable {
+    table(&[("x-queue-type", s("quorum"))])
+}
+
+fn durable() -> QueueDeclareOptions {
+    QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    }
+}
+
+async fn declare_quorum(ch: &Channel, name: &str, mut args: FieldTable) {
+    args.insert("x-queue-type".into(), s("quorum"));
+    within(ch.queue_declare(name.into(), durable(), args))
+        .await
+        .unwrap();
+}
+
+/// Publish `n` messages "m0".."m{n-1}" with confirms; every one acked.
+async fn publish_confirmed(ch: &Channel, queue: &str, n: usize) {
+    let mut confirms = Vec::new();
+    for i in 0..n {
+        let c = within(ch.basic_publish(
+            "".into(),
+            queue.into(),
+            BasicPublishOptions::default(),
+            format!("m{i}").as_bytes(),
+            BasicProperties::default().with_delivery_mode(2),
+        ))
+        .await
+        .unwrap();
+        confirms.push(c);
+    }
+    for c in confirms {
+        assert!(within(c).await.unwrap().is_ack());
+    }
+}
+
+#[tokio::test]
+async fn declares_follow_rabbitmqs_rules() {
+    let b = Broker::start().await;
+    let (_c, ch) = b.channel().await;
+    declare_quorum(&ch, "qq", FieldTable::default()).await;
+    // Redeclared alike: fine; passive: fine.
+    declare_quorum(&ch, "qq", FieldTable::default()).await;
+    within(ch.queue_declare(
+        "qq".into(),
+        QueueDeclareOptions {
+            passive: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap();
+    for (opts, what) in [
+        (QueueDeclareOptions::default(), "non-durable"),
+        (
+            QueueDeclareOptions {
+                durable: true,
+                exclusive: true,
+                ..Default::default()
+            },
+            "exclusive-owner",
+        ),
+        (
+            QueueDeclareOptions {
+                durable: true,
+                auto_delete: true,
+                ..Default::default()
+            },
+            "auto-delete",
+        ),
+    ] {
+        let (_c2, ch2) = b.channel().await;
+        let e = within(ch2.queue_declare("bad".into(), opts, quorum()))
+            .await
+            .unwrap_err();
+        let (code, text) = amqp_error(&e);
+        assert_eq!(code, 406, "{text}");
+        assert!(text.contains(&format!("invalid property '{what}'")), "{text}");
+    }
+}
+
+#[tokio::test]
+async fn confirmed_messages_are_consumed_in_order_within_the_prefetch_and_acked() {
+    let b = Broker::start().await;
+    let (_c, ch) = b.channel().await;
+    within(ch.confirm_select(ConfirmSelectOptions::default()))
+        .await
+        .unwrap();
+    declare_quorum(&ch, "qq", FieldTable::default()).await;
+    publish_confirmed(&ch, "qq", 500).await;
+    assert_eq!(depth(&ch, "qq").await, 500);
+
+    let (_c2, cch) = b.channel().await;
+    within(cch.basic_qos(10, BasicQosOptions::default()))
+        .await
+        .unwrap();
+    let mut consumer = within(cch.basic_consume(
+        "qq".into(),
+        "c".into(),
+        BasicConsumeOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap();
+    // Prefetch 10: ten come, then nothing until an ack.
+    let mut held = Vec::new();
+    for i in 0..10 {
+        let d = within(consumer.next()).await.unwrap().unwrap();
+        assert_eq!(d.data, format!("m{i}").as_bytes());
+        assert!(!d.redelivered);
+        held.push(d);
+    }
+    nothing_within(300, consumer.next()).await;
+    for d in held {
+        within(d.ack(BasicAckOptions::default())).await.unwrap();
+    }
+    for i in 10..500 {
+        let d = within(consumer.next()).await.unwrap().unwrap();
+        assert_eq!(d.data, format!("m{i}").as_bytes());
+        within(d.ack(BasicAckOptions::default())).await.unwrap();
+    }
+    // All acked: the queue is empty.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let q = within(ch.queue_declare(
+        "qq".into(),
+        QueueDeclareOptions {
+            passive: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap();
+    assert_eq!(q.message_count(), 0);
+}
+
+#[tokio::test]
+async fn requeued_messages_carry_their_delivery_count_and_past_the_limit_are_dead_lettered() {
+    let b = Broker::start().await;
+    let (_c, ch) = b.channel().await;
+    within(ch.confirm_select(ConfirmSelectOptions::default()))
+        .await
+        .unwrap();
+    declare(&ch, "dead", FieldTable::default()).await;
+    declare_quorum(
+        &ch,
+        "qq",
+        table(&[
+            ("x-delivery-limit", i(2)),
+            ("x-dead-letter-exchange", s("")),
+            ("x-dead-letter-routing-key", s("dead")),
+        ]),
+    )
+    .await;
+    publish_confirmed(&ch, "qq", 1).await;
+    let (_c2, cch) = b.channel().await;
+    within(cch.basic_qos(1, BasicQosOptions::default()))
+        .await
+        .unwrap();
+    let mut consumer = within(cch.basic_consume(
+        "qq".into(),
+        "c".into(),
+        BasicConsumeOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap();
+    let count = |d: &lapin::message::Delivery| -> Option<i64> {
+        d.properties
+            .headers()
+            .as_ref()
+            .and_then(|h| h.inner().get("x-delivery-count").cloned())
+            .and_then(|v| match v {
+                AMQPValue::LongLongInt(n) => Some(n),
+                AMQPValue::LongInt(n) => Some(n as i64),
+                _ => None,
+            })
+    };
+    let d = within(consumer.next()).await.unwrap().unwrap();
+    assert!(!d.redelivered);
+    assert_eq!(count(&d), None);
+    // basic.nack with requeue is not a failure (RabbitMQ 4.3): back,
+    // redelivered, with no count.
+    within(d.nack(BasicNackOptions {
+        requeue: true,
+        ..Default::default()
+    }))
+    .await
+    .unwrap();
+    let mut d = within(consumer.next()).await.unwrap().unwrap();
+    assert!(d.redelivered);
+    assert_eq!(count(&d), None);
+    // basic.reject with requeue is: counted, and the third passes the
+    // limit of 2.
+    for n in 1..=2 {
+        within(d.reject(BasicRejectOptions { requeue: true }))
+            .await
+            .unwrap();
+        d = within(consumer.next()).await.unwrap().unwrap();
+        assert!(d.redelivered);
+        assert_eq!(d.data, b"m0");
+        assert_eq!(count(&d), Some(n));
+    }
+    within(d.reject(BasicRejectOptions { requeue: true }))
+        .await
+        .unwrap();
+    nothing_within(300, consumer.next()).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(depth(&ch, "dead").await, 1);
+    let got = within(ch.basic_get("dead".into(), BasicGetOptions { no_ack: true }))
+        .await
+        .unwrap()
+        .expect("the dead letter");
+    assert_eq!(got.delivery.data, b"m0");
+    let reason = got
+        .delivery
+        .properties
+        .headers()
+        .as_ref()
+        .and_then(|h| h.inner().get("x-first-death-reason").cloned());
+    assert_eq!(reason, Some(AMQPValue::LongString("delivery_limit".into())));
+}
+
+#[tokio::test]
+async fn messages_survive_restarts_with_unacked_ones_back_as_redelivered() {
+    let mut b = Broker::start().await;
+    {
+        let (_c, ch) = b.channel().await;
+        within(ch.confirm_select(ConfirmSelectOptions::default()))
+            .await
+            .unwrap();
+        declare_quorum(&ch, "qq", FieldTable::default()).await;
+        publish_confirmed(&ch, "qq", 12000).await;
+        // A consumer (prefetch 100, acking every 100th with multiple)
+        // takes most: past a checkpoint's worth of entries with few left,
+        // so the restart installs a checkpoint and replays what came after.
+        let (_c2, cch) = b.channel().await;
+        within(cch.basic_qos(100, BasicQosOptions::default()))
+            .await
+            .unwrap();
+        let mut first = within(cch.basic_consume(
+            "qq".into(),
+            "first".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        ))
+        .await
+        .unwrap();
+        for i in 0..11000 {
+            let d = within(first.next()).await.unwrap().unwrap();
+            assert_eq!(d.data, format!("m{i}").as_bytes());
+            if i % 100 == 99 {
+                within(d.ack(BasicAckOptions { multiple: true })).await.unwrap();
+            }
+        }
+        // It held the next 100 (11000-11099): closing returns them.
+        within(cch.close(200, "done".into())).await.unwrap();
+        let (_c3, cch) = b.channel().await;
+        within(cch.basic_qos(5, BasicQosOptions::default()))
+            .await
+            .unwrap();
+        let mut consumer = within(cch.basic_consume(
+            "qq".into(),
+            "c".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        ))
+        .await
+        .unwrap();
+        // Two acked, three held (unacked) when the node stops.
+        for i in 0..5 {
+            let d = within(consumer.next()).await.unwrap().unwrap();
+            assert_eq!(d.data, format!("m{}", 11000 + i).as_bytes());
+            if i < 2 {
+                within(d.ack(BasicAckOptions::default())).await.unwrap();
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+    let snaps = std::fs::read_dir(b.data_dir.join("quorum"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "snap")
+        })
+        .count();
+    assert_eq!(snaps, 1, "a checkpoint was written");
+    b.restart().await;
+    let (_c, ch) = b.channel().await;
+    assert_eq!(depth(&ch, "qq").await, 998);
+    let mut consumer = within(ch.basic_consume(
+        "qq".into(),
+        "c".into(),
+        BasicConsumeOptions {
+            no_ack: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap();
+    for i in 11002..12000 {
+        let d = within(consumer.next()).await.unwrap().unwrap();
+        assert_eq!(d.data, format!("m{i}").as_bytes(), "message {i}");
+        // 11000-11099 were taken before (by the first consumer).
+        assert_eq!(d.redelivered, i < 11100, "message {i}");
+    }
+}
