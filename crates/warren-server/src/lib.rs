@@ -73,6 +73,8 @@ pub struct ServerCtx {
     pub restart: Arc<tokio::sync::Notify>,
     /// When this node started (its uptime in `/api/nodes`).
     pub started: std::time::Instant,
+    /// The node's quorum queue groups.
+    pub quorum: Arc<quorum::Quorum>,
 }
 
 impl ServerCtx {
@@ -84,6 +86,7 @@ impl ServerCtx {
             definitions: self.definitions.clone(),
             node: self.config.node_name.clone(),
             table: self.node_table.clone().unwrap_or_default(),
+            quorum: self.quorum.clone(),
         }
     }
 
@@ -310,8 +313,26 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let timers = timers::Timers::new();
     // Quorum queues' Raft groups: opened before the queues are restored
     // (each finds its group and checkpoint), driven once they are.
-    let quorum = quorum::Quorum::open(&config.data_dir.join("quorum"), 1, broker.clone(), timers.clone())
-        .map_err(StartError::Quorum)?;
+    // This node's Raft id in its groups: 1 alone; on a cluster, as the
+    // node table numbers it (the join's answer, or the sorted names).
+    let raft_id = match (&config.cluster, &joined) {
+        (None, _) => 1,
+        (Some(_), Some(j)) => j.id,
+        (Some(settings), None) => {
+            let names: Vec<String> = settings.peers.iter().map(|p| p.node.clone()).collect();
+            cluster::meta::node_ids(&config.node_name, &names)
+                .get(&config.node_name)
+                .copied()
+                .unwrap_or(1)
+        }
+    };
+    let quorum = quorum::Quorum::open(
+        &config.data_dir.join("quorum"),
+        raft_id,
+        broker.clone(),
+        timers.clone(),
+    )
+    .map_err(StartError::Quorum)?;
     broker.quorum.set(quorum.clone());
     // Restoring records every object again; they are written once, as the
     // new snapshot below.
@@ -469,7 +490,9 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
                 definitions: store.clone(),
                 node: config.node_name.clone(),
                 table: table.clone(),
+                quorum: quorum.clone(),
             };
+            quorum.set_links(c.clone(), table.clone());
             let apply: cluster::meta::ApplyFn =
                 Arc::new(move |entries| cluster::command::Command::apply_entries(&applier, entries));
             let (b, me) = (broker.clone(), config.node_name.clone());
@@ -487,6 +510,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
                 interval,
             )
             .map_err(StartError::Cluster)?;
+            let _ = meta.quorum.set(quorum.clone());
             c.set_events(meta.clone());
             if let Some((r, _)) = &removals {
                 r.start(meta.clone());
@@ -533,6 +557,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         node_table,
         restart: Arc::new(tokio::sync::Notify::new()),
         started: std::time::Instant::now(),
+        quorum: quorum.clone(),
     });
     disk_monitor::spawn(ctx.broker.clone(), config.data_dir.clone(), rx.clone());
     stream::upkeep::spawn(ctx.broker.clone(), rx.clone());

@@ -506,6 +506,7 @@ impl Queue {
             system.clone(),
             config.quorum.delivery_limit(),
             env.memory.clone(),
+            env.replication.clone(),
         );
         if let Some(data) = checkpoint {
             qq.install(&data).map_err(|e| {

@@ -43,6 +43,7 @@ use super::{
 use crate::error::BrokerError;
 use crate::message::{Message, MessageRef};
 use crate::queue::dead_letter::Reason;
+use crate::replication::ReplicationSlot;
 
 /// Credit proposed at a time for consumers without a prefetch.
 const WINDOW: u32 = 256;
@@ -61,6 +62,11 @@ pub trait QuorumSystem: Send + Sync {
     fn open(&self, vhost: &str, name: &ShortStr) -> Result<(u64, Option<Vec<u8>>), String>;
     /// The queue exists: the group's entries are applied to it from now.
     fn attach(&self, group: u64, queue: std::sync::Weak<super::Queue>);
+    /// Is this node a member of the group of queue `name` in `vhost` (so
+    /// the queue is held here as a member, not as another node's queue)?
+    fn is_member(&self, vhost: &str, name: &ShortStr) -> bool;
+    /// The node whose Raft id is `id` (a cluster's node table).
+    fn node_name(&self, id: u64) -> Option<ShortStr>;
     /// Hand `entry` to `group`'s leader (here), to append and replicate.
     fn propose(&self, group: u64, entry: Vec<u8>);
     /// The queue is deleted: its group goes from this node.
@@ -131,6 +137,12 @@ pub struct QuorumQueue {
     tick_asked: Option<u64>,
     idle_since: Option<Instant>,
     memory: Arc<super::MemoryGauge>,
+    /// A follower hands clients' operations to the leader's node through
+    /// the cluster's queue protocol, as for a queue of another node.
+    replication: ReplicationSlot,
+    /// Consumers of this node attached at the leader's node, and which
+    /// node that was (their settles go there).
+    forwarded: HashMap<u64, ShortStr>,
 }
 
 impl std::fmt::Debug for QuorumQueue {
@@ -149,6 +161,7 @@ impl QuorumQueue {
         system: Arc<dyn QuorumSystem>,
         delivery_limit: Option<u32>,
         memory: Arc<super::MemoryGauge>,
+        replication: ReplicationSlot,
     ) -> QuorumQueue {
         QuorumQueue {
             group,
@@ -168,6 +181,16 @@ impl QuorumQueue {
             tick_asked: None,
             idle_since: Some(Instant::now()),
             memory,
+            replication,
+            forwarded: HashMap::new(),
+        }
+    }
+
+    /// The leader's node, when another member leads.
+    fn leader_node(&self) -> Option<ShortStr> {
+        match self.role {
+            Role::Follower(id) => self.system.node_name(id),
+            _ => None,
         }
     }
 
@@ -251,6 +274,7 @@ impl QuorumQueue {
     /// The Raft thread's view of this member changed.
     pub fn set_role(&mut self, ctx: &mut Ctx, role: Role) {
         let was = self.role;
+        tracing::debug!(queue = %ctx.queue.name, group = self.group, ?was, ?role, "quorum queue role");
         self.role = role;
         if role == Role::Leader && was != Role::Leader {
             // Consumers the state holds that are not attached here (of a
@@ -270,14 +294,17 @@ impl QuorumQueue {
             self.top_up();
             self.deliver(ctx);
         }
-        if matches!(role, Role::Follower(_)) && was != role {
-            // Publishes not applied yet may or may not commit: the
-            // publisher hears a nack and may send again (a duplicate at
-            // worst, never a loss).
+        if matches!(role, Role::Follower(_)) && was != role && was != Role::Unknown {
+            // A leader changed: publishes not applied yet may or may not
+            // commit; the publisher hears a nack and may send again (a
+            // duplicate at worst, never a loss). (From no leader known,
+            // what was proposed was forwarded to the one now known.)
             for (_, c) in self.confirms.drain() {
                 c.resolve(false);
             }
             self.resume_publishers();
+        }
+        if matches!(role, Role::Follower(_)) && was != role {
             for (_, l) in std::mem::take(&mut self.locals) {
                 l.consumer
                     .spec
@@ -571,7 +598,17 @@ fn with_delivery_count(m: &MessageRef, count: u32) -> MessageRef {
 impl QueueType for QuorumQueue {
     fn publish(&mut self, ctx: &mut Ctx, msg: MessageRef) -> PublishOutcome {
         if !self.leads() {
-            return PublishOutcome::Rejected;
+            let (Some(leader), Some(c)) = (self.leader_node(), self.replication.get()) else {
+                return PublishOutcome::Rejected;
+            };
+            return match c.publish(ctx.queue, &leader, &msg) {
+                Some(p) => {
+                    ctx.effects.sync = Some(Ticket::Remote(p.confirm));
+                    ctx.effects.flow = p.flow;
+                    PublishOutcome::Enqueued
+                }
+                None => PublishOutcome::Rejected,
+            };
         }
         let now = now_ms().max(0) as u64;
         let ttl = match (msg.expiration_ms, ctx.config().message_ttl_ms) {
@@ -600,10 +637,20 @@ impl QueueType for QuorumQueue {
 
     fn consume(&mut self, ctx: &mut Ctx, spec: ConsumerSpec) -> Result<(), BrokerError> {
         if !self.leads() {
-            return Err(BrokerError::Internal(format!(
-                "quorum queue '{}' in vhost '{}' is led by another node",
-                ctx.queue.name, ctx.queue.vhost
-            )));
+            let (Some(leader), Some(c)) = (self.leader_node(), self.replication.get()) else {
+                return Err(BrokerError::Internal(format!(
+                    "quorum queue '{}' in vhost '{}': its leader is not known here",
+                    ctx.queue.name, ctx.queue.vhost
+                )));
+            };
+            let id = spec.id;
+            c.consume(ctx.queue, &leader, spec)?;
+            self.forwarded.insert(id, leader);
+            // Its first credit goes now: the front end treats this queue
+            // as its own and pumps it no more (what arrives waits in the
+            // connection's outbox until consume-ok is written).
+            c.pump(ctx.queue);
+            return Ok(());
         }
         self.idle_since = None;
         let cid = self.cid(spec.id);
@@ -633,6 +680,9 @@ impl QueueType for QuorumQueue {
     }
 
     fn cancel(&mut self, _ctx: &mut Ctx, consumer_id: u64) -> bool {
+        if self.forwarded.remove(&consumer_id).is_some() {
+            return self.replication.get().is_some_and(|c| c.cancel(consumer_id));
+        }
         let Some(l) = self.locals.remove(&consumer_id) else {
             return false;
         };
@@ -645,6 +695,12 @@ impl QueueType for QuorumQueue {
     }
 
     fn settle(&mut self, _ctx: &mut Ctx, consumer_id: Option<u64>, entries: Vec<Entry>, how: Settle) {
+        if let Some(home) = consumer_id.and_then(|id| self.forwarded.get(&id)) {
+            if let Some(c) = self.replication.get() {
+                c.settle(home, consumer_id, entries.iter().map(|e| e.seq).collect(), how);
+            }
+            return;
+        }
         if let Some(l) = consumer_id.and_then(|id| self.locals.get_mut(&id)) {
             l.consumer.unacked = l.consumer.unacked.saturating_sub(entries.len() as u32);
             if let Some(cl) = &l.consumer.spec.channel_limit {
@@ -664,6 +720,16 @@ impl QueueType for QuorumQueue {
             self.deliver(ctx);
             self.top_up();
         }
+        if !self.forwarded.is_empty() {
+            if let Some(c) = self.replication.get() {
+                c.pump(ctx.queue);
+            }
+        }
+    }
+
+    fn drain(&mut self, _ctx: &mut Ctx, consumer_id: u64) -> bool {
+        self.forwarded.contains_key(&consumer_id)
+            && self.replication.get().is_some_and(|c| c.drain(consumer_id))
     }
 
     fn purge(&mut self, _ctx: &mut Ctx) -> u64 {
@@ -726,7 +792,14 @@ impl QueueType for QuorumQueue {
         self.locals.values().map(|l| l.consumer.info()).collect()
     }
 
+    /// A follower's consumer count is the leader's (which its figures
+    /// report): the state knows only how many consumers there are.
+    fn set_figures(&mut self, _figures: QueueStats) {}
+
     fn wait_for_drain(&mut self, waiter: Arc<dyn FlowWaiter>) -> bool {
+        if let (Some(leader), Some(c)) = (self.leader_node(), self.replication.get()) {
+            return c.wait_for_credit(&leader, waiter);
+        }
         if self.confirms.len() < FLOW_LOW {
             return false;
         }

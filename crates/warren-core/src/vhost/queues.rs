@@ -95,7 +95,14 @@ impl VHost {
         };
         let kind = match d.arguments.get("x-queue-type").and_then(|v| v.as_bytes()) {
             Some(b"stream") => QueueKind::Stream,
+            Some(b"quorum") => QueueKind::Quorum,
             _ => QueueKind::Classic,
+        };
+        // A quorum queue is held as a member wherever its group has one,
+        // whatever node its definition names (its first leader's).
+        let home = match (&home, kind, self.env.quorum.get()) {
+            (Some(_), QueueKind::Quorum, Some(s)) if s.is_member(&self.name, &d.name) => None,
+            _ => home,
         };
         let policy = {
             let t = self.topology.read();

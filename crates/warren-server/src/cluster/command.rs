@@ -110,10 +110,14 @@ pub enum Command {
     Bind(BindingDef),
     Unbind(BindingDef),
     /// A queue that lives on `queue.node`; `owner` is the connection there
-    /// that declared it exclusive.
+    /// that declared it exclusive. A quorum queue's group and members
+    /// (node names, the first leader first) are in `quorum`; its
+    /// `queue.node` is that first member.
     DeclareQueue {
         queue: QueueDef,
         owner: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        quorum: Option<QuorumPlacement>,
     },
     DeleteQueue {
         vhost: String,
@@ -180,6 +184,27 @@ impl From<Result<Outcome, BrokerError>> for Outcome {
 }
 
 /// What a node applies commands with.
+/// Where a new quorum queue's Raft group lives: its id (chosen at random
+/// by the declaring node) and its members, the first leader first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuorumPlacement {
+    pub group: u64,
+    pub members: Vec<String>,
+}
+
+impl QuorumPlacement {
+    /// On a member: note the group, so the queue made next is a member's.
+    fn register(&self, a: &Applier, vhost: &str, queue: &str) -> Result<(), BrokerError> {
+        if !self.members.contains(&a.node) {
+            return Ok(());
+        }
+        let ids: Vec<u64> = self.members.iter().filter_map(|m| a.table.id(m)).collect();
+        a.quorum
+            .register(vhost, queue, self.group, ids)
+            .map_err(BrokerError::Internal)
+    }
+}
+
 pub struct Applier {
     pub broker: Arc<Broker>,
     pub timers: Arc<Timers>,
@@ -189,6 +214,9 @@ pub struct Applier {
     pub node: String,
     /// The cluster's nodes and their Raft ids.
     pub table: Arc<super::nodes::NodeTable>,
+    /// The node's quorum queue groups (a declared one is registered here
+    /// on its members before the queue is made).
+    pub quorum: Arc<crate::quorum::Quorum>,
 }
 
 impl Command {
@@ -359,8 +387,15 @@ impl Command {
                 vhost(&b.vhost)?.unbind(&source, &binding)?;
                 Ok(Outcome::Done)
             }
-            Command::DeclareQueue { queue, owner } => {
+            Command::DeclareQueue { queue, owner, quorum } => {
                 let vh = vhost(&queue.vhost)?;
+                if let Some(p) = quorum {
+                    // A second declare of the same name (raced from
+                    // another node) is a redeclare: the first's group stays.
+                    if vh.find_queue(queue.name.as_bytes()).is_none() {
+                        p.register(a, &queue.vhost, &queue.name)?;
+                    }
+                }
                 let home = queue.node.as_deref().filter(|n| *n != a.node);
                 let owner = if home.is_some() { REMOTE_OWNER } else { *owner };
                 let (q, created) = vh.declare_queue_at(queue.decl(), owner, home.map(ShortStr::from))?;

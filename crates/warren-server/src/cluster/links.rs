@@ -59,6 +59,11 @@ pub mod request {
     /// connection that carries only this request and its answer (see
     /// `join.rs`).
     pub const JOIN: u8 = 4;
+    /// A quorum queue entry (its group, u64 big-endian, then the entry)
+    /// proposed on a member before it knew its group's leader, forwarded
+    /// to the leader; never answered (the proposer hears of it when it
+    /// applies the entry).
+    pub const QUORUM_PROPOSE: u8 = 5;
 }
 
 /// Pings between two status reports on a link.

@@ -137,6 +137,9 @@ pub struct Meta {
     /// The voters the driver last applied.
     voter_ids: Arc<parking_lot::Mutex<Vec<u64>>>,
     thread: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The node's quorum queue groups: their Raft messages and the links'
+    /// ups and downs go there too (groups other than this one's).
+    pub quorum: std::sync::OnceLock<Arc<crate::quorum::Quorum>>,
 }
 
 impl Meta {
@@ -224,6 +227,7 @@ impl Meta {
             applied,
             voter_ids,
             thread: parking_lot::Mutex::new(Some(thread)),
+            quorum: std::sync::OnceLock::new(),
         }))
     }
 
@@ -308,6 +312,12 @@ impl Meta {
                 let name = String::from_utf8_lossy(name).into_owned();
                 let _ = self.tx.send(Input::ForwardedForget(from.to_string(), id, name));
             }
+            Some((&super::links::request::QUORUM_PROPOSE, data)) if data.len() >= 8 => {
+                let group = u64::from_be_bytes(data[..8].try_into().expect("8 bytes"));
+                if let Some(q) = self.quorum.get() {
+                    q.forwarded(group, data[8..].to_vec());
+                }
+            }
             Some((&REQ_PROPOSE, data)) => {
                 let _ = self
                     .tx
@@ -324,20 +334,26 @@ impl Meta {
         }
     }
 
-    /// A frame of Raft messages from a peer.
+    /// A frame of Raft messages from a peer: the metadata group's are
+    /// this driver's, the others the quorum queues'.
     pub fn received(&self, batch: Vec<RaftEnvelope>) {
-        let steps: Vec<(u64, RaftMessage)> = batch
-            .into_iter()
-            .filter_map(|e| match warren_raft::decode_message(&e.message) {
-                Ok(m) => Some((e.group, m)),
-                Err(err) => {
-                    tracing::warn!("a Raft message that does not decode: {err}");
-                    None
-                }
-            })
-            .collect();
+        let (mut meta, mut quorum) = (Vec::new(), Vec::new());
+        for e in batch {
+            match warren_raft::decode_message(&e.message) {
+                Ok(m) if e.group == META => meta.push((e.group, m)),
+                Ok(m) => quorum.push((e.group, m)),
+                Err(err) => tracing::warn!("a Raft message that does not decode: {err}"),
+            }
+        }
         // One hand-over per frame, not per message.
-        let _ = self.tx.send(Input::Step(steps));
+        if !meta.is_empty() {
+            let _ = self.tx.send(Input::Step(meta));
+        }
+        if !quorum.is_empty() {
+            if let Some(q) = self.quorum.get() {
+                q.received(quorum);
+            }
+        }
     }
 
     pub fn peer_up(&self, node: &str) {
@@ -363,7 +379,7 @@ impl Meta {
 
 /// Hand each peer its messages as one frame. A full or missing link
 /// drops the frame: Raft resends.
-fn send_batches(cluster: &Cluster, table: &NodeTable, messages: Vec<(u64, u64, RaftMessage)>) {
+pub(crate) fn send_batches(cluster: &Cluster, table: &NodeTable, messages: Vec<(u64, u64, RaftMessage)>) {
     let mut batches: BTreeMap<u64, Vec<RaftEnvelope>> = BTreeMap::new();
     for (to, group, m) in messages {
         batches.entry(to).or_default().push(RaftEnvelope {
@@ -779,10 +795,16 @@ impl Driver {
 impl super::links::LinkEvents for Meta {
     fn up(&self, node: &str) {
         self.peer_up(node);
+        if let Some(q) = self.quorum.get() {
+            q.peer_up(node);
+        }
     }
 
     fn down(&self, node: &str) {
         self.peer_down(node);
+        if let Some(q) = self.quorum.get() {
+            q.peer_down(node);
+        }
     }
 
     fn raft(&self, _from: &str, batch: Vec<RaftEnvelope>) {

@@ -22,6 +22,7 @@ use warren_core::queue::Queue;
 use warren_core::vhost::{ExchangeDecl, QueueDecl};
 use warren_core::{BrokerError, VHost};
 
+use super::command::QuorumPlacement;
 use super::command::{self, Command, Outcome};
 use super::meta::Meta;
 use crate::definitions::{binding_def, exchange_def, queue_def};
@@ -149,19 +150,15 @@ pub async fn declare_queue(
     if let Some(r) = vh.declared_queue(&d, connection) {
         return r.map(|q| (q, false));
     }
-    if d.arguments.get("x-queue-type").and_then(|v| v.as_bytes()) == Some(b"quorum") {
-        // Each node would make a group of its own: replicated groups
-        // come with the rest of issue 17.
-        return Err(BrokerError::NotImplemented(
-            "quorum queues on a cluster are not available yet (single nodes have them)".into(),
-        ));
-    }
     vh.check_new_queue(&d.name)?;
     // A bad locator is not balanced here; the apply refuses it.
     let home = place(ctx, vh, &d);
+    let quorum = (d.arguments.get("x-queue-type").and_then(|v| v.as_bytes()) == Some(b"quorum"))
+        .then(|| quorum_members(ctx, &d, &home));
     let c = Command::DeclareQueue {
         queue: queue_def(&vh.name, &d, Some(&home)),
         owner: connection,
+        quorum,
     };
     let made = matches!(command::change(ctx, c).await?, Outcome::Created(true));
     let q = vh.queue(&d.name, connection)?;
@@ -175,6 +172,44 @@ pub async fn declare_queue(
         )));
     }
     Ok((q, made))
+}
+
+/// A new quorum queue's group: `x-quorum-initial-group-size` members
+/// (RabbitMQ 4's default, 3; never more than the nodes there are), the
+/// first leader (`home`, as the leader locator chose it) first, then the
+/// running nodes that are members of the fewest quorum queues here (by
+/// name among equals), and down nodes only when running ones run out.
+fn quorum_members(ctx: &ServerCtx, d: &QueueDecl, home: &ShortStr) -> QuorumPlacement {
+    let size = d
+        .arguments
+        .get("x-quorum-initial-group-size")
+        .and_then(|v| v.as_i64())
+        .map_or(3, |n| n.clamp(1, 1 << 16) as usize);
+    let mut members = vec![home.to_string()];
+    if let Some(cluster) = &ctx.cluster {
+        let load = ctx.quorum.memberships();
+        let mut others: Vec<(bool, usize, String)> = cluster
+            .peers()
+            .into_iter()
+            .filter(|p| p.node != *home.to_str_lossy())
+            .map(|p| (!p.running, load.get(&p.node).copied().unwrap_or(0), p.node))
+            .collect();
+        if home.as_bytes() != ctx.config.node_name.as_bytes() {
+            let mine = load.get(&ctx.config.node_name).copied().unwrap_or(0);
+            others.push((false, mine, ctx.config.node_name.clone()));
+        }
+        others.sort();
+        members.extend(others.into_iter().map(|(_, _, n)| n).take(size.saturating_sub(1)));
+    }
+    QuorumPlacement {
+        group: loop {
+            let g: u64 = rand::random();
+            if g != 0 {
+                break g;
+            }
+        },
+        members,
+    }
 }
 
 /// Past this many queues in the cluster, `balanced` picks a running node

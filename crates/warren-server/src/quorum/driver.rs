@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -32,7 +33,13 @@ const CHECKPOINT_BYTES: u64 = 64 << 20;
 pub enum Input {
     Attach(u64, Vec<u64>, Weak<Queue>),
     Propose(u64, Vec<u8>),
+    /// An entry another member proposed before it knew this leader.
+    Forwarded(u64, Vec<u8>),
     Remove(u64),
+    /// A frame's Raft messages: (group, message).
+    Step(Vec<(u64, warren_raft::RaftMessage)>),
+    PeerUp(u64),
+    PeerDown(u64),
     Stop,
 }
 
@@ -43,7 +50,8 @@ struct Group {
     held: Vec<Vec<u8>>,
     /// Applied since the last checkpoint: entries and bytes.
     since: (u64, u64),
-    applied: u64,
+    /// The last index applied (shared with the group's snapshot source).
+    applied: Arc<AtomicU64>,
 }
 
 pub struct Driver {
@@ -51,16 +59,24 @@ pub struct Driver {
     dir: PathBuf,
     broker: Arc<Broker>,
     timers: Arc<Timers>,
+    links: Arc<super::Links>,
     groups: HashMap<u64, Group>,
 }
 
 impl Driver {
-    pub fn new(node: RaftNode, dir: PathBuf, broker: Arc<Broker>, timers: Arc<Timers>) -> Driver {
+    pub fn new(
+        node: RaftNode,
+        dir: PathBuf,
+        broker: Arc<Broker>,
+        timers: Arc<Timers>,
+        links: Arc<super::Links>,
+    ) -> Driver {
         Driver {
             node,
             dir,
             broker,
             timers,
+            links,
             groups: HashMap::new(),
         }
     }
@@ -117,7 +133,23 @@ impl Driver {
             Input::Stop => return false,
             Input::Attach(group, members, queue) => self.attach(group, &members, queue),
             Input::Propose(group, entry) => self.propose(group, entry),
+            Input::Forwarded(group, entry) => {
+                if self.node.is_leader(group) {
+                    let _ = self.node.propose(group, entry);
+                }
+            }
             Input::Remove(group) => self.remove(group),
+            Input::Step(steps) => {
+                for (g, m) in steps {
+                    // A group this node does not have (deleted, or not a
+                    // member): stale, dropped.
+                    if let Err(e) = self.node.step(g, m) {
+                        tracing::trace!(group = g, "a quorum Raft message dropped: {e}");
+                    }
+                }
+            }
+            Input::PeerUp(id) => self.node.peer_up(id),
+            Input::PeerDown(id) => self.node.peer_down(id),
         }
         true
     }
@@ -127,11 +159,21 @@ impl Driver {
             tracing::error!(group, "a quorum queue group not started: {e}");
             return;
         }
-        let applied = self
-            .node
-            .committed(group)
-            .unwrap_or(0)
-            .min(self.node.first_index(group).map_or(0, |f| f.saturating_sub(1)));
+        // Entries up to the first the log holds are in the checkpoint the
+        // queue installed when it was made.
+        let applied = Arc::new(AtomicU64::new(
+            self.node.first_index(group).map_or(0, |f| f.saturating_sub(1)),
+        ));
+        // A follower too far behind is sent the queue's state.
+        let (at, q) = (applied.clone(), queue.clone());
+        let source: warren_raft::SnapshotSource = Arc::new(move || {
+            let data = q
+                .upgrade()
+                .and_then(|q| q.with_quorum(|qq, _| qq.snapshot()).0)
+                .unwrap_or_default();
+            (at.load(Ordering::Relaxed), data)
+        });
+        let _ = self.node.set_snapshot_source(group, source);
         self.groups.insert(
             group,
             Group {
@@ -142,9 +184,9 @@ impl Driver {
                 applied,
             },
         );
-        // A group of one elects itself at once; others wait for their
-        // election timers (or a member that starts one).
-        if members == [self.node.id()] && self.node.leader(group).is_none() {
+        // The first member (the declaring node's choice of leader) stands
+        // at once; the others wait for it, or for their election timers.
+        if members.first() == Some(&self.node.id()) && self.node.leader(group).is_none() {
             let _ = self.node.campaign(group);
         }
     }
@@ -164,6 +206,26 @@ impl Driver {
         }
     }
 
+    /// Send `entry` to `leader`'s node to propose (best effort: a link
+    /// that is down or full loses it, as a leader that fails would).
+    fn forward(&self, leader: u64, group: u64, entry: Vec<u8>) {
+        let (Some(cluster), Some(table)) = (self.links.cluster.get(), self.links.table.get()) else {
+            return;
+        };
+        let Some(name) = table.name(leader) else { return };
+        let mut body = Vec::with_capacity(9 + entry.len());
+        body.push(crate::cluster::links::request::QUORUM_PROPOSE);
+        body.extend_from_slice(&group.to_be_bytes());
+        body.extend_from_slice(&entry);
+        cluster.send(
+            &name,
+            warren_peer::Message::Request {
+                id: 1,
+                body: bytes::Bytes::from(body),
+            },
+        );
+    }
+
     fn remove(&mut self, group: u64) {
         self.groups.remove(&group);
         if let Err(e) = self.node.remove_group(group) {
@@ -173,8 +235,11 @@ impl Driver {
     }
 
     fn pass(&mut self) -> Result<(), warren_raft::NodeError> {
-        let out = self.node.drive()?;
-        // Single-node groups only so far: no messages to send.
+        let links = self.links.clone();
+        let mut out = self
+            .node
+            .drive_with(|early| send(&links, std::mem::take(early)))?;
+        send(&self.links, std::mem::take(&mut out.messages));
         let mut by_group: HashMap<u64, Vec<Applied>> = HashMap::new();
         for a in out.applied {
             by_group.entry(a.group).or_default().push(a);
@@ -193,7 +258,7 @@ impl Driver {
         let Some(q) = g.queue.upgrade() else { return };
         let mut bytes = 0u64;
         let mut count = 0u64;
-        let mut last = g.applied;
+        let mut last = g.applied.load(Ordering::Relaxed);
         let (_, effects) = q.with_quorum(|qq, ctx| {
             for a in applied {
                 last = a.index;
@@ -211,7 +276,7 @@ impl Driver {
                 qq.apply(ctx, a.index, Bytes::from(a.data));
             }
         });
-        g.applied = last;
+        g.applied.store(last, Ordering::Relaxed);
         g.since.0 += count;
         g.since.1 += bytes;
         self.carry_out(&q, effects);
@@ -234,10 +299,20 @@ impl Driver {
             }
         }
         for (group, role) in changed {
-            if role == Role::Leader {
-                let held = self.groups.get_mut(&group).map(|g| std::mem::take(&mut g.held));
-                for e in held.unwrap_or_default() {
-                    let _ = self.node.propose(group, e);
+            // What was proposed while no leader was known goes to the one
+            // there is now: proposed here, or forwarded to its node.
+            let held = self.groups.get_mut(&group).map(|g| std::mem::take(&mut g.held));
+            for e in held.unwrap_or_default() {
+                match role {
+                    Role::Leader => {
+                        let _ = self.node.propose(group, e);
+                    }
+                    // Publishes only (their tag's sequence number is not
+                    // 0): a consumer attached here is cancelled now that
+                    // another member leads, so its commands go nowhere.
+                    Role::Follower(l) if e.len() >= 16 && e[8..16] != [0; 8] => self.forward(l, group, e),
+                    Role::Follower(_) => {}
+                    Role::Unknown => {}
                 }
             }
             let Some(q) = self.groups.get(&group).and_then(|g| g.queue.upgrade()) else {
@@ -269,13 +344,26 @@ impl Driver {
         }
         let (data, _) = q.with_quorum(|qq, _| qq.snapshot());
         let Some(data) = data else { return };
-        if let Err(e) = checkpoint::write(&self.dir, group, g.applied, &data) {
+        let applied = g.applied.load(Ordering::Relaxed);
+        if let Err(e) = checkpoint::write(&self.dir, group, applied, &data) {
             tracing::error!(group, "a quorum queue checkpoint not written: {e}");
             return;
         }
         g.since = (0, 0);
-        if let Err(e) = self.node.compact(group, g.applied) {
+        if let Err(e) = self.node.compact(group, applied) {
             tracing::error!(group, "a quorum queue log not compacted: {e}");
         }
     }
+}
+
+/// Hand each peer its messages as one frame (a full or missing link drops
+/// it: Raft sends again).
+fn send(links: &super::Links, messages: Vec<(u64, u64, warren_raft::RaftMessage)>) {
+    if messages.is_empty() {
+        return;
+    }
+    let (Some(cluster), Some(table)) = (links.cluster.get(), links.table.get()) else {
+        return;
+    };
+    crate::cluster::meta::send_batches(cluster, table, messages);
 }

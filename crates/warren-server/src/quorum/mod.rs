@@ -20,7 +20,7 @@ pub mod registry;
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::Mutex;
 use warren_amqp091::ShortStr;
@@ -28,12 +28,23 @@ use warren_core::queue::{Queue, QuorumSystem};
 use warren_core::Broker;
 use warren_raft::RaftNode;
 
+use crate::cluster::links::Cluster;
+use crate::cluster::nodes::NodeTable;
 use crate::timers::Timers;
 use driver::{Driver, Input};
 use registry::{GroupEntry, Registry};
 
+/// How a clustered node reaches the members of its groups: set once the
+/// cluster's links and node table exist (after the queues are restored).
+#[derive(Default)]
+pub struct Links {
+    pub cluster: OnceLock<Arc<Cluster>>,
+    pub table: OnceLock<Arc<NodeTable>>,
+}
+
 pub struct Quorum {
     me: u64,
+    links: Arc<Links>,
     dir: PathBuf,
     tx: mpsc::Sender<Input>,
     registry: Mutex<Registry>,
@@ -57,9 +68,11 @@ impl Quorum {
         let applied = checkpoint::indexes(dir);
         let node = RaftNode::open(dir, me, &[me], &applied).map_err(|e| e.to_string())?;
         let (tx, rx) = mpsc::channel();
-        let driver = Driver::new(node, dir.to_path_buf(), broker, timers);
+        let links = Arc::new(Links::default());
+        let driver = Driver::new(node, dir.to_path_buf(), broker, timers, links.clone());
         Ok(Arc::new(Quorum {
             me,
+            links,
             dir: dir.to_path_buf(),
             tx,
             registry: Mutex::new(registry),
@@ -96,6 +109,67 @@ impl Quorum {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The cluster's links and node table (a clustered node, once they
+    /// exist): Raft messages go to peers from then on.
+    pub fn set_links(&self, cluster: Arc<Cluster>, table: Arc<NodeTable>) {
+        let _ = self.links.cluster.set(cluster);
+        let _ = self.links.table.set(table);
+    }
+
+    /// A group this node is a member of, as a cluster declared it (before
+    /// the queue is made, which then finds it here).
+    pub fn register(&self, vhost: &str, queue: &str, group: u64, members: Vec<u64>) -> Result<(), String> {
+        self.registry
+            .lock()
+            .put(GroupEntry {
+                group,
+                vhost: vhost.to_string(),
+                queue: queue.to_string(),
+                members,
+            })
+            .map_err(|e| format!("the quorum group registry: {e}"))
+    }
+
+    /// How many of the groups this node knows each node is a member of
+    /// (where new groups' members go: the fewest first).
+    pub fn memberships(&self) -> std::collections::HashMap<String, usize> {
+        let mut out = std::collections::HashMap::new();
+        let Some(table) = self.links.table.get() else {
+            return out;
+        };
+        for g in self.registry.lock().all() {
+            for m in &g.members {
+                if let Some(n) = table.name(*m) {
+                    *out.entry(n).or_insert(0) += 1;
+                }
+            }
+        }
+        out
+    }
+
+    /// An entry a member forwarded (it proposed before it knew the
+    /// leader): proposed here if this node leads, else dropped.
+    pub fn forwarded(&self, group: u64, entry: Vec<u8>) {
+        let _ = self.tx.send(Input::Forwarded(group, entry));
+    }
+
+    /// A frame of Raft messages from a peer for quorum groups.
+    pub fn received(&self, steps: Vec<(u64, warren_raft::RaftMessage)>) {
+        let _ = self.tx.send(Input::Step(steps));
+    }
+
+    pub fn peer_up(&self, node: &str) {
+        if let Some(id) = self.links.table.get().and_then(|t| t.id(node)) {
+            let _ = self.tx.send(Input::PeerUp(id));
+        }
+    }
+
+    pub fn peer_down(&self, node: &str) {
+        if let Some(id) = self.links.table.get().and_then(|t| t.id(node)) {
+            let _ = self.tx.send(Input::PeerDown(id));
+        }
     }
 }
 
@@ -135,6 +209,22 @@ impl QuorumSystem for Quorum {
             found.unwrap_or_else(|| vec![self.me])
         };
         let _ = self.tx.send(Input::Attach(group, members, queue));
+    }
+
+    fn is_member(&self, vhost: &str, name: &ShortStr) -> bool {
+        let queue = name.to_str_lossy();
+        self.registry
+            .lock()
+            .get(vhost, &queue)
+            .is_some_and(|g| g.members.contains(&self.me))
+    }
+
+    fn node_name(&self, id: u64) -> Option<ShortStr> {
+        self.links
+            .table
+            .get()?
+            .name(id)
+            .map(|n| ShortStr::from(n.as_str()))
     }
 
     fn propose(&self, group: u64, entry: Vec<u8>) {

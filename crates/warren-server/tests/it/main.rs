@@ -17,6 +17,7 @@ mod cluster_forget;
 mod cluster_join;
 mod cluster_kill;
 mod cluster_messages;
+mod cluster_quorum;
 mod cluster_snapshot;
 mod cluster_tls;
 mod cluster_topology;

@@ -1,0 +1,137 @@
+//! Quorum queues on three nodes (issue 17): the group's members are on
+//! every node, publishes through a follower are confirmed once a
+//! majority has them, consumers through another node get them in order,
+//! and when the leader's node stops another member leads with every
+//! confirmed message.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use futures_lite::StreamExt;
+use lapin::options::*;
+use lapin::types::FieldTable;
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+
+use crate::cluster::{in_step, three_linked};
+use crate::common::*;
+
+async fn connect(b: &Broker) -> Connection {
+    let uri = format!("amqp://guest:guest@127.0.0.1:{}/%2f", b.port);
+    within(Connection::connect(&uri, ConnectionProperties::default()))
+        .await
+        .expect("connects")
+}
+
+async fn channel(b: &Broker) -> (Connection, Channel) {
+    let c = connect(b).await;
+    let ch = within(c.create_channel()).await.unwrap();
+    (c, ch)
+}
+
+async fn declare_quorum(ch: &Channel, name: &str) {
+    within(ch.queue_declare(
+        name.into(),
+        QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        table(&[("x-queue-type", s("quorum"))]),
+    ))
+    .await
+    .unwrap();
+}
+
+/// Publish "m{from}".."m{to-1}" with confirms; all acked.
+async fn publish_confirmed(ch: &Channel, q: &str, from: usize, to: usize) {
+    within(ch.confirm_select(ConfirmSelectOptions::default()))
+        .await
+        .unwrap();
+    let mut confirms = Vec::new();
+    for i in from..to {
+        confirms.push(
+            within(ch.basic_publish(
+                "".into(),
+                q.into(),
+                BasicPublishOptions::default(),
+                format!("m{i}").as_bytes(),
+                BasicProperties::default().with_delivery_mode(2),
+            ))
+            .await
+            .unwrap(),
+        );
+    }
+    for c in confirms {
+        assert!(within(c).await.unwrap().is_ack());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn published_through_a_follower_consumed_through_another_and_kept_when_the_leader_stops() {
+    let (_ports, mut nodes) = three_linked().await;
+    let (_c1, ch1) = channel(&nodes[0]).await;
+    declare_quorum(&ch1, "qq").await;
+    in_step(&nodes).await;
+    // Node 1 declared it: it leads (client-local); node 2 forwards.
+    let (_c2, ch2) = channel(&nodes[1]).await;
+    publish_confirmed(&ch2, "qq", 0, 200).await;
+    let (c3, ch3) = channel(&nodes[2]).await;
+    within(ch3.basic_qos(10, BasicQosOptions::default()))
+        .await
+        .unwrap();
+    let mut consumer = within(ch3.basic_consume(
+        "qq".into(),
+        "c".into(),
+        BasicConsumeOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap();
+    for i in 0..100 {
+        let d = within(consumer.next()).await.unwrap().unwrap();
+        assert_eq!(d.data, format!("m{i}").as_bytes());
+        within(d.ack(BasicAckOptions::default())).await.unwrap();
+    }
+    drop(consumer);
+    let _ = c3.close(200, "done".into()).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // The leader's node stops: another member leads, with the 100 left.
+    nodes[0].stop().await;
+    let mut got = BTreeSet::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    'retry: while got.len() < 100 {
+        assert!(tokio::time::Instant::now() < deadline, "got {} of 100", got.len());
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let c = connect(&nodes[2]).await;
+        let ch = within(c.create_channel()).await.unwrap();
+        let Ok(mut consumer) = within(ch.basic_consume(
+            "qq".into(),
+            "c2".into(),
+            BasicConsumeOptions {
+                no_ack: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        ))
+        .await
+        else {
+            continue;
+        };
+        loop {
+            match tokio::time::timeout(Duration::from_secs(3), consumer.next()).await {
+                Ok(Some(Ok(d))) => {
+                    got.insert(String::from_utf8(d.data).unwrap());
+                }
+                _ => continue 'retry,
+            }
+            if got.len() == 100 {
+                break 'retry;
+            }
+        }
+    }
+    let want: BTreeSet<String> = (100..200).map(|i| format!("m{i}")).collect();
+    assert_eq!(got, want);
+    // And publishing goes on through the new leader.
+    let (_c2, ch2) = channel(&nodes[1]).await;
+    publish_confirmed(&ch2, "qq", 200, 210).await;
+}
