@@ -26,53 +26,9 @@ B=${B:-10000}
 SECS=${SECS:-30}
 ONLY=${ONLY:-}
 OUT=bench/out/cluster
-RMQ=../shared/anchors/rabbitmq-cluster.sh
-mkdir -p "$OUT"
-PIDS=()
+source bench/cluster_lib.sh
+start_clusters
 
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-  $RMQ stop >/dev/null 2>&1 || true
-  rm -rf "$OUT"/data* /tmp/rmq-c1 /tmp/rmq-c2 /tmp/rmq-c3
-}
-trap cleanup EXIT
-
-cargo build --release -p warren-server
-rm -rf "$OUT"/data* /tmp/rmq-c1 /tmp/rmq-c2 /tmp/rmq-c3
-for i in 1 2 3; do
-  peers=""
-  for j in 1 2 3; do
-    [ "$j" = "$i" ] && continue
-    peers="$peers{ node = \"warren@b$j\", address = \"127.0.0.1:$((25780 + j))\" }, "
-  done
-  cat > "$OUT/node$i.toml" <<TOML
-node_name = "warren@b$i"
-data_dir = "$OUT/data$i"
-amqp_listen = "127.0.0.1:$((5780 + i))"
-http_listen = "127.0.0.1:$((15780 + i))"
-stream_listen = "none"
-prometheus_listen = "none"
-
-[cluster]
-name = "bench"
-secret = "bench-secret"
-listen = "127.0.0.1:$((25780 + i))"
-peers = [ $peers]
-TOML
-  ./target/release/warren --config "$OUT/node$i.toml" > "$OUT/node$i.log" 2>&1 &
-  PIDS+=($!)
-done
-$RMQ start
-# Every Warren node up, with a metadata leader (a change commits).
-for t in $(seq 1 100); do
-  if curl -sf -u guest:guest -X PUT "http://127.0.0.1:15781/api/vhosts/bench-ready" >/dev/null; then break; fi
-  sleep 0.2
-done
-curl -sf -u guest:guest -X DELETE "http://127.0.0.1:15781/api/vhosts/bench-ready" >/dev/null
-sleep 1
-
-ratio() { python3 -c "print(f'{$1/$2:.2f}')"; }
 last() { echo "$1" | grep "^$2 " | awk '{print $NF}' | cut -d: -f2; }
 
 want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
@@ -99,12 +55,7 @@ echo "I import, all on node 3: Warren ${ws} s, RabbitMQ ${rs} s, RabbitMQ/Warren
 fi
 
 if want X; then
-# PerfTest, as bench/run.sh uses it.
-mkdir -p bench/out
-if [ ! -d bench/out/lib ]; then
-  cp ../shared/anchors/perftest-pom.xml bench/out/pom.xml
-  mvn -q -f bench/out/pom.xml dependency:copy-dependencies -DoutputDirectory=lib
-fi
+fetch_perftest
 perftest() { timeout $((SECS + 60)) java -cp "bench/out/lib/*" com.rabbitmq.perf.PerfTest "$@"; }
 rate() { grep "$1 rate avg" "$2" | grep -o '[0-9]*' | tail -1; }
 cross() { # name http1 amqp2 amqp3

@@ -329,6 +329,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let quorum = quorum::Quorum::open(
         &config.data_dir.join("quorum"),
         raft_id,
+        &config.node_name,
         broker.clone(),
         timers.clone(),
     )

@@ -45,7 +45,7 @@ pub use consumer::{
 };
 pub use dead_letter::{DeadLetter, Reason};
 pub use paging::{WINDOW_BYTES, WINDOW_MAX};
-pub use quorum::{QuorumQueue, QuorumSlot, QuorumSystem, Role};
+pub use quorum::{QuorumQueue, QuorumSlot, QuorumSystem, QuorumView, Role};
 pub use remote::RemoteQueue;
 pub use stream::{now_ms, StreamCodec, StreamLog, StreamQueue, StreamWaiter};
 pub use ticket::{RemoteConfirm, Ticket};
@@ -532,6 +532,12 @@ impl Queue {
         });
         system.attach(group, Arc::downgrade(&q));
         Ok(q)
+    }
+
+    /// A quorum queue's leader and members (None for other types, and
+    /// for a quorum queue this node is not a member of).
+    pub fn quorum_view(&self) -> Option<QuorumView> {
+        self.state.lock().ty.as_quorum().map(|q| q.view())
     }
 
     /// Run `f` on this quorum queue's member state (None for other

@@ -67,6 +67,11 @@ pub trait QuorumSystem: Send + Sync {
     fn is_member(&self, vhost: &str, name: &ShortStr) -> bool;
     /// The node whose Raft id is `id` (a cluster's node table).
     fn node_name(&self, id: u64) -> Option<ShortStr>;
+    /// `group`'s members (Raft ids) as this node knows them.
+    fn members(&self, group: u64) -> Vec<u64>;
+    /// Is node `id` reachable from here (this node, or a peer whose link
+    /// is up)?
+    fn is_up(&self, id: u64) -> bool;
     /// Hand `entry` to `group`'s leader (here), to append and replicate.
     fn propose(&self, group: u64, entry: Vec<u8>);
     /// The queue is deleted: its group goes from this node.
@@ -95,6 +100,14 @@ impl std::fmt::Debug for QuorumSlot {
             if self.get().is_some() { "set" } else { "none" }
         )
     }
+}
+
+/// What the management API shows of a quorum queue (RabbitMQ's fields).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumView {
+    pub leader: Option<ShortStr>,
+    pub members: Vec<ShortStr>,
+    pub online: Vec<ShortStr>,
 }
 
 /// This member's part in its group, as the Raft thread last saw it.
@@ -200,6 +213,27 @@ impl QuorumQueue {
 
     pub fn role(&self) -> Role {
         self.role
+    }
+
+    /// Leader, members and the members reachable from here.
+    pub fn view(&self) -> QuorumView {
+        let me = self.system.node_id();
+        let ids = self.system.members(self.group);
+        let name = |id: u64| self.system.node_name(id);
+        let leader = match self.role {
+            Role::Leader => name(me),
+            Role::Follower(id) => name(id),
+            Role::Unknown => None,
+        };
+        QuorumView {
+            leader,
+            members: ids.iter().filter_map(|i| name(*i)).collect(),
+            online: ids
+                .iter()
+                .filter(|i| self.system.is_up(**i))
+                .filter_map(|i| name(*i))
+                .collect(),
+        }
     }
 
     /// Leading, or no leader known yet (operations are proposed, and

@@ -46,6 +46,13 @@ struct QueueInfo<'a> {
     operator_policy: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     message_stats: Option<Value>,
+    /// A quorum queue's leader, members and the members online.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    leader: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    members: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    online: Option<Vec<String>>,
 }
 
 /// A rough figure for a queue's memory: the bodies of its ready messages
@@ -58,8 +65,11 @@ fn memory_estimate(s: &QueueStats) -> u64 {
 }
 
 fn info<'a>(q: &'a Queue, node: &'a str) -> QueueInfo<'a> {
+    use warren_core::queue::QueueKind;
     let s = q.stats();
     let policy = q.policy();
+    let view = q.quorum_view();
+    let names = |v: &[warren_amqp091::ShortStr]| v.iter().map(|n| n.to_str_lossy().into_owned()).collect();
     QueueInfo {
         name: q.name.to_str_lossy(),
         vhost: &q.vhost,
@@ -73,10 +83,10 @@ fn info<'a>(q: &'a Queue, node: &'a str) -> QueueInfo<'a> {
             None => node,
         },
         state: "running",
-        kind: if q.kind() == warren_core::queue::QueueKind::Stream {
-            "stream"
-        } else {
-            "classic"
+        kind: match q.kind() {
+            QueueKind::Stream => "stream",
+            QueueKind::Quorum => "quorum",
+            QueueKind::Classic => "classic",
         },
         messages: s.ready + s.unacked,
         messages_ready: s.ready,
@@ -93,6 +103,11 @@ fn info<'a>(q: &'a Queue, node: &'a str) -> QueueInfo<'a> {
             .map_or_else(Map::new, |p| table_to_json(&p.definition)),
         operator_policy: None,
         message_stats: message_stats::queue(&q.counters),
+        leader: view
+            .as_ref()
+            .and_then(|v| v.leader.as_ref().map(|l| l.to_str_lossy().into_owned())),
+        members: view.as_ref().map(|v| names(&v.members)),
+        online: view.as_ref().map(|v| names(&v.online)),
     }
 }
 

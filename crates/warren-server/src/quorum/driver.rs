@@ -28,7 +28,7 @@ const TICK: Duration = Duration::from_millis(100);
 /// is not written whole over and over).
 const CHECKPOINT_ENTRIES: u64 = 8192;
 /// ... or this many bytes of entries.
-const CHECKPOINT_BYTES: u64 = 64 << 20;
+const CHECKPOINT_BYTES: u64 = 8 << 20;
 
 pub enum Input {
     Attach(u64, Vec<u64>, Weak<Queue>),

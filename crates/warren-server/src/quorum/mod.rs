@@ -44,6 +44,8 @@ pub struct Links {
 
 pub struct Quorum {
     me: u64,
+    /// This node's name (a single node names itself with it).
+    node_name: String,
     links: Arc<Links>,
     dir: PathBuf,
     tx: mpsc::Sender<Input>,
@@ -60,6 +62,7 @@ impl Quorum {
     pub fn open(
         dir: &Path,
         me: u64,
+        node_name: &str,
         broker: Arc<Broker>,
         timers: Arc<Timers>,
     ) -> Result<Arc<Quorum>, String> {
@@ -72,6 +75,7 @@ impl Quorum {
         let driver = Driver::new(node, dir.to_path_buf(), broker, timers, links.clone());
         Ok(Arc::new(Quorum {
             me,
+            node_name: node_name.to_string(),
             links,
             dir: dir.to_path_buf(),
             tx,
@@ -220,11 +224,28 @@ impl QuorumSystem for Quorum {
     }
 
     fn node_name(&self, id: u64) -> Option<ShortStr> {
-        self.links
-            .table
-            .get()?
-            .name(id)
-            .map(|n| ShortStr::from(n.as_str()))
+        match self.links.table.get() {
+            Some(t) => t.name(id).map(|n| ShortStr::from(n.as_str())),
+            // A single node: its groups are its own.
+            None => (id == self.me).then(|| ShortStr::from(self.node_name.as_str())),
+        }
+    }
+
+    fn members(&self, group: u64) -> Vec<u64> {
+        let reg = self.registry.lock();
+        let found = reg.all().find(|e| e.group == group).map(|e| e.members.clone());
+        found.unwrap_or_default()
+    }
+
+    fn is_up(&self, id: u64) -> bool {
+        if id == self.me {
+            return true;
+        }
+        let (Some(cluster), Some(table)) = (self.links.cluster.get(), self.links.table.get()) else {
+            return false;
+        };
+        let Some(name) = table.name(id) else { return false };
+        cluster.peers().iter().any(|p| p.node == name && p.running)
     }
 
     fn propose(&self, group: u64, entry: Vec<u8>) {

@@ -11,6 +11,7 @@ use futures_lite::StreamExt;
 use lapin::options::*;
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+use reqwest::Method;
 
 use crate::cluster::{in_step, three_linked};
 use crate::common::*;
@@ -71,7 +72,16 @@ async fn published_through_a_follower_consumed_through_another_and_kept_when_the
     let (_c1, ch1) = channel(&nodes[0]).await;
     declare_quorum(&ch1, "qq").await;
     in_step(&nodes).await;
-    // Node 1 declared it: it leads (client-local); node 2 forwards.
+    // Node 1 declared it: it leads (client-local), every node a member,
+    // as the API shows on each.
+    for b in &nodes {
+        let v = queue_view(b).await;
+        assert_eq!(v["type"], "quorum", "{v}");
+        assert_eq!(v["leader"], "warren@node-1", "{v}");
+        assert_eq!(v["members"].as_array().map(Vec::len), Some(3), "{v}");
+        assert_eq!(v["online"].as_array().map(Vec::len), Some(3), "{v}");
+    }
+    // Node 2 forwards its publishes to the leader.
     let (_c2, ch2) = channel(&nodes[1]).await;
     publish_confirmed(&ch2, "qq", 0, 200).await;
     let (c3, ch3) = channel(&nodes[2]).await;
@@ -134,4 +144,19 @@ async fn published_through_a_follower_consumed_through_another_and_kept_when_the
     // And publishing goes on through the new leader.
     let (_c2, ch2) = channel(&nodes[1]).await;
     publish_confirmed(&ch2, "qq", 200, 210).await;
+    let v = queue_view(&nodes[2]).await;
+    assert_ne!(v["leader"], "warren@node-1", "{v}");
+    assert_eq!(v["online"].as_array().map(Vec::len), Some(2), "{v}");
+}
+
+/// `/api/queues/%2F/qq` on `b`, once it has a leader.
+async fn queue_view(b: &Broker) -> serde_json::Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, v) = b.http(Method::GET, "/api/queues/%2F/qq", None).await;
+        if v["leader"].is_string() || tokio::time::Instant::now() > deadline {
+            return v;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

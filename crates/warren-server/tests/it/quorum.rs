@@ -54,6 +54,13 @@ async fn declares_follow_rabbitmqs_rules() {
     let b = Broker::start().await;
     let (_c, ch) = b.channel().await;
     declare_quorum(&ch, "qq", FieldTable::default()).await;
+    let (status, v) = b.http(reqwest::Method::GET, "/api/queues/%2F/qq", None).await;
+    assert_eq!(status, reqwest::StatusCode::OK);
+    assert_eq!(v["type"], "quorum", "{v}");
+    assert_eq!(v["arguments"]["x-queue-type"], "quorum", "{v}");
+    let me = v["node"].clone();
+    assert_eq!(v["members"], serde_json::json!([me]), "{v}");
+    assert_eq!(v["online"], serde_json::json!([me]), "{v}");
     // Redeclared alike: fine; passive: fine.
     declare_quorum(&ch, "qq", FieldTable::default()).await;
     within(ch.queue_declare(
