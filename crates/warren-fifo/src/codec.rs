@@ -15,6 +15,7 @@
 //!   7 discard  consumer u64, n u32, n ids u64
 //!   8 cancel   consumer u64
 //!   9 purge
+//!  10 dequeue  consumer u64, id u64, settled u8
 //! header = id u64, size u32, expires_at u64 (0: none), delivery_count u32, acquired_count u32
 //! state  = version u8 (1), delivery_limit u32 (0: none, else limit + 1), now u64,
 //!          n u32 returns headers, n u32 waiting headers,
@@ -83,6 +84,16 @@ pub fn encode(c: &Command, out: &mut Vec<u8>) {
             out.extend_from_slice(&consumer.to_le_bytes());
         }
         Command::Purge => out.push(9),
+        Command::Dequeue {
+            consumer,
+            id,
+            settled,
+        } => {
+            out.push(10);
+            out.extend_from_slice(&consumer.to_le_bytes());
+            out.extend_from_slice(&id.to_le_bytes());
+            out.push(*settled as u8);
+        }
     }
 }
 
@@ -151,6 +162,11 @@ pub fn decode(index: u64, b: &[u8]) -> Result<(Command, &[u8]), CodecError> {
         },
         8 => Command::Cancel { consumer: r.u64()? },
         9 => Command::Purge,
+        10 => Command::Dequeue {
+            consumer: r.u64()?,
+            id: r.u64()?,
+            settled: r.u8()? != 0,
+        },
         k => return Err(CodecError::Kind(k)),
     };
     Ok((c, r.0))
@@ -237,8 +253,8 @@ pub fn decode_state(b: &[u8]) -> Result<(Fifo, &[u8]), CodecError> {
         service.push_back(id);
     }
     let distinct: std::collections::BTreeSet<&u64> = service.iter().collect();
-    if service.len() != consumers.len() || distinct.len() != service.len() {
-        return Err(CodecError::Inconsistent("consumers not served"));
+    if distinct.len() != service.len() {
+        return Err(CodecError::Inconsistent("a consumer served twice"));
     }
     Ok((
         Fifo::from_parts(config, now, returns, waiting, consumers, service),
@@ -330,6 +346,11 @@ mod tests {
             },
             Command::Cancel { consumer: 9 },
             Command::Purge,
+            Command::Dequeue {
+                consumer: 4,
+                id: 17,
+                settled: true,
+            },
         ];
         for c in cs {
             let mut b = Vec::new();

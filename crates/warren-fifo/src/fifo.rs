@@ -87,6 +87,15 @@ pub enum Command {
     Cancel { consumer: ConsumerId },
     /// Drop every waiting message.
     Purge,
+    /// basic.get: message `id`, if it still waits, goes to `consumer`
+    /// (the getting node's, which is not served otherwise) or, `settled`
+    /// (no-ack), leaves the queue. The leader picked `id` from the head
+    /// when it answered the get.
+    Dequeue {
+        consumer: ConsumerId,
+        id: MsgId,
+        settled: bool,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -305,6 +314,33 @@ impl Fifo {
                     // processing failed (RabbitMQ 4.3).
                     for (_, h) in c.checked_out {
                         self.back(h, false, &mut out);
+                    }
+                }
+            }
+            Command::Dequeue {
+                consumer,
+                id,
+                settled,
+            } => {
+                let line = if self.returns.iter().any(|h| h.id == id) {
+                    &mut self.returns
+                } else {
+                    &mut self.waiting
+                };
+                if let Some(at) = line.iter().position(|h| h.id == id) {
+                    let mut h = line.remove(at).expect("found");
+                    self.ready_bytes -= h.size as u64;
+                    h.acquired_count += 1;
+                    if settled {
+                        out.push(Effect::Dropped(vec![id]));
+                    } else {
+                        // Held like a consumer's delivery, but not served:
+                        // it is not in the service order.
+                        self.consumers
+                            .entry(consumer)
+                            .or_default()
+                            .checked_out
+                            .insert(id, h);
                     }
                 }
             }

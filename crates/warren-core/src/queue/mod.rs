@@ -534,6 +534,16 @@ impl Queue {
         Ok(q)
     }
 
+    /// Where clients' gets and purges of this queue go: its home for a
+    /// queue of another node, the leader's node for a quorum queue led
+    /// elsewhere; None when this node answers them.
+    pub fn forward_home(&self) -> Option<ShortStr> {
+        if let Some(h) = &self.home {
+            return Some(h.clone());
+        }
+        self.state.lock().ty.as_quorum().and_then(|q| q.forward_home())
+    }
+
     /// A quorum queue's leader and members (None for other types, and
     /// for a quorum queue this node is not a member of).
     pub fn quorum_view(&self) -> Option<QuorumView> {

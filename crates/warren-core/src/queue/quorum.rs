@@ -156,6 +156,9 @@ pub struct QuorumQueue {
     /// Consumers of this node attached at the leader's node, and which
     /// node that was (their settles go there).
     forwarded: HashMap<u64, ShortStr>,
+    /// Messages a basic.get here has taken whose Dequeue is not applied
+    /// yet (the next get must not take them again).
+    dequeuing: std::collections::HashSet<MsgId>,
 }
 
 impl std::fmt::Debug for QuorumQueue {
@@ -196,7 +199,18 @@ impl QuorumQueue {
             memory,
             replication,
             forwarded: HashMap::new(),
+            dequeuing: std::collections::HashSet::new(),
         }
+    }
+
+    /// Where clients' gets and purges go when another member leads.
+    pub fn forward_home(&self) -> Option<ShortStr> {
+        self.leader_node()
+    }
+
+    /// The id this node's basic.gets hold their messages under.
+    fn getter(&self) -> u64 {
+        self.cid((1 << 48) - 1)
     }
 
     /// The leader's node, when another member leads.
@@ -338,6 +352,9 @@ impl QuorumQueue {
             }
             self.resume_publishers();
         }
+        if role != Role::Leader {
+            self.dequeuing.clear();
+        }
         if matches!(role, Role::Follower(_)) && was != role {
             for (_, l) in std::mem::take(&mut self.locals) {
                 l.consumer
@@ -383,6 +400,9 @@ impl QuorumQueue {
                     "an enqueued message that does not decode: {e}"
                 ),
             }
+        }
+        if let Command::Dequeue { id, .. } = &command {
+            self.dequeuing.remove(id);
         }
         if let Command::Credit { consumer, credit } = &command {
             if consumer >> 48 == me {
@@ -534,8 +554,11 @@ impl QuorumQueue {
     }
 
     fn ids_command(&mut self, consumer_id: Option<u64>, entries: &[Entry], how: Settle) {
-        let Some(id) = consumer_id else { return };
-        let consumer = self.cid(id);
+        // Gets are held by this node's getter.
+        let consumer = match consumer_id {
+            Some(id) => self.cid(id),
+            None => self.getter(),
+        };
         let ids: Vec<MsgId> = entries.iter().map(|e| e.seq).collect();
         let c = match how {
             Settle::Ack => Command::Settle { consumer, ids },
@@ -729,9 +752,15 @@ impl QueueType for QuorumQueue {
     }
 
     fn settle(&mut self, _ctx: &mut Ctx, consumer_id: Option<u64>, entries: Vec<Entry>, how: Settle) {
-        if let Some(home) = consumer_id.and_then(|id| self.forwarded.get(&id)) {
+        // A consumer attached at the leader's node, or (no consumer) a get
+        // the leader's node answered: settled there.
+        let home = match consumer_id {
+            Some(id) => self.forwarded.get(&id).cloned(),
+            None => self.leader_node(),
+        };
+        if let Some(home) = home {
             if let Some(c) = self.replication.get() {
-                c.settle(home, consumer_id, entries.iter().map(|e| e.seq).collect(), how);
+                c.settle(&home, consumer_id, entries.iter().map(|e| e.seq).collect(), how);
             }
             return;
         }
@@ -744,9 +773,46 @@ impl QueueType for QuorumQueue {
         self.ids_command(consumer_id, &entries, how);
     }
 
-    /// basic.get is not offered on quorum queues yet: it finds them empty.
-    fn get(&mut self, _ctx: &mut Ctx, _no_ack: bool) -> Option<(Entry, u64)> {
-        None
+    /// basic.get on the leader: the first waiting message not already
+    /// taken by a get, answered at once; a Dequeue of that message is
+    /// proposed, which holds it for this node's getter (or settles it,
+    /// no-ack). Should the leader fail before it commits, the message
+    /// stays in the queue and is delivered again (at least once). A
+    /// consumer served between the answer and the Dequeue may get it too;
+    /// the Dequeue then finds it gone and does nothing.
+    fn get(&mut self, _ctx: &mut Ctx, no_ack: bool) -> Option<(Entry, u64)> {
+        if self.role != Role::Leader {
+            return None;
+        }
+        let (returns, waiting) = self.fifo.lines();
+        let h = returns
+            .iter()
+            .chain(waiting.iter())
+            .find(|h| !self.dequeuing.contains(&h.id))?
+            .clone();
+        let mut message = self.bodies.get(&h.id)?.clone();
+        if h.delivery_count > 0 {
+            message = with_delivery_count(&message, h.delivery_count);
+        }
+        self.dequeuing.insert(h.id);
+        let c = Command::Dequeue {
+            consumer: self.getter(),
+            id: h.id,
+            settled: no_ack,
+        };
+        self.propose(0, &c);
+        let remaining = (self.fifo.ready() - self.dequeuing.len().min(self.fifo.ready())) as u64;
+        Some((
+            Entry {
+                seq: h.id,
+                message,
+                redelivered: h.acquired_count > 0,
+                delivery_count: h.delivery_count,
+                expires_at: None,
+                stored: false,
+            },
+            remaining,
+        ))
     }
 
     fn pump(&mut self, ctx: &mut Ctx) {
@@ -766,7 +832,11 @@ impl QueueType for QuorumQueue {
             && self.replication.get().is_some_and(|c| c.drain(consumer_id))
     }
 
+    /// On the leader (a follower's front end asks the leader's node).
     fn purge(&mut self, _ctx: &mut Ctx) -> u64 {
+        if matches!(self.role, Role::Follower(_)) {
+            return 0;
+        }
         let n = self.fifo.ready() as u64;
         self.propose(0, &Command::Purge);
         n

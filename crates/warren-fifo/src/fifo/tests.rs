@@ -323,9 +323,23 @@ fn random_command_sequences_keep_the_invariants() {
                     ids: some(&mut rng),
                 },
                 90..=94 => Command::Cancel { consumer },
-                95..=97 => {
+                95..=96 => {
                     now += rng.gen_range(0..100);
                     Command::Tick { now }
+                }
+                97 => {
+                    // A get of a waiting message (or of one that is not).
+                    let waiting: Vec<MsgId> = f.waiting_ids().collect();
+                    let id = if waiting.is_empty() || rng.gen_bool(0.2) {
+                        next_id + 500
+                    } else {
+                        waiting[rng.gen_range(0..waiting.len())]
+                    };
+                    Command::Dequeue {
+                        consumer: 9,
+                        id,
+                        settled: rng.gen_bool(0.5),
+                    }
                 }
                 _ => Command::Purge,
             };
@@ -335,6 +349,9 @@ fn random_command_sequences_keep_the_invariants() {
             };
             let purged: Vec<MsgId> = match &c {
                 Command::Purge => f.waiting_ids().collect(),
+                Command::Dequeue {
+                    id, settled: true, ..
+                } if f.waiting_ids().any(|w| w == *id) => vec![*id],
                 _ => Vec::new(),
             };
             let cancelled = matches!(c, Command::Cancel { .. });
@@ -400,7 +417,7 @@ fn random_command_sequences_keep_the_invariants() {
             // Every live message is in exactly one place.
             let mut seen: Vec<MsgId> = f.waiting_ids().collect();
             let mut bytes = 0u64;
-            for c in 1..4 {
+            for c in [1, 2, 3, 9] {
                 if let Some(c) = f.consumer(c) {
                     seen.extend(c.checked_out.keys().copied());
                 }

@@ -236,7 +236,7 @@ pub fn basic_get(conn: &mut Conn, ch: &mut Channel, m: BasicGet) -> Result<()> {
     let name = ch.queue_name(&m.queue)?;
     conn.check(Access::Read, Resource::Queue, &name)?;
     let q = conn.vhost()?.queue(&name, conn.id)?;
-    if q.home.is_some() {
+    if let Some(home) = q.forward_home() {
         super::declare::remote_home_up(conn, &q)?;
         let Some(client) = conn.ctx.queue_client.clone() else {
             return Err(AmqpError::new(
@@ -245,7 +245,7 @@ pub fn basic_get(conn: &mut Conn, ch: &mut Channel, m: BasicGet) -> Result<()> {
             ));
         };
         let queue = q.clone();
-        let work = async move { client.get(&queue, m.no_ack).await };
+        let work = async move { client.get(&queue, &home, m.no_ack).await };
         super::declare::after_cluster(conn, ch, BASIC_GET, work, move |conn, ch, got| {
             get_ok(conn, ch, q, m.no_ack, got);
             Ok(())

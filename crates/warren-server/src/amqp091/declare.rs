@@ -334,9 +334,9 @@ pub fn queue_purge(conn: &mut Conn, ch: &mut Channel, m: QueuePurge) -> Result<(
     let name = ch.queue_name(&m.queue)?;
     conn.check(Access::Read, Resource::Queue, &name)?;
     let q = conn.vhost()?.queue(&name, conn.id)?;
-    if let (Some(_), Some(client)) = (&q.home, conn.ctx.queue_client.clone()) {
-        // Its home purges it.
-        let work = async move { client.purge(&q).await };
+    if let (Some(home), Some(client)) = (q.forward_home(), conn.ctx.queue_client.clone()) {
+        // Its home (a quorum queue's leader) purges it.
+        let work = async move { client.purge(&q, &home).await };
         after_cluster(conn, ch, QUEUE_PURGE, work, move |conn, ch, n| {
             purge_ok(conn, ch.id, m.no_wait, n);
             Ok(())

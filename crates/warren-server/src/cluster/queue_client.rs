@@ -469,10 +469,18 @@ impl QueueClient {
     }
 
     /// basic.get on a queue at its home.
-    pub async fn get(&self, queue: &Arc<Queue>, no_ack: bool) -> Result<Option<(Entry, u64)>, BrokerError> {
+    /// basic.get on a queue at `home` (its home, or a quorum queue's
+    /// leader's node).
+    pub async fn get(
+        &self,
+        queue: &Arc<Queue>,
+        home: &ShortStr,
+        no_ack: bool,
+    ) -> Result<Option<(Entry, u64)>, BrokerError> {
         let q = queue.clone();
         self.ask(
             queue,
+            home,
             move |tx| Waiting::Get(q, tx),
             |req| QueueMsg::Get {
                 req,
@@ -484,9 +492,9 @@ impl QueueClient {
         .await
     }
 
-    /// queue.purge on a queue at its home: how many went.
-    pub async fn purge(&self, queue: &Arc<Queue>) -> Result<u64, BrokerError> {
-        self.ask(queue, Waiting::Purge, |req| QueueMsg::Purge {
+    /// queue.purge on a queue at `home`: how many went.
+    pub async fn purge(&self, queue: &Arc<Queue>, home: &ShortStr) -> Result<u64, BrokerError> {
+        self.ask(queue, home, Waiting::Purge, |req| QueueMsg::Purge {
             req,
             vhost: queue.vhost.clone(),
             queue: queue.name.clone().into_bytes(),
@@ -499,14 +507,11 @@ impl QueueClient {
     async fn ask<T>(
         &self,
         queue: &Arc<Queue>,
+        home: &ShortStr,
         waiting: impl FnOnce(oneshot::Sender<Result<T, BrokerError>>) -> Waiting,
         message: impl FnOnce(u64) -> QueueMsg,
     ) -> Result<T, BrokerError> {
-        let home = queue
-            .home
-            .as_ref()
-            .map(|h| h.to_str_lossy().to_string())
-            .unwrap_or_default();
+        let home = home.to_str_lossy().to_string();
         let link = self.link(&home).ok_or_else(|| home_down(queue, &home))?;
         let (tx, rx) = oneshot::channel();
         let req = self.request(&home, waiting(tx));

@@ -160,3 +160,27 @@ async fn queue_view(b: &Broker) -> serde_json::Value {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_and_purge_through_a_follower_reach_the_leader() {
+    let (_ports, nodes) = three_linked().await;
+    let (_c1, ch1) = channel(&nodes[0]).await;
+    declare_quorum(&ch1, "qq").await;
+    in_step(&nodes).await;
+    publish_confirmed(&ch1, "qq", 0, 4).await;
+    let _ = queue_view(&nodes[2]).await;
+    let (_c3, ch3) = channel(&nodes[2]).await;
+    let m = within(ch3.basic_get("qq".into(), BasicGetOptions { no_ack: false }))
+        .await
+        .unwrap()
+        .expect("a message");
+    assert_eq!(m.delivery.data, b"m0");
+    within(m.delivery.ack(BasicAckOptions::default())).await.unwrap();
+    let n = within(ch3.queue_purge("qq".into(), QueuePurgeOptions::default()))
+        .await
+        .unwrap();
+    assert_eq!(n, 3);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (_, v) = nodes[1].http(Method::GET, "/api/queues/%2F/qq", None).await;
+    assert_eq!(v["messages"], 0, "{v}");
+}

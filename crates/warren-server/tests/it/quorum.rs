@@ -332,3 +332,43 @@ async fn messages_survive_restarts_with_unacked_ones_back_as_redelivered() {
         assert_eq!(d.redelivered, i < 11100, "message {i}");
     }
 }
+
+#[tokio::test]
+async fn basic_get_takes_from_the_head_and_purge_drops_what_waits() {
+    let b = Broker::start().await;
+    let (_c, ch) = b.channel().await;
+    within(ch.confirm_select(ConfirmSelectOptions::default()))
+        .await
+        .unwrap();
+    declare_quorum(&ch, "qq", FieldTable::default()).await;
+    publish_confirmed(&ch, "qq", 5).await;
+    let get = |no_ack| {
+        let ch = ch.clone();
+        async move {
+            within(ch.basic_get("qq".into(), BasicGetOptions { no_ack }))
+                .await
+                .unwrap()
+        }
+    };
+    // No-ack: gone. Then one held, rejected back (requeue), got again.
+    let m = get(true).await.expect("m0");
+    assert_eq!((m.delivery.data.as_slice(), m.message_count), (&b"m0"[..], 4));
+    let m = get(false).await.expect("m1");
+    assert_eq!((m.delivery.data.as_slice(), m.message_count), (&b"m1"[..], 3));
+    assert!(!m.delivery.redelivered);
+    within(m.delivery.reject(BasicRejectOptions { requeue: true }))
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let m = get(false).await.expect("m1 again");
+    assert_eq!(m.delivery.data, b"m1");
+    assert!(m.delivery.redelivered);
+    within(m.delivery.ack(BasicAckOptions::default())).await.unwrap();
+    // Purge drops the three that wait.
+    let n = within(ch.queue_purge("qq".into(), QueuePurgeOptions::default()))
+        .await
+        .unwrap();
+    assert_eq!(n, 3);
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert!(get(true).await.is_none());
+}
