@@ -225,6 +225,11 @@ impl QuorumQueue {
         self.group
     }
 
+    /// Bytes of the bodies held (what a checkpoint writes).
+    pub fn body_bytes(&self) -> u64 {
+        self.body_bytes
+    }
+
     pub fn role(&self) -> Role {
         self.role
     }
@@ -837,7 +842,9 @@ impl QueueType for QuorumQueue {
         if matches!(self.role, Role::Follower(_)) {
             return 0;
         }
-        let n = self.fifo.ready() as u64;
+        // Messages a get took whose Dequeue is not applied yet are not
+        // the purge's.
+        let n = self.fifo.ready().saturating_sub(self.dequeuing.len()) as u64;
         self.propose(0, &Command::Purge);
         n
     }

@@ -27,7 +27,7 @@ const TICK: Duration = Duration::from_millis(100);
 /// last checkpoint, or twice its live messages if more (so a deep queue
 /// is not written whole over and over).
 const CHECKPOINT_ENTRIES: u64 = 8192;
-/// ... or this many bytes of entries.
+/// ... or this many bytes of entries (or twice its bodies' bytes, if more).
 const CHECKPOINT_BYTES: u64 = 8 << 20;
 
 pub enum Input {
@@ -61,7 +61,17 @@ pub struct Driver {
     timers: Arc<Timers>,
     links: Arc<super::Links>,
     groups: HashMap<u64, Group>,
+    /// Raft messages for groups this node does not have yet: a new
+    /// queue's first member asks for votes as soon as it has the group,
+    /// maybe before the others have applied its declaration. Kept (a few
+    /// per group, for a few groups) and stepped when the group is made,
+    /// so the declaring node's leadership is not lost to a race.
+    early: HashMap<u64, Vec<warren_raft::RaftMessage>>,
 }
+
+/// Bounds on `early`.
+const EARLY_GROUPS: usize = 256;
+const EARLY_PER_GROUP: usize = 16;
 
 impl Driver {
     pub fn new(
@@ -78,6 +88,7 @@ impl Driver {
             timers,
             links,
             groups: HashMap::new(),
+            early: HashMap::new(),
         }
     }
 
@@ -141,8 +152,18 @@ impl Driver {
             Input::Remove(group) => self.remove(group),
             Input::Step(steps) => {
                 for (g, m) in steps {
-                    // A group this node does not have (deleted, or not a
-                    // member): stale, dropped.
+                    if !self.groups.contains_key(&g) && self.node.groups().all(|x| x != g) {
+                        // Not made here yet (or deleted, or not a member:
+                        // then it is dropped when the bounds are reached).
+                        if self.early.len() >= EARLY_GROUPS && !self.early.contains_key(&g) {
+                            self.early.clear();
+                        }
+                        let e = self.early.entry(g).or_default();
+                        if e.len() < EARLY_PER_GROUP {
+                            e.push(m);
+                        }
+                        continue;
+                    }
                     if let Err(e) = self.node.step(g, m) {
                         tracing::trace!(group = g, "a quorum Raft message dropped: {e}");
                     }
@@ -184,6 +205,9 @@ impl Driver {
                 applied,
             },
         );
+        for m in self.early.remove(&group).unwrap_or_default() {
+            let _ = self.node.step(group, m);
+        }
         // The first member (the declaring node's choice of leader) stands
         // at once; the others wait for it, or for their election timers.
         if members.first() == Some(&self.node.id()) && self.node.leader(group).is_none() {
@@ -193,8 +217,14 @@ impl Driver {
 
     fn propose(&mut self, group: u64, entry: Vec<u8>) {
         if self.node.is_leader(group) {
-            if let Err(e) = self.node.propose(group, entry) {
-                tracing::debug!(group, "a quorum queue proposal dropped: {e}");
+            // This node may have become leader on a message of this very
+            // batch, before the pass that would propose what it held:
+            // those go first, so the queue's order is the proposals'.
+            let held = self.groups.get_mut(&group).map(|g| std::mem::take(&mut g.held));
+            for e in held.unwrap_or_default().into_iter().chain([entry]) {
+                if let Err(e) = self.node.propose(group, e) {
+                    tracing::debug!(group, "a quorum queue proposal dropped: {e}");
+                }
             }
         } else if let Some(g) = self.groups.get_mut(&group) {
             if self.node.leader(group).is_none() {
@@ -335,11 +365,16 @@ impl Driver {
         let Some(g) = self.groups.get_mut(&group) else {
             return;
         };
+        // Each checkpoint writes the whole queue: one is due only after
+        // twice what it would write has gone through the log, so a deep
+        // queue costs O(1) per entry, not O(depth).
         let live = q.stats();
+        let held = q.with_quorum(|qq, _| qq.body_bytes()).0.unwrap_or(0);
         let due = (live.ready + live.unacked)
             .saturating_mul(2)
             .max(CHECKPOINT_ENTRIES);
-        if g.since.0 < due && g.since.1 < CHECKPOINT_BYTES {
+        let due_bytes = held.saturating_mul(2).max(CHECKPOINT_BYTES);
+        if g.since.0 < due && g.since.1 < due_bytes {
             return;
         }
         let (data, _) = q.with_quorum(|qq, _| qq.snapshot());

@@ -372,3 +372,52 @@ async fn basic_get_takes_from_the_head_and_purge_drops_what_waits() {
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     assert!(get(true).await.is_none());
 }
+
+#[tokio::test]
+async fn messages_past_their_ttl_are_dead_lettered_from_the_head() {
+    let b = Broker::start().await;
+    let (_c, ch) = b.channel().await;
+    within(ch.confirm_select(ConfirmSelectOptions::default()))
+        .await
+        .unwrap();
+    declare(&ch, "expired", FieldTable::default()).await;
+    declare_quorum(
+        &ch,
+        "qq",
+        table(&[
+            ("x-message-ttl", i(200)),
+            ("x-dead-letter-exchange", s("")),
+            ("x-dead-letter-routing-key", s("expired")),
+        ]),
+    )
+    .await;
+    publish_confirmed(&ch, "qq", 3).await;
+    // A per-message expiration shorter than the queue's.
+    let c = within(ch.basic_publish(
+        "".into(),
+        "qq".into(),
+        BasicPublishOptions::default(),
+        b"short",
+        BasicProperties::default().with_expiration("50".into()),
+    ))
+    .await
+    .unwrap();
+    assert!(within(c).await.unwrap().is_ack());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while depth(&ch, "expired").await < 4 {
+        assert!(std::time::Instant::now() < deadline, "not all expired");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(depth(&ch, "qq").await, 0);
+    let got = within(ch.basic_get("expired".into(), BasicGetOptions { no_ack: true }))
+        .await
+        .unwrap()
+        .expect("a dead letter");
+    let reason = got
+        .delivery
+        .properties
+        .headers()
+        .as_ref()
+        .and_then(|h| h.inner().get("x-first-death-reason").cloned());
+    assert_eq!(reason, Some(AMQPValue::LongString("expired".into())));
+}
