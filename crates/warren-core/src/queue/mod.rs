@@ -292,6 +292,31 @@ fn log_config(config: &QueueConfig) -> warren_log::Config {
     }
 }
 
+/// Streams and quorum queues are durable, and neither auto-delete nor
+/// exclusive: RabbitMQ's refusal, checked in its order (auto-delete,
+/// exclusive, non-durable: an exclusive queue is refused as such even
+/// when it is also non-durable).
+fn durable_only(
+    name: &ShortStr,
+    vhost: &str,
+    durable: bool,
+    auto_delete: bool,
+    exclusive_owner: Option<u64>,
+) -> Result<(), BrokerError> {
+    let what = if auto_delete {
+        "auto-delete"
+    } else if exclusive_owner.is_some() {
+        "exclusive-owner"
+    } else if !durable {
+        "non-durable"
+    } else {
+        return Ok(());
+    };
+    Err(BrokerError::PreconditionFailed(format!(
+        "invalid property '{what}' for queue '{name}' in vhost '{vhost}'"
+    )))
+}
+
 /// A policy (or none) as chosen at a vhost's policy version.
 pub type AppliedPolicy = (Option<Arc<Policy>>, u64);
 
@@ -416,20 +441,7 @@ impl Queue {
         policy: AppliedPolicy,
         env: &QueueEnv,
     ) -> Result<Arc<Queue>, BrokerError> {
-        let refuse = |what: &str| {
-            BrokerError::PreconditionFailed(format!(
-                "invalid property '{what}' for queue '{name}' in vhost '{vhost}'"
-            ))
-        };
-        if !durable {
-            return Err(refuse("non-durable"));
-        }
-        if exclusive_owner.is_some() {
-            return Err(refuse("exclusive-owner"));
-        }
-        if auto_delete {
-            return Err(refuse("auto-delete"));
-        }
+        durable_only(&name, vhost, durable, auto_delete, exclusive_owner)?;
         let Some(root) = &env.streams_dir else {
             return Err(BrokerError::NotImplemented(
                 "streams need a data directory".into(),
@@ -477,22 +489,7 @@ impl Queue {
         policy: AppliedPolicy,
         env: &QueueEnv,
     ) -> Result<Arc<Queue>, BrokerError> {
-        let refuse = |what: &str| {
-            BrokerError::PreconditionFailed(format!(
-                "invalid property '{what}' for queue '{name}' in vhost '{vhost}'"
-            ))
-        };
-        // RabbitMQ's order: an exclusive one is refused as such even when
-        // it is also non-durable.
-        if exclusive_owner.is_some() {
-            return Err(refuse("exclusive-owner"));
-        }
-        if !durable {
-            return Err(refuse("non-durable"));
-        }
-        if auto_delete {
-            return Err(refuse("auto-delete"));
-        }
+        durable_only(&name, vhost, durable, auto_delete, exclusive_owner)?;
         let Some(system) = env.quorum.get() else {
             return Err(BrokerError::NotImplemented(
                 "quorum queues need a data directory".into(),

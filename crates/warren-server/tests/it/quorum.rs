@@ -29,6 +29,27 @@ async fn declare_quorum(ch: &Channel, name: &str, mut args: FieldTable) {
         .unwrap();
 }
 
+/// A channel in confirm mode, a classic queue `dlq`, and quorum queue
+/// "qq" with `arg` and its dead letters routed to `dlq`.
+async fn dead_lettering(b: &Broker, dlq: &str, arg: (&str, AMQPValue)) -> (lapin::Connection, Channel) {
+    let (c, ch) = b.channel().await;
+    within(ch.confirm_select(ConfirmSelectOptions::default()))
+        .await
+        .unwrap();
+    declare(&ch, dlq, FieldTable::default()).await;
+    declare_quorum(
+        &ch,
+        "qq",
+        table(&[
+            arg,
+            ("x-dead-letter-exchange", s("")),
+            ("x-dead-letter-routing-key", s(dlq)),
+        ]),
+    )
+    .await;
+    (c, ch)
+}
+
 /// Publish `n` messages "m0".."m{n-1}" with confirms; every one acked.
 async fn publish_confirmed(ch: &Channel, queue: &str, n: usize) {
     let mut confirms = Vec::new();
@@ -160,21 +181,7 @@ async fn confirmed_messages_are_consumed_in_order_within_the_prefetch_and_acked(
 #[tokio::test]
 async fn requeued_messages_carry_their_delivery_count_and_past_the_limit_are_dead_lettered() {
     let b = Broker::start().await;
-    let (_c, ch) = b.channel().await;
-    within(ch.confirm_select(ConfirmSelectOptions::default()))
-        .await
-        .unwrap();
-    declare(&ch, "dead", FieldTable::default()).await;
-    declare_quorum(
-        &ch,
-        "qq",
-        table(&[
-            ("x-delivery-limit", i(2)),
-            ("x-dead-letter-exchange", s("")),
-            ("x-dead-letter-routing-key", s("dead")),
-        ]),
-    )
-    .await;
+    let (_c, ch) = dead_lettering(&b, "dead", ("x-delivery-limit", i(2))).await;
     publish_confirmed(&ch, "qq", 1).await;
     let (_c2, cch) = b.channel().await;
     within(cch.basic_qos(1, BasicQosOptions::default()))
@@ -376,21 +383,7 @@ async fn basic_get_takes_from_the_head_and_purge_drops_what_waits() {
 #[tokio::test]
 async fn messages_past_their_ttl_are_dead_lettered_from_the_head() {
     let b = Broker::start().await;
-    let (_c, ch) = b.channel().await;
-    within(ch.confirm_select(ConfirmSelectOptions::default()))
-        .await
-        .unwrap();
-    declare(&ch, "expired", FieldTable::default()).await;
-    declare_quorum(
-        &ch,
-        "qq",
-        table(&[
-            ("x-message-ttl", i(200)),
-            ("x-dead-letter-exchange", s("")),
-            ("x-dead-letter-routing-key", s("expired")),
-        ]),
-    )
-    .await;
+    let (_c, ch) = dead_lettering(&b, "expired", ("x-message-ttl", i(200))).await;
     publish_confirmed(&ch, "qq", 3).await;
     // A per-message expiration shorter than the queue's.
     let c = within(ch.basic_publish(
