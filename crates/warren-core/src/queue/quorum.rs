@@ -143,7 +143,7 @@ pub struct QuorumQueue {
     /// Consumers attached here, by the broker's consumer id.
     locals: BTreeMap<u64, Local>,
     /// This node's publishes waiting to be applied, by sequence number.
-    confirms: HashMap<u64, Arc<RemoteConfirm>>,
+    confirms: HashMap<u64, (Arc<RemoteConfirm>, Instant)>,
     next_seq: u64,
     flow_waiters: Vec<Arc<dyn FlowWaiter>>,
     /// The expiry a Tick was proposed for (so it is proposed once).
@@ -318,6 +318,9 @@ impl QuorumQueue {
         }
         self.memory.sub(self.body_bytes as usize);
         self.memory.add(bytes as usize);
+        // Entries the snapshot covers are not applied one by one here:
+        // this node's publishes among them would never be confirmed.
+        self.nack_all();
         self.fifo = fifo;
         self.bodies = bodies;
         self.body_bytes = bytes;
@@ -352,10 +355,7 @@ impl QuorumQueue {
             // commit; the publisher hears a nack and may send again (a
             // duplicate at worst, never a loss). (From no leader known,
             // what was proposed was forwarded to the one now known.)
-            for (_, c) in self.confirms.drain() {
-                c.resolve(false);
-            }
-            self.resume_publishers();
+            self.nack_all();
         }
         if role != Role::Leader {
             self.dequeuing.clear();
@@ -418,7 +418,7 @@ impl QuorumQueue {
         }
         let effects = self.fifo.apply(command);
         if node == me && seq != 0 {
-            if let Some(c) = self.confirms.remove(&seq) {
+            if let Some((c, _)) = self.confirms.remove(&seq) {
                 c.resolve(true);
                 if self.confirms.len() < FLOW_LOW {
                     self.resume_publishers();
@@ -497,6 +497,41 @@ impl QuorumQueue {
         self.body_bytes -= size as u64;
         self.memory.sub(size);
         Some(m)
+    }
+
+    /// Publishes waiting to apply that may never be heard of again (a
+    /// leader changed, a snapshot replaced the state): nacked, so their
+    /// publishers send them again (at least once).
+    fn nack_all(&mut self) {
+        for (_, (c, _)) in self.confirms.drain() {
+            c.resolve(false);
+        }
+        self.resume_publishers();
+    }
+
+    /// Nack publishes proposed more than `after` ago and not applied (a
+    /// forward or proposal lost on the way, with no leader change to say
+    /// so); the Raft thread calls this now and then.
+    pub fn expire_confirms(&mut self, after: Duration) {
+        let old: Vec<u64> = self
+            .confirms
+            .iter()
+            .filter(|(_, (_, at))| at.elapsed() > after)
+            .map(|(s, _)| *s)
+            .collect();
+        for s in old {
+            if let Some((c, _)) = self.confirms.remove(&s) {
+                c.resolve(false);
+            }
+        }
+        if self.confirms.len() < FLOW_LOW {
+            self.resume_publishers();
+        }
+    }
+
+    /// Are publishes of this node waiting to apply?
+    pub fn has_pending(&self) -> bool {
+        !self.confirms.is_empty()
     }
 
     fn resume_publishers(&mut self) {
@@ -659,18 +694,15 @@ fn with_delivery_count(m: &MessageRef, count: u32) -> MessageRef {
 
 impl QueueType for QuorumQueue {
     fn publish(&mut self, ctx: &mut Ctx, msg: MessageRef) -> PublishOutcome {
-        if !self.leads() {
-            let (Some(leader), Some(c)) = (self.leader_node(), self.replication.get()) else {
-                return PublishOutcome::Rejected;
-            };
-            return match c.publish(ctx.queue, &leader, &msg) {
-                Some(p) => {
-                    ctx.effects.sync = Some(Ticket::Remote(p.confirm));
-                    ctx.effects.flow = p.flow;
-                    PublishOutcome::Enqueued
-                }
-                None => PublishOutcome::Rejected,
-            };
+        if let (false, Some(leader), Some(c)) = (self.leads(), self.leader_node(), self.replication.get()) {
+            if let Some(p) = c.publish(ctx.queue, &leader, &msg) {
+                ctx.effects.sync = Some(Ticket::Remote(p.confirm));
+                ctx.effects.flow = p.flow;
+                return PublishOutcome::Enqueued;
+            }
+            // The leader's node is not reachable from here (it may be
+            // gone, and an election under way): proposed here, the Raft
+            // thread holds it for whichever leader comes next.
         }
         let now = now_ms().max(0) as u64;
         let ttl = match (msg.expiration_ms, ctx.config().message_ttl_ms) {
@@ -690,7 +722,7 @@ impl QueueType for QuorumQueue {
         );
         encode_message(&msg, &mut e);
         let confirm = RemoteConfirm::new();
-        self.confirms.insert(seq, confirm.clone());
+        self.confirms.insert(seq, (confirm.clone(), Instant::now()));
         self.system.propose(self.group, e);
         ctx.effects.sync = Some(Ticket::Remote(confirm));
         ctx.effects.flow = self.confirms.len() > FLOW_HIGH;
@@ -876,9 +908,7 @@ impl QueueType for QuorumQueue {
 
     fn delete(&mut self, _ctx: &mut Ctx) -> Vec<ConsumerSpec> {
         self.system.remove(self.group);
-        for (_, c) in self.confirms.drain() {
-            c.resolve(false);
-        }
+        self.nack_all();
         let bytes = std::mem::take(&mut self.body_bytes);
         self.memory.sub(bytes as usize);
         self.bodies.clear();

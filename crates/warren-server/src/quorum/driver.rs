@@ -69,6 +69,10 @@ pub struct Driver {
     early: HashMap<u64, Vec<warren_raft::RaftMessage>>,
 }
 
+/// A publish of this node not applied after this long is nacked (its
+/// entry or its forward was lost, with no leader change to say so).
+const CONFIRM_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Bounds on `early`.
 const EARLY_GROUPS: usize = 256;
 const EARLY_PER_GROUP: usize = 16;
@@ -111,6 +115,7 @@ impl Driver {
             self.remove(g);
         }
         let mut next_tick = Instant::now() + TICK;
+        let mut ticks = 0u64;
         loop {
             if let Err(e) = self.pass() {
                 tracing::error!("quorum queues' Raft log: {e}; quorum queues stop on this node");
@@ -133,7 +138,12 @@ impl Driver {
             }
             if Instant::now() >= next_tick {
                 self.node.tick();
+                self.flush_held();
                 next_tick = Instant::now() + TICK;
+                ticks += 1;
+                if ticks.is_multiple_of(10) {
+                    self.expire_confirms();
+                }
             }
         }
     }
@@ -227,12 +237,45 @@ impl Driver {
                 }
             }
         } else if let Some(g) = self.groups.get_mut(&group) {
-            if self.node.leader(group).is_none() {
-                g.held.push(entry);
+            // No leader known, or one this node's queue cannot reach: held
+            // for the next leader (`flush_held`), bounded by the queue's
+            // flow control on its waiting publishes.
+            g.held.push(entry);
+        }
+    }
+
+    /// Held proposals of groups whose leader is known now go to it
+    /// (publishes only to another node: see `roles`).
+    fn flush_held(&mut self) {
+        let me = self.node.id();
+        let ready: Vec<(u64, u64)> = self
+            .groups
+            .iter()
+            .filter(|(_, g)| !g.held.is_empty())
+            .filter_map(|(&id, _)| self.node.leader(id).map(|l| (id, l)))
+            .collect();
+        for (group, leader) in ready {
+            let held = self.groups.get_mut(&group).map(|g| std::mem::take(&mut g.held));
+            for e in held.unwrap_or_default() {
+                if leader == me && self.node.is_leader(group) {
+                    let _ = self.node.propose(group, e);
+                } else if leader != me && e.len() >= 16 && e[8..16] != [0; 8] {
+                    self.forward(leader, group, e);
+                }
             }
-            // A follower's queue proposes nothing (it has been told its
-            // role); anything sent before it knew is dropped, and the
-            // queue nacked or cancelled it when told.
+        }
+    }
+
+    /// Nack this node's publishes that have waited too long to apply.
+    fn expire_confirms(&self) {
+        for g in self.groups.values() {
+            if let Some(q) = g.queue.upgrade() {
+                q.with_quorum(|qq, _| {
+                    if qq.has_pending() {
+                        qq.expire_confirms(CONFIRM_TIMEOUT);
+                    }
+                });
+            }
         }
     }
 

@@ -14,16 +14,16 @@ use reqwest::{Client, StatusCode};
 
 use crate::cluster::free_ports;
 
-struct Node {
-    name: String,
-    config: PathBuf,
-    http: u16,
-    log: PathBuf,
-    child: Option<Child>,
+pub(crate) struct Node {
+    pub name: String,
+    pub config: PathBuf,
+    pub http: u16,
+    pub log: PathBuf,
+    pub child: Option<Child>,
 }
 
 impl Node {
-    fn spawn(&mut self) {
+    pub fn spawn(&mut self) {
         let log = std::fs::File::create(&self.log).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_warren"))
             .arg("--config")
@@ -36,14 +36,14 @@ impl Node {
     }
 
     /// SIGKILL, and reap it.
-    fn kill9(&mut self) {
+    pub fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
         }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.http)
     }
 }
@@ -54,7 +54,15 @@ impl Drop for Node {
     }
 }
 
-fn write_config(dir: &Path, i: usize, cluster: &[u16], http: &[u16]) -> PathBuf {
+/// Node `i`'s configuration: its HTTP port, and its AMQP port when
+/// `amqp` gives one (none otherwise).
+pub(crate) fn write_config(
+    dir: &Path,
+    i: usize,
+    cluster: &[u16],
+    http: &[u16],
+    amqp: Option<u16>,
+) -> PathBuf {
     let peers: Vec<String> = (0..3)
         .filter(|&j| j != i)
         .map(|j| {
@@ -67,7 +75,7 @@ fn write_config(dir: &Path, i: usize, cluster: &[u16], http: &[u16]) -> PathBuf 
     let text = format!(
         r#"node_name = "warren@p{i}"
 data_dir = "{data}"
-amqp_listen = "none"
+amqp_listen = "{amqp}"
 amqps_listen = "none"
 stream_listen = "none"
 stream_tls_listen = "none"
@@ -85,6 +93,7 @@ snapshot_interval = 50
 peers = [{peers}]
 "#,
         data = dir.join(format!("data{i}")).display(),
+        amqp = amqp.map_or("none".to_string(), |p| format!("127.0.0.1:{p}")),
         http = http[i],
         port = cluster[i],
         peers = peers.join(", "),
@@ -94,14 +103,14 @@ peers = [{peers}]
     path
 }
 
-async fn get(c: &Client, url: &str) -> Option<(StatusCode, serde_json::Value)> {
+pub(crate) async fn get(c: &Client, url: &str) -> Option<(StatusCode, serde_json::Value)> {
     let r = c.get(url).basic_auth("guest", Some("guest")).send().await.ok()?;
     let s = r.status();
     Some((s, r.json().await.unwrap_or_default()))
 }
 
 /// Wait until every node answers and sees all three running.
-async fn until_all_running(c: &Client, nodes: &[Node]) {
+pub(crate) async fn until_all_running(c: &Client, nodes: &[Node]) {
     let deadline = Instant::now() + Duration::from_secs(20);
     'outer: loop {
         assert!(Instant::now() < deadline, "the nodes never all saw each other");
@@ -197,7 +206,7 @@ async fn kill9_and_sigstop_during_streams_of_changes_lose_nothing_answered() {
     let mut nodes: Vec<Node> = (0..3)
         .map(|i| Node {
             name: format!("warren@p{i}"),
-            config: write_config(&dir, i, cluster, http),
+            config: write_config(&dir, i, cluster, http, None),
             http: http[i],
             log: dir.join(format!("node{i}.log")),
             child: None,

@@ -40,6 +40,7 @@ mod policies;
 mod proxy;
 mod queues;
 mod quorum;
+mod quorum_faults;
 mod raw;
 mod reply_to;
 mod restart;

@@ -1,0 +1,308 @@
+//! The quorum queue fault run (issue 17): three `warren` processes, a
+//! quorum queue with every node a member, a publisher (confirms, unique
+//! ids, at most 50 in flight) and a consumer (prefetch 100, acks) that
+//! reconnect to a live node whenever theirs goes, while a node chosen at
+//! random is killed with SIGKILL and started again, or paused with
+//! SIGSTOP for 3 s. Then the publisher stops, the consumer drains the
+//! queue, and the checker counts: no confirmed message may be lost;
+//! duplicates (redeliveries) are counted, not failed.
+//!
+//! CI runs a short version (3 kill cycles, 1 pause); `QUORUM_FAULT_KILLS`
+//! and `QUORUM_FAULT_PAUSES` make it longer (`tools/quorum-faults.sh`).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_lite::StreamExt;
+use lapin::options::*;
+use lapin::types::FieldTable;
+use lapin::{BasicProperties, Connection, ConnectionProperties};
+use parking_lot::Mutex;
+use rand::Rng;
+use reqwest::Client;
+
+use crate::cluster::free_ports;
+use crate::cluster_kill::{get, until_all_running, write_config, Node};
+use crate::common::*;
+
+fn env_count(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A connection to any node that answers, trying them from a random one.
+async fn connect_any(amqp: &[u16]) -> Option<Connection> {
+    let start = rand::thread_rng().gen_range(0..amqp.len());
+    for k in 0..amqp.len() {
+        let port = amqp[(start + k) % amqp.len()];
+        let uri = format!("amqp://guest:guest@127.0.0.1:{port}/%2f");
+        let c = tokio::time::timeout(
+            Duration::from_secs(3),
+            Connection::connect(&uri, ConnectionProperties::default()),
+        )
+        .await;
+        if let Ok(Ok(c)) = c {
+            return Some(c);
+        }
+    }
+    None
+}
+
+#[derive(Default)]
+struct Tally {
+    confirmed: BTreeSet<u64>,
+    nacked: u64,
+    received: HashMap<u64, u32>,
+}
+
+/// Publish ids 0, 1, ... until `stop`; confirmed ones go in the tally.
+async fn publisher(amqp: Vec<u16>, tally: Arc<Mutex<Tally>>, stop: Arc<AtomicBool>) {
+    let mut next = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let Some(c) = connect_any(&amqp).await else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
+        let Ok(Ok(ch)) = tokio::time::timeout(Duration::from_secs(5), c.create_channel()).await else {
+            eprintln!("publisher: no channel");
+            continue;
+        };
+        if !matches!(
+            tokio::time::timeout(
+                Duration::from_secs(5),
+                ch.confirm_select(ConfirmSelectOptions::default())
+            )
+            .await,
+            Ok(Ok(_))
+        ) {
+            eprintln!("publisher: no confirm.select-ok");
+            continue;
+        }
+        'conn: while !stop.load(Ordering::Relaxed) {
+            let mut batch = Vec::new();
+            for _ in 0..50 {
+                let id = next;
+                next += 1;
+                let p = tokio::time::timeout(
+                    Duration::from_secs(5),
+                    ch.basic_publish(
+                        "".into(),
+                        "faults".into(),
+                        BasicPublishOptions::default(),
+                        &id.to_be_bytes(),
+                        BasicProperties::default().with_delivery_mode(2),
+                    ),
+                )
+                .await;
+                match p {
+                    Ok(Ok(confirm)) => batch.push((id, confirm)),
+                    other => {
+                        eprintln!("publisher: publish failed: {other:?}");
+                        break 'conn;
+                    }
+                }
+            }
+            for (id, confirm) in batch {
+                match tokio::time::timeout(Duration::from_secs(10), confirm).await {
+                    Ok(Ok(c)) if c.is_ack() => {
+                        tally.lock().confirmed.insert(id);
+                    }
+                    Ok(Ok(_)) => tally.lock().nacked += 1,
+                    // Unanswered: neither confirmed nor counted lost.
+                    other => {
+                        eprintln!("publisher: id {id} unconfirmed: {other:?}");
+                        break 'conn;
+                    }
+                }
+            }
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(2), c.close(200, "".into())).await;
+    }
+}
+
+/// Consume and ack until `stop` and nothing has come for 3 s.
+async fn consumer(amqp: Vec<u16>, tally: Arc<Mutex<Tally>>, stop: Arc<AtomicBool>) {
+    let mut quiet_since = Instant::now();
+    loop {
+        if stop.load(Ordering::Relaxed) && quiet_since.elapsed() > Duration::from_secs(3) {
+            return;
+        }
+        let Some(c) = connect_any(&amqp).await else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
+        let Ok(Ok(ch)) = tokio::time::timeout(Duration::from_secs(5), c.create_channel()).await else {
+            continue;
+        };
+        if !matches!(
+            tokio::time::timeout(
+                Duration::from_secs(5),
+                ch.basic_qos(100, BasicQosOptions::default())
+            )
+            .await,
+            Ok(Ok(_))
+        ) {
+            continue;
+        }
+        let Ok(Ok(mut deliveries)) = tokio::time::timeout(
+            Duration::from_secs(5),
+            ch.basic_consume(
+                "faults".into(),
+                "checker".into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            ),
+        )
+        .await
+        else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
+        loop {
+            match tokio::time::timeout(Duration::from_secs(1), deliveries.next()).await {
+                Ok(Some(Ok(d))) => {
+                    quiet_since = Instant::now();
+                    let id = u64::from_be_bytes(d.data[..8].try_into().unwrap());
+                    *tally.lock().received.entry(id).or_insert(0) += 1;
+                    if !matches!(
+                        tokio::time::timeout(Duration::from_secs(5), d.ack(BasicAckOptions::default())).await,
+                        Ok(Ok(_))
+                    ) {
+                        break;
+                    }
+                }
+                // Cancelled, or the connection went: another node.
+                Ok(_) => break,
+                Err(_) => {
+                    if stop.load(Ordering::Relaxed) && quiet_since.elapsed() > Duration::from_secs(3) {
+                        let _ = tokio::time::timeout(Duration::from_secs(2), c.close(200, "".into())).await;
+                        return;
+                    }
+                }
+            }
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(2), c.close(200, "".into())).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill9_and_sigstop_under_load_lose_no_confirmed_message() {
+    let kills = env_count("QUORUM_FAULT_KILLS", 3);
+    let pauses = env_count("QUORUM_FAULT_PAUSES", 1);
+    let dir = temp_dir("qfaults");
+    std::fs::create_dir_all(&dir).unwrap();
+    let ports = free_ports(9);
+    let (cluster, rest) = ports.split_at(3);
+    let (http, amqp) = rest.split_at(3);
+    let mut nodes: Vec<Node> = (0..3)
+        .map(|i| Node {
+            name: format!("warren@p{i}"),
+            config: write_config(&dir, i, cluster, http, Some(amqp[i])),
+            http: http[i],
+            log: dir.join(format!("node{i}.log")),
+            child: None,
+        })
+        .collect();
+    for n in nodes.iter_mut() {
+        n.spawn();
+    }
+    let c = Client::new();
+    until_all_running(&c, &nodes).await;
+    // The queue, once the metadata group has a leader.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = c
+            .put(nodes[0].url("/api/queues/%2F/faults"))
+            .basic_auth("guest", Some("guest"))
+            .json(&serde_json::json!({"durable": true, "arguments": {"x-queue-type": "quorum"}}))
+            .send()
+            .await
+            .unwrap();
+        if r.status().is_success() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the queue is never declared: {}",
+            r.status()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let tally = Arc::new(Mutex::new(Tally::default()));
+    let stop_publishing = Arc::new(AtomicBool::new(false));
+    let stop_consuming = Arc::new(AtomicBool::new(false));
+    let p = tokio::spawn(publisher(amqp.to_vec(), tally.clone(), stop_publishing.clone()));
+    let q = tokio::spawn(consumer(amqp.to_vec(), tally.clone(), stop_consuming.clone()));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    for cycle in 0..kills + pauses {
+        let victim = rand::thread_rng().gen_range(0..3);
+        if cycle < kills {
+            nodes[victim].kill9();
+            tokio::time::sleep(Duration::from_millis(rand::thread_rng().gen_range(500..2500))).await;
+            nodes[victim].spawn();
+        } else {
+            let pid = nodes[victim].child.as_ref().unwrap().id() as i32;
+            unsafe { libc::kill(pid, libc::SIGSTOP) };
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            unsafe { libc::kill(pid, libc::SIGCONT) };
+        }
+        until_all_running(&c, &nodes).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let t = tally.lock();
+        eprintln!(
+            "cycle {cycle} (node {victim}): {} confirmed, {} nacked, {} received",
+            t.confirmed.len(),
+            t.nacked,
+            t.received.len()
+        );
+    }
+    stop_publishing.store(true, Ordering::Relaxed);
+    eprintln!("faults done; {} confirmed so far", tally.lock().confirmed.len());
+    within_secs(60, p).await.unwrap();
+    eprintln!(
+        "publisher stopped; {} received so far",
+        tally.lock().received.len()
+    );
+    // Drain: the consumer stops once the queue has been quiet for 3 s.
+    stop_consuming.store(true, Ordering::Relaxed);
+    within_secs(120, q).await.unwrap();
+
+    let (_, v) = get(&c, &nodes[0].url("/api/queues/%2F/faults"))
+        .await
+        .unwrap_or_default();
+    let t = tally.lock();
+    let lost: Vec<u64> = t
+        .confirmed
+        .iter()
+        .copied()
+        .filter(|id| !t.received.contains_key(id))
+        .collect();
+    let duplicates: u32 = t.received.values().map(|n| n - 1).sum();
+    eprintln!(
+        "quorum faults: {kills} kill -9, {pauses} SIGSTOP: {} confirmed, {} nacked, {} received, {} lost, {duplicates} duplicates, {} left in the queue",
+        t.confirmed.len(),
+        t.nacked,
+        t.received.len(),
+        lost.len(),
+        v["messages"]
+    );
+    assert!(t.confirmed.len() > 100, "the load never got going");
+    assert!(
+        lost.is_empty(),
+        "confirmed and lost: {:?}",
+        &lost[..lost.len().min(20)]
+    );
+    drop(t);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+async fn within_secs<T>(secs: u64, f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(secs), f)
+        .await
+        .expect("timed out")
+}
