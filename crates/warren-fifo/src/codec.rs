@@ -17,7 +17,8 @@
 //!   9 purge
 //!  10 dequeue  consumer u64, id u64, settled u8
 //! header = id u64, size u32, expires_at u64 (0: none), delivery_count u32, acquired_count u32
-//! state  = version u8 (1), delivery_limit u32 (0: none, else limit + 1), now u64,
+//! state  = version u8 (2), delivery_limit u32 (0: none, else limit + 1),
+//!          max_length u64, max_bytes u64 (u64::MAX: none), reject_publish u8, now u64,
 //!          n u32 returns headers, n u32 waiting headers,
 //!          n u32 consumers (id u64, credit u32, prefetch u32, auto_settle u8, n u32 headers),
 //!          n u32 service order ids
@@ -174,9 +175,13 @@ pub fn decode(index: u64, b: &[u8]) -> Result<(Command, &[u8]), CodecError> {
 
 /// The whole state, for a snapshot.
 pub fn encode_state(f: &Fifo, out: &mut Vec<u8>) {
-    out.push(1);
-    let limit = f.config().delivery_limit.map_or(0, |l| l as u64 + 1);
+    out.push(2);
+    let c = f.config();
+    let limit = c.delivery_limit.map_or(0, |l| l as u64 + 1);
     out.extend_from_slice(&(limit.min(u32::MAX as u64) as u32).to_le_bytes());
+    out.extend_from_slice(&c.max_length.unwrap_or(u64::MAX).to_le_bytes());
+    out.extend_from_slice(&c.max_bytes.unwrap_or(u64::MAX).to_le_bytes());
+    out.push(c.reject_publish as u8);
     out.extend_from_slice(&f.now().to_le_bytes());
     let (returns, waiting) = f.lines();
     for line in [returns, waiting] {
@@ -215,12 +220,16 @@ fn header(h: &Header, out: &mut Vec<u8>) {
 pub fn decode_state(b: &[u8]) -> Result<(Fifo, &[u8]), CodecError> {
     let mut r = Reader(b);
     let v = r.u8()?;
-    if v != 1 {
+    if v != 2 {
         return Err(CodecError::Version(v));
     }
     let limit = r.u32()?;
+    let some = |n: u64| (n != u64::MAX).then_some(n);
     let config = Config {
         delivery_limit: (limit != 0).then(|| limit - 1),
+        max_length: some(r.u64()?),
+        max_bytes: some(r.u64()?),
+        reject_publish: r.u8()? != 0,
     };
     let now = r.u64()?;
     let returns: VecDeque<Header> = r.headers()?.into();

@@ -13,6 +13,21 @@ pub struct Config {
     /// `x-delivery-limit`: a message whose delivery count passes it is
     /// dead-lettered instead of returned (None: no limit).
     pub delivery_limit: Option<u32>,
+    /// `x-max-length` and `x-max-length-bytes`: limits on the waiting
+    /// messages (as RabbitMQ's quorum queues count them: what consumers
+    /// hold is not counted).
+    pub max_length: Option<u64>,
+    pub max_bytes: Option<u64>,
+    /// `x-overflow: reject-publish`: a message that would pass a limit is
+    /// refused (the publisher hears a nack); otherwise (`drop-head`) the
+    /// oldest waiting messages are dead-lettered to make room.
+    pub reject_publish: bool,
+}
+
+impl Config {
+    fn over(&self, ready: u64, bytes: u64) -> bool {
+        self.max_length.is_some_and(|m| ready > m) || self.max_bytes.is_some_and(|m| bytes > m)
+    }
 }
 
 /// What the state keeps of a message.
@@ -103,6 +118,8 @@ pub enum DeadLetterReason {
     Rejected,
     DeliveryLimit,
     Expired,
+    /// Dropped from the head to keep the queue within its length limits.
+    MaxLen,
 }
 
 /// What applying a command asks of the leader.
@@ -126,6 +143,9 @@ pub enum Effect {
     /// These messages left the queue with nothing for the leader to do
     /// (settled, purged): every member drops their bodies.
     Dropped(Vec<MsgId>),
+    /// The enqueue of this message was refused (the queue is full and
+    /// overflows by rejecting): its publisher is nacked.
+    Rejected(MsgId),
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -251,14 +271,24 @@ impl Fifo {
                 expires_at,
             } => {
                 self.now = self.now.max(now);
-                self.ready_bytes += size as u64;
-                self.waiting.push_back(Header {
-                    id,
-                    size,
-                    expires_at,
-                    delivery_count: 0,
-                    acquired_count: 0,
-                });
+                // Refused when full (reject-publish); the time it carried
+                // still counts (heads may expire by it).
+                let full = self.config.reject_publish
+                    && self
+                        .config
+                        .over(self.ready() as u64 + 1, self.ready_bytes + size as u64);
+                if full {
+                    out.push(Effect::Rejected(id));
+                } else {
+                    self.ready_bytes += size as u64;
+                    self.waiting.push_back(Header {
+                        id,
+                        size,
+                        expires_at,
+                        delivery_count: 0,
+                        acquired_count: 0,
+                    });
+                }
             }
             Command::Tick { now } => self.now = self.now.max(now),
             Command::Consume {
@@ -457,6 +487,27 @@ impl Fifo {
             });
             // The next head may be past its time.
             self.expire(out);
+        }
+        self.drop_heads(out);
+        // A new head may be past its time.
+        self.expire(out);
+    }
+
+    /// Past a length limit (drop-head): the oldest waiting messages go,
+    /// returned ones first (they are at the head), as dead letters.
+    fn drop_heads(&mut self, out: &mut Vec<Effect>) {
+        if self.config.reject_publish {
+            return;
+        }
+        while self.config.over(self.ready() as u64, self.ready_bytes) {
+            let Some(header) = self.returns.pop_front().or_else(|| self.waiting.pop_front()) else {
+                return;
+            };
+            self.ready_bytes -= header.size as u64;
+            out.push(Effect::DeadLetter {
+                header,
+                reason: DeadLetterReason::MaxLen,
+            });
         }
     }
 }

@@ -501,7 +501,7 @@ impl Queue {
         let mut qq = QuorumQueue::new(
             group,
             system.clone(),
-            config.quorum.delivery_limit(),
+            &config,
             env.memory.clone(),
             env.replication.clone(),
         );

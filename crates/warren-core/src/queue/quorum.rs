@@ -175,14 +175,14 @@ impl QuorumQueue {
     pub fn new(
         group: u64,
         system: Arc<dyn QuorumSystem>,
-        delivery_limit: Option<u32>,
+        config: &super::QueueConfig,
         memory: Arc<super::MemoryGauge>,
         replication: ReplicationSlot,
     ) -> QuorumQueue {
         QuorumQueue {
             group,
             system,
-            fifo: Fifo::new(warren_fifo::Config { delivery_limit }),
+            fifo: Fifo::new(fifo_config(config)),
             bodies: HashMap::new(),
             body_bytes: 0,
             role: Role::Unknown,
@@ -417,9 +417,12 @@ impl QuorumQueue {
             }
         }
         let effects = self.fifo.apply(command);
+        // A refused enqueue (reject-publish, full): its body goes, and its
+        // publisher hears a nack.
+        let refused = effects.iter().any(|e| matches!(e, Effect::Rejected(_)));
         if node == me && seq != 0 {
             if let Some((c, _)) = self.confirms.remove(&seq) {
-                c.resolve(true);
+                c.resolve(!refused);
                 if self.confirms.len() < FLOW_LOW {
                     self.resume_publishers();
                 }
@@ -469,12 +472,16 @@ impl QuorumQueue {
                                 DeadLetterReason::Rejected => Reason::Rejected,
                                 DeadLetterReason::Expired => Reason::Expired,
                                 DeadLetterReason::DeliveryLimit => Reason::DeliveryLimit,
+                                DeadLetterReason::MaxLen => Reason::MaxLen,
                             };
                             ctx.dead_letter(&m, reason);
                         }
                     }
                 }
                 Effect::Purged(_) => {}
+                Effect::Rejected(id) => {
+                    self.forget(id);
+                }
                 Effect::Dropped(ids) => {
                     for id in ids {
                         self.forget(id);
@@ -641,6 +648,18 @@ impl QuorumQueue {
             Settle::Discard => Command::Discard { consumer, ids },
         };
         self.propose(0, &c);
+    }
+}
+
+/// The state machine's settings from the queue's (its arguments and the
+/// policy it was declared under; every member makes the queue from the
+/// same declaration, so all agree).
+fn fifo_config(c: &super::QueueConfig) -> warren_fifo::Config {
+    warren_fifo::Config {
+        delivery_limit: c.quorum.delivery_limit(),
+        max_length: c.max_length,
+        max_bytes: c.max_length_bytes,
+        reject_publish: c.overflow != super::Overflow::DropHead,
     }
 }
 
@@ -948,8 +967,13 @@ impl QueueType for QuorumQueue {
         true
     }
 
+    /// x-expires is the leader's to judge (it sees the consumers and
+    /// gets); a follower never expires the queue.
     fn idle_since(&self) -> Option<Instant> {
-        self.idle_since
+        match self.role {
+            Role::Leader => self.idle_since,
+            _ => None,
+        }
     }
 
     fn touch(&mut self, now: Instant) {

@@ -127,6 +127,7 @@ fn returns_come_first_in_id_order_and_count_failed_deliveries() {
 fn past_the_delivery_limit_a_message_is_dead_lettered() {
     let mut f = Fifo::new(Config {
         delivery_limit: Some(2),
+        ..Config::default()
     });
     f.apply(enq(1, 1));
     for round in 0..3 {
@@ -244,6 +245,40 @@ fn a_prefetch_consumer_gets_credit_back_as_it_settles_and_no_ack_settles_at_once
     assert_eq!(f.consumer(2).unwrap().credit, 2);
 }
 
+#[test]
+fn past_max_length_the_head_is_dropped_or_the_publish_refused() {
+    let mut f = Fifo::new(Config {
+        max_length: Some(2),
+        ..Config::default()
+    });
+    for id in 1..=2 {
+        assert!(f.apply(enq(id, 1)).is_empty());
+    }
+    let out = f.apply(enq(3, 1));
+    assert!(
+        matches!(&out[..], [Effect::DeadLetter { header, reason: DeadLetterReason::MaxLen }] if header.id == 1),
+        "{out:?}"
+    );
+    assert_eq!(f.waiting_ids().collect::<Vec<_>>(), [2, 3]);
+    let mut f = Fifo::new(Config {
+        max_length: Some(2),
+        reject_publish: true,
+        ..Config::default()
+    });
+    for id in 1..=2 {
+        assert!(f.apply(enq(id, 1)).is_empty());
+    }
+    assert_eq!(f.apply(enq(3, 1)), [Effect::Rejected(3)]);
+    assert_eq!(f.waiting_ids().collect::<Vec<_>>(), [1, 2]);
+    // What a consumer holds is not counted.
+    f.apply(Command::Credit {
+        consumer: 1,
+        credit: 1,
+    });
+    assert!(f.apply(enq(4, 1)).is_empty());
+    assert_eq!(f.waiting_ids().collect::<Vec<_>>(), [2, 4]);
+}
+
 /// Any sequence of commands keeps the state's promises: every message is
 /// in one place only, nothing is lost or made up, consumers never get past
 /// their credit, counts never go down, and ready_bytes adds up.
@@ -256,8 +291,13 @@ fn random_command_sequences_keep_the_invariants() {
         } else {
             None
         };
+        let max_length = rng.gen_bool(0.3).then(|| rng.gen_range(0..6));
+        let reject_publish = rng.gen_bool(0.5);
         let mut f = Fifo::new(Config {
             delivery_limit: limit,
+            max_length,
+            max_bytes: None,
+            reject_publish,
         });
         let mut next_id = 1;
         let mut now = 0u64;
@@ -398,6 +438,10 @@ fn random_command_sequences_keep_the_invariants() {
                     }
                     Effect::Purged(_) => {}
                     Effect::Dropped(ids) => dropped.extend(ids),
+                    Effect::Rejected(id) => {
+                        assert!(reject_publish, "seed {seed} step {step}");
+                        assert!(live.remove(id), "seed {seed} step {step}: rejected twice");
+                    }
                 }
             }
             let mut expected: Vec<MsgId> = settled.into_iter().chain(purged).collect();
@@ -460,6 +504,11 @@ fn random_command_sequences_keep_the_invariants() {
                 f.next_expiry().is_none_or(|t| t > now),
                 "seed {seed} step {step}: an expired head"
             );
+            // Drop-head keeps within the limit; reject-publish refuses
+            // publishes, but what consumers return still goes back.
+            if let (Some(m), false) = (max_length, reject_publish) {
+                assert!(f.ready() as u64 <= m, "seed {seed} step {step}: past max-length");
+            }
             let any_credit = (1..4).any(|c| f.consumer(c).is_some_and(|c| c.credit > 0));
             assert!(
                 !(any_credit && f.ready() > 0),

@@ -414,3 +414,62 @@ async fn messages_past_their_ttl_are_dead_lettered_from_the_head() {
         .and_then(|h| h.inner().get("x-first-death-reason").cloned());
     assert_eq!(reason, Some(AMQPValue::LongString("expired".into())));
 }
+
+#[tokio::test]
+async fn max_length_drops_the_head_or_refuses_the_publish() {
+    let b = Broker::start().await;
+    let (_c, ch) = dead_lettering(&b, "dropped", ("x-max-length", i(2))).await;
+    publish_confirmed(&ch, "qq", 3).await;
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert_eq!(depth(&ch, "qq").await, 2);
+    let got = within(ch.basic_get("dropped".into(), BasicGetOptions { no_ack: true }))
+        .await
+        .unwrap()
+        .expect("the dropped head");
+    assert_eq!(got.delivery.data, b"m0");
+    let reason = got
+        .delivery
+        .properties
+        .headers()
+        .as_ref()
+        .and_then(|h| h.inner().get("x-first-death-reason").cloned());
+    assert_eq!(reason, Some(AMQPValue::LongString("maxlen".into())));
+
+    declare_quorum(
+        &ch,
+        "full",
+        table(&[("x-max-length", i(2)), ("x-overflow", s("reject-publish"))]),
+    )
+    .await;
+    let mut acks = Vec::new();
+    for n in 0..3 {
+        let c = within(ch.basic_publish(
+            "".into(),
+            "full".into(),
+            BasicPublishOptions::default(),
+            format!("f{n}").as_bytes(),
+            BasicProperties::default(),
+        ))
+        .await
+        .unwrap();
+        acks.push(within(c).await.unwrap().is_ack());
+    }
+    assert_eq!(acks, [true, true, false]);
+    assert_eq!(depth(&ch, "full").await, 2);
+}
+
+#[tokio::test]
+async fn an_unused_queue_expires() {
+    let b = Broker::start().await;
+    let (_c, ch) = b.channel().await;
+    declare_quorum(&ch, "qq", table(&[("x-expires", i(300))])).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let (status, _) = b.http(reqwest::Method::GET, "/api/queues/%2F/qq", None).await;
+        if status == reqwest::StatusCode::NOT_FOUND {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never expired");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
