@@ -18,7 +18,8 @@
 //!  10 dequeue  consumer u64, id u64, settled u8
 //! header = id u64, size u32, expires_at u64 (0: none), delivery_count u32, acquired_count u32
 //! state  = version u8 (2), delivery_limit u32 (0: none, else limit + 1),
-//!          max_length u64, max_bytes u64 (u64::MAX: none), reject_publish u8, now u64,
+//!          max_length u64, max_bytes u64 (u64::MAX: none), reject_publish u8,
+//!          single_active u8, now u64,
 //!          n u32 returns headers, n u32 waiting headers,
 //!          n u32 consumers (id u64, credit u32, prefetch u32, auto_settle u8, n u32 headers),
 //!          n u32 service order ids
@@ -182,6 +183,7 @@ pub fn encode_state(f: &Fifo, out: &mut Vec<u8>) {
     out.extend_from_slice(&c.max_length.unwrap_or(u64::MAX).to_le_bytes());
     out.extend_from_slice(&c.max_bytes.unwrap_or(u64::MAX).to_le_bytes());
     out.push(c.reject_publish as u8);
+    out.push(c.single_active as u8);
     out.extend_from_slice(&f.now().to_le_bytes());
     let (returns, waiting) = f.lines();
     for line in [returns, waiting] {
@@ -230,6 +232,7 @@ pub fn decode_state(b: &[u8]) -> Result<(Fifo, &[u8]), CodecError> {
         max_length: some(r.u64()?),
         max_bytes: some(r.u64()?),
         reject_publish: r.u8()? != 0,
+        single_active: r.u8()? != 0,
     };
     let now = r.u64()?;
     let returns: VecDeque<Header> = r.headers()?.into();

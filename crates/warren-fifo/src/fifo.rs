@@ -22,6 +22,9 @@ pub struct Config {
     /// refused (the publisher hears a nack); otherwise (`drop-head`) the
     /// oldest waiting messages are dead-lettered to make room.
     pub reject_publish: bool,
+    /// `x-single-active-consumer`: only the consumer that attached first
+    /// (of those still there) is served; the next takes over when it goes.
+    pub single_active: bool,
 }
 
 impl Config {
@@ -459,9 +462,21 @@ impl Fifo {
     fn serve(&mut self, out: &mut Vec<Effect>) {
         self.expire(out);
         let mut idle = 0;
-        while self.ready() > 0 && idle < self.service.len() {
-            let consumer = self.service.pop_front().expect("not empty");
-            self.service.push_back(consumer);
+        // With a single active consumer only the first in the service
+        // order is served, and the order does not turn.
+        let turns = if self.config.single_active {
+            self.service.len().min(1)
+        } else {
+            self.service.len()
+        };
+        while self.ready() > 0 && idle < turns {
+            let consumer = if self.config.single_active {
+                *self.service.front().expect("not empty")
+            } else {
+                let c = self.service.pop_front().expect("not empty");
+                self.service.push_back(c);
+                c
+            };
             let c = self.consumers.get_mut(&consumer).expect("served consumers exist");
             if c.credit == 0 {
                 idle += 1;

@@ -660,6 +660,7 @@ fn fifo_config(c: &super::QueueConfig) -> warren_fifo::Config {
         max_length: c.max_length,
         max_bytes: c.max_length_bytes,
         reject_publish: c.overflow != super::Overflow::DropHead,
+        single_active: c.single_active_consumer,
     }
 }
 

@@ -279,6 +279,29 @@ fn past_max_length_the_head_is_dropped_or_the_publish_refused() {
     assert_eq!(f.waiting_ids().collect::<Vec<_>>(), [2, 4]);
 }
 
+#[test]
+fn a_single_active_consumer_is_served_alone_until_it_goes() {
+    let mut f = Fifo::new(Config {
+        single_active: true,
+        ..Config::default()
+    });
+    for c in [1, 2] {
+        f.apply(Command::Consume {
+            consumer: c,
+            prefetch: 5,
+            auto_settle: false,
+        });
+    }
+    let mut got = Vec::new();
+    for id in 1..=3 {
+        got.extend(delivered(&f.apply(enq(id, 1))));
+    }
+    assert_eq!(got, [(1, 1, false), (1, 2, false), (1, 3, false)]);
+    // It goes: what it held goes to the next, which is active now.
+    let got = f.apply(Command::Cancel { consumer: 1 });
+    assert_eq!(delivered(&got), [(2, 1, true), (2, 2, true), (2, 3, true)]);
+}
+
 /// Any sequence of commands keeps the state's promises: every message is
 /// in one place only, nothing is lost or made up, consumers never get past
 /// their credit, counts never go down, and ready_bytes adds up.
@@ -293,11 +316,13 @@ fn random_command_sequences_keep_the_invariants() {
         };
         let max_length = rng.gen_bool(0.3).then(|| rng.gen_range(0..6));
         let reject_publish = rng.gen_bool(0.5);
+        let single_active = rng.gen_bool(0.3);
         let mut f = Fifo::new(Config {
             delivery_limit: limit,
             max_length,
             max_bytes: None,
             reject_publish,
+            single_active,
         });
         let mut next_id = 1;
         let mut now = 0u64;
@@ -410,6 +435,13 @@ fn random_command_sequences_keep_the_invariants() {
                         settled,
                         ..
                     } => {
+                        if single_active {
+                            assert_eq!(
+                                f.service().front(),
+                                Some(consumer),
+                                "seed {seed} step {step}: not the active consumer"
+                            );
+                        }
                         *given.entry(*consumer).or_default() += 1;
                         let c = f.consumer(*consumer).expect("delivered to a consumer");
                         assert_eq!(*settled, c.auto_settle, "seed {seed} step {step}");
@@ -509,7 +541,14 @@ fn random_command_sequences_keep_the_invariants() {
             if let (Some(m), false) = (max_length, reject_publish) {
                 assert!(f.ready() as u64 <= m, "seed {seed} step {step}: past max-length");
             }
-            let any_credit = (1..4).any(|c| f.consumer(c).is_some_and(|c| c.credit > 0));
+            let any_credit = if single_active {
+                f.service()
+                    .front()
+                    .and_then(|c| f.consumer(*c))
+                    .is_some_and(|c| c.credit > 0)
+            } else {
+                (1..4).any(|c| f.consumer(c).is_some_and(|c| c.credit > 0))
+            };
             assert!(
                 !(any_credit && f.ready() > 0),
                 "seed {seed} step {step}: idle with credit"

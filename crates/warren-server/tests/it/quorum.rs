@@ -473,3 +473,51 @@ async fn an_unused_queue_expires() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
+
+#[tokio::test]
+async fn a_single_active_consumer_gets_everything_until_it_goes() {
+    let b = Broker::start().await;
+    let (_c, ch) = b.channel().await;
+    within(ch.confirm_select(ConfirmSelectOptions::default()))
+        .await
+        .unwrap();
+    declare_quorum(
+        &ch,
+        "qq",
+        table(&[("x-single-active-consumer", AMQPValue::Boolean(true))]),
+    )
+    .await;
+    let consume = |tag: &'static str| {
+        let b = &b;
+        async move {
+            let (c, ch) = b.channel().await;
+            let consumer = within(ch.basic_consume(
+                "qq".into(),
+                tag.into(),
+                BasicConsumeOptions {
+                    no_ack: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            ))
+            .await
+            .unwrap();
+            (c, ch, consumer)
+        }
+    };
+    let (_c1, ch1, mut first) = consume("first").await;
+    let (_c2, _ch2, mut second) = consume("second").await;
+    publish_confirmed(&ch, "qq", 3).await;
+    for i in 0..3 {
+        let d = within(first.next()).await.unwrap().unwrap();
+        assert_eq!(d.data, format!("m{i}").as_bytes());
+    }
+    nothing_within(300, second.next()).await;
+    within(ch1.basic_cancel("first".into(), BasicCancelOptions::default()))
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    publish_confirmed(&ch, "qq", 1).await;
+    let d = within(second.next()).await.unwrap().unwrap();
+    assert_eq!(d.data, b"m0");
+}
