@@ -8,7 +8,7 @@
 //! command = kind u8, then by kind:
 //!   1 enqueue  now u64, expires_at u64 (0: none), size u32, the message (the rest)
 //!   2 tick     now u64
-//!   3 consume  consumer u64, prefetch u32, auto_settle u8
+//!   3 consume  consumer u64, prefetch u32, auto_settle u8, priority i32
 //!   4 credit   consumer u64, credit u32
 //!   5 settle   consumer u64, n u32, n ids u64
 //!   6 return   consumer u64, failed u8, n u32, n ids u64
@@ -21,7 +21,8 @@
 //!          max_length u64, max_bytes u64 (u64::MAX: none), reject_publish u8,
 //!          single_active u8, now u64,
 //!          n u32 returns headers, n u32 waiting headers,
-//!          n u32 consumers (id u64, credit u32, prefetch u32, auto_settle u8, n u32 headers),
+//!          n u32 consumers (id u64, credit u32, prefetch u32, auto_settle u8, priority i32,
+//!          n u32 headers),
 //!          n u32 service order ids
 //! ```
 //!
@@ -63,11 +64,13 @@ pub fn encode(c: &Command, out: &mut Vec<u8>) {
             consumer,
             prefetch,
             auto_settle,
+            priority,
         } => {
             out.push(3);
             out.extend_from_slice(&consumer.to_le_bytes());
             out.extend_from_slice(&prefetch.to_le_bytes());
             out.push(*auto_settle as u8);
+            out.extend_from_slice(&priority.to_le_bytes());
         }
         Command::Credit { consumer, credit } => {
             out.push(4);
@@ -140,6 +143,7 @@ pub fn decode(index: u64, b: &[u8]) -> Result<(Command, &[u8]), CodecError> {
             consumer: r.u64()?,
             prefetch: r.u32()?,
             auto_settle: r.u8()? != 0,
+            priority: r.u32()? as i32,
         },
         4 => Command::Credit {
             consumer: r.u64()?,
@@ -198,6 +202,7 @@ pub fn encode_state(f: &Fifo, out: &mut Vec<u8>) {
         out.extend_from_slice(&c.credit.to_le_bytes());
         out.extend_from_slice(&c.prefetch.to_le_bytes());
         out.push(c.auto_settle as u8);
+        out.extend_from_slice(&c.priority.to_le_bytes());
         out.extend_from_slice(&(c.checked_out.len() as u32).to_le_bytes());
         for h in c.checked_out.values() {
             header(h, out);
@@ -237,13 +242,14 @@ pub fn decode_state(b: &[u8]) -> Result<(Fifo, &[u8]), CodecError> {
     let now = r.u64()?;
     let returns: VecDeque<Header> = r.headers()?.into();
     let waiting: VecDeque<Header> = r.headers()?.into();
-    let n = r.count(8 + 4 + 4 + 1 + 4)?;
+    let n = r.count(8 + 4 + 4 + 1 + 4 + 4)?;
     let mut consumers = BTreeMap::new();
     for _ in 0..n {
         let id = r.u64()?;
         let credit = r.u32()?;
         let prefetch = r.u32()?;
         let auto_settle = r.u8()? != 0;
+        let priority = r.u32()? as i32;
         let checked_out = r.headers()?.into_iter().map(|h| (h.id, h)).collect();
         consumers.insert(
             id,
@@ -252,6 +258,7 @@ pub fn decode_state(b: &[u8]) -> Result<(Fifo, &[u8]), CodecError> {
                 checked_out,
                 prefetch,
                 auto_settle,
+                priority,
             },
         );
     }
@@ -338,6 +345,7 @@ mod tests {
                 consumer: 3,
                 prefetch: 10,
                 auto_settle: true,
+                priority: -2,
             },
             Command::Credit {
                 consumer: 3,

@@ -60,6 +60,9 @@ pub struct Consumer {
     pub prefetch: u32,
     /// No-ack: a delivery settles the message at once.
     pub auto_settle: bool,
+    /// Its `x-priority`: consumers of a higher priority are served first
+    /// while they have credit; those of one priority take turns.
+    pub priority: i32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,6 +86,7 @@ pub enum Command {
         consumer: ConsumerId,
         prefetch: u32,
         auto_settle: bool,
+        priority: i32,
     },
     /// `consumer` may take `credit` more messages (an unknown consumer is
     /// attached by it, with no prefetch; a prefetch consumer ignores it).
@@ -298,6 +302,7 @@ impl Fifo {
                 consumer,
                 prefetch,
                 auto_settle,
+                priority,
             } => {
                 let c = self.consumers.entry(consumer).or_insert_with(|| {
                     self.service.push_back(consumer);
@@ -305,6 +310,7 @@ impl Fifo {
                 });
                 c.prefetch = prefetch;
                 c.auto_settle = auto_settle;
+                c.priority = priority;
                 c.credit = prefetch.saturating_sub(c.checked_out.len() as u32);
             }
             Command::Credit { consumer, credit } => {
@@ -461,28 +467,37 @@ impl Fifo {
     /// Hand waiting messages to consumers with credit, in turn.
     fn serve(&mut self, out: &mut Vec<Effect>) {
         self.expire(out);
-        let mut idle = 0;
-        // With a single active consumer only the first in the service
-        // order is served, and the order does not turn.
-        let turns = if self.config.single_active {
-            self.service.len().min(1)
-        } else {
-            self.service.len()
-        };
-        while self.ready() > 0 && idle < turns {
+        while self.ready() > 0 {
+            // With a single active consumer only the first in the service
+            // order is served, and the order does not turn. Otherwise the
+            // first in the order of the highest priority with credit is,
+            // and goes to the back.
             let consumer = if self.config.single_active {
-                *self.service.front().expect("not empty")
+                match self.service.front() {
+                    Some(c) if self.consumers[c].credit > 0 => *c,
+                    _ => break,
+                }
             } else {
-                let c = self.service.pop_front().expect("not empty");
+                let with_credit = |c: &ConsumerId| Some(&self.consumers[c]).filter(|s| s.credit > 0);
+                let Some(best) = self
+                    .service
+                    .iter()
+                    .filter_map(with_credit)
+                    .map(|s| s.priority)
+                    .max()
+                else {
+                    break;
+                };
+                let at = self
+                    .service
+                    .iter()
+                    .position(|c| with_credit(c).is_some_and(|s| s.priority == best))
+                    .expect("one has it");
+                let c = self.service.remove(at).expect("in range");
                 self.service.push_back(c);
                 c
             };
             let c = self.consumers.get_mut(&consumer).expect("served consumers exist");
-            if c.credit == 0 {
-                idle += 1;
-                continue;
-            }
-            idle = 0;
             let mut h = match self.returns.pop_front() {
                 Some(h) => h,
                 None => self.waiting.pop_front().expect("ready > 0"),

@@ -777,6 +777,7 @@ impl QueueType for QuorumQueue {
             consumer: cid,
             prefetch,
             auto_settle: spec.no_ack,
+            priority: spec.priority,
         };
         self.locals.insert(
             spec.id,

@@ -205,6 +205,7 @@ fn a_prefetch_consumer_gets_credit_back_as_it_settles_and_no_ack_settles_at_once
         consumer: 1,
         prefetch: 2,
         auto_settle: false,
+        priority: 0,
     });
     assert_eq!(delivered(&got), [(1, 1, false), (1, 2, false)]);
     // Credit commands do not raise a prefetch.
@@ -231,6 +232,7 @@ fn a_prefetch_consumer_gets_credit_back_as_it_settles_and_no_ack_settles_at_once
         consumer: 2,
         prefetch: 0,
         auto_settle: true,
+        priority: 0,
     });
     assert!(got.is_empty());
     let got = f.apply(Command::Credit {
@@ -290,6 +292,7 @@ fn a_single_active_consumer_is_served_alone_until_it_goes() {
             consumer: c,
             prefetch: 5,
             auto_settle: false,
+            priority: 0,
         });
     }
     let mut got = Vec::new();
@@ -300,6 +303,26 @@ fn a_single_active_consumer_is_served_alone_until_it_goes() {
     // It goes: what it held goes to the next, which is active now.
     let got = f.apply(Command::Cancel { consumer: 1 });
     assert_eq!(delivered(&got), [(2, 1, true), (2, 2, true), (2, 3, true)]);
+}
+
+#[test]
+fn higher_priority_consumers_are_served_first_while_they_have_credit() {
+    let mut f = Fifo::new(Config::default());
+    for (c, priority) in [(1, 0), (2, 5), (3, 5)] {
+        f.apply(Command::Consume {
+            consumer: c,
+            prefetch: 2,
+            auto_settle: false,
+            priority,
+        });
+    }
+    let mut got = Vec::new();
+    for id in 1..=6 {
+        got.extend(delivered(&f.apply(enq(id, 1))));
+    }
+    let who: Vec<ConsumerId> = got.iter().map(|d| d.0).collect();
+    // 2 and 3 take turns until both are full; then 1.
+    assert_eq!(who, [2, 3, 2, 3, 1, 1]);
 }
 
 /// Any sequence of commands keeps the state's promises: every message is
@@ -372,6 +395,7 @@ fn random_command_sequences_keep_the_invariants() {
                         consumer,
                         prefetch: rng.gen_range(0..4),
                         auto_settle: rng.gen_bool(0.2),
+                        priority: rng.gen_range(-1..2),
                     }
                 }
                 50..=64 => Command::Settle {

@@ -521,3 +521,35 @@ async fn a_single_active_consumer_gets_everything_until_it_goes() {
     let d = within(second.next()).await.unwrap().unwrap();
     assert_eq!(d.data, b"m0");
 }
+
+#[tokio::test]
+async fn a_higher_priority_consumer_is_served_first() {
+    let b = Broker::start().await;
+    let (_c, ch) = b.channel().await;
+    within(ch.confirm_select(ConfirmSelectOptions::default()))
+        .await
+        .unwrap();
+    declare_quorum(&ch, "qq", FieldTable::default()).await;
+    let mut consumers = Vec::new();
+    for (tag, priority) in [("low", 0), ("high", 5)] {
+        let (c, cch) = b.channel().await;
+        within(cch.basic_qos(10, BasicQosOptions::default()))
+            .await
+            .unwrap();
+        let consumer = within(cch.basic_consume(
+            "qq".into(),
+            tag.into(),
+            BasicConsumeOptions::default(),
+            table(&[("x-priority", i(priority))]),
+        ))
+        .await
+        .unwrap();
+        consumers.push((c, cch, consumer));
+    }
+    publish_confirmed(&ch, "qq", 5).await;
+    for n in 0..5 {
+        let d = within(consumers[1].2.next()).await.unwrap().unwrap();
+        assert_eq!(d.data, format!("m{n}").as_bytes());
+    }
+    nothing_within(300, consumers[0].2.next()).await;
+}
