@@ -63,12 +63,25 @@ pub(crate) fn write_config(
     http: &[u16],
     amqp: Option<u16>,
 ) -> PathBuf {
+    write_config_via(dir, i, cluster, http, amqp, |_, j| cluster[j])
+}
+
+/// [`write_config`], node `i` reaching peer `j` at port `dial(i, j)` (a
+/// proxy in front of `j`'s inter-node port, say).
+pub(crate) fn write_config_via(
+    dir: &Path,
+    i: usize,
+    cluster: &[u16],
+    http: &[u16],
+    amqp: Option<u16>,
+    dial: impl Fn(usize, usize) -> u16,
+) -> PathBuf {
     let peers: Vec<String> = (0..3)
         .filter(|&j| j != i)
         .map(|j| {
             format!(
                 "{{ node = \"warren@p{j}\", address = \"127.0.0.1:{}\" }}",
-                cluster[j]
+                dial(i, j)
             )
         })
         .collect();

@@ -2,13 +2,19 @@
 //! quorum queue with every node a member, a publisher (confirms, unique
 //! ids, at most 50 in flight) and a consumer (prefetch 100, acks) that
 //! reconnect to a live node whenever theirs goes, while a node chosen at
-//! random is killed with SIGKILL and started again, or paused with
-//! SIGSTOP for 3 s. Then the publisher stops, the consumer drains the
-//! queue, and the checker counts: no confirmed message may be lost;
-//! duplicates (redeliveries) are counted, not failed.
+//! random is killed with SIGKILL and started again, paused with SIGSTOP
+//! for 3 s, or cut off from the other two for 5 s (every link between a
+//! pair of nodes runs through a proxy here, which blackholes: the nodes
+//! see only silence). While a node is cut off, a publisher of its own
+//! sends to it, and none of its publishes may be confirmed until the
+//! partition heals (the minority never confirms). Then the main publisher
+//! stops, the consumer drains the queue, and the checker counts: no
+//! confirmed message may be lost; duplicates (redeliveries) are counted,
+//! not failed.
 //!
-//! CI runs a short version (3 kill cycles, 1 pause); `QUORUM_FAULT_KILLS`
-//! and `QUORUM_FAULT_PAUSES` make it longer (`tools/quorum-faults.sh`).
+//! CI runs a short version (3 kill cycles, 1 pause, 2 partitions);
+//! `QUORUM_FAULT_KILLS`, `QUORUM_FAULT_PAUSES` and
+//! `QUORUM_FAULT_PARTITIONS` make it longer (`tools/quorum-faults.sh`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,8 +30,9 @@ use rand::Rng;
 use reqwest::Client;
 
 use crate::cluster::free_ports;
-use crate::cluster_kill::{get, until_all_running, write_config, Node};
+use crate::cluster_kill::{get, until_all_running, write_config_via, Node};
 use crate::common::*;
+use crate::proxy::Proxy;
 
 fn env_count(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -193,15 +200,24 @@ async fn consumer(amqp: Vec<u16>, tally: Arc<Mutex<Tally>>, stop: Arc<AtomicBool
 async fn kill9_and_sigstop_under_load_lose_no_confirmed_message() {
     let kills = env_count("QUORUM_FAULT_KILLS", 3);
     let pauses = env_count("QUORUM_FAULT_PAUSES", 1);
+    let partitions = env_count("QUORUM_FAULT_PARTITIONS", 2);
     let dir = temp_dir("qfaults");
     std::fs::create_dir_all(&dir).unwrap();
     let ports = free_ports(9);
     let (cluster, rest) = ports.split_at(3);
     let (http, amqp) = rest.split_at(3);
+    // One proxy per pair (i < j: i dials j through it).
+    let mut proxies: HashMap<(usize, usize), Proxy> = HashMap::new();
+    for i in 0..3 {
+        for j in i + 1..3 {
+            proxies.insert((i, j), Proxy::start(cluster[j]).await);
+        }
+    }
+    let dial = |i: usize, j: usize| proxies.get(&(i.min(j), i.max(j))).map_or(cluster[j], |p| p.port);
     let mut nodes: Vec<Node> = (0..3)
         .map(|i| Node {
             name: format!("warren@p{i}"),
-            config: write_config(&dir, i, cluster, http, Some(amqp[i])),
+            config: write_config_via(&dir, i, cluster, http, Some(amqp[i]), dial),
             http: http[i],
             log: dir.join(format!("node{i}.log")),
             child: None,
@@ -239,12 +255,27 @@ async fn kill9_and_sigstop_under_load_lose_no_confirmed_message() {
     let q = tokio::spawn(consumer(amqp.to_vec(), tally.clone(), stop_consuming.clone()));
     tokio::time::sleep(Duration::from_secs(2)).await;
 
-    for cycle in 0..kills + pauses {
+    let mut minority_confirmed = 0usize;
+    for cycle in 0..kills + pauses + partitions {
         let victim = rand::thread_rng().gen_range(0..3);
         if cycle < kills {
             nodes[victim].kill9();
             tokio::time::sleep(Duration::from_millis(rand::thread_rng().gen_range(500..2500))).await;
             nodes[victim].spawn();
+        } else if cycle >= kills + pauses {
+            let cut = |on: bool| {
+                for ((i, j), p) in &proxies {
+                    if *i == victim || *j == victim {
+                        p.blackhole(on);
+                    }
+                }
+            };
+            cut(true);
+            // Past the failure detector's 1 s, so the majority has seen it
+            // go; then a publisher of the cut-off node's own.
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            minority_confirmed += minority_publishes(amqp[victim], Duration::from_millis(3500)).await;
+            cut(false);
         } else {
             let pid = nodes[victim].child.as_ref().unwrap().id() as i32;
             unsafe { libc::kill(pid, libc::SIGSTOP) };
@@ -284,7 +315,7 @@ async fn kill9_and_sigstop_under_load_lose_no_confirmed_message() {
         .collect();
     let duplicates: u32 = t.received.values().map(|n| n - 1).sum();
     eprintln!(
-        "quorum faults: {kills} kill -9, {pauses} SIGSTOP: {} confirmed, {} nacked, {} received, {} lost, {duplicates} duplicates, {} left in the queue",
+        "quorum faults: {kills} kill -9, {pauses} SIGSTOP, {partitions} partitions: {minority_confirmed} confirmed by a minority, {} confirmed, {} nacked, {} received, {} lost, {duplicates} duplicates, {} left in the queue",
         t.confirmed.len(),
         t.nacked,
         t.received.len(),
@@ -292,6 +323,7 @@ async fn kill9_and_sigstop_under_load_lose_no_confirmed_message() {
         v["messages"]
     );
     assert!(t.confirmed.len() > 100, "the load never got going");
+    assert_eq!(minority_confirmed, 0, "a cut-off node confirmed publishes");
     assert!(
         lost.is_empty(),
         "confirmed and lost: {:?}",
@@ -299,6 +331,59 @@ async fn kill9_and_sigstop_under_load_lose_no_confirmed_message() {
     );
     drop(t);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Publish to the node on `port` (cut off from the others) for `time`,
+/// with confirms; how many were confirmed within it (0 if the node is
+/// alone: a majority never has them).
+async fn minority_publishes(port: u16, time: Duration) -> usize {
+    let t0 = Instant::now();
+    let Some(c) = connect_any(&[port]).await else {
+        return 0;
+    };
+    let Ok(Ok(ch)) = tokio::time::timeout(Duration::from_secs(2), c.create_channel()).await else {
+        return 0;
+    };
+    if !matches!(
+        tokio::time::timeout(
+            Duration::from_secs(2),
+            ch.confirm_select(ConfirmSelectOptions::default())
+        )
+        .await,
+        Ok(Ok(_))
+    ) {
+        return 0;
+    }
+    let mut pending = Vec::new();
+    for n in 0..20u64 {
+        let body = (u64::MAX - n).to_be_bytes();
+        if let Ok(Ok(confirm)) = tokio::time::timeout(
+            Duration::from_secs(1),
+            ch.basic_publish(
+                "".into(),
+                "faults".into(),
+                BasicPublishOptions::default(),
+                &body,
+                BasicProperties::default().with_delivery_mode(2),
+            ),
+        )
+        .await
+        {
+            pending.push(confirm);
+        }
+    }
+    let mut confirmed = 0;
+    for confirm in pending {
+        let left = time.saturating_sub(t0.elapsed());
+        if let Ok(Ok(c)) = tokio::time::timeout(left, confirm).await {
+            if c.is_ack() {
+                confirmed += 1;
+            }
+        }
+    }
+    // Dropped, not closed: the node may be unreachable for the close.
+    drop(c);
+    confirmed
 }
 
 async fn within_secs<T>(secs: u64, f: impl std::future::Future<Output = T>) -> T {
