@@ -317,6 +317,20 @@ fn durable_only(
     )))
 }
 
+/// A constructor of a queue type with its own rules (streams, quorum
+/// queues), from what `Queue::new` has parsed.
+type MakeQueue = fn(
+    ShortStr,
+    &str,
+    bool,
+    bool,
+    Option<u64>,
+    FieldTable,
+    QueueConfig,
+    AppliedPolicy,
+    &QueueEnv,
+) -> Result<Arc<Queue>, BrokerError>;
+
 /// A policy (or none) as chosen at a vhost's policy version.
 pub type AppliedPolicy = (Option<Arc<Policy>>, u64);
 
@@ -353,21 +367,15 @@ impl Queue {
         env: &QueueEnv,
     ) -> Result<Arc<Queue>, BrokerError> {
         let config = settings(&arguments, policy.0.as_deref(), &name, vhost)?;
-        if config.kind == QueueKind::Quorum {
-            return Self::new_quorum(
-                name,
-                vhost,
-                durable,
-                auto_delete,
-                exclusive_owner,
-                arguments,
-                config,
-                policy,
-                env,
-            );
-        }
-        if config.kind == QueueKind::Stream {
-            return Self::new_stream(
+        // Streams and quorum queues are made by their own constructors
+        // (same arguments, same rules on the flags).
+        let special: Option<MakeQueue> = match config.kind {
+            QueueKind::Quorum => Some(Self::new_quorum),
+            QueueKind::Stream => Some(Self::new_stream),
+            QueueKind::Classic => None,
+        };
+        if let Some(make) = special {
+            return make(
                 name,
                 vhost,
                 durable,
