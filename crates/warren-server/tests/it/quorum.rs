@@ -50,6 +50,22 @@ async fn dead_lettering(b: &Broker, dlq: &str, arg: (&str, AMQPValue)) -> (lapin
     (c, ch)
 }
 
+/// The next message in dead-letter queue `dlq` (which must have one:
+/// `what` says which) and its x-first-death-reason.
+async fn dead_letter(ch: &Channel, dlq: &str, what: &str) -> (Vec<u8>, Option<AMQPValue>) {
+    let got = within(ch.basic_get(dlq.into(), BasicGetOptions { no_ack: true }))
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("{what}"));
+    let reason = got
+        .delivery
+        .properties
+        .headers()
+        .as_ref()
+        .and_then(|h| h.inner().get("x-first-death-reason").cloned());
+    (got.delivery.data, reason)
+}
+
 /// Publish `n` messages "m0".."m{n-1}" with confirms; every one acked.
 async fn publish_confirmed(ch: &Channel, queue: &str, n: usize) {
     let mut confirms = Vec::new();
@@ -237,17 +253,8 @@ async fn requeued_messages_carry_their_delivery_count_and_past_the_limit_are_dea
     nothing_within(300, consumer.next()).await;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(depth(&ch, "dead").await, 1);
-    let got = within(ch.basic_get("dead".into(), BasicGetOptions { no_ack: true }))
-        .await
-        .unwrap()
-        .expect("the dead letter");
-    assert_eq!(got.delivery.data, b"m0");
-    let reason = got
-        .delivery
-        .properties
-        .headers()
-        .as_ref()
-        .and_then(|h| h.inner().get("x-first-death-reason").cloned());
+    let (body, reason) = dead_letter(&ch, "dead", "the dead letter").await;
+    assert_eq!(body, b"m0");
     assert_eq!(reason, Some(AMQPValue::LongString("delivery_limit".into())));
 }
 
@@ -402,16 +409,7 @@ async fn messages_past_their_ttl_are_dead_lettered_from_the_head() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     assert_eq!(depth(&ch, "qq").await, 0);
-    let got = within(ch.basic_get("expired".into(), BasicGetOptions { no_ack: true }))
-        .await
-        .unwrap()
-        .expect("a dead letter");
-    let reason = got
-        .delivery
-        .properties
-        .headers()
-        .as_ref()
-        .and_then(|h| h.inner().get("x-first-death-reason").cloned());
+    let (_, reason) = dead_letter(&ch, "expired", "a dead letter").await;
     assert_eq!(reason, Some(AMQPValue::LongString("expired".into())));
 }
 
@@ -422,17 +420,8 @@ async fn max_length_drops_the_head_or_refuses_the_publish() {
     publish_confirmed(&ch, "qq", 3).await;
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     assert_eq!(depth(&ch, "qq").await, 2);
-    let got = within(ch.basic_get("dropped".into(), BasicGetOptions { no_ack: true }))
-        .await
-        .unwrap()
-        .expect("the dropped head");
-    assert_eq!(got.delivery.data, b"m0");
-    let reason = got
-        .delivery
-        .properties
-        .headers()
-        .as_ref()
-        .and_then(|h| h.inner().get("x-first-death-reason").cloned());
+    let (body, reason) = dead_letter(&ch, "dropped", "the dropped head").await;
+    assert_eq!(body, b"m0");
     assert_eq!(reason, Some(AMQPValue::LongString("maxlen".into())));
 
     declare_quorum(
