@@ -15,6 +15,7 @@ mod consumer;
 pub mod dead_letter;
 mod paging;
 pub mod quorum;
+mod quorum_bodies;
 mod remote;
 pub mod stream;
 mod stream_cache;
@@ -520,6 +521,7 @@ impl Queue {
                 ))
             })?;
         }
+        qq.sweep();
         let state: Box<dyn QueueType> = Box::new(qq);
         let q = Arc::new(Queue {
             name,

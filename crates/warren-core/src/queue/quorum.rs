@@ -41,8 +41,9 @@ use super::{
     RemoteConfirm, Settle, Ticket,
 };
 use crate::error::BrokerError;
-use crate::message::{Message, MessageRef};
+use crate::message::MessageRef;
 use crate::queue::dead_letter::Reason;
+use crate::queue::quorum_bodies::{encode_message, Bodies};
 use crate::replication::ReplicationSlot;
 
 /// Credit proposed at a time for consumers without a prefetch.
@@ -76,6 +77,10 @@ pub trait QuorumSystem: Send + Sync {
     fn propose(&self, group: u64, entry: Vec<u8>);
     /// The queue is deleted: its group goes from this node.
     fn remove(&self, group: u64);
+    /// Where `group`'s paged bodies go (None: they stay in memory).
+    fn body_dir(&self, _group: u64) -> Option<std::path::PathBuf> {
+        None
+    }
 }
 
 /// Set once when the server starts its quorum system; every vhost shares it.
@@ -137,8 +142,7 @@ pub struct QuorumQueue {
     group: u64,
     system: Arc<dyn QuorumSystem>,
     fifo: Fifo,
-    bodies: HashMap<MsgId, MessageRef>,
-    body_bytes: u64,
+    bodies: Bodies,
     role: Role,
     /// Consumers attached here, by the broker's consumer id.
     locals: BTreeMap<u64, Local>,
@@ -149,7 +153,6 @@ pub struct QuorumQueue {
     /// The expiry a Tick was proposed for (so it is proposed once).
     tick_asked: Option<u64>,
     idle_since: Option<Instant>,
-    memory: Arc<super::MemoryGauge>,
     /// A follower hands clients' operations to the leader's node through
     /// the cluster's queue protocol, as for a queue of another node.
     replication: ReplicationSlot,
@@ -179,12 +182,12 @@ impl QuorumQueue {
         memory: Arc<super::MemoryGauge>,
         replication: ReplicationSlot,
     ) -> QuorumQueue {
+        let body_dir = system.body_dir(group);
         QuorumQueue {
             group,
             system,
             fifo: Fifo::new(fifo_config(config)),
-            bodies: HashMap::new(),
-            body_bytes: 0,
+            bodies: Bodies::new(body_dir, memory),
             role: Role::Unknown,
             locals: BTreeMap::new(),
             confirms: HashMap::new(),
@@ -196,7 +199,6 @@ impl QuorumQueue {
             flow_waiters: Vec::new(),
             tick_asked: None,
             idle_since: Some(Instant::now()),
-            memory,
             replication,
             forwarded: HashMap::new(),
             dequeuing: std::collections::HashSet::new(),
@@ -225,9 +227,12 @@ impl QuorumQueue {
         self.group
     }
 
-    /// Bytes of the bodies held (what a checkpoint writes).
-    pub fn body_bytes(&self) -> u64 {
-        self.body_bytes
+    /// About how many bytes a checkpoint writes (so the Raft thread can
+    /// space them by that).
+    pub fn checkpoint_bytes(&self) -> u64 {
+        // A waiting or held message's header in the state.
+        const HEADER: u64 = 40;
+        self.bodies.checkpoint_bytes() + HEADER * (self.fifo.ready() + self.fifo.checked_out()) as u64
     }
 
     pub fn role(&self) -> Role {
@@ -273,57 +278,50 @@ impl QuorumQueue {
         self.system.propose(self.group, e);
     }
 
-    /// The state machine and bodies as a snapshot's data: the state, then
-    /// each body (id, then the message as an enqueue carries it).
-    pub fn snapshot(&self) -> Vec<u8> {
+    /// The state machine and bodies as a snapshot's data for another
+    /// member: the state, then each body inline (id, length, then the
+    /// message as an enqueue carries it; paged bodies read back).
+    pub fn snapshot(&mut self) -> Vec<u8> {
         let mut out = Vec::new();
         codec::encode_state(&self.fifo, &mut out);
-        let mut ids: Vec<&MsgId> = self.bodies.keys().collect();
-        ids.sort_unstable();
-        out.extend_from_slice(&(ids.len() as u64).to_le_bytes());
-        for id in ids {
-            let m = &self.bodies[id];
-            let at = out.len();
-            out.extend_from_slice(&[0; 12]);
-            encode_message(m, &mut out);
-            let len = (out.len() - at - 12) as u32;
-            out[at..at + 8].copy_from_slice(&id.to_le_bytes());
-            out[at + 8..at + 12].copy_from_slice(&len.to_le_bytes());
-        }
+        self.bodies.encode_inline(&mut out);
         out
+    }
+
+    /// This member's checkpoint: the state, the bodies in memory inline,
+    /// and where each paged body lies (its segments synced first). Also
+    /// what to hand [`checkpointed`](Self::checkpointed) once it is on
+    /// disk.
+    pub fn checkpoint(&mut self) -> Result<(Vec<u8>, Vec<u32>), String> {
+        let mut out = Vec::new();
+        codec::encode_state(&self.fifo, &mut out);
+        let doomed = self
+            .bodies
+            .encode_checkpoint(&mut out)
+            .map_err(|e| format!("syncing paged bodies: {e}"))?;
+        Ok((out, doomed))
+    }
+
+    /// A checkpoint is on disk: segments it does not name go.
+    pub fn checkpointed(&mut self, doomed: &[u32]) {
+        self.bodies.checkpointed(doomed);
+    }
+
+    /// After a restart's checkpoint (if any) is installed: segment files
+    /// it does not name go.
+    pub fn sweep(&mut self) {
+        self.bodies.sweep();
     }
 
     /// Replace the state by a snapshot's (a restart's checkpoint, or the
     /// leader's when this member was too far behind).
     pub fn install(&mut self, data: &[u8]) -> Result<(), String> {
         let (fifo, rest) = codec::decode_state(data).map_err(|e| e.to_string())?;
-        let mut r = rest;
-        let take = |r: &mut &[u8], n: usize| -> Result<Vec<u8>, String> {
-            if r.len() < n {
-                return Err("a quorum queue snapshot ends early".into());
-            }
-            let (a, b) = r.split_at(n);
-            *r = b;
-            Ok(a.to_vec())
-        };
-        let n = u64::from_le_bytes(take(&mut r, 8)?.try_into().expect("8"));
-        let mut bodies = HashMap::new();
-        let mut bytes = 0u64;
-        for _ in 0..n {
-            let id = u64::from_le_bytes(take(&mut r, 8)?.try_into().expect("8"));
-            let len = u32::from_le_bytes(take(&mut r, 4)?.try_into().expect("4")) as usize;
-            let m = decode_message(Bytes::from(take(&mut r, len)?)).map_err(|e| e.to_string())?;
-            bytes += m.memory_size() as u64;
-            bodies.insert(id, Arc::new(m));
-        }
-        self.memory.sub(self.body_bytes as usize);
-        self.memory.add(bytes as usize);
+        self.bodies.install(rest)?;
         // Entries the snapshot covers are not applied one by one here:
         // this node's publishes among them would never be confirmed.
         self.nack_all();
         self.fifo = fifo;
-        self.bodies = bodies;
-        self.body_bytes = bytes;
         Ok(())
     }
 
@@ -392,18 +390,12 @@ impl QuorumQueue {
         let me = self.system.node_id();
         if let Command::Enqueue { id, .. } = &command {
             let at = data.len() - rest.len();
-            match decode_message(data.slice(at..)) {
-                Ok(m) => {
-                    let size = m.memory_size();
-                    self.body_bytes += size as u64;
-                    self.memory.add(size);
-                    self.bodies.insert(*id, Arc::new(m));
-                }
-                Err(e) => tracing::error!(
+            if let Err(e) = self.bodies.insert(*id, data.slice(at..)) {
+                tracing::error!(
                     group = self.group,
                     index,
                     "an enqueued message that does not decode: {e}"
-                ),
+                );
             }
         }
         if let Command::Dequeue { id, .. } = &command {
@@ -433,6 +425,7 @@ impl QuorumQueue {
 
     fn effects(&mut self, ctx: &mut Ctx, effects: Vec<Effect>) {
         let leads = self.role == Role::Leader;
+        let mut lost = Vec::new();
         for e in effects {
             match e {
                 Effect::Deliver {
@@ -441,18 +434,33 @@ impl QuorumQueue {
                     redelivered,
                     settled,
                 } => {
+                    // Only the leader reads a paged body back.
                     let body = if settled {
-                        self.forget(header.id)
+                        self.bodies.take(header.id, leads)
+                    } else if leads {
+                        self.bodies.get(header.id)
                     } else {
-                        self.bodies.get(&header.id).cloned()
+                        None
                     };
                     if !leads {
                         continue;
                     }
+                    let Some(mut message) = body else {
+                        // Lost (a segment record found corrupt): the
+                        // consumer must not wait for it for ever.
+                        tracing::error!(
+                            group = self.group,
+                            id = header.id,
+                            "a quorum queue message without its body, dropped"
+                        );
+                        if !settled {
+                            lost.push((consumer, header.id));
+                        }
+                        continue;
+                    };
                     let Some(l) = self.locals.values_mut().find(|l| l.cid == consumer) else {
                         continue;
                     };
-                    let Some(mut message) = body else { continue };
                     if header.delivery_count > 0 {
                         message = with_delivery_count(&message, header.delivery_count);
                     }
@@ -466,7 +474,7 @@ impl QuorumQueue {
                     });
                 }
                 Effect::DeadLetter { header, reason } => {
-                    if let Some(m) = self.forget(header.id) {
+                    if let Some(m) = self.bodies.take(header.id, leads) {
                         if leads {
                             let reason = match reason {
                                 DeadLetterReason::Rejected => Reason::Rejected,
@@ -480,14 +488,23 @@ impl QuorumQueue {
                 }
                 Effect::Purged(_) => {}
                 Effect::Rejected(id) => {
-                    self.forget(id);
+                    self.bodies.take(id, false);
                 }
                 Effect::Dropped(ids) => {
                     for id in ids {
-                        self.forget(id);
+                        self.bodies.take(id, false);
                     }
                 }
             }
+        }
+        for (consumer, id) in lost {
+            self.propose(
+                0,
+                &Command::Settle {
+                    consumer,
+                    ids: vec![id],
+                },
+            );
         }
         if leads {
             self.deliver(ctx);
@@ -496,14 +513,6 @@ impl QuorumQueue {
                 ctx.effects.arm_timer = true;
             }
         }
-    }
-
-    fn forget(&mut self, id: MsgId) -> Option<MessageRef> {
-        let m = self.bodies.remove(&id)?;
-        let size = m.memory_size();
-        self.body_bytes -= size as u64;
-        self.memory.sub(size);
-        Some(m)
     }
 
     /// Publishes waiting to apply that may never be heard of again (a
@@ -664,42 +673,6 @@ fn fifo_config(c: &super::QueueConfig) -> warren_fifo::Config {
     }
 }
 
-/// The message as an enqueue entry carries it.
-fn encode_message(m: &Message, out: &mut Vec<u8>) {
-    let ex = &m.exchange.as_bytes()[..m.exchange.len().min(255)];
-    let rk = &m.routing_key.as_bytes()[..m.routing_key.len().min(255)];
-    out.push(ex.len() as u8);
-    out.extend_from_slice(ex);
-    out.push(rk.len() as u8);
-    out.extend_from_slice(rk);
-    out.extend_from_slice(&(m.raw_properties.len() as u32).to_le_bytes());
-    out.extend_from_slice(&m.raw_properties);
-    out.extend_from_slice(&m.body);
-}
-
-/// A message from an enqueue entry (no copy of the body: it is a slice of
-/// the entry).
-fn decode_message(b: Bytes) -> Result<Message, BrokerError> {
-    let short = || BrokerError::Internal("a quorum queue message ends early".into());
-    let mut at = 0usize;
-    let mut take = |n: usize| -> Result<Bytes, BrokerError> {
-        if b.len() < at + n {
-            return Err(short());
-        }
-        let s = b.slice(at..at + n);
-        at += n;
-        Ok(s)
-    };
-    let n = take(1)?[0] as usize;
-    let exchange = ShortStr::from_bytes(take(n)?);
-    let n = take(1)?[0] as usize;
-    let routing_key = ShortStr::from_bytes(take(n)?);
-    let n = u32::from_le_bytes(take(4)?[..].try_into().expect("4")) as usize;
-    let props = take(n)?;
-    let body = b.slice(at..);
-    Ok(Message::from_publish(exchange, routing_key, props, body)?.0)
-}
-
 /// The message with `x-delivery-count` in its headers (RabbitMQ's quorum
 /// queues add it to messages whose delivery failed before).
 fn with_delivery_count(m: &MessageRef, count: u32) -> MessageRef {
@@ -848,7 +821,7 @@ impl QueueType for QuorumQueue {
             .chain(waiting.iter())
             .find(|h| !self.dequeuing.contains(&h.id))?
             .clone();
-        let mut message = self.bodies.get(&h.id)?.clone();
+        let mut message = self.bodies.get(h.id)?;
         if h.delivery_count > 0 {
             message = with_delivery_count(&message, h.delivery_count);
         }
@@ -930,9 +903,7 @@ impl QueueType for QuorumQueue {
     fn delete(&mut self, _ctx: &mut Ctx) -> Vec<ConsumerSpec> {
         self.system.remove(self.group);
         self.nack_all();
-        let bytes = std::mem::take(&mut self.body_bytes);
-        self.memory.sub(bytes as usize);
-        self.bodies.clear();
+        self.bodies.destroy();
         std::mem::take(&mut self.locals)
             .into_values()
             .map(|l| l.consumer.spec)
@@ -945,8 +916,8 @@ impl QueueType for QuorumQueue {
             unacked: self.fifo.checked_out() as u64,
             consumers: self.locals.len() as u32,
             ready_bytes: self.fifo.ready_bytes(),
-            ram_bytes: self.fifo.ready_bytes(),
-            ram_messages: self.fifo.ready() as u64,
+            ram_bytes: self.bodies.in_memory().1,
+            ram_messages: self.bodies.in_memory().0,
         }
     }
 

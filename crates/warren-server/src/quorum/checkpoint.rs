@@ -1,5 +1,6 @@
-//! A quorum queue's checkpoint: its state machine and bodies at an
-//! applied index, in `DATA_DIR/quorum/<group, 16 hex digits>.snap`,
+//! A quorum queue's checkpoint: its state machine, the bodies it holds in
+//! memory and where its paged bodies lie (queue/quorum_bodies.rs in
+//! warren-core) at an applied index, in `DATA_DIR/quorum/<group, 16 hex digits>.snap`,
 //! replaced whole (written beside, synced, renamed). Once one is on disk
 //! the group's log forgets what it covers, so a restart installs it and
 //! replays only the entries after it.
@@ -79,8 +80,11 @@ pub fn write(dir: &Path, group: u64, index: u64, data: &[u8]) -> std::io::Result
     crate::definitions::replace_file(&path(dir, group), &b)
 }
 
+/// The group is gone: its checkpoint, and its paged bodies' segments
+/// (`<group, 16 hex digits>/`, the queue's own).
 pub fn remove(dir: &Path, group: u64) {
     let _ = std::fs::remove_file(path(dir, group));
+    let _ = std::fs::remove_dir_all(dir.join(format!("{group:016x}")));
 }
 
 #[cfg(test)]

@@ -408,11 +408,12 @@ impl Driver {
         let Some(g) = self.groups.get_mut(&group) else {
             return;
         };
-        // Each checkpoint writes the whole queue: one is due only after
-        // twice what it would write has gone through the log, so a deep
-        // queue costs O(1) per entry, not O(depth).
+        // Each checkpoint writes the whole state, and the bodies in memory
+        // (paged ones by reference): one is due only after twice what it
+        // would write has gone through the log, so a deep queue costs O(1)
+        // per entry, not O(depth).
         let live = q.stats();
-        let held = q.with_quorum(|qq, _| qq.body_bytes()).0.unwrap_or(0);
+        let held = q.with_quorum(|qq, _| qq.checkpoint_bytes()).0.unwrap_or(0);
         let due = (live.ready + live.unacked)
             .saturating_mul(2)
             .max(CHECKPOINT_ENTRIES);
@@ -420,13 +421,21 @@ impl Driver {
         if g.since.0 < due && g.since.1 < due_bytes {
             return;
         }
-        let (data, _) = q.with_quorum(|qq, _| qq.snapshot());
-        let Some(data) = data else { return };
+        let (made, _) = q.with_quorum(|qq, _| qq.checkpoint());
+        let (data, doomed) = match made {
+            Some(Ok(d)) => d,
+            Some(Err(e)) => {
+                tracing::error!(group, "a quorum queue checkpoint not made: {e}");
+                return;
+            }
+            None => return,
+        };
         let applied = g.applied.load(Ordering::Relaxed);
         if let Err(e) = checkpoint::write(&self.dir, group, applied, &data) {
             tracing::error!(group, "a quorum queue checkpoint not written: {e}");
             return;
         }
+        q.with_quorum(|qq, _| qq.checkpointed(&doomed));
         g.since = (0, 0);
         if let Err(e) = self.node.compact(group, applied) {
             tracing::error!(group, "a quorum queue log not compacted: {e}");

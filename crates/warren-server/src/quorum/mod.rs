@@ -258,4 +258,8 @@ impl QuorumSystem for Quorum {
         }
         let _ = self.tx.send(Input::Remove(group));
     }
+
+    fn body_dir(&self, group: u64) -> Option<std::path::PathBuf> {
+        Some(self.dir.join(format!("{group:016x}")))
+    }
 }

@@ -1,8 +1,9 @@
 //! Quorum queues on a single node (issue 17), with lapin: the declare's
 //! rules, publishes confirmed once their entry is committed (on disk),
 //! consumers served in order within their prefetch, acks, requeues with
-//! x-delivery-count, x-delivery-limit dead-lettering, and the queue's
-//! messages surviving a restart (from the Raft log and a checkpoint).
+//! x-delivery-count, x-delivery-limit dead-lettering, the queue's
+//! messages surviving a restart (from the Raft log and a checkpoint), and
+//! a deep backlog paged to the queue's segments.
 
 use futures_lite::StreamExt;
 use lapin::options::*;
@@ -345,6 +346,108 @@ async fn messages_survive_restarts_with_unacked_ones_back_as_redelivered() {
         // 11000-11099 were taken before (by the first consumer).
         assert_eq!(d.redelivered, i < 11100, "message {i}");
     }
+}
+
+/// A 4 KiB body that names its message.
+fn big(i: usize) -> Vec<u8> {
+    let mut b = format!("m{i}:").into_bytes();
+    b.resize(4096, b'a' + (i % 26) as u8);
+    b
+}
+
+/// Segment files of the quorum queues' paged bodies under `data_dir`.
+fn segments(data_dir: &std::path::Path) -> usize {
+    std::fs::read_dir(data_dir.join("quorum"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .flat_map(|d| std::fs::read_dir(d.path()).unwrap().flatten())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "qseg"))
+        .count()
+}
+
+/// Take `n` messages, checking each is `big(from + k)`, acking each.
+async fn take_big(ch: &Channel, queue: &str, from: usize, n: usize) {
+    let mut c = within(ch.basic_consume(
+        queue.into(),
+        format!("take-{from}").as_str().into(),
+        BasicConsumeOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap();
+    for k in 0..n {
+        let d = within(c.next()).await.unwrap().unwrap();
+        assert!(
+            d.data == big(from + k),
+            "message {} (got {:?})",
+            from + k,
+            &d.data[..12]
+        );
+        within(d.ack(BasicAckOptions::default())).await.unwrap();
+    }
+    within(ch.basic_cancel(
+        format!("take-{from}").as_str().into(),
+        BasicCancelOptions::default(),
+    ))
+    .await
+    .unwrap();
+}
+
+async fn publish_big(ch: &Channel, queue: &str, from: usize, n: usize) {
+    let mut confirms = Vec::new();
+    for i in from..from + n {
+        let c = within(ch.basic_publish(
+            "".into(),
+            queue.into(),
+            BasicPublishOptions::default(),
+            &big(i),
+            BasicProperties::default().with_delivery_mode(2),
+        ))
+        .await
+        .unwrap();
+        confirms.push(c);
+    }
+    for c in confirms {
+        assert!(within(c).await.unwrap().is_ack());
+    }
+}
+
+#[tokio::test]
+async fn a_deep_backlog_is_paged_out_and_read_back_across_a_restart() {
+    let mut b = Broker::start().await;
+    {
+        let (_c, ch) = b.channel().await;
+        within(ch.confirm_select(ConfirmSelectOptions::default()))
+            .await
+            .unwrap();
+        declare_quorum(&ch, "deep", FieldTable::default()).await;
+        // 24 MiB: past the 8 MiB kept in memory.
+        publish_big(&ch, "deep", 0, 6000).await;
+        assert!(segments(&b.data_dir) > 0, "bodies past the window are paged");
+        within(ch.basic_qos(50, BasicQosOptions::default()))
+            .await
+            .unwrap();
+        take_big(&ch, "deep", 0, 1000).await;
+    }
+    b.restart().await;
+    let (_c, ch) = b.channel().await;
+    within(ch.confirm_select(ConfirmSelectOptions::default()))
+        .await
+        .unwrap();
+    within(ch.basic_qos(50, BasicQosOptions::default()))
+        .await
+        .unwrap();
+    assert_eq!(depth(&ch, "deep").await, 5000);
+    take_big(&ch, "deep", 1000, 5000).await;
+    // Drained; once 12 MiB more has gone through the log, a checkpoint
+    // no longer names the emptied segments and they go.
+    for round in 0..10 {
+        let from = 6000 + round * 300;
+        publish_big(&ch, "deep", from, 300).await;
+        take_big(&ch, "deep", from, 300).await;
+    }
+    assert_eq!(segments(&b.data_dir), 0, "emptied segments are deleted");
 }
 
 #[tokio::test]

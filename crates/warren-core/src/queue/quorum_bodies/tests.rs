@@ -1,0 +1,181 @@
+//! Paging, read-back, checkpoints and segment deletion of quorum queue
+//! bodies, against a real directory.
+
+use super::*;
+
+fn raw(id: u64, size: usize) -> Bytes {
+    let body: Vec<u8> = (0..size).map(|i| (id as usize + i) as u8).collect();
+    let m = Message::from_publish(
+        ShortStr::from("ex"),
+        ShortStr::from(format!("rk-{id}").as_str()),
+        // No properties: the 0-9-1 property flags only.
+        Bytes::from_static(&[0, 0]),
+        Bytes::from(body),
+    )
+    .expect("a message")
+    .0;
+    let mut out = Vec::new();
+    encode_message(&m, &mut out);
+    Bytes::from(out)
+}
+
+fn body_of(id: u64, size: usize) -> Bytes {
+    decode_message(raw(id, size)).expect("decodes").body
+}
+
+fn bodies(dir: &std::path::Path) -> Bodies {
+    Bodies::new(Some(dir.join("q")), Arc::new(MemoryGauge::default()))
+}
+
+fn segments(dir: &std::path::Path) -> usize {
+    existing(&dir.join("q")).len()
+}
+
+#[test]
+fn past_the_window_bodies_are_paged_and_read_back_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = bodies(dir.path());
+    let n = WINDOW_MAX as u64 + 1000;
+    for id in 1..=n {
+        b.insert(id, raw(id, 100)).unwrap();
+    }
+    assert_eq!(b.in_memory().0, WINDOW_MAX as u64);
+    assert_eq!(b.paged(), 1000);
+    assert_eq!(b.len(), n as usize);
+    for id in 1..=n {
+        let m = b.take(id, true).expect("every body comes back");
+        assert_eq!(m.body, body_of(id, 100), "body of {id}");
+        assert_eq!(m.routing_key.to_str_lossy(), format!("rk-{id}"));
+    }
+    assert!(b.is_empty());
+}
+
+#[test]
+fn a_read_back_takes_the_following_bodies_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = bodies(dir.path());
+    let n = WINDOW_MAX as u64 + 600;
+    for id in 1..=n {
+        b.insert(id, raw(id, 10)).unwrap();
+    }
+    let first_paged = WINDOW_MAX as u64 + 1;
+    assert_eq!(b.get(first_paged).unwrap().body, body_of(first_paged, 10));
+    assert_eq!(b.paged(), 600 - READ_AHEAD);
+    assert_eq!(b.in_memory().0, WINDOW_MAX as u64 + READ_AHEAD as u64);
+}
+
+#[test]
+fn a_checkpoint_names_paged_bodies_and_a_restart_reads_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = WINDOW_MAX as u64 + 3000;
+    let mut out = Vec::new();
+    {
+        let mut b = bodies(dir.path());
+        for id in 1..=n {
+            b.insert(id, raw(id, 300)).unwrap();
+        }
+        // Some leave before the checkpoint, from both places.
+        for id in (1..=n).step_by(7) {
+            b.take(id, false);
+        }
+        b.encode_checkpoint(&mut out).unwrap();
+        // Written after the checkpoint: the log would replay it.
+        b.insert(n + 1, raw(n + 1, 300)).unwrap();
+    }
+    let mut b = bodies(dir.path());
+    b.install(&out).unwrap();
+    b.sweep();
+    for id in 1..=n {
+        let m = b.take(id, true);
+        if id % 7 == 1 {
+            assert!(m.is_none(), "{id} had left");
+        } else {
+            assert_eq!(m.expect("kept").body, body_of(id, 300), "body of {id}");
+        }
+    }
+    assert!(b.is_empty());
+}
+
+#[test]
+fn a_segment_goes_once_empty_and_after_the_next_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = bodies(dir.path());
+    // 8 MiB in memory, then about 12 MiB paged: three or four segments.
+    let size = 64 << 10;
+    let n = 320u64;
+    for id in 1..=n {
+        b.insert(id, raw(id, size)).unwrap();
+    }
+    let before = segments(dir.path());
+    assert!(before >= 3, "{before} segments");
+    for id in 1..=300 {
+        b.take(id, false);
+    }
+    // Emptied segments stay until a checkpoint no longer names them.
+    assert_eq!(segments(dir.path()), before);
+    let mut out = Vec::new();
+    let doomed = b.encode_checkpoint(&mut out).unwrap();
+    assert!(!doomed.is_empty());
+    b.checkpointed(&doomed);
+    assert!(segments(dir.path()) < before);
+    for id in 301..=n {
+        assert_eq!(b.take(id, true).expect("kept").body, body_of(id, size));
+    }
+}
+
+#[test]
+fn a_corrupt_record_loses_that_body_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = bodies(dir.path());
+    let n = WINDOW_MAX as u64 + 10;
+    for id in 1..=n {
+        b.insert(id, raw(id, 50)).unwrap();
+    }
+    let mut out = Vec::new();
+    b.encode_checkpoint(&mut out).unwrap();
+    // Flip a byte of the first paged record's body.
+    let seg = dir
+        .path()
+        .join("q")
+        .join(seg_name(existing(&dir.path().join("q"))[0]));
+    let mut bytes = std::fs::read(&seg).unwrap();
+    bytes[40] ^= 0xff;
+    std::fs::write(&seg, bytes).unwrap();
+    let first_paged = WINDOW_MAX as u64 + 1;
+    assert!(b.get(first_paged).is_none());
+    assert_eq!(b.get(first_paged + 1).unwrap().body, body_of(first_paged + 1, 50));
+}
+
+#[test]
+fn a_snapshot_carries_every_body_inline() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = bodies(dir.path());
+    let n = WINDOW_MAX as u64 + 100;
+    for id in 1..=n {
+        b.insert(id, raw(id, 20)).unwrap();
+    }
+    let mut out = Vec::new();
+    b.encode_inline(&mut out);
+    // Another member, with no directory: all in memory.
+    let mut other = Bodies::new(None, Arc::new(MemoryGauge::default()));
+    other.install(&out).unwrap();
+    assert_eq!(other.in_memory().0, n);
+    for id in 1..=n {
+        assert_eq!(other.take(id, true).unwrap().body, body_of(id, 20));
+    }
+    // And one with a directory pages past its window.
+    let dir2 = tempfile::tempdir().unwrap();
+    let mut third = bodies(dir2.path());
+    third.install(&out).unwrap();
+    assert_eq!(third.paged(), 100);
+}
+
+#[test]
+fn with_no_directory_everything_stays_in_memory() {
+    let mut b = Bodies::new(None, Arc::new(MemoryGauge::default()));
+    for id in 1..=(WINDOW_MAX as u64 + 5) {
+        b.insert(id, raw(id, 10)).unwrap();
+    }
+    assert_eq!(b.paged(), 0);
+    assert_eq!(b.len(), WINDOW_MAX + 5);
+}
