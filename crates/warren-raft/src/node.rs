@@ -184,12 +184,21 @@ impl RaftNode {
             startup: Vec::new(),
             logger: slog::Logger::root(slog::Discard, slog::o!()),
         };
-        for (g, s) in storages {
+        for (g, mut s) in storages {
             // The commit index is in the log only as often as a hard state
-            // was written, so it may be behind what was applied: raft-rs
-            // must not be told of an applied index past its commit.
+            // was written (a leader learns its commit after its fsync, and
+            // logs it with the next hard state), so it may be behind what
+            // the caller applied. What was applied was committed, and the
+            // log holds it (entries are synced before they are applied):
+            // the commit is at least that. Otherwise raft-rs, which must
+            // not be told of an applied index past its commit, would hand
+            // those entries back to be applied twice.
+            let wanted = applied.get(&g).copied().unwrap_or(0);
+            if wanted > s.hard_state().commit && wanted <= Storage::last_index(&s).unwrap_or(0) {
+                s.set_commit(wanted);
+            }
             let committed = s.hard_state().commit;
-            let mut applied = applied.get(&g).copied().unwrap_or(0).min(committed);
+            let mut applied = wanted.min(committed);
             let (covered, _) = s.snapshot_point();
             if applied < covered {
                 // The log has dropped entries the caller has not applied:
