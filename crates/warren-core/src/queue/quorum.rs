@@ -81,6 +81,8 @@ pub trait QuorumSystem: Send + Sync {
     fn body_dir(&self, _group: u64) -> Option<std::path::PathBuf> {
         None
     }
+    /// The bodies all this node's quorum queues hold in memory.
+    fn body_gauge(&self) -> Arc<super::MemoryGauge>;
 }
 
 /// Set once when the server starts its quorum system; every vhost shares it.
@@ -183,11 +185,12 @@ impl QuorumQueue {
         replication: ReplicationSlot,
     ) -> QuorumQueue {
         let body_dir = system.body_dir(group);
+        let bodies = Bodies::new(body_dir, memory, system.body_gauge());
         QuorumQueue {
             group,
             system,
             fifo: Fifo::new(fifo_config(config)),
-            bodies: Bodies::new(body_dir, memory),
+            bodies,
             role: Role::Unknown,
             locals: BTreeMap::new(),
             confirms: HashMap::new(),
@@ -305,6 +308,11 @@ impl QuorumQueue {
     /// A checkpoint is on disk: segments it does not name go.
     pub fn checkpointed(&mut self, doomed: &[u32]) {
         self.bodies.checkpointed(doomed);
+    }
+
+    /// Write the paged bodies an applied batch gathered.
+    pub fn flush_bodies(&mut self) {
+        self.bodies.flush();
     }
 
     /// After a restart's checkpoint (if any) is installed: segment files

@@ -1,7 +1,8 @@
 //! Where a quorum queue member keeps the bodies of the messages its state
-//! holds: in memory up to a window, and past it in the queue's own
-//! segment files (`<dir>/<n, 8 digits>.qseg`), as classic queues page a
-//! backlog (queue/paging.rs). Once paging has started every new body goes
+//! holds: in memory up to a window (per queue, and for all the node's
+//! quorum queues together), and past it in the queue's own segment files
+//! (`<dir>/<n, 8 digits>.qseg`), as classic queues page a backlog
+//! (queue/paging.rs). Once paging has started every new body goes
 //! to disk until the paged ones have all been read back, so the window is
 //! always the oldest bodies and a delivery rarely waits for a read; a read
 //! takes the next few hundred paged bodies of the same segment at once.
@@ -28,7 +29,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -45,6 +46,15 @@ use crate::message::{Message, MessageRef};
 /// queues' window).
 pub const WINDOW_MAX: usize = 4096;
 pub const WINDOW_BYTES: u64 = 8 << 20;
+/// Body bytes all of a node's quorum queues keep in memory before new
+/// ones are paged out: a thousand queues do not hold a thousand windows.
+pub const NODE_WINDOW_BYTES: u64 = 64 << 20;
+/// What a body in memory costs the node beyond its `memory_size` (the
+/// message's fields, its `Arc`, the map's slot), for the node's window.
+const BODY_OVERHEAD: usize = 192;
+/// Records are gathered and written in one call per applied batch, or at
+/// this size.
+const WRITE_BUFFER: usize = 64 << 10;
 /// A segment is closed and the next begun once it is this long.
 pub const SEGMENT_BYTES: u64 = 4 << 20;
 /// Paged bodies read back by one read.
@@ -66,8 +76,22 @@ struct Loc {
 #[derive(Debug)]
 struct Writer {
     seg: u32,
-    file: BufWriter<File>,
+    file: File,
+    /// The segment's length, `pending` included.
     len: u64,
+    /// Records not yet written (dropped once written, so an idle queue
+    /// holds no buffer).
+    pending: Vec<u8>,
+}
+
+impl Writer {
+    fn flush(&mut self) -> std::io::Result<()> {
+        if !self.pending.is_empty() {
+            self.file.write_all(&self.pending)?;
+            self.pending = Vec::new();
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug)]
@@ -86,10 +110,12 @@ pub struct Bodies {
     unsynced: Vec<u32>,
     /// Segments with nothing live, to delete after the next checkpoint.
     doomed: Vec<u32>,
-    reader: Option<(u32, File)>,
     /// Writing failed once: keep bodies in memory from then on.
     failed: bool,
+    /// Every queue's messages (the memory alarm's gauge).
     memory: Arc<MemoryGauge>,
+    /// The node's quorum queues' bodies in memory.
+    node: Arc<MemoryGauge>,
 }
 
 fn seg_name(seg: u32) -> String {
@@ -97,7 +123,7 @@ fn seg_name(seg: u32) -> String {
 }
 
 impl Bodies {
-    pub fn new(dir: Option<PathBuf>, memory: Arc<MemoryGauge>) -> Bodies {
+    pub fn new(dir: Option<PathBuf>, memory: Arc<MemoryGauge>, node: Arc<MemoryGauge>) -> Bodies {
         let next_seg = dir
             .as_ref()
             .map_or(0, |d| existing(d).last().map_or(0, |s| s + 1));
@@ -111,9 +137,9 @@ impl Bodies {
             next_seg,
             unsynced: Vec::new(),
             doomed: Vec::new(),
-            reader: None,
             failed: false,
             memory,
+            node,
         }
     }
 
@@ -143,7 +169,10 @@ impl Bodies {
     }
 
     fn window_full(&self) -> bool {
-        !self.paged.is_empty() || self.mem.len() >= WINDOW_MAX || self.mem_bytes >= WINDOW_BYTES
+        !self.paged.is_empty()
+            || self.mem.len() >= WINDOW_MAX
+            || self.mem_bytes >= WINDOW_BYTES
+            || self.node.bytes() >= NODE_WINDOW_BYTES
     }
 
     /// An applied enqueue's message (`raw`: as its entry carries it).
@@ -172,10 +201,16 @@ impl Bodies {
         let size = m.memory_size();
         self.mem_bytes += size as u64;
         self.memory.add(size);
+        self.node.add(size + BODY_OVERHEAD);
         if let Some(old) = self.mem.insert(id, m) {
-            self.mem_bytes -= old.memory_size() as u64;
-            self.memory.sub(old.memory_size());
+            self.forgot(&old);
         }
+    }
+
+    fn forgot(&mut self, m: &Message) {
+        self.mem_bytes -= m.memory_size() as u64;
+        self.memory.sub(m.memory_size());
+        self.node.sub(m.memory_size() + BODY_OVERHEAD);
     }
 
     fn write(&mut self, id: MsgId, raw: &[u8]) -> std::io::Result<Loc> {
@@ -200,32 +235,44 @@ impl Bodies {
             self.unsynced.push(seg);
             self.writer = Some(Writer {
                 seg,
-                file: BufWriter::with_capacity(64 << 10, file),
+                file,
                 len: 0,
+                pending: Vec::new(),
             });
         }
         let w = self.writer.as_mut().expect("opened above");
         let mut h = crc32fast::Hasher::new();
         h.update(&id.to_le_bytes());
         h.update(raw);
-        w.file.write_all(&((8 + raw.len()) as u32).to_le_bytes())?;
-        w.file.write_all(&h.finalize().to_le_bytes())?;
-        w.file.write_all(&id.to_le_bytes())?;
-        w.file.write_all(raw)?;
+        w.pending
+            .extend_from_slice(&((8 + raw.len()) as u32).to_le_bytes());
+        w.pending.extend_from_slice(&h.finalize().to_le_bytes());
+        w.pending.extend_from_slice(&id.to_le_bytes());
+        w.pending.extend_from_slice(raw);
         let loc = Loc {
             seg: w.seg,
             off: w.len as u32,
             len: rec_len as u32,
         };
         w.len += rec_len as u64;
+        if w.pending.len() >= WRITE_BUFFER {
+            w.flush()?;
+        }
         Ok(loc)
+    }
+
+    /// Write what is gathered (after each applied batch).
+    pub fn flush(&mut self) {
+        if let Some(Err(e)) = self.writer.as_mut().map(|w| w.flush()) {
+            tracing::error!("a quorum queue segment not written: {e}");
+        }
     }
 
     /// The segment being written is full (or obsolete): flushed and left
     /// for the next checkpoint's sync; doomed now if nothing in it lives.
     fn close_writer(&mut self) -> std::io::Result<()> {
         if let Some(mut w) = self.writer.take() {
-            w.file.flush()?;
+            w.flush()?;
             if self.live.get(&w.seg).copied().unwrap_or(0) == 0 {
                 self.live.remove(&w.seg);
                 self.doomed.push(w.seg);
@@ -252,8 +299,7 @@ impl Bodies {
     /// was paged: a dead letter needs it).
     pub fn take(&mut self, id: MsgId, want: bool) -> Option<MessageRef> {
         if let Some(m) = self.mem.remove(&id) {
-            self.mem_bytes -= m.memory_size() as u64;
-            self.memory.sub(m.memory_size());
+            self.forgot(&m);
             return Some(m);
         }
         let loc = self.unpage(id)?;
@@ -296,13 +342,12 @@ impl Bodies {
 
     fn read_span(&mut self, seg: u32, off: u32, len: usize) -> std::io::Result<Bytes> {
         if let Some(w) = self.writer.as_mut().filter(|w| w.seg == seg) {
-            w.file.flush()?;
+            w.flush()?;
         }
-        if self.reader.as_ref().is_none_or(|(s, _)| *s != seg) {
-            let dir = self.dir.as_ref().ok_or(std::io::ErrorKind::NotFound)?;
-            self.reader = Some((seg, File::open(dir.join(seg_name(seg)))?));
-        }
-        let (_, f) = self.reader.as_ref().expect("opened above");
+        // Opened for each read (one per few hundred bodies), so a thousand
+        // paging queues do not hold a thousand more descriptors.
+        let dir = self.dir.as_ref().ok_or(std::io::ErrorKind::NotFound)?;
+        let f = File::open(dir.join(seg_name(seg)))?;
         let mut buf = vec![0u8; len];
         f.read_exact_at(&mut buf, off as u64)?;
         Ok(Bytes::from(buf))
@@ -397,7 +442,7 @@ impl Bodies {
 
     fn sync(&mut self) -> std::io::Result<()> {
         if let Some(w) = self.writer.as_mut() {
-            w.file.flush()?;
+            w.flush()?;
         }
         let Some(dir) = self.dir.as_ref() else {
             return Ok(());
@@ -407,7 +452,7 @@ impl Bodies {
                 continue;
             }
             match self.writer.as_ref().filter(|w| w.seg == seg) {
-                Some(w) => w.file.get_ref().sync_data()?,
+                Some(w) => w.file.sync_data()?,
                 None => File::open(dir.join(seg_name(seg)))?.sync_data()?,
             }
         }
@@ -421,9 +466,6 @@ impl Bodies {
     /// A checkpoint naming none of `doomed` is on disk: they go.
     pub fn checkpointed(&mut self, doomed: &[u32]) {
         self.doomed.retain(|s| !doomed.contains(s));
-        if self.reader.as_ref().is_some_and(|(s, _)| doomed.contains(s)) {
-            self.reader = None;
-        }
         if let Some(dir) = &self.dir {
             for seg in doomed {
                 let _ = std::fs::remove_file(dir.join(seg_name(*seg)));
@@ -496,13 +538,14 @@ impl Bodies {
     /// checkpoint.
     pub fn clear(&mut self) {
         self.memory.sub(self.mem_bytes as usize);
+        self.node
+            .sub(self.mem_bytes as usize + self.mem.len() * BODY_OVERHEAD);
         self.mem.clear();
         self.mem_bytes = 0;
         self.paged.clear();
         let _ = self.close_writer();
         let live = std::mem::take(&mut self.live);
         self.doomed.extend(live.keys());
-        self.reader = None;
     }
 
     /// After a restart's checkpoint is installed: segment files no paged

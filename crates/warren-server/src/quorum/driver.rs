@@ -29,6 +29,15 @@ const TICK: Duration = Duration::from_millis(100);
 const CHECKPOINT_ENTRIES: u64 = 8192;
 /// ... or this many bytes of entries (or twice its bodies' bytes, if more).
 const CHECKPOINT_BYTES: u64 = 8 << 20;
+/// Every group's log is held in memory until its checkpoint: past this
+/// many bytes of entries for all groups together, the groups with the
+/// most are checkpointed (down to half), so a thousand queues do not hold
+/// a thousand logs.
+const NODE_LOG_BYTES: u64 = 64 << 20;
+/// Bytes an entry costs the in-memory log beyond its data.
+const ENTRY_OVERHEAD: u64 = 96;
+/// Checkpoints one pass may write to get back under it.
+const NODE_LOG_CHECKPOINTS: usize = 16;
 
 pub enum Input {
     Attach(u64, Vec<u64>, Weak<Queue>),
@@ -67,6 +76,9 @@ pub struct Driver {
     /// per group, for a few groups) and stepped when the group is made,
     /// so the declaring node's leadership is not lost to a race.
     early: HashMap<u64, Vec<warren_raft::RaftMessage>>,
+    /// Bytes of entries applied since their group's last checkpoint, all
+    /// groups (what the logs hold in memory).
+    log_bytes: u64,
 }
 
 /// A publish of this node not applied after this long is nacked (its
@@ -93,6 +105,7 @@ impl Driver {
             links,
             groups: HashMap::new(),
             early: HashMap::new(),
+            log_bytes: 0,
         }
     }
 
@@ -300,7 +313,9 @@ impl Driver {
     }
 
     fn remove(&mut self, group: u64) {
-        self.groups.remove(&group);
+        if let Some(g) = self.groups.remove(&group) {
+            self.log_bytes -= g.since.1;
+        }
         if let Err(e) = self.node.remove_group(group) {
             tracing::error!(group, "a quorum queue group not removed: {e}");
         }
@@ -341,19 +356,23 @@ impl Driver {
                     }
                     continue;
                 }
-                bytes += a.data.len() as u64;
+                // What the log holds for it: the data, and raft-rs's entry.
+                bytes += a.data.len() as u64 + ENTRY_OVERHEAD;
                 count += 1;
                 if a.members.is_some() || a.data.is_empty() {
                     continue;
                 }
                 qq.apply(ctx, a.index, Bytes::from(a.data));
             }
+            qq.flush_bodies();
         });
         g.applied.store(last, Ordering::Relaxed);
         g.since.0 += count;
         g.since.1 += bytes;
+        self.log_bytes += bytes;
         self.carry_out(&q, effects);
         self.maybe_checkpoint(group, &q);
+        self.within_node_log();
     }
 
     /// After a pass: tell each queue whose leader changed.
@@ -421,25 +440,56 @@ impl Driver {
         if g.since.0 < due && g.since.1 < due_bytes {
             return;
         }
+        self.checkpoint(group, q);
+    }
+
+    /// The logs hold more than the node's budget: checkpoint the groups
+    /// that hold the most.
+    fn within_node_log(&mut self) {
+        if self.log_bytes <= NODE_LOG_BYTES {
+            return;
+        }
+        for _ in 0..NODE_LOG_CHECKPOINTS {
+            if self.log_bytes <= NODE_LOG_BYTES / 2 {
+                return;
+            }
+            let Some((&group, g)) = self.groups.iter().max_by_key(|(_, g)| g.since.1) else {
+                return;
+            };
+            let Some(q) = g.queue.upgrade() else { return };
+            if !self.checkpoint(group, &q) {
+                return;
+            }
+        }
+    }
+
+    /// Write `group`'s checkpoint and compact its log; false if it could
+    /// not be.
+    fn checkpoint(&mut self, group: u64, q: &Arc<Queue>) -> bool {
         let (made, _) = q.with_quorum(|qq, _| qq.checkpoint());
         let (data, doomed) = match made {
             Some(Ok(d)) => d,
             Some(Err(e)) => {
                 tracing::error!(group, "a quorum queue checkpoint not made: {e}");
-                return;
+                return false;
             }
-            None => return,
+            None => return false,
+        };
+        let Some(g) = self.groups.get_mut(&group) else {
+            return false;
         };
         let applied = g.applied.load(Ordering::Relaxed);
         if let Err(e) = checkpoint::write(&self.dir, group, applied, &data) {
             tracing::error!(group, "a quorum queue checkpoint not written: {e}");
-            return;
+            return false;
         }
         q.with_quorum(|qq, _| qq.checkpointed(&doomed));
+        self.log_bytes -= g.since.1;
         g.since = (0, 0);
         if let Err(e) = self.node.compact(group, applied) {
             tracing::error!(group, "a quorum queue log not compacted: {e}");
         }
+        true
     }
 }
 

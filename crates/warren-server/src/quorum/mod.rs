@@ -53,6 +53,9 @@ pub struct Quorum {
     /// The driver, until `run` starts its thread.
     driver: Mutex<Option<(Driver, mpsc::Receiver<Input>)>>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Bodies the node's quorum queues hold in memory (they page past a
+    /// node-wide window too).
+    bodies: Arc<warren_core::queue::MemoryGauge>,
 }
 
 impl Quorum {
@@ -82,6 +85,7 @@ impl Quorum {
             registry: Mutex::new(registry),
             driver: Mutex::new(Some((driver, rx))),
             thread: Mutex::new(None),
+            bodies: Arc::default(),
         }))
     }
 
@@ -261,5 +265,9 @@ impl QuorumSystem for Quorum {
 
     fn body_dir(&self, group: u64) -> Option<std::path::PathBuf> {
         Some(self.dir.join(format!("{group:016x}")))
+    }
+
+    fn body_gauge(&self) -> Arc<warren_core::queue::MemoryGauge> {
+        self.bodies.clone()
     }
 }

@@ -24,7 +24,11 @@ fn body_of(id: u64, size: usize) -> Bytes {
 }
 
 fn bodies(dir: &std::path::Path) -> Bodies {
-    Bodies::new(Some(dir.join("q")), Arc::new(MemoryGauge::default()))
+    Bodies::new(Some(dir.join("q")), gauge(), gauge())
+}
+
+fn gauge() -> Arc<MemoryGauge> {
+    Arc::new(MemoryGauge::default())
 }
 
 fn segments(dir: &std::path::Path) -> usize {
@@ -157,7 +161,7 @@ fn a_snapshot_carries_every_body_inline() {
     let mut out = Vec::new();
     b.encode_inline(&mut out);
     // Another member, with no directory: all in memory.
-    let mut other = Bodies::new(None, Arc::new(MemoryGauge::default()));
+    let mut other = Bodies::new(None, gauge(), gauge());
     other.install(&out).unwrap();
     assert_eq!(other.in_memory().0, n);
     for id in 1..=n {
@@ -172,10 +176,39 @@ fn a_snapshot_carries_every_body_inline() {
 
 #[test]
 fn with_no_directory_everything_stays_in_memory() {
-    let mut b = Bodies::new(None, Arc::new(MemoryGauge::default()));
+    let mut b = Bodies::new(None, gauge(), gauge());
     for id in 1..=(WINDOW_MAX as u64 + 5) {
         b.insert(id, raw(id, 10)).unwrap();
     }
     assert_eq!(b.paged(), 0);
     assert_eq!(b.len(), WINDOW_MAX + 5);
+}
+
+#[test]
+fn the_nodes_window_is_shared_by_its_queues() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = gauge();
+    let mut queues: Vec<Bodies> = (0..20)
+        .map(|i| Bodies::new(Some(dir.path().join(format!("q{i}"))), gauge(), node.clone()))
+        .collect();
+    // 20 queues of 4 MiB each, every queue within its own window: past
+    // the node's 64 MiB, they page.
+    for id in 1..=64u64 {
+        for q in queues.iter_mut() {
+            q.insert(id, raw(id, 64 << 10)).unwrap();
+        }
+    }
+    assert!(
+        node.bytes() <= NODE_WINDOW_BYTES + (64 << 10) * 20,
+        "{}",
+        node.bytes()
+    );
+    assert!(queues.iter().map(|q| q.paged()).sum::<usize>() > 0);
+    for q in queues.iter_mut() {
+        q.flush();
+        for id in 1..=64u64 {
+            assert_eq!(q.take(id, true).unwrap().body, body_of(id, 64 << 10));
+        }
+    }
+    assert_eq!(node.bytes(), 0);
 }
