@@ -38,6 +38,9 @@ use crate::wal::{Record, Wal, WalError};
 /// A rewrite waits until the file is this much larger than twice what it
 /// must keep, so small logs are not rewritten over and over.
 const REWRITE_SLACK: u64 = 256 << 10;
+/// Entries a leader keeps past its caller's compaction for a live
+/// follower that lacks them; one further behind is sent a snapshot.
+const KEEP_FOR_FOLLOWERS: u64 = 16384;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
@@ -300,7 +303,20 @@ impl RaftNode {
     pub fn compact(&mut self, group: u64, index: u64) -> Result<(), NodeError> {
         let g = self.groups.get_mut(&group).ok_or(NodeError::NoGroup(group))?;
         let applied = g.rn.raft.raft_log.applied;
-        let index = index.min(applied);
+        let mut index = index.min(applied);
+        if g.rn.raft.state == StateRole::Leader {
+            // A follower that is up and not far behind gets what it lacks
+            // as entries: compacting past it would send it a snapshot, the
+            // whole state machine, for want of a few entries.
+            for (id, pr) in g.rn.raft.prs().iter() {
+                if *id != self.id
+                    && !self.down.contains(id)
+                    && index.saturating_sub(pr.matched) <= KEEP_FOR_FOLLOWERS
+                {
+                    index = index.min(pr.matched);
+                }
+            }
+        }
         let Ok(term) = g.rn.store().term(index) else {
             return Ok(()); // already compacted that far
         };

@@ -296,6 +296,9 @@ fn a_node_behind_a_compacted_log_catches_up_by_snapshot_even_across_a_crash() {
     }
     net.pump();
     refresh(&net, &shared);
+    // Reported down (a live follower this close would keep the entries
+    // it lacks in the leader's log).
+    net.node(1).peer_down(3);
     for id in [1, 2] {
         let applied = shared[id as usize - 1].lock().unwrap().0;
         net.node(id).compact(0, applied).unwrap();
@@ -418,4 +421,34 @@ fn groups_of_their_own_members_and_removed_groups_stay_removed() {
         .collect();
     assert_eq!(applied, vec![b"new".to_vec()]);
     assert!(n.is_leader(7));
+}
+
+#[test]
+fn a_leader_keeps_the_entries_a_live_follower_lacks() {
+    let mut net = Net::new(&[0]);
+    net.node(1).campaign(0).unwrap();
+    net.pump();
+    for p in payloads(0, 10) {
+        net.node(1).propose(0, p).unwrap();
+    }
+    net.pump();
+    // Node 3 misses 100 entries (its link lost them) but is not reported
+    // down: the leader's compaction stops where node 3 is.
+    net.cut.insert(3);
+    for p in payloads(10, 110) {
+        net.node(1).propose(0, p).unwrap();
+    }
+    net.pump();
+    let last = net.applied[0].iter().map(|a| a.index).max().unwrap();
+    net.node(1).compact(0, last).unwrap();
+    let first = net.node(1).first_index(0).unwrap();
+    assert!(first <= last - 99, "compacted to {first} of {last}");
+    net.cut.clear();
+    net.ticks(5);
+    net.pump();
+    assert!(
+        !net.applied[2].iter().any(|a| a.snapshot),
+        "no snapshot was needed"
+    );
+    assert_eq!(state(&net.applied[2], 0), payloads(0, 110));
 }

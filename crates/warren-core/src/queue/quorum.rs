@@ -43,6 +43,7 @@ use super::{
 use crate::error::BrokerError;
 use crate::message::MessageRef;
 use crate::queue::dead_letter::Reason;
+pub use crate::queue::quorum_bodies::ToSync;
 use crate::queue::quorum_bodies::{encode_message, Bodies};
 use crate::replication::ReplicationSlot;
 
@@ -292,17 +293,17 @@ impl QuorumQueue {
     }
 
     /// This member's checkpoint: the state, the bodies in memory inline,
-    /// and where each paged body lies (its segments synced first). Also
-    /// what to hand [`checkpointed`](Self::checkpointed) once it is on
-    /// disk.
-    pub fn checkpoint(&mut self) -> Result<(Vec<u8>, Vec<u32>), String> {
+    /// and where each paged body lies; with the segments to sync before it
+    /// is written and those to hand [`checkpointed`](Self::checkpointed)
+    /// once it is on disk.
+    pub fn checkpoint(&mut self) -> Result<(Vec<u8>, ToSync), String> {
         let mut out = Vec::new();
         codec::encode_state(&self.fifo, &mut out);
-        let doomed = self
+        let to_sync = self
             .bodies
             .encode_checkpoint(&mut out)
-            .map_err(|e| format!("syncing paged bodies: {e}"))?;
-        Ok((out, doomed))
+            .map_err(|e| format!("writing paged bodies: {e}"))?;
+        Ok((out, to_sync))
     }
 
     /// A checkpoint is on disk: segments it does not name go.

@@ -94,6 +94,25 @@ impl Writer {
     }
 }
 
+/// What a checkpoint of the bodies needs before and after it is written.
+#[derive(Debug, Default)]
+pub struct ToSync {
+    /// Segments to sync before the checkpoint is written.
+    pub sync: Vec<PathBuf>,
+    /// Segments to delete once it is on disk.
+    pub doomed: Vec<u32>,
+}
+
+impl ToSync {
+    /// Sync the segments (before the checkpoint is written).
+    pub fn sync(&self) -> std::io::Result<()> {
+        for p in &self.sync {
+            File::open(p)?.sync_data()?;
+        }
+        Ok(())
+    }
+}
+
 #[derive(Debug)]
 pub struct Bodies {
     mem: HashMap<MsgId, MessageRef>,
@@ -420,10 +439,12 @@ impl Bodies {
     }
 
     /// This member's checkpoint of its bodies: those in memory inline,
-    /// paged ones by reference, once every segment they lie in is synced.
-    /// Also the segments that may go once the checkpoint is on disk.
-    pub fn encode_checkpoint(&mut self, out: &mut Vec<u8>) -> std::io::Result<Vec<u32>> {
-        self.sync()?;
+    /// paged ones by reference. The checkpoint may be written only once
+    /// the segments returned are synced (the Raft thread leaves that and
+    /// the write to another thread); once it is on disk, the segments
+    /// `doomed` may go ([`checkpointed`](Self::checkpointed)).
+    pub fn encode_checkpoint(&mut self, out: &mut Vec<u8>) -> std::io::Result<ToSync> {
+        let sync = self.to_sync()?;
         let mut ids: Vec<&MsgId> = self.mem.keys().collect();
         ids.sort_unstable();
         out.extend_from_slice(&(ids.len() as u64).to_le_bytes());
@@ -437,30 +458,30 @@ impl Bodies {
             out.extend_from_slice(&loc.off.to_le_bytes());
             out.extend_from_slice(&loc.len.to_le_bytes());
         }
-        Ok(self.doomed.clone())
+        Ok(ToSync {
+            sync,
+            doomed: self.doomed.clone(),
+        })
     }
 
-    fn sync(&mut self) -> std::io::Result<()> {
+    /// What is gathered is written; the segments written since the last
+    /// checkpoint, to sync before the next.
+    fn to_sync(&mut self) -> std::io::Result<Vec<PathBuf>> {
         if let Some(w) = self.writer.as_mut() {
             w.flush()?;
         }
         let Some(dir) = self.dir.as_ref() else {
-            return Ok(());
+            return Ok(Vec::new());
         };
-        for seg in std::mem::take(&mut self.unsynced) {
-            if self.doomed.contains(&seg) {
-                continue;
-            }
-            match self.writer.as_ref().filter(|w| w.seg == seg) {
-                Some(w) => w.file.sync_data()?,
-                None => File::open(dir.join(seg_name(seg)))?.sync_data()?,
-            }
-        }
+        let segs: Vec<u32> = std::mem::take(&mut self.unsynced)
+            .into_iter()
+            .filter(|s| !self.doomed.contains(s))
+            .collect();
         if let Some(w) = self.writer.as_ref() {
-            // Written to again after this sync: synced by the next.
+            // Written to again after this checkpoint: synced by the next.
             self.unsynced.push(w.seg);
         }
-        Ok(())
+        Ok(segs.into_iter().map(|s| dir.join(seg_name(s))).collect())
     }
 
     /// A checkpoint naming none of `doomed` is on disk: they go.

@@ -49,7 +49,52 @@ pub enum Input {
     Step(Vec<(u64, warren_raft::RaftMessage)>),
     PeerUp(u64),
     PeerDown(u64),
+    /// The checkpoint writer is done with a group's checkpoint at this
+    /// index: on disk (with the segments it doomed), or not.
+    Checkpointed {
+        group: u64,
+        index: u64,
+        doomed: Vec<u32>,
+        written: bool,
+    },
     Stop,
+}
+
+/// A checkpoint for the writer thread: its paged bodies' segments to sync,
+/// then the file to write.
+struct Job {
+    group: u64,
+    index: u64,
+    data: Vec<u8>,
+    to_sync: warren_core::queue::quorum::ToSync,
+}
+
+/// Checkpoints waiting for the writer; past this, one is not made now.
+const JOBS: usize = 16;
+
+/// The writer thread: syncs and writes checkpoints off the Raft thread (a
+/// deep queue's is megabytes, and its fsync would stall every group), and
+/// tells the driver when each is on disk, so only then is the log
+/// compacted.
+fn writer(dir: PathBuf, jobs: mpsc::Receiver<Job>, done: mpsc::Sender<Input>) {
+    for job in jobs {
+        let written = job
+            .to_sync
+            .sync()
+            .map_err(|e| format!("syncing its paged bodies: {e}"))
+            .and_then(|()| {
+                checkpoint::write(&dir, job.group, job.index, &job.data).map_err(|e| e.to_string())
+            });
+        if let Err(e) = &written {
+            tracing::error!(group = job.group, "a quorum queue checkpoint not written: {e}");
+        }
+        let _ = done.send(Input::Checkpointed {
+            group: job.group,
+            index: job.index,
+            doomed: job.to_sync.doomed,
+            written: written.is_ok(),
+        });
+    }
 }
 
 struct Group {
@@ -59,6 +104,8 @@ struct Group {
     held: Vec<Vec<u8>>,
     /// Applied since the last checkpoint: entries and bytes.
     since: (u64, u64),
+    /// A checkpoint is with the writer.
+    writing: bool,
     /// The last index applied (shared with the group's snapshot source).
     applied: Arc<AtomicU64>,
 }
@@ -79,6 +126,7 @@ pub struct Driver {
     /// Bytes of entries applied since their group's last checkpoint, all
     /// groups (what the logs hold in memory).
     log_bytes: u64,
+    jobs: mpsc::SyncSender<Job>,
 }
 
 /// A publish of this node not applied after this long is nacked (its
@@ -96,7 +144,16 @@ impl Driver {
         broker: Arc<Broker>,
         timers: Arc<Timers>,
         links: Arc<super::Links>,
+        tx: mpsc::Sender<Input>,
     ) -> Driver {
+        let (jobs, rx) = mpsc::sync_channel(JOBS);
+        let wdir = dir.clone();
+        if let Err(e) = std::thread::Builder::new()
+            .name("warren-quorum-checkpoints".into())
+            .spawn(move || writer(wdir, rx, tx))
+        {
+            tracing::error!("the quorum queues' checkpoint writer not started: {e}");
+        }
         Driver {
             node,
             dir,
@@ -106,6 +163,7 @@ impl Driver {
             groups: HashMap::new(),
             early: HashMap::new(),
             log_bytes: 0,
+            jobs,
         }
     }
 
@@ -194,6 +252,12 @@ impl Driver {
             }
             Input::PeerUp(id) => self.node.peer_up(id),
             Input::PeerDown(id) => self.node.peer_down(id),
+            Input::Checkpointed {
+                group,
+                index,
+                doomed,
+                written,
+            } => self.checkpointed(group, index, &doomed, written),
         }
         true
     }
@@ -225,6 +289,7 @@ impl Driver {
                 role: Role::Unknown,
                 held: Vec::new(),
                 since: (0, 0),
+                writing: false,
                 applied,
             },
         );
@@ -437,7 +502,7 @@ impl Driver {
             .saturating_mul(2)
             .max(CHECKPOINT_ENTRIES);
         let due_bytes = held.saturating_mul(2).max(CHECKPOINT_BYTES);
-        if g.since.0 < due && g.since.1 < due_bytes {
+        if g.writing || (g.since.0 < due && g.since.1 < due_bytes) {
             return;
         }
         self.checkpoint(group, q);
@@ -453,7 +518,12 @@ impl Driver {
             if self.log_bytes <= NODE_LOG_BYTES / 2 {
                 return;
             }
-            let Some((&group, g)) = self.groups.iter().max_by_key(|(_, g)| g.since.1) else {
+            let Some((&group, g)) = self
+                .groups
+                .iter()
+                .filter(|(_, g)| !g.writing)
+                .max_by_key(|(_, g)| g.since.1)
+            else {
                 return;
             };
             let Some(q) = g.queue.upgrade() else { return };
@@ -463,11 +533,11 @@ impl Driver {
         }
     }
 
-    /// Write `group`'s checkpoint and compact its log; false if it could
-    /// not be.
+    /// Make `group`'s checkpoint and hand it to the writer; false if it
+    /// could not be.
     fn checkpoint(&mut self, group: u64, q: &Arc<Queue>) -> bool {
         let (made, _) = q.with_quorum(|qq, _| qq.checkpoint());
-        let (data, doomed) = match made {
+        let (data, to_sync) = match made {
             Some(Ok(d)) => d,
             Some(Err(e)) => {
                 tracing::error!(group, "a quorum queue checkpoint not made: {e}");
@@ -478,18 +548,42 @@ impl Driver {
         let Some(g) = self.groups.get_mut(&group) else {
             return false;
         };
-        let applied = g.applied.load(Ordering::Relaxed);
-        if let Err(e) = checkpoint::write(&self.dir, group, applied, &data) {
-            tracing::error!(group, "a quorum queue checkpoint not written: {e}");
+        let index = g.applied.load(Ordering::Relaxed);
+        let job = Job {
+            group,
+            index,
+            data,
+            to_sync,
+        };
+        if self.jobs.try_send(job).is_err() {
+            // The writer is behind (or gone): not now.
             return false;
         }
-        q.with_quorum(|qq, _| qq.checkpointed(&doomed));
+        g.writing = true;
         self.log_bytes -= g.since.1;
         g.since = (0, 0);
-        if let Err(e) = self.node.compact(group, applied) {
+        true
+    }
+
+    /// The writer is done with `group`'s checkpoint at `index`: once on
+    /// disk, the log forgets what it covers and the segments it no longer
+    /// names go.
+    fn checkpointed(&mut self, group: u64, index: u64, doomed: &[u32], written: bool) {
+        let Some(g) = self.groups.get_mut(&group) else {
+            // Removed while it was written: it must not outlive the group.
+            checkpoint::remove(&self.dir, group);
+            return;
+        };
+        g.writing = false;
+        if !written {
+            return;
+        }
+        if let Some(q) = g.queue.upgrade() {
+            q.with_quorum(|qq, _| qq.checkpointed(doomed));
+        }
+        if let Err(e) = self.node.compact(group, index) {
             tracing::error!(group, "a quorum queue log not compacted: {e}");
         }
-        true
     }
 }
 

@@ -75,7 +75,7 @@ impl Quorum {
         let node = RaftNode::open(dir, me, &[me], &applied).map_err(|e| e.to_string())?;
         let (tx, rx) = mpsc::channel();
         let links = Arc::new(Links::default());
-        let driver = Driver::new(node, dir.to_path_buf(), broker, timers, links.clone());
+        let driver = Driver::new(node, dir.to_path_buf(), broker, timers, links.clone(), tx.clone());
         Ok(Arc::new(Quorum {
             me,
             node_name: node_name.to_string(),
