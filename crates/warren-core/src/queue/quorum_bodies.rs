@@ -444,7 +444,7 @@ impl Bodies {
     /// the write to another thread); once it is on disk, the segments
     /// `doomed` may go ([`checkpointed`](Self::checkpointed)).
     pub fn encode_checkpoint(&mut self, out: &mut Vec<u8>) -> std::io::Result<ToSync> {
-        let sync = self.to_sync()?;
+        let sync = self.written_since()?;
         let mut ids: Vec<&MsgId> = self.mem.keys().collect();
         ids.sort_unstable();
         out.extend_from_slice(&(ids.len() as u64).to_le_bytes());
@@ -466,7 +466,7 @@ impl Bodies {
 
     /// What is gathered is written; the segments written since the last
     /// checkpoint, to sync before the next.
-    fn to_sync(&mut self) -> std::io::Result<Vec<PathBuf>> {
+    fn written_since(&mut self) -> std::io::Result<Vec<PathBuf>> {
         if let Some(w) = self.writer.as_mut() {
             w.flush()?;
         }
