@@ -11,6 +11,7 @@
 #
 #   bash bench/quorum-restart.sh
 #   QUEUES=100 PER=1000 bash bench/quorum-restart.sh
+#   KEEP=1 bash bench/quorum-restart.sh   # leave the data directory
 set -euo pipefail
 cd "$(dirname "$0")/.."
 QUEUES=${QUEUES:-1000}
@@ -36,22 +37,25 @@ total() {
   curl -sf -u guest:guest "http://127.0.0.1:$HTTP/api/queues?columns=name,messages" |
     python3 -c 'import json,sys; q=json.load(sys.stdin); print(len(q), sum(x.get("messages") or 0 for x in q))'
 }
+# check WHEN: fail unless every queue holds PER messages, naming some that do not.
+check() {
+  [ "$(total)" = "$want" ] && return 0
+  echo "FAILED $1: $(total) (queues, messages), not $want"
+  curl -sf -u guest:guest "http://127.0.0.1:$HTTP/api/queues?columns=name,messages" |
+    python3 -c "import json,sys; q=json.load(sys.stdin); print([(x['name'], x.get('messages')) for x in q if x.get('messages') != $PER][:20])"
+  exit 1
+}
+want="$QUEUES $((QUEUES * PER))"
 echo "== filling $QUEUES quorum queues with $PER messages of $SIZE B each"
 timeout 1200 ./target/release/warren-perf --uri "amqp://guest:guest@127.0.0.1:$PORT" -x "$QUEUES" -y 0 \
   --queues "$QUEUES" -u 'qr-%d' --queue-type quorum --persistent -s "$SIZE" -C "$PER" -c 100 --quiet \
   > "$OUT/fill.txt" 2>&1
 tail -3 "$OUT/fill.txt"
-want="$QUEUES $((QUEUES * PER))"
 for t in $(seq 1 60); do
   [ "$(total)" = "$want" ] && break
   sleep 1
 done
-if [ "$(total)" != "$want" ]; then
-  echo "FAILED: $(total) (queues, messages), not $want"
-  curl -sf -u guest:guest "http://127.0.0.1:$HTTP/api/queues?columns=name,messages" |
-    python3 -c "import json,sys; q=json.load(sys.stdin); print([(x['name'], x.get('messages')) for x in q if x.get('messages') != $PER][:20])"
-  exit 1
-fi
+check "after the fill"
 echo "before: $(total) (queues, messages); RSS $(( $(ps -o rss= -p $PID) / 1024 )) MiB; $(du -sh "$DATA/quorum" | cut -f1) in DATA_DIR/quorum"
 kill -9 $PID
 wait $PID 2>/dev/null || true
@@ -64,12 +68,7 @@ for t in $(seq 1 1200); do
   [ "$(total 2>/dev/null)" = "$want" ] && break
   sleep 0.05
 done
-if [ "$(total)" != "$want" ]; then
-  echo "FAILED after the restart: $(total) (queues, messages), not $want"
-  curl -sf -u guest:guest "http://127.0.0.1:$HTTP/api/queues?columns=name,messages" |
-    python3 -c "import json,sys; q=json.load(sys.stdin); print([(x['name'], x.get('messages')) for x in q if x.get('messages') != $PER][:20])"
-  exit 1
-fi
+check "after the restart"
 python3 - "$PORT" "qr-$((QUEUES - 1))" <<'PY'
 import sys, pika
 c = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", int(sys.argv[1])))

@@ -269,6 +269,22 @@ fn share_state(net: &mut Net, id: u64) -> Shared {
     shared
 }
 
+/// Node 1 leads group 0 and commits payloads 0..10 on all three nodes,
+/// then 10..upto with node 3 cut off.
+fn commit_without_node_3(net: &mut Net, upto: usize) {
+    net.node(1).campaign(0).unwrap();
+    net.pump();
+    for p in payloads(0, 10) {
+        net.node(1).propose(0, p).unwrap();
+    }
+    net.pump();
+    net.cut.insert(3);
+    for p in payloads(10, upto) {
+        net.node(1).propose(0, p).unwrap();
+    }
+    net.pump();
+}
+
 #[test]
 fn a_node_behind_a_compacted_log_catches_up_by_snapshot_even_across_a_crash() {
     let mut net = Net::new(&[0]);
@@ -283,18 +299,8 @@ fn a_node_behind_a_compacted_log_catches_up_by_snapshot_even_across_a_crash() {
             *sh.lock().unwrap() = (last.unwrap_or(0), encode_state(&state(&net.applied[i], 0)));
         }
     };
-    net.node(1).campaign(0).unwrap();
-    net.pump();
-    for p in payloads(0, 10) {
-        net.node(1).propose(0, p).unwrap();
-    }
-    net.pump();
     // Node 3 is cut off while 200 more commit and the others compact.
-    net.cut.insert(3);
-    for p in payloads(10, 210) {
-        net.node(1).propose(0, p).unwrap();
-    }
-    net.pump();
+    commit_without_node_3(&mut net, 210);
     refresh(&net, &shared);
     // Reported down (a live follower this close would keep the entries
     // it lacks in the leader's log).
@@ -426,19 +432,9 @@ fn groups_of_their_own_members_and_removed_groups_stay_removed() {
 #[test]
 fn a_leader_keeps_the_entries_a_live_follower_lacks() {
     let mut net = Net::new(&[0]);
-    net.node(1).campaign(0).unwrap();
-    net.pump();
-    for p in payloads(0, 10) {
-        net.node(1).propose(0, p).unwrap();
-    }
-    net.pump();
     // Node 3 misses 100 entries (its link lost them) but is not reported
     // down: the leader's compaction stops where node 3 is.
-    net.cut.insert(3);
-    for p in payloads(10, 110) {
-        net.node(1).propose(0, p).unwrap();
-    }
-    net.pump();
+    commit_without_node_3(&mut net, 110);
     let last = net.applied[0].iter().map(|a| a.index).max().unwrap();
     net.node(1).compact(0, last).unwrap();
     let first = net.node(1).first_index(0).unwrap();

@@ -69,13 +69,24 @@ async fn dead_letter(ch: &Channel, dlq: &str, what: &str) -> (Vec<u8>, Option<AM
 
 /// Publish `n` messages "m0".."m{n-1}" with confirms; every one acked.
 async fn publish_confirmed(ch: &Channel, queue: &str, n: usize) {
+    publish_each(ch, queue, 0..n, |i| format!("m{i}").into_bytes()).await;
+}
+
+/// Publish `body(i)` for each i of `ids`, persistent, with confirms;
+/// every one acked.
+async fn publish_each(
+    ch: &Channel,
+    queue: &str,
+    ids: std::ops::Range<usize>,
+    body: impl Fn(usize) -> Vec<u8>,
+) {
     let mut confirms = Vec::new();
-    for i in 0..n {
+    for i in ids {
         let c = within(ch.basic_publish(
             "".into(),
             queue.into(),
             BasicPublishOptions::default(),
-            format!("m{i}").as_bytes(),
+            &body(i),
             BasicProperties::default().with_delivery_mode(2),
         ))
         .await
@@ -395,22 +406,7 @@ async fn take_big(ch: &Channel, queue: &str, from: usize, n: usize) {
 }
 
 async fn publish_big(ch: &Channel, queue: &str, from: usize, n: usize) {
-    let mut confirms = Vec::new();
-    for i in from..from + n {
-        let c = within(ch.basic_publish(
-            "".into(),
-            queue.into(),
-            BasicPublishOptions::default(),
-            &big(i),
-            BasicProperties::default().with_delivery_mode(2),
-        ))
-        .await
-        .unwrap();
-        confirms.push(c);
-    }
-    for c in confirms {
-        assert!(within(c).await.unwrap().is_ack());
-    }
+    publish_each(ch, queue, from..from + n, big).await;
 }
 
 #[tokio::test]
