@@ -212,3 +212,34 @@ fn the_nodes_window_is_shared_by_its_queues() {
     }
     assert_eq!(node.bytes(), 0);
 }
+
+#[test]
+fn a_torn_or_corrupt_snapshot_is_refused_without_a_panic() {
+    let mut b = Bodies::new(None, gauge(), gauge());
+    for id in 1..=20u64 {
+        b.insert(id, raw(id, 30)).unwrap();
+    }
+    let mut good = Vec::new();
+    b.encode_inline(&mut good);
+    // Every truncation: refused or (cut between bodies' count fields)
+    // read as far as it goes, never a panic.
+    for n in 0..good.len() {
+        let mut other = Bodies::new(None, gauge(), gauge());
+        let _ = other.install(&good[..n]);
+    }
+    // Counts far past the input: refused, with nothing allocated for them.
+    let mut huge = u64::MAX.to_le_bytes().to_vec();
+    huge.extend_from_slice(&good[8..]);
+    assert!(Bodies::new(None, gauge(), gauge()).install(&huge).is_err());
+    // Bytes flipped anywhere (a fixed pseudo-random walk).
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..2000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let mut bad = good.clone();
+        let at = (x % bad.len() as u64) as usize;
+        bad[at] ^= (x >> 32) as u8 | 1;
+        let _ = Bodies::new(None, gauge(), gauge()).install(&bad);
+    }
+}
