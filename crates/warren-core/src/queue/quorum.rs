@@ -912,7 +912,8 @@ impl QueueType for QuorumQueue {
     fn delete(&mut self, _ctx: &mut Ctx) -> Vec<ConsumerSpec> {
         self.system.remove(self.group);
         self.nack_all();
-        self.bodies.destroy();
+        // Its files go with the group (the Raft thread's removal).
+        self.bodies.clear();
         std::mem::take(&mut self.locals)
             .into_values()
             .map(|l| l.consumer.spec)

@@ -581,16 +581,6 @@ impl Bodies {
         }
         self.doomed.clear();
     }
-
-    /// The queue is deleted: its files go (the directory with them).
-    pub fn destroy(&mut self) {
-        self.clear();
-        self.writer = None;
-        self.doomed.clear();
-        if let Some(dir) = &self.dir {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    }
 }
 
 /// Segment numbers in `dir`, in order.

@@ -68,6 +68,15 @@ impl Broker {
         (c, ch)
     }
 
+    /// A channel in confirm mode.
+    pub async fn confirm_channel(&self) -> (Connection, Channel) {
+        let (c, ch) = self.channel().await;
+        within(ch.confirm_select(lapin::options::ConfirmSelectOptions::default()))
+            .await
+            .expect("confirm.select");
+        (c, ch)
+    }
+
     pub async fn stop(&mut self) {
         if let Some(r) = self.running.take() {
             r.shutdown().await;

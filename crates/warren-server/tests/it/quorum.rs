@@ -33,10 +33,7 @@ async fn declare_quorum(ch: &Channel, name: &str, mut args: FieldTable) {
 /// A channel in confirm mode, a classic queue `dlq`, and quorum queue
 /// "qq" with `arg` and its dead letters routed to `dlq`.
 async fn dead_lettering(b: &Broker, dlq: &str, arg: (&str, AMQPValue)) -> (lapin::Connection, Channel) {
-    let (c, ch) = b.channel().await;
-    within(ch.confirm_select(ConfirmSelectOptions::default()))
-        .await
-        .unwrap();
+    let (c, ch) = b.confirm_channel().await;
     declare(&ch, dlq, FieldTable::default()).await;
     declare_quorum(
         &ch,
@@ -154,10 +151,7 @@ async fn declares_follow_rabbitmqs_rules() {
 #[tokio::test]
 async fn confirmed_messages_are_consumed_in_order_within_the_prefetch_and_acked() {
     let b = Broker::start().await;
-    let (_c, ch) = b.channel().await;
-    within(ch.confirm_select(ConfirmSelectOptions::default()))
-        .await
-        .unwrap();
+    let (_c, ch) = b.confirm_channel().await;
     declare_quorum(&ch, "qq", FieldTable::default()).await;
     publish_confirmed(&ch, "qq", 500).await;
     assert_eq!(depth(&ch, "qq").await, 500);
@@ -274,10 +268,7 @@ async fn requeued_messages_carry_their_delivery_count_and_past_the_limit_are_dea
 async fn messages_survive_restarts_with_unacked_ones_back_as_redelivered() {
     let mut b = Broker::start().await;
     {
-        let (_c, ch) = b.channel().await;
-        within(ch.confirm_select(ConfirmSelectOptions::default()))
-            .await
-            .unwrap();
+        let (_c, ch) = b.confirm_channel().await;
         declare_quorum(&ch, "qq", FieldTable::default()).await;
         publish_confirmed(&ch, "qq", 12000).await;
         // A consumer (prefetch 100, acking every 100th with multiple)
@@ -413,10 +404,7 @@ async fn publish_big(ch: &Channel, queue: &str, from: usize, n: usize) {
 async fn a_deep_backlog_is_paged_out_and_read_back_across_a_restart() {
     let mut b = Broker::start().await;
     {
-        let (_c, ch) = b.channel().await;
-        within(ch.confirm_select(ConfirmSelectOptions::default()))
-            .await
-            .unwrap();
+        let (_c, ch) = b.confirm_channel().await;
         declare_quorum(&ch, "deep", FieldTable::default()).await;
         // 24 MiB: past the 8 MiB kept in memory.
         publish_big(&ch, "deep", 0, 6000).await;
@@ -427,10 +415,7 @@ async fn a_deep_backlog_is_paged_out_and_read_back_across_a_restart() {
         take_big(&ch, "deep", 0, 1000).await;
     }
     b.restart().await;
-    let (_c, ch) = b.channel().await;
-    within(ch.confirm_select(ConfirmSelectOptions::default()))
-        .await
-        .unwrap();
+    let (_c, ch) = b.confirm_channel().await;
     within(ch.basic_qos(50, BasicQosOptions::default()))
         .await
         .unwrap();
@@ -449,10 +434,7 @@ async fn a_deep_backlog_is_paged_out_and_read_back_across_a_restart() {
 #[tokio::test]
 async fn basic_get_takes_from_the_head_and_purge_drops_what_waits() {
     let b = Broker::start().await;
-    let (_c, ch) = b.channel().await;
-    within(ch.confirm_select(ConfirmSelectOptions::default()))
-        .await
-        .unwrap();
+    let (_c, ch) = b.confirm_channel().await;
     declare_quorum(&ch, "qq", FieldTable::default()).await;
     publish_confirmed(&ch, "qq", 5).await;
     let get = |no_ack| {
@@ -565,10 +547,7 @@ async fn an_unused_queue_expires() {
 #[tokio::test]
 async fn a_single_active_consumer_gets_everything_until_it_goes() {
     let b = Broker::start().await;
-    let (_c, ch) = b.channel().await;
-    within(ch.confirm_select(ConfirmSelectOptions::default()))
-        .await
-        .unwrap();
+    let (_c, ch) = b.confirm_channel().await;
     declare_quorum(
         &ch,
         "qq",
@@ -613,10 +592,7 @@ async fn a_single_active_consumer_gets_everything_until_it_goes() {
 #[tokio::test]
 async fn a_higher_priority_consumer_is_served_first() {
     let b = Broker::start().await;
-    let (_c, ch) = b.channel().await;
-    within(ch.confirm_select(ConfirmSelectOptions::default()))
-        .await
-        .unwrap();
+    let (_c, ch) = b.confirm_channel().await;
     declare_quorum(&ch, "qq", FieldTable::default()).await;
     let mut consumers = Vec::new();
     for (tag, priority) in [("low", 0), ("high", 5)] {

@@ -27,6 +27,13 @@ fn bodies(dir: &std::path::Path) -> Bodies {
     Bodies::new(Some(dir.join("q")), gauge(), gauge())
 }
 
+/// Enqueue ids 1..=n with bodies of `size` bytes.
+fn fill(b: &mut Bodies, n: u64, size: usize) {
+    for id in 1..=n {
+        b.insert(id, raw(id, size)).unwrap();
+    }
+}
+
 fn gauge() -> Arc<MemoryGauge> {
     Arc::new(MemoryGauge::default())
 }
@@ -40,9 +47,7 @@ fn past_the_window_bodies_are_paged_and_read_back_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let mut b = bodies(dir.path());
     let n = WINDOW_MAX as u64 + 1000;
-    for id in 1..=n {
-        b.insert(id, raw(id, 100)).unwrap();
-    }
+    fill(&mut b, n, 100);
     assert_eq!(b.in_memory().0, WINDOW_MAX as u64);
     assert_eq!(b.paged(), 1000);
     assert_eq!(b.len(), n as usize);
@@ -59,9 +64,7 @@ fn a_read_back_takes_the_following_bodies_too() {
     let dir = tempfile::tempdir().unwrap();
     let mut b = bodies(dir.path());
     let n = WINDOW_MAX as u64 + 600;
-    for id in 1..=n {
-        b.insert(id, raw(id, 10)).unwrap();
-    }
+    fill(&mut b, n, 10);
     let first_paged = WINDOW_MAX as u64 + 1;
     assert_eq!(b.get(first_paged).unwrap().body, body_of(first_paged, 10));
     assert_eq!(b.paged(), 600 - READ_AHEAD);
@@ -75,9 +78,7 @@ fn a_checkpoint_names_paged_bodies_and_a_restart_reads_them() {
     let mut out = Vec::new();
     {
         let mut b = bodies(dir.path());
-        for id in 1..=n {
-            b.insert(id, raw(id, 300)).unwrap();
-        }
+        fill(&mut b, n, 300);
         // Some leave before the checkpoint, from both places.
         for id in (1..=n).step_by(7) {
             b.take(id, false);
@@ -107,9 +108,7 @@ fn a_segment_goes_once_empty_and_after_the_next_checkpoint() {
     // 8 MiB in memory, then about 12 MiB paged: three or four segments.
     let size = 64 << 10;
     let n = 320u64;
-    for id in 1..=n {
-        b.insert(id, raw(id, size)).unwrap();
-    }
+    fill(&mut b, n, size);
     let before = segments(dir.path());
     assert!(before >= 3, "{before} segments");
     for id in 1..=300 {
@@ -132,9 +131,7 @@ fn a_corrupt_record_loses_that_body_only() {
     let dir = tempfile::tempdir().unwrap();
     let mut b = bodies(dir.path());
     let n = WINDOW_MAX as u64 + 10;
-    for id in 1..=n {
-        b.insert(id, raw(id, 50)).unwrap();
-    }
+    fill(&mut b, n, 50);
     let mut out = Vec::new();
     b.encode_checkpoint(&mut out).unwrap();
     // Flip a byte of the first paged record's body.
@@ -155,9 +152,7 @@ fn a_snapshot_carries_every_body_inline() {
     let dir = tempfile::tempdir().unwrap();
     let mut b = bodies(dir.path());
     let n = WINDOW_MAX as u64 + 100;
-    for id in 1..=n {
-        b.insert(id, raw(id, 20)).unwrap();
-    }
+    fill(&mut b, n, 20);
     let mut out = Vec::new();
     b.encode_inline(&mut out);
     // Another member, with no directory: all in memory.
@@ -177,9 +172,7 @@ fn a_snapshot_carries_every_body_inline() {
 #[test]
 fn with_no_directory_everything_stays_in_memory() {
     let mut b = Bodies::new(None, gauge(), gauge());
-    for id in 1..=(WINDOW_MAX as u64 + 5) {
-        b.insert(id, raw(id, 10)).unwrap();
-    }
+    fill(&mut b, WINDOW_MAX as u64 + 5, 10);
     assert_eq!(b.paged(), 0);
     assert_eq!(b.len(), WINDOW_MAX + 5);
 }
@@ -216,9 +209,7 @@ fn the_nodes_window_is_shared_by_its_queues() {
 #[test]
 fn a_torn_or_corrupt_snapshot_is_refused_without_a_panic() {
     let mut b = Bodies::new(None, gauge(), gauge());
-    for id in 1..=20u64 {
-        b.insert(id, raw(id, 30)).unwrap();
-    }
+    fill(&mut b, 20, 30);
     let mut good = Vec::new();
     b.encode_inline(&mut good);
     // Every truncation: refused or (cut between bodies' count fields)
