@@ -127,6 +127,8 @@ pub struct Driver {
     /// groups (what the logs hold in memory).
     log_bytes: u64,
     jobs: mpsc::SyncSender<Job>,
+    /// Checkpoints handed to the writer and not yet reported done.
+    in_writer: usize,
 }
 
 /// A publish of this node not applied after this long is nacked (its
@@ -164,6 +166,7 @@ impl Driver {
             early: HashMap::new(),
             log_bytes: 0,
             jobs,
+            in_writer: 0,
         }
     }
 
@@ -536,6 +539,11 @@ impl Driver {
     /// Make `group`'s checkpoint and hand it to the writer; false if it
     /// could not be.
     fn checkpoint(&mut self, group: u64, q: &Arc<Queue>) -> bool {
+        // Checked before the checkpoint is made: making it hands over the
+        // segments to sync, which must then reach the writer.
+        if self.in_writer >= JOBS {
+            return false;
+        }
         let (made, _) = q.with_quorum(|qq, _| qq.checkpoint());
         let (data, to_sync) = match made {
             Some(Ok(d)) => d,
@@ -555,10 +563,11 @@ impl Driver {
             data,
             to_sync,
         };
-        if self.jobs.try_send(job).is_err() {
-            // The writer is behind (or gone): not now.
+        if let Err(e) = self.jobs.try_send(job) {
+            tracing::error!(group, "a quorum queue checkpoint not handed to its writer: {e}");
             return false;
         }
+        self.in_writer += 1;
         g.writing = true;
         self.log_bytes -= g.since.1;
         g.since = (0, 0);
@@ -569,6 +578,7 @@ impl Driver {
     /// disk, the log forgets what it covers and the segments it no longer
     /// names go.
     fn checkpointed(&mut self, group: u64, index: u64, doomed: &[u32], written: bool) {
+        self.in_writer = self.in_writer.saturating_sub(1);
         let Some(g) = self.groups.get_mut(&group) else {
             // Removed while it was written: it must not outlive the group.
             checkpoint::remove(&self.dir, group);
