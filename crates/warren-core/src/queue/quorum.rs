@@ -18,13 +18,24 @@
 //! (exchange and routing key with a u8 length each, the 0-9-1 property
 //! list with a u32 length, then the body).
 //!
-//! Consumers: a consumer's id in the state is this node's Raft id in the
-//! top 16 bits and the broker's consumer id below, so every member knows
-//! whose it is. A consumer with a prefetch gets credit back as it settles
-//! (the state machine counts it); others (no-ack, AMQP 1.0 link credit,
-//! no prefetch) get credit in windows the leader proposes as their sink
-//! takes deliveries. Deliveries the sink has no room for wait here, in
-//! order; they are bounded by that credit.
+//! Consumers: every member serves the consumers attached on its own node.
+//! A consumer's id in the state is its node's Raft id in the top 16 bits
+//! and, below, the broker's consumer id offset by this run's salt (so a
+//! consumer of a run before a restart is never taken for one of this
+//! run), so every member knows whose it is. Its commands are proposed
+//! like any other (a follower's driver forwards them to the leader), and
+//! its deliveries are the effects of applied entries, which every member
+//! computes alike: the consumer's own node hands them over, with the body
+//! from its own copy. So a consumer outlives a change of leader, as in
+//! RabbitMQ; the leader lets go of the consumers of a node that is down
+//! (what they held is delivered again), and a consumer that finds itself
+//! let go while still attached asks to be served again.
+//!
+//! A consumer with a prefetch gets credit back as it settles (the state
+//! machine counts it); others (no-ack, AMQP 1.0 link credit, no prefetch)
+//! get credit in windows its node proposes as their sink takes
+//! deliveries. Deliveries the sink has no room for wait here, in order;
+//! they are bounded by that credit.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, OnceLock};
@@ -49,6 +60,19 @@ use crate::replication::ReplicationSlot;
 
 /// Credit proposed at a time for consumers without a prefetch.
 const WINDOW: u32 = 256;
+/// The bit of a consumer id in the state that marks a node's basic.get
+/// holder (not a consumer), and the bits below it.
+const GETTER: u64 = 1 << 47;
+const LOW: u64 = GETTER - 1;
+
+/// The node (Raft id) whose consumer `consumer` is.
+fn node_of(consumer: u64) -> u64 {
+    consumer >> 48
+}
+
+fn is_getter(consumer: u64) -> bool {
+    consumer & GETTER != 0
+}
 /// Publishes proposed here and not yet applied past which publishers are
 /// asked to pause, and below which they resume.
 const FLOW_HIGH: usize = 2000;
@@ -139,6 +163,18 @@ struct Local {
     asked: u32,
     /// The consumer's id in the state.
     cid: u64,
+    /// Settlements proposed and not yet applied, by message: proposed
+    /// again when a new leader is known (the old one may have lost them;
+    /// one lost would hold its message, and the credit it frees, for
+    /// ever). Bounded by what the consumer holds.
+    settling: BTreeMap<MsgId, Settling>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Settling {
+    Ack,
+    Return { failed: bool },
+    Discard,
 }
 
 pub struct QuorumQueue {
@@ -156,12 +192,12 @@ pub struct QuorumQueue {
     /// The expiry a Tick was proposed for (so it is proposed once).
     tick_asked: Option<u64>,
     idle_since: Option<Instant>,
-    /// A follower hands clients' operations to the leader's node through
-    /// the cluster's queue protocol, as for a queue of another node.
+    /// A follower hands clients' publishes and gets to the leader's node
+    /// through the cluster's queue protocol, as for a queue of another
+    /// node.
     replication: ReplicationSlot,
-    /// Consumers of this node attached at the leader's node, and which
-    /// node that was (their settles go there).
-    forwarded: HashMap<u64, ShortStr>,
+    /// This run's offset of consumer ids in the state.
+    salt: u64,
     /// Messages a basic.get here has taken whose Dequeue is not applied
     /// yet (the next get must not take them again).
     dequeuing: std::collections::HashSet<MsgId>,
@@ -204,7 +240,10 @@ impl QuorumQueue {
             tick_asked: None,
             idle_since: Some(Instant::now()),
             replication,
-            forwarded: HashMap::new(),
+            salt: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+                .wrapping_mul(0x9E37_79B9_7F4A_7C15),
             dequeuing: std::collections::HashSet::new(),
         }
     }
@@ -216,7 +255,7 @@ impl QuorumQueue {
 
     /// The id this node's basic.gets hold their messages under.
     fn getter(&self) -> u64 {
-        self.cid((1 << 48) - 1)
+        (self.system.node_id() << 48) | GETTER | (self.salt & LOW)
     }
 
     /// The leader's node, when another member leads.
@@ -271,7 +310,73 @@ impl QuorumQueue {
     }
 
     fn cid(&self, consumer_id: u64) -> u64 {
-        (self.system.node_id() << 48) | (consumer_id & ((1 << 48) - 1))
+        (self.system.node_id() << 48) | (self.salt.wrapping_add(consumer_id) & LOW)
+    }
+
+    /// Is `consumer` in the state served by no one: this node's but not
+    /// attached here (of a run before a restart), or a node's that is
+    /// down, or another node's basic.gets (answered by a leader before:
+    /// their acks now come here, under this node's getter)?
+    fn unserved(&self, consumer: u64) -> bool {
+        let me = self.system.node_id();
+        if node_of(consumer) == me {
+            consumer != self.getter() && !self.locals.values().any(|l| l.cid == consumer)
+        } else {
+            is_getter(consumer) || !self.system.is_up(node_of(consumer))
+        }
+    }
+
+    fn consume_command(l: &Local) -> Command {
+        let spec = &l.consumer.spec;
+        let prefetch = if spec.no_ack || spec.link_credit.is_some() {
+            0
+        } else {
+            spec.prefetch
+        };
+        Command::Consume {
+            consumer: l.cid,
+            prefetch,
+            auto_settle: spec.no_ack,
+            priority: spec.priority,
+        }
+    }
+
+    /// A leader is known (another, maybe): what this node's consumers
+    /// asked of one that may have lost it is proposed again. A consumer
+    /// the state lacks is added (its Consume may be lost), credit asked
+    /// for is asked again, settlements not applied are sent again (each
+    /// does nothing if the first was applied after all).
+    fn reattach(&mut self) {
+        let mut commands = Vec::new();
+        for l in self.locals.values_mut() {
+            l.asked = 0;
+            if self.fifo.consumer(l.cid).is_none() {
+                commands.push(Self::consume_command(l));
+            }
+            let settling: Vec<(MsgId, Settling)> = l.settling.iter().map(|(i, h)| (*i, *h)).collect();
+            commands.extend(settle_commands(l.cid, &settling));
+        }
+        for c in commands {
+            self.propose(0, &c);
+        }
+    }
+
+    /// `node` is down (the failure detector says): if this member leads,
+    /// its consumers are let go, so what they hold is delivered again.
+    pub fn node_down(&mut self, node: u64) {
+        if self.role != Role::Leader || node == self.system.node_id() {
+            return;
+        }
+        let gone: Vec<u64> = self
+            .fifo
+            .consumers()
+            .keys()
+            .copied()
+            .filter(|c| node_of(*c) == node)
+            .collect();
+        for consumer in gone {
+            self.propose(0, &Command::Cancel { consumer });
+        }
     }
 
     fn propose(&mut self, seq: u64, c: &Command) {
@@ -328,9 +433,24 @@ impl QuorumQueue {
         let (fifo, rest) = codec::decode_state(data).map_err(|e| e.to_string())?;
         self.bodies.install(rest)?;
         // Entries the snapshot covers are not applied one by one here:
-        // this node's publishes among them would never be confirmed.
+        // this node's publishes among them would never be confirmed, and
+        // deliveries to its consumers among them never made. Those
+        // consumers are let go (what they hold goes back) and, seeing
+        // themselves let go, attach again.
         self.nack_all();
         self.fifo = fifo;
+        let ours: Vec<u64> = self
+            .locals
+            .values_mut()
+            .map(|l| {
+                l.waiting.clear();
+                l.settling.clear();
+                l.cid
+            })
+            .collect();
+        for consumer in ours {
+            self.propose(0, &Command::Cancel { consumer });
+        }
         Ok(())
     }
 
@@ -339,24 +459,6 @@ impl QuorumQueue {
         let was = self.role;
         tracing::debug!(queue = %ctx.queue.name, group = self.group, ?was, ?role, "quorum queue role");
         self.role = role;
-        if role == Role::Leader && was != Role::Leader {
-            // Consumers the state holds that are not attached here (of a
-            // leader before, or of this node before a restart) are gone:
-            // what they hold goes back.
-            let attached: Vec<u64> = self.locals.values().map(|l| l.cid).collect();
-            let gone: Vec<u64> = self
-                .fifo
-                .consumers()
-                .keys()
-                .copied()
-                .filter(|c| !attached.contains(c))
-                .collect();
-            for consumer in gone {
-                self.propose(0, &Command::Cancel { consumer });
-            }
-            self.top_up();
-            self.deliver(ctx);
-        }
         if matches!(role, Role::Follower(_)) && was != role && was != Role::Unknown {
             // A leader changed: publishes not applied yet may or may not
             // commit; the publisher hears a nack and may send again (a
@@ -367,14 +469,27 @@ impl QuorumQueue {
         if role != Role::Leader {
             self.dequeuing.clear();
         }
-        if matches!(role, Role::Follower(_)) && was != role {
-            for (_, l) in std::mem::take(&mut self.locals) {
-                l.consumer
-                    .spec
-                    .sink
-                    .cancelled(l.consumer.spec.channel, l.consumer.spec.tag.clone());
-            }
+        if role == Role::Unknown {
+            // Wait for a leader: what is proposed meanwhile is held.
+            return;
         }
+        // Consumers the state holds that no one serves are let go: what
+        // they hold goes back. The leader judges every node's (a down
+        // node's consumers); a follower only its own.
+        let me = self.system.node_id();
+        let gone: Vec<u64> = self
+            .fifo
+            .consumers()
+            .keys()
+            .copied()
+            .filter(|c| (role == Role::Leader || node_of(*c) == me) && self.unserved(*c))
+            .collect();
+        for consumer in gone {
+            self.propose(0, &Command::Cancel { consumer });
+        }
+        self.reattach();
+        self.top_up();
+        self.deliver(ctx);
     }
 
     /// Apply one committed entry (every member, in log order).
@@ -410,14 +525,69 @@ impl QuorumQueue {
         if let Command::Dequeue { id, .. } = &command {
             self.dequeuing.remove(id);
         }
-        if let Command::Credit { consumer, credit } = &command {
-            if consumer >> 48 == me {
-                if let Some(l) = self.locals.values_mut().find(|l| l.cid == *consumer) {
-                    l.asked = l.asked.saturating_sub(*credit);
+        // This node's consumers: settlements applied are no longer
+        // pending; a Cancel they did not ask for (the leader let them go)
+        // is answered by attaching again.
+        let mut let_go = None;
+        let mut ghost = None;
+        match &command {
+            Command::Credit { consumer, credit } if node_of(*consumer) == me => {
+                match self.locals.values_mut().find(|l| l.cid == *consumer) {
+                    Some(l) => l.asked = l.asked.saturating_sub(*credit),
+                    // Credit brings a consumer into the state; one no
+                    // longer attached here (its credit committed after
+                    // its Cancel) is let go again, so it holds nothing.
+                    None if self.role != Role::Unknown => ghost = Some(*consumer),
+                    None => {}
                 }
             }
+            Command::Settle { consumer, ids }
+            | Command::Return { consumer, ids, .. }
+            | Command::Discard { consumer, ids }
+                if node_of(*consumer) == me =>
+            {
+                if let Some(l) = self.locals.values_mut().find(|l| l.cid == *consumer) {
+                    for id in ids {
+                        l.settling.remove(id);
+                    }
+                }
+            }
+            Command::Cancel { consumer } if node_of(*consumer) == me => {
+                let_go = self
+                    .locals
+                    .iter()
+                    .find(|(_, l)| l.cid == *consumer)
+                    .map(|(k, _)| *k);
+            }
+            _ => {}
         }
+        let consumers_changed = matches!(command, Command::Consume { .. } | Command::Cancel { .. });
         let effects = self.fifo.apply(command);
+        if consumers_changed {
+            // x-expires counts from when the last consumer went.
+            let any = self.fifo.consumers().keys().any(|c| !is_getter(*c));
+            match (any, self.idle_since) {
+                (true, _) => self.idle_since = None,
+                (false, None) => self.idle_since = Some(Instant::now()),
+                (false, Some(_)) => {}
+            }
+        }
+        if let Some(consumer) = ghost {
+            self.propose(0, &Command::Cancel { consumer });
+        }
+        if let Some(l) = let_go.and_then(|k| self.locals.get_mut(&k)) {
+            // What waited for room went back with the Cancel.
+            l.waiting.clear();
+            l.settling.clear();
+            l.asked = 0;
+            let c = Self::consume_command(l);
+            tracing::debug!(
+                group = self.group,
+                consumer = l.cid,
+                "a consumer let go while attached: attached again"
+            );
+            self.propose(0, &c);
+        }
         // A refused enqueue (reject-publish, full): its body goes, and its
         // publisher hears a nack.
         let refused = effects.iter().any(|e| matches!(e, Effect::Rejected(_)));
@@ -434,6 +604,7 @@ impl QuorumQueue {
 
     fn effects(&mut self, ctx: &mut Ctx, effects: Vec<Effect>) {
         let leads = self.role == Role::Leader;
+        let me = self.system.node_id();
         let mut lost = Vec::new();
         for e in effects {
             match e {
@@ -443,15 +614,17 @@ impl QuorumQueue {
                     redelivered,
                     settled,
                 } => {
-                    // Only the leader reads a paged body back.
+                    // The consumer's node delivers it, from its own copy;
+                    // only it reads a paged body back.
+                    let mine = node_of(consumer) == me;
                     let body = if settled {
-                        self.bodies.take(header.id, leads)
-                    } else if leads {
+                        self.bodies.take(header.id, mine)
+                    } else if mine {
                         self.bodies.get(header.id)
                     } else {
                         None
                     };
-                    if !leads {
+                    if !mine {
                         continue;
                     }
                     let Some(mut message) = body else {
@@ -515,12 +688,10 @@ impl QuorumQueue {
                 },
             );
         }
-        if leads {
-            self.deliver(ctx);
-            self.top_up();
-            if self.fifo.next_expiry().is_some() {
-                ctx.effects.arm_timer = true;
-            }
+        self.deliver(ctx);
+        self.top_up();
+        if leads && self.fifo.next_expiry().is_some() {
+            ctx.effects.arm_timer = true;
         }
     }
 
@@ -624,49 +795,60 @@ impl QuorumQueue {
             Some(id) => self.cid(id),
             None => self.getter(),
         };
-        let ids: Vec<MsgId> = entries.iter().map(|e| e.seq).collect();
-        let c = match how {
-            Settle::Ack => Command::Settle { consumer, ids },
-            Settle::Requeue => {
-                // A failed attempt (basic.reject, AMQP 1.0's modified with
-                // delivery-failed) shows as a delivery count above the
-                // one the state gave; a plain requeue (basic.nack,
-                // released) does not count, as in RabbitMQ 4.3.
-                let held = self.fifo.consumer(consumer);
-                let (mut failed, mut plain) = (Vec::new(), Vec::new());
-                for e in entries {
-                    let given = held
-                        .and_then(|c| c.checked_out.get(&e.seq))
-                        .map_or(e.delivery_count, |h| h.delivery_count);
-                    if e.delivery_count > given {
-                        failed.push(e.seq);
-                    } else {
-                        plain.push(e.seq);
+        // A failed attempt (basic.reject, AMQP 1.0's modified with
+        // delivery-failed) shows as a delivery count above the one the
+        // state gave; a plain requeue (basic.nack, released) does not
+        // count, as in RabbitMQ 4.3.
+        let held = self.fifo.consumer(consumer);
+        let settling: Vec<(MsgId, Settling)> = entries
+            .iter()
+            .map(|e| {
+                let how = match how {
+                    Settle::Ack => Settling::Ack,
+                    Settle::Requeue => {
+                        let given = held
+                            .and_then(|c| c.checked_out.get(&e.seq))
+                            .map_or(e.delivery_count, |h| h.delivery_count);
+                        Settling::Return {
+                            failed: e.delivery_count > given,
+                        }
                     }
-                }
-                if !failed.is_empty() {
-                    self.propose(
-                        0,
-                        &Command::Return {
-                            consumer,
-                            ids: failed,
-                            failed: true,
-                        },
-                    );
-                }
-                if plain.is_empty() {
-                    return;
-                }
-                Command::Return {
-                    consumer,
-                    ids: plain,
-                    failed: false,
-                }
-            }
-            Settle::Discard => Command::Discard { consumer, ids },
-        };
-        self.propose(0, &c);
+                    Settle::Discard => Settling::Discard,
+                };
+                (e.seq, how)
+            })
+            .collect();
+        if let Some(l) = consumer_id.and_then(|id| self.locals.get_mut(&id)) {
+            l.settling.extend(settling.iter().copied());
+        }
+        for c in settle_commands(consumer, &settling) {
+            self.propose(0, &c);
+        }
     }
+}
+
+/// The commands that settle `settling` for `consumer`: one per kind.
+fn settle_commands(consumer: u64, settling: &[(MsgId, Settling)]) -> Vec<Command> {
+    let mut by: BTreeMap<(u8, bool), Vec<MsgId>> = BTreeMap::new();
+    for (id, how) in settling {
+        let key = match how {
+            Settling::Ack => (0, false),
+            Settling::Return { failed } => (1, *failed),
+            Settling::Discard => (2, false),
+        };
+        by.entry(key).or_default().push(*id);
+    }
+    by.into_iter()
+        .map(|((kind, failed), ids)| match kind {
+            0 => Command::Settle { consumer, ids },
+            1 => Command::Return {
+                consumer,
+                ids,
+                failed,
+            },
+            _ => Command::Discard { consumer, ids },
+        })
+        .collect()
 }
 
 /// The state machine's settings from the queue's (its arguments and the
@@ -731,45 +913,20 @@ impl QueueType for QuorumQueue {
         PublishOutcome::Enqueued
     }
 
-    fn consume(&mut self, ctx: &mut Ctx, spec: ConsumerSpec) -> Result<(), BrokerError> {
-        if !self.leads() {
-            let (Some(leader), Some(c)) = (self.leader_node(), self.replication.get()) else {
-                return Err(BrokerError::Internal(format!(
-                    "quorum queue '{}' in vhost '{}': its leader is not known here",
-                    ctx.queue.name, ctx.queue.vhost
-                )));
-            };
-            let id = spec.id;
-            c.consume(ctx.queue, &leader, spec)?;
-            self.forwarded.insert(id, leader);
-            // Its first credit goes now: the front end treats this queue
-            // as its own and pumps it no more (what arrives waits in the
-            // connection's outbox until consume-ok is written).
-            c.pump(ctx.queue);
-            return Ok(());
-        }
+    /// On any member: the consumer is served by this node, whoever
+    /// leads (its Consume goes to the leader like any proposal).
+    fn consume(&mut self, _ctx: &mut Ctx, spec: ConsumerSpec) -> Result<(), BrokerError> {
         self.idle_since = None;
         let cid = self.cid(spec.id);
-        let prefetch = if spec.no_ack || spec.link_credit.is_some() {
-            0
-        } else {
-            spec.prefetch
+        let local = Local {
+            consumer: Consumer { spec, unacked: 0 },
+            waiting: VecDeque::new(),
+            asked: 0,
+            cid,
+            settling: BTreeMap::new(),
         };
-        let c = Command::Consume {
-            consumer: cid,
-            prefetch,
-            auto_settle: spec.no_ack,
-            priority: spec.priority,
-        };
-        self.locals.insert(
-            spec.id,
-            Local {
-                consumer: Consumer { spec, unacked: 0 },
-                waiting: VecDeque::new(),
-                asked: 0,
-                cid,
-            },
-        );
+        let c = Self::consume_command(&local);
+        self.locals.insert(local.consumer.spec.id, local);
         // Without a prefetch, its first window is proposed once this is
         // applied (`top_up` then finds it in the state).
         self.propose(0, &c);
@@ -777,25 +934,19 @@ impl QueueType for QuorumQueue {
     }
 
     fn cancel(&mut self, _ctx: &mut Ctx, consumer_id: u64) -> bool {
-        if self.forwarded.remove(&consumer_id).is_some() {
-            return self.replication.get().is_some_and(|c| c.cancel(consumer_id));
-        }
         let Some(l) = self.locals.remove(&consumer_id) else {
             return false;
         };
         // Deliveries not handed over go back with what it holds.
         self.propose(0, &Command::Cancel { consumer: l.cid });
-        if self.locals.is_empty() {
-            self.idle_since = Some(Instant::now());
-        }
         true
     }
 
     fn settle(&mut self, _ctx: &mut Ctx, consumer_id: Option<u64>, entries: Vec<Entry>, how: Settle) {
-        // A consumer attached at the leader's node, or (no consumer) a get
-        // the leader's node answered: settled there.
+        // A get the leader's node answered (this node's front end asked
+        // it): settled there.
         let home = match consumer_id {
-            Some(id) => self.forwarded.get(&id).cloned(),
+            Some(_) => None,
             None => self.leader_node(),
         };
         if let Some(home) = home {
@@ -856,20 +1007,12 @@ impl QueueType for QuorumQueue {
     }
 
     fn pump(&mut self, ctx: &mut Ctx) {
-        if self.role == Role::Leader {
-            self.deliver(ctx);
-            self.top_up();
-        }
-        if !self.forwarded.is_empty() {
-            if let Some(c) = self.replication.get() {
-                c.pump(ctx.queue);
-            }
-        }
+        self.deliver(ctx);
+        self.top_up();
     }
 
-    fn drain(&mut self, _ctx: &mut Ctx, consumer_id: u64) -> bool {
-        self.forwarded.contains_key(&consumer_id)
-            && self.replication.get().is_some_and(|c| c.drain(consumer_id))
+    fn drain(&mut self, _ctx: &mut Ctx, _consumer_id: u64) -> bool {
+        false
     }
 
     /// On the leader (a follower's front end asks the leader's node).
@@ -924,7 +1067,8 @@ impl QueueType for QuorumQueue {
         QueueStats {
             ready: self.fifo.ready() as u64,
             unacked: self.fifo.checked_out() as u64,
-            consumers: self.locals.len() as u32,
+            // Every node's, as the state has them.
+            consumers: self.fifo.consumers().keys().filter(|c| !is_getter(**c)).count() as u32,
             ready_bytes: self.fifo.ready_bytes(),
             ram_bytes: self.bodies.in_memory().1,
             ram_messages: self.bodies.in_memory().0,
@@ -950,8 +1094,9 @@ impl QueueType for QuorumQueue {
         true
     }
 
-    /// x-expires is the leader's to judge (it sees the consumers and
-    /// gets); a follower never expires the queue.
+    /// x-expires is the leader's to judge (it answers the gets; the
+    /// state has every node's consumers); a follower never expires the
+    /// queue.
     fn idle_since(&self) -> Option<Instant> {
         match self.role {
             Role::Leader => self.idle_since,

@@ -254,7 +254,10 @@ impl Driver {
                 }
             }
             Input::PeerUp(id) => self.node.peer_up(id),
-            Input::PeerDown(id) => self.node.peer_down(id),
+            Input::PeerDown(id) => {
+                self.node.peer_down(id);
+                self.node_down(id);
+            }
             Input::Checkpointed {
                 group,
                 index,
@@ -318,15 +321,19 @@ impl Driver {
                 }
             }
         } else if let Some(g) = self.groups.get_mut(&group) {
-            // No leader known, or one this node's queue cannot reach: held
-            // for the next leader (`flush_held`), bounded by the queue's
-            // flow control on its waiting publishes.
+            // Held behind any held before it (the queue's order is the
+            // proposals'), and forwarded at once if another member leads;
+            // with no leader known, held for the next (`roles`), bounded
+            // by the queue's flow control on its waiting publishes and by
+            // its consumers' credit.
             g.held.push(entry);
+            if let Role::Follower(leader) = g.role {
+                self.forward_held(group, leader);
+            }
         }
     }
 
-    /// Held proposals of groups whose leader is known now go to it
-    /// (publishes only to another node: see `roles`).
+    /// Held proposals of groups whose leader is known now go to it.
     fn flush_held(&mut self) {
         let me = self.node.id();
         let ready: Vec<(u64, u64)> = self
@@ -336,14 +343,35 @@ impl Driver {
             .filter_map(|(&id, _)| self.node.leader(id).map(|l| (id, l)))
             .collect();
         for (group, leader) in ready {
-            let held = self.groups.get_mut(&group).map(|g| std::mem::take(&mut g.held));
-            for e in held.unwrap_or_default() {
-                if leader == me && self.node.is_leader(group) {
+            if leader == me && self.node.is_leader(group) {
+                let held = self.groups.get_mut(&group).map(|g| std::mem::take(&mut g.held));
+                for e in held.unwrap_or_default() {
                     let _ = self.node.propose(group, e);
-                } else if leader != me && e.len() >= 16 && e[8..16] != [0; 8] {
-                    self.forward(leader, group, e);
                 }
+            } else if leader != me {
+                self.forward_held(group, leader);
             }
+        }
+    }
+
+    /// Send `group`'s held proposals to `leader`'s node, in order; from
+    /// the first its link does not take (down, or full), they stay held
+    /// for the next try (`flush_held`, every tick).
+    fn forward_held(&mut self, group: u64, leader: u64) {
+        let Some(held) = self.groups.get_mut(&group).map(|g| std::mem::take(&mut g.held)) else {
+            return;
+        };
+        let mut rest = held.into_iter();
+        let mut kept = Vec::new();
+        for e in rest.by_ref() {
+            if !self.forward(leader, group, &e) {
+                kept.push(e);
+                break;
+            }
+        }
+        kept.extend(rest);
+        if let Some(g) = self.groups.get_mut(&group) {
+            g.held = kept;
         }
     }
 
@@ -360,24 +388,28 @@ impl Driver {
         }
     }
 
-    /// Send `entry` to `leader`'s node to propose (best effort: a link
-    /// that is down or full loses it, as a leader that fails would).
-    fn forward(&self, leader: u64, group: u64, entry: Vec<u8>) {
+    /// Send `entry` to `leader`'s node to propose; false if its link did
+    /// not take it (down, or its queue full). Taken, it may still be lost
+    /// with a leader that fails: the queue proposes what matters again
+    /// when it hears of a new leader.
+    fn forward(&self, leader: u64, group: u64, entry: &[u8]) -> bool {
         let (Some(cluster), Some(table)) = (self.links.cluster.get(), self.links.table.get()) else {
-            return;
+            return false;
         };
-        let Some(name) = table.name(leader) else { return };
+        let Some(name) = table.name(leader) else {
+            return false;
+        };
         let mut body = Vec::with_capacity(9 + entry.len());
         body.push(crate::cluster::links::request::QUORUM_PROPOSE);
         body.extend_from_slice(&group.to_be_bytes());
-        body.extend_from_slice(&entry);
+        body.extend_from_slice(entry);
         cluster.send(
             &name,
             warren_peer::Message::Request {
                 id: 1,
                 body: bytes::Bytes::from(body),
             },
-        );
+        )
     }
 
     fn remove(&mut self, group: u64) {
@@ -460,25 +492,39 @@ impl Driver {
         }
         for (group, role) in changed {
             // What was proposed while no leader was known goes to the one
-            // there is now: proposed here, or forwarded to its node.
-            let held = self.groups.get_mut(&group).map(|g| std::mem::take(&mut g.held));
-            for e in held.unwrap_or_default() {
-                match role {
-                    Role::Leader => {
+            // there is now: proposed here, or forwarded to its node. (With
+            // none known, it stays held for the next.)
+            match role {
+                Role::Leader => {
+                    let held = self.groups.get_mut(&group).map(|g| std::mem::take(&mut g.held));
+                    for e in held.unwrap_or_default() {
                         let _ = self.node.propose(group, e);
                     }
-                    // Publishes only (their tag's sequence number is not
-                    // 0): a consumer attached here is cancelled now that
-                    // another member leads, so its commands go nowhere.
-                    Role::Follower(l) if e.len() >= 16 && e[8..16] != [0; 8] => self.forward(l, group, e),
-                    Role::Follower(_) => {}
-                    Role::Unknown => {}
                 }
+                Role::Follower(l) => self.forward_held(group, l),
+                Role::Unknown => {}
             }
             let Some(q) = self.groups.get(&group).and_then(|g| g.queue.upgrade()) else {
                 continue;
             };
             let (_, effects) = q.with_quorum(|qq, ctx| qq.set_role(ctx, role));
+            self.carry_out(&q, effects);
+        }
+    }
+
+    /// `node` is down: the groups this node leads let its consumers go,
+    /// so what they held is delivered again (as RabbitMQ's quorum queues
+    /// return what a down node's consumers hold). Should it come back, its
+    /// consumers attach again (they see themselves cancelled).
+    fn node_down(&mut self, node: u64) {
+        let led: Vec<Arc<Queue>> = self
+            .groups
+            .values()
+            .filter(|g| g.role == Role::Leader)
+            .filter_map(|g| g.queue.upgrade())
+            .collect();
+        for q in led {
+            let (_, effects) = q.with_quorum(|qq, _| qq.node_down(node));
             self.carry_out(&q, effects);
         }
     }

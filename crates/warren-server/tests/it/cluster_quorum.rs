@@ -184,3 +184,138 @@ async fn get_and_purge_through_a_follower_reach_the_leader() {
     let (_, v) = nodes[1].http(Method::GET, "/api/queues/%2F/qq", None).await;
     assert_eq!(v["messages"], 0, "{v}");
 }
+
+/// Publish "m{from}".."m{to-1}" one at a time, each again until it is
+/// confirmed (while a new leader is elected a publish may be nacked).
+async fn publish_until_confirmed(ch: &Channel, q: &str, from: usize, to: usize) {
+    within(ch.confirm_select(ConfirmSelectOptions::default()))
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    for i in from..to {
+        loop {
+            assert!(tokio::time::Instant::now() < deadline, "m{i} never confirmed");
+            let confirm = within(ch.basic_publish(
+                "".into(),
+                q.into(),
+                BasicPublishOptions::default(),
+                format!("m{i}").as_bytes(),
+                BasicProperties::default().with_delivery_mode(2),
+            ))
+            .await
+            .unwrap();
+            if let Ok(Ok(c)) = tokio::time::timeout(Duration::from_secs(15), confirm).await {
+                if c.is_ack() {
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// The next delivery of `consumer`; the test fails if the broker
+/// cancelled it (the stream ends) or nothing comes within 15 s.
+async fn next_delivery(consumer: &mut lapin::Consumer) -> lapin::message::Delivery {
+    match tokio::time::timeout(Duration::from_secs(15), consumer.next()).await {
+        Ok(Some(Ok(d))) => d,
+        Ok(Some(Err(e))) => panic!("the consumer failed: {e}"),
+        Ok(None) => panic!("the consumer was cancelled"),
+        Err(_) => panic!("no delivery within 15 s"),
+    }
+}
+
+/// RabbitMQ's quorum queues keep a consumer when the leader changes: the
+/// state names it, the new leader goes on serving it, and its acks reach
+/// the new leader. What a consumer on the dead leader's node held is
+/// delivered again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_on_a_follower_keeps_consuming_when_the_leader_stops() {
+    let (_ports, mut nodes) = three_linked().await;
+    let (_c1, ch1) = channel(&nodes[0]).await;
+    declare_quorum(&ch1, "qq").await;
+    in_step(&nodes).await;
+    assert_eq!(queue_view(&nodes[2]).await["leader"], "warren@node-1");
+    let (_c2, ch2) = channel(&nodes[1]).await;
+
+    // On the leader's node a consumer takes m0..m4 and never acks them.
+    within(ch1.basic_qos(5, BasicQosOptions::default()))
+        .await
+        .unwrap();
+    let mut on_leader = within(ch1.basic_consume(
+        "qq".into(),
+        "held".into(),
+        BasicConsumeOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap();
+    publish_confirmed(&ch2, "qq", 0, 5).await;
+    for i in 0..5 {
+        assert_eq!(
+            next_delivery(&mut on_leader).await.data,
+            format!("m{i}").as_bytes()
+        );
+    }
+
+    // On a follower's node a consumer takes m5..m34, acks m5..m24 and
+    // holds m25..m34 (its prefetch).
+    let (_c3, ch3) = channel(&nodes[2]).await;
+    within(ch3.basic_qos(10, BasicQosOptions::default()))
+        .await
+        .unwrap();
+    let mut consumer = within(ch3.basic_consume(
+        "qq".into(),
+        "c".into(),
+        BasicConsumeOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap();
+    publish_until_confirmed(&ch2, "qq", 5, 35).await;
+    let mut held = Vec::new();
+    for i in 5..35 {
+        let d = next_delivery(&mut consumer).await;
+        assert_eq!(d.data, format!("m{i}").as_bytes());
+        assert!(!d.redelivered);
+        if i < 25 {
+            within(d.ack(BasicAckOptions::default())).await.unwrap();
+        } else {
+            held.push(d);
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // The leader's node stops. The consumer is not cancelled: its acks
+    // of what it held reach the new leader, and it is served m0..m4 (the
+    // stopped node's consumer held them) and what is published next.
+    nodes[0].stop().await;
+    drop(on_leader);
+    for d in held {
+        within(d.ack(BasicAckOptions::default())).await.unwrap();
+    }
+    publish_until_confirmed(&ch2, "qq", 35, 45).await;
+    let mut got = BTreeSet::new();
+    while got.len() < 15 {
+        let d = next_delivery(&mut consumer).await;
+        let m = String::from_utf8(d.data.clone()).unwrap();
+        let n: usize = m[1..].parse().unwrap();
+        assert!(!(5..35).contains(&n), "{m} delivered again after it was acked");
+        assert_eq!(d.redelivered, n < 5, "{m}: redelivered flag");
+        assert!(got.insert(m.clone()), "{m} delivered twice");
+        within(d.ack(BasicAckOptions::default())).await.unwrap();
+    }
+    let want: BTreeSet<String> = (0..5).chain(35..45).map(|i| format!("m{i}")).collect();
+    assert_eq!(got, want);
+
+    // Nothing is left, held or waiting, as the other member sees it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, v) = nodes[1].http(Method::GET, "/api/queues/%2F/qq", None).await;
+        if v["messages"] == 0 && v["messages_unacknowledged"] == 0 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
