@@ -16,22 +16,28 @@
 //!   8 cancel   consumer u64
 //!   9 purge
 //!  10 dequeue  consumer u64, id u64, settled u8
-//! header = id u64, size u32, expires_at u64 (0: none), delivery_count u32, acquired_count u32
-//! state  = version u8 (2), delivery_limit u32 (0: none, else limit + 1),
+//!  11 enqueue  as 1, then priority u8, then the message (a priority above 0)
+//! header = id u64, size u32, expires_at u64 (0: none), delivery_count u32, acquired_count u32,
+//!          priority u8 (version 3)
+//! state  = version u8 (3), delivery_limit u32 (0: none, else limit + 1),
 //!          max_length u64, max_bytes u64 (u64::MAX: none), reject_publish u8,
-//!          single_active u8, now u64,
-//!          n u32 returns headers, n u32 waiting headers,
+//!          single_active u8, max_priority u8 (version 3), now u64,
+//!          n u8 levels (version 3; version 2 has one), lowest first, each:
+//!            n u32 returns headers, n u32 waiting headers,
 //!          n u32 consumers (id u64, credit u32, prefetch u32, auto_settle u8, priority i32,
 //!          n u32 headers),
 //!          n u32 service order ids
 //! ```
+//!
+//! Version 2 states and kind 1 enqueues (written before priorities) are
+//! still read: one level, priority 0.
 //!
 //! An enqueue's id is not in it: it is the Raft index of its entry, which
 //! the proposer cannot know, so [`decode`] takes it.
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::fifo::{Command, Config, Consumer, Fifo, Header, MsgId};
+use crate::fifo::{Command, Config, Consumer, Fifo, Header, Level, MsgId};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CodecError {
@@ -45,7 +51,10 @@ pub enum CodecError {
     Inconsistent(&'static str),
 }
 
+/// A header's bytes in a version 2 state; a version 3 one adds its
+/// priority.
 const HEADER_LEN: usize = 28;
+const STATE_VERSION: u8 = 3;
 
 /// Append `c` (an enqueue's message goes after it: see [`encode_enqueue`]).
 pub fn encode(c: &Command, out: &mut Vec<u8>) {
@@ -54,8 +63,9 @@ pub fn encode(c: &Command, out: &mut Vec<u8>) {
             now,
             expires_at,
             size,
+            priority,
             ..
-        } => encode_enqueue(*now, *expires_at, *size, out),
+        } => encode_enqueue(*now, *expires_at, *size, *priority, out),
         Command::Tick { now } => {
             out.push(2);
             out.extend_from_slice(&now.to_le_bytes());
@@ -103,11 +113,14 @@ pub fn encode(c: &Command, out: &mut Vec<u8>) {
 }
 
 /// An enqueue's fixed part; the caller appends the message.
-pub fn encode_enqueue(now: u64, expires_at: Option<u64>, size: u32, out: &mut Vec<u8>) {
-    out.push(1);
+pub fn encode_enqueue(now: u64, expires_at: Option<u64>, size: u32, priority: u8, out: &mut Vec<u8>) {
+    out.push(if priority == 0 { 1 } else { 11 });
     out.extend_from_slice(&now.to_le_bytes());
     out.extend_from_slice(&expires_at.unwrap_or(0).to_le_bytes());
     out.extend_from_slice(&size.to_le_bytes());
+    if priority != 0 {
+        out.push(priority);
+    }
 }
 
 fn ids_command(kind: u8, consumer: u64, failed: Option<bool>, ids: &[MsgId], out: &mut Vec<u8>) {
@@ -125,17 +138,19 @@ fn ids_command(kind: u8, consumer: u64, failed: Option<bool>, ids: &[MsgId], out
 /// A command from an entry at Raft index `index`, and what follows it (an
 /// enqueue's message; empty otherwise).
 pub fn decode(index: u64, b: &[u8]) -> Result<(Command, &[u8]), CodecError> {
-    let mut r = Reader(b);
+    let mut r = Reader::new(b);
     let c = match r.u8()? {
-        1 => {
+        kind @ (1 | 11) => {
             let now = r.u64()?;
             let expires_at = r.u64()?;
             let size = r.u32()?;
+            let priority = if kind == 11 { r.u8()? } else { 0 };
             Command::Enqueue {
                 id: index,
                 size,
                 now,
                 expires_at: (expires_at != 0).then_some(expires_at),
+                priority,
             }
         }
         2 => Command::Tick { now: r.u64()? },
@@ -175,12 +190,12 @@ pub fn decode(index: u64, b: &[u8]) -> Result<(Command, &[u8]), CodecError> {
         },
         k => return Err(CodecError::Kind(k)),
     };
-    Ok((c, r.0))
+    Ok((c, r.b))
 }
 
 /// The whole state, for a snapshot.
 pub fn encode_state(f: &Fifo, out: &mut Vec<u8>) {
-    out.push(2);
+    out.push(STATE_VERSION);
     let c = f.config();
     let limit = c.delivery_limit.map_or(0, |l| l as u64 + 1);
     out.extend_from_slice(&(limit.min(u32::MAX as u64) as u32).to_le_bytes());
@@ -188,12 +203,15 @@ pub fn encode_state(f: &Fifo, out: &mut Vec<u8>) {
     out.extend_from_slice(&c.max_bytes.unwrap_or(u64::MAX).to_le_bytes());
     out.push(c.reject_publish as u8);
     out.push(c.single_active as u8);
+    out.push(c.max_priority);
     out.extend_from_slice(&f.now().to_le_bytes());
-    let (returns, waiting) = f.lines();
-    for line in [returns, waiting] {
-        out.extend_from_slice(&(line.len() as u32).to_le_bytes());
-        for h in line {
-            header(h, out);
+    out.push(f.levels().len() as u8);
+    for level in f.levels() {
+        for line in [&level.returns, &level.waiting] {
+            out.extend_from_slice(&(line.len() as u32).to_le_bytes());
+            for h in line {
+                header(h, out);
+            }
         }
     }
     out.extend_from_slice(&(f.consumers().len() as u32).to_le_bytes());
@@ -221,15 +239,17 @@ fn header(h: &Header, out: &mut Vec<u8>) {
     out.extend_from_slice(&h.expires_at.unwrap_or(0).to_le_bytes());
     out.extend_from_slice(&h.delivery_count.to_le_bytes());
     out.extend_from_slice(&h.acquired_count.to_le_bytes());
+    out.push(h.priority);
 }
 
 /// A state [`encode_state`] wrote; and what follows it.
 pub fn decode_state(b: &[u8]) -> Result<(Fifo, &[u8]), CodecError> {
-    let mut r = Reader(b);
+    let mut r = Reader::new(b);
     let v = r.u8()?;
-    if v != 2 {
+    if v != 2 && v != STATE_VERSION {
         return Err(CodecError::Version(v));
     }
+    r.v3 = v == STATE_VERSION;
     let limit = r.u32()?;
     let some = |n: u64| (n != u64::MAX).then_some(n);
     let config = Config {
@@ -238,10 +258,31 @@ pub fn decode_state(b: &[u8]) -> Result<(Fifo, &[u8]), CodecError> {
         max_bytes: some(r.u64()?),
         reject_publish: r.u8()? != 0,
         single_active: r.u8()? != 0,
+        max_priority: if r.v3 { r.u8()? } else { 0 },
     };
     let now = r.u64()?;
-    let returns: VecDeque<Header> = r.headers()?.into();
-    let waiting: VecDeque<Header> = r.headers()?.into();
+    let n = if r.v3 { r.u8()? as usize } else { 1 };
+    if n == 0 || n > crate::fifo::MAX_PRIORITY as usize + 1 {
+        return Err(CodecError::Inconsistent(
+            "a number of priority levels out of range",
+        ));
+    }
+    let mut levels = Vec::with_capacity(n);
+    for p in 0..n {
+        let level = Level {
+            returns: r.headers()?.into(),
+            waiting: r.headers()?.into(),
+        };
+        if level
+            .returns
+            .iter()
+            .chain(level.waiting.iter())
+            .any(|h| h.priority as usize != p)
+        {
+            return Err(CodecError::Inconsistent("a message in another priority's level"));
+        }
+        levels.push(level);
+    }
     let n = r.count(8 + 4 + 4 + 1 + 4 + 4)?;
     let mut consumers = BTreeMap::new();
     for _ in 0..n {
@@ -275,21 +316,26 @@ pub fn decode_state(b: &[u8]) -> Result<(Fifo, &[u8]), CodecError> {
     if distinct.len() != service.len() {
         return Err(CodecError::Inconsistent("a consumer served twice"));
     }
-    Ok((
-        Fifo::from_parts(config, now, returns, waiting, consumers, service),
-        r.0,
-    ))
+    Ok((Fifo::from_parts(config, now, levels, consumers, service), r.b))
 }
 
-struct Reader<'a>(&'a [u8]);
+struct Reader<'a> {
+    b: &'a [u8],
+    /// A version 3 state (headers carry their priority).
+    v3: bool,
+}
 
 impl<'a> Reader<'a> {
+    fn new(b: &'a [u8]) -> Reader<'a> {
+        Reader { b, v3: false }
+    }
+
     fn take(&mut self, n: usize) -> Result<&'a [u8], CodecError> {
-        if self.0.len() < n {
+        if self.b.len() < n {
             return Err(CodecError::Short);
         }
-        let (a, b) = self.0.split_at(n);
-        self.0 = b;
+        let (a, b) = self.b.split_at(n);
+        self.b = b;
         Ok(a)
     }
     fn u8(&mut self) -> Result<u8, CodecError> {
@@ -305,7 +351,7 @@ impl<'a> Reader<'a> {
     /// bytes left could hold.
     fn count(&mut self, each: usize) -> Result<usize, CodecError> {
         let n = self.u32()? as usize;
-        if n.saturating_mul(each) > self.0.len() {
+        if n.saturating_mul(each) > self.b.len() {
             return Err(CodecError::Short);
         }
         Ok(n)
@@ -315,7 +361,7 @@ impl<'a> Reader<'a> {
         (0..n).map(|_| self.u64()).collect()
     }
     fn headers(&mut self) -> Result<Vec<Header>, CodecError> {
-        let n = self.count(HEADER_LEN)?;
+        let n = self.count(HEADER_LEN + self.v3 as usize)?;
         let mut v = Vec::with_capacity(n);
         for _ in 0..n {
             let id = self.u64()?;
@@ -327,6 +373,7 @@ impl<'a> Reader<'a> {
                 expires_at: (expires_at != 0).then_some(expires_at),
                 delivery_count: self.u32()?,
                 acquired_count: self.u32()?,
+                priority: if self.v3 { self.u8()? } else { 0 },
             });
         }
         Ok(v)
@@ -380,24 +427,63 @@ mod tests {
                 assert!(decode(1, &b[..cut]).is_err(), "{c:?} cut at {cut}");
             }
         }
-        let mut b = Vec::new();
-        encode_enqueue(5, Some(9), 3, &mut b);
-        b.extend_from_slice(b"abc");
-        let (c, rest) = decode(42, &b).unwrap();
-        assert_eq!(
-            c,
-            Command::Enqueue {
-                id: 42,
-                size: 3,
-                now: 5,
-                expires_at: Some(9)
-            }
-        );
-        assert_eq!(rest, b"abc");
+        for priority in [0, 4] {
+            let mut b = Vec::new();
+            encode_enqueue(5, Some(9), 3, priority, &mut b);
+            // An enqueue without a priority is written as before them.
+            assert_eq!(b[0], if priority == 0 { 1 } else { 11 });
+            b.extend_from_slice(b"abc");
+            let (c, rest) = decode(42, &b).unwrap();
+            assert_eq!(
+                c,
+                Command::Enqueue {
+                    id: 42,
+                    size: 3,
+                    now: 5,
+                    expires_at: Some(9),
+                    priority,
+                }
+            );
+            assert_eq!(rest, b"abc");
+        }
         // A count larger than the bytes is refused before allocating.
         let mut b = vec![5];
         b.extend_from_slice(&1u64.to_le_bytes());
         b.extend_from_slice(&u32::MAX.to_le_bytes());
         assert_eq!(decode(1, &b), Err(CodecError::Short));
+    }
+
+    #[test]
+    fn a_version_2_state_reads_as_one_level() {
+        let mut b = vec![2];
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&u64::MAX.to_le_bytes());
+        b.extend_from_slice(&u64::MAX.to_le_bytes());
+        b.extend_from_slice(&[0, 0]);
+        b.extend_from_slice(&77u64.to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&1u32.to_le_bytes());
+        // One waiting header, 28 bytes, no priority.
+        b.extend_from_slice(&5u64.to_le_bytes());
+        b.extend_from_slice(&10u32.to_le_bytes());
+        b.extend_from_slice(&0u64.to_le_bytes());
+        b.extend_from_slice(&1u32.to_le_bytes());
+        b.extend_from_slice(&2u32.to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        let (f, rest) = decode_state(&b).unwrap();
+        assert!(rest.is_empty());
+        assert_eq!((f.ready(), f.ready_bytes(), f.now()), (1, 10, 77));
+        assert_eq!(f.levels().len(), 1);
+        let h = f.served().next().unwrap();
+        assert_eq!(
+            (h.id, h.delivery_count, h.acquired_count, h.priority),
+            (5, 1, 2, 0)
+        );
+        // Written again, it is version 3 and reads back the same.
+        let mut again = Vec::new();
+        encode_state(&f, &mut again);
+        assert_eq!(again[0], 3);
+        assert_eq!(decode_state(&again).unwrap().0, f);
     }
 }

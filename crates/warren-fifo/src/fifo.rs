@@ -25,9 +25,22 @@ pub struct Config {
     /// `x-single-active-consumer`: only the consumer that attached first
     /// (of those still there) is served; the next takes over when it goes.
     pub single_active: bool,
+    /// `x-max-priority`: messages are served strictly by priority, from
+    /// this (the highest; a message's above it counts as it) down to 0,
+    /// as RabbitMQ 4.3's quorum queues do; 0 (or none): no priorities.
+    pub max_priority: u8,
 }
 
+/// The highest `x-max-priority` a quorum queue keeps levels for (RabbitMQ
+/// 4.3: 32 levels, 0 to 31).
+pub const MAX_PRIORITY: u8 = 31;
+
 impl Config {
+    /// The waiting lines' levels.
+    fn levels(&self) -> usize {
+        self.max_priority.min(MAX_PRIORITY) as usize + 1
+    }
+
     fn over(&self, ready: u64, bytes: u64) -> bool {
         self.max_length.is_some_and(|m| ready > m) || self.max_bytes.is_some_and(|m| bytes > m)
     }
@@ -46,6 +59,8 @@ pub struct Header {
     pub delivery_count: u32,
     /// Times a consumer took it (`x-acquired-count`).
     pub acquired_count: u32,
+    /// Its priority level (0 in a queue without priorities).
+    pub priority: u8,
 }
 
 /// A consumer: how many more messages it may take, and what it holds.
@@ -68,12 +83,14 @@ pub struct Consumer {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     /// A message (its body is the log entry at `id`), enqueued at the
-    /// leader's time `now`, expiring at `expires_at`.
+    /// leader's time `now`, expiring at `expires_at`, of the message's
+    /// `priority` (0-9-1's property; 0 if it has none).
     Enqueue {
         id: MsgId,
         size: u32,
         now: u64,
         expires_at: Option<u64>,
+        priority: u8,
     },
     /// The leader's clock reads `now`: messages waiting past their
     /// expiry go (proposed by the leader when the head's is due).
@@ -155,12 +172,37 @@ pub enum Effect {
     Rejected(MsgId),
 }
 
+/// One priority level's waiting messages.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Level {
+    /// Returned messages, in id order, served before `waiting`.
+    pub returns: VecDeque<Header>,
+    /// The rest, in the order they came.
+    pub waiting: VecDeque<Header>,
+}
+
+impl Level {
+    fn is_empty(&self) -> bool {
+        self.returns.is_empty() && self.waiting.is_empty()
+    }
+
+    fn pop_front(&mut self) -> Option<Header> {
+        self.returns.pop_front().or_else(|| self.waiting.pop_front())
+    }
+
+    fn served(&self) -> impl Iterator<Item = &Header> {
+        self.returns.iter().chain(self.waiting.iter())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fifo {
     config: Config,
-    /// Returned messages, served before `waiting`.
-    returns: VecDeque<Header>,
-    waiting: VecDeque<Header>,
+    /// Waiting messages by priority level (one level without
+    /// priorities); the highest that has any is served first.
+    levels: Vec<Level>,
+    /// Messages in `levels`.
+    ready: usize,
     consumers: BTreeMap<ConsumerId, Consumer>,
     /// Consumers in the order they are served next.
     service: VecDeque<ConsumerId>,
@@ -170,29 +212,34 @@ pub struct Fifo {
     now: u64,
 }
 
+impl Default for Fifo {
+    fn default() -> Fifo {
+        Fifo::new(Config::default())
+    }
+}
+
 impl Fifo {
     pub fn new(config: Config) -> Fifo {
-        Fifo {
-            config,
-            ..Fifo::default()
-        }
+        Fifo::from_parts(config, 0, Vec::new(), BTreeMap::new(), VecDeque::new())
     }
 
-    /// A state as a snapshot held it (see `codec`); `ready_bytes` is
-    /// counted again.
+    /// A state as a snapshot held it (see `codec`); `ready` and
+    /// `ready_bytes` are counted again. Levels are one per priority up to
+    /// the config's (those given, then empty ones).
     pub(crate) fn from_parts(
         config: Config,
         now: u64,
-        returns: VecDeque<Header>,
-        waiting: VecDeque<Header>,
+        mut levels: Vec<Level>,
         consumers: BTreeMap<ConsumerId, Consumer>,
         service: VecDeque<ConsumerId>,
     ) -> Fifo {
-        let ready_bytes = returns.iter().chain(waiting.iter()).map(|h| h.size as u64).sum();
+        levels.resize(levels.len().max(config.levels()), Level::default());
+        let ready = levels.iter().map(|l| l.returns.len() + l.waiting.len()).sum();
+        let ready_bytes = levels.iter().flat_map(Level::served).map(|h| h.size as u64).sum();
         Fifo {
             config,
-            returns,
-            waiting,
+            levels,
+            ready,
             consumers,
             service,
             ready_bytes,
@@ -206,6 +253,9 @@ impl Fifo {
 
     /// The settings changed (a policy): they count from the next command.
     pub fn set_config(&mut self, config: Config) {
+        // Levels are never taken away (messages wait in them).
+        let n = self.levels.len().max(config.levels());
+        self.levels.resize(n, Level::default());
         self.config = config;
     }
 
@@ -214,9 +264,32 @@ impl Fifo {
         self.now
     }
 
-    /// The returned messages and the rest, in the order they are served.
-    pub fn lines(&self) -> (&VecDeque<Header>, &VecDeque<Header>) {
-        (&self.returns, &self.waiting)
+    /// The priority levels, lowest first.
+    pub fn levels(&self) -> &[Level] {
+        &self.levels
+    }
+
+    /// Every waiting message, in the order they are served.
+    pub fn served(&self) -> impl Iterator<Item = &Header> {
+        self.levels.iter().rev().flat_map(Level::served)
+    }
+
+    /// The level a message of `priority` waits in.
+    fn level(&self, priority: u8) -> usize {
+        (priority as usize).min(self.levels.len().saturating_sub(1))
+    }
+
+    /// Take the next message to serve (the highest level's head).
+    fn pop_next(&mut self) -> Option<Header> {
+        let h = self
+            .levels
+            .iter_mut()
+            .rev()
+            .find(|l| !l.is_empty())?
+            .pop_front()?;
+        self.ready -= 1;
+        self.ready_bytes -= h.size as u64;
+        Some(h)
     }
 
     pub fn consumers(&self) -> &BTreeMap<ConsumerId, Consumer> {
@@ -235,18 +308,18 @@ impl Fifo {
             .consumers
             .values()
             .filter_map(|c| c.checked_out.keys().next().copied());
-        self.returns
-            .front()
+        self.levels
+            .iter()
+            .flat_map(|l| [l.returns.front(), l.waiting.front()])
+            .flatten()
             .map(|h| h.id)
-            .into_iter()
-            .chain(self.waiting.front().map(|h| h.id))
             .chain(held)
             .min()
     }
 
     /// Messages waiting for a consumer.
     pub fn ready(&self) -> usize {
-        self.returns.len() + self.waiting.len()
+        self.ready
     }
 
     pub fn ready_bytes(&self) -> u64 {
@@ -264,7 +337,7 @@ impl Fifo {
 
     /// The ids of every waiting message, in the order they are served.
     pub fn waiting_ids(&self) -> impl Iterator<Item = MsgId> + '_ {
-        self.returns.iter().chain(self.waiting.iter()).map(|h| h.id)
+        self.served().map(|h| h.id)
     }
 
     /// Apply one committed command; what it asks of the leader.
@@ -276,6 +349,7 @@ impl Fifo {
                 size,
                 now,
                 expires_at,
+                priority,
             } => {
                 self.now = self.now.max(now);
                 // Refused when full (reject-publish); the time it carried
@@ -288,12 +362,15 @@ impl Fifo {
                     out.push(Effect::Rejected(id));
                 } else {
                     self.ready_bytes += size as u64;
-                    self.waiting.push_back(Header {
+                    self.ready += 1;
+                    let priority = self.level(priority) as u8;
+                    self.levels[priority as usize].waiting.push_back(Header {
                         id,
                         size,
                         expires_at,
                         delivery_count: 0,
                         acquired_count: 0,
+                        priority,
                     });
                 }
             }
@@ -361,13 +438,15 @@ impl Fifo {
                 id,
                 settled,
             } => {
-                let line = if self.returns.iter().any(|h| h.id == id) {
-                    &mut self.returns
-                } else {
-                    &mut self.waiting
-                };
-                if let Some(at) = line.iter().position(|h| h.id == id) {
-                    let mut h = line.remove(at).expect("found");
+                let found = self.levels.iter_mut().find_map(|l| {
+                    [&mut l.returns, &mut l.waiting].into_iter().find_map(|line| {
+                        line.iter()
+                            .position(|h| h.id == id)
+                            .and_then(|at| line.remove(at))
+                    })
+                });
+                if let Some(mut h) = found {
+                    self.ready -= 1;
                     self.ready_bytes -= h.size as u64;
                     h.acquired_count += 1;
                     if settled {
@@ -386,8 +465,10 @@ impl Fifo {
             Command::Purge => {
                 let n = self.ready() as u64;
                 let ids: Vec<MsgId> = self.waiting_ids().collect();
-                self.returns.clear();
-                self.waiting.clear();
+                for l in &mut self.levels {
+                    *l = Level::default();
+                }
+                self.ready = 0;
                 self.ready_bytes = 0;
                 out.push(Effect::Purged(n));
                 if !ids.is_empty() {
@@ -430,18 +511,23 @@ impl Fifo {
             return;
         }
         self.ready_bytes += h.size as u64;
-        // Returns are served in id order among themselves.
-        let at = self.returns.partition_point(|x| x.id < h.id);
-        self.returns.insert(at, h);
+        self.ready += 1;
+        // Returns are served in id order among themselves, in their own
+        // priority's level.
+        let level = self.level(h.priority);
+        let returns = &mut self.levels[level].returns;
+        let at = returns.partition_point(|x| x.id < h.id);
+        returns.insert(at, h);
     }
 
-    /// The earliest expiry among the messages at the heads of the two
-    /// waiting lines (when the leader should propose a `Tick`). Only
+    /// The earliest expiry among the messages at the heads of the
+    /// waiting lines, two a level (when the leader should propose a `Tick`). Only
     /// heads expire, as RabbitMQ's queues do: a message behind one that
     /// lives longer waits its turn.
     pub fn next_expiry(&self) -> Option<u64> {
-        [self.returns.front(), self.waiting.front()]
-            .into_iter()
+        self.levels
+            .iter()
+            .flat_map(|l| [l.returns.front(), l.waiting.front()])
             .flatten()
             .filter_map(|h| h.expires_at)
             .min()
@@ -449,12 +535,18 @@ impl Fifo {
 
     /// Dead-letter the messages at the heads whose time has come.
     fn expire(&mut self, out: &mut Vec<Effect>) {
-        for line in [&mut self.returns, &mut self.waiting] {
+        let now = self.now;
+        let lines = self
+            .levels
+            .iter_mut()
+            .flat_map(|l| [&mut l.returns, &mut l.waiting]);
+        for line in lines {
             while line
                 .front()
-                .is_some_and(|h| h.expires_at.is_some_and(|t| t <= self.now))
+                .is_some_and(|h| h.expires_at.is_some_and(|t| t <= now))
             {
                 let header = line.pop_front().expect("a front");
+                self.ready -= 1;
                 self.ready_bytes -= header.size as u64;
                 out.push(Effect::DeadLetter {
                     header,
@@ -497,12 +589,8 @@ impl Fifo {
                 self.service.push_back(c);
                 c
             };
+            let mut h = self.pop_next().expect("ready > 0");
             let c = self.consumers.get_mut(&consumer).expect("served consumers exist");
-            let mut h = match self.returns.pop_front() {
-                Some(h) => h,
-                None => self.waiting.pop_front().expect("ready > 0"),
-            };
-            self.ready_bytes -= h.size as u64;
             let redelivered = h.acquired_count > 0;
             h.acquired_count += 1;
             c.credit -= 1;
@@ -530,10 +618,10 @@ impl Fifo {
             return;
         }
         while self.config.over(self.ready() as u64, self.ready_bytes) {
-            let Some(header) = self.returns.pop_front().or_else(|| self.waiting.pop_front()) else {
+            // The head: the next to be served (rabbit_fifo's drop-head).
+            let Some(header) = self.pop_next() else {
                 return;
             };
-            self.ready_bytes -= header.size as u64;
             out.push(Effect::DeadLetter {
                 header,
                 reason: DeadLetterReason::MaxLen,

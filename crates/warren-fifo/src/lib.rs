@@ -19,4 +19,6 @@ mod fifo;
 
 pub use codec::CodecError;
 
-pub use fifo::{Command, Config, Consumer, ConsumerId, DeadLetterReason, Effect, Fifo, Header, MsgId};
+pub use fifo::{
+    Command, Config, Consumer, ConsumerId, DeadLetterReason, Effect, Fifo, Header, Level, MsgId, MAX_PRIORITY,
+};

@@ -861,6 +861,9 @@ fn fifo_config(c: &super::QueueConfig) -> warren_fifo::Config {
         max_bytes: c.max_length_bytes,
         reject_publish: c.overflow != super::Overflow::DropHead,
         single_active: c.single_active_consumer,
+        // RabbitMQ 4.3: strict priorities, 0 to 31 (a higher
+        // x-max-priority keeps 32 levels).
+        max_priority: c.max_priority.unwrap_or(0).min(warren_fifo::MAX_PRIORITY),
     }
 }
 
@@ -902,6 +905,13 @@ impl QueueType for QuorumQueue {
             now,
             ttl.map(|t| now.saturating_add(t).max(1)),
             msg.body_size().min(u32::MAX as usize) as u32,
+            // A queue without x-max-priority ignores priorities: its
+            // entries are written as before them.
+            if self.fifo.config().max_priority > 0 {
+                msg.priority
+            } else {
+                0
+            },
             &mut e,
         );
         encode_message(&msg, &mut e);
@@ -975,10 +985,9 @@ impl QueueType for QuorumQueue {
         if self.role != Role::Leader {
             return None;
         }
-        let (returns, waiting) = self.fifo.lines();
-        let h = returns
-            .iter()
-            .chain(waiting.iter())
+        let h = self
+            .fifo
+            .served()
             .find(|h| !self.dequeuing.contains(&h.id))?
             .clone();
         let mut message = self.bodies.get(h.id)?;

@@ -6,11 +6,16 @@ use rand::{Rng, SeedableRng};
 use super::*;
 
 fn enq(id: MsgId, size: u32) -> Command {
+    enq_p(id, size, 0)
+}
+
+fn enq_p(id: MsgId, size: u32, priority: u8) -> Command {
     Command::Enqueue {
         id,
         size,
         now: 0,
         expires_at: None,
+        priority,
     }
 }
 
@@ -340,12 +345,14 @@ fn random_command_sequences_keep_the_invariants() {
         let max_length = rng.gen_bool(0.3).then(|| rng.gen_range(0..6));
         let reject_publish = rng.gen_bool(0.5);
         let single_active = rng.gen_bool(0.3);
+        let max_priority = if rng.gen_bool(0.5) { 0 } else { rng.gen_range(1..5) };
         let mut f = Fifo::new(Config {
             delivery_limit: limit,
             max_length,
             max_bytes: None,
             reject_publish,
             single_active,
+            max_priority,
         });
         let mut next_id = 1;
         let mut now = 0u64;
@@ -378,6 +385,7 @@ fn random_command_sequences_keep_the_invariants() {
                         size: rng.gen_range(0..100),
                         now,
                         expires_at: rng.gen_bool(0.3).then(|| now + rng.gen_range(0..200)),
+                        priority: rng.gen_range(0..8),
                     }
                 }
                 35..=44 => {
@@ -445,6 +453,27 @@ fn random_command_sequences_keep_the_invariants() {
             };
             let cancelled = matches!(c, Command::Cancel { .. });
             let out = f.apply(c);
+            // Strict priorities: one command's deliveries go from the
+            // highest level down, and what still waits is no higher
+            // than the last delivered.
+            let levels: Vec<u8> = out
+                .iter()
+                .filter_map(|e| match e {
+                    Effect::Deliver { header, .. } => Some(header.priority),
+                    _ => None,
+                })
+                .collect();
+            assert!(
+                levels.windows(2).all(|w| w[0] >= w[1]),
+                "seed {seed} step {step}: delivered out of priority order: {levels:?}"
+            );
+            if let Some(last) = levels.last() {
+                assert!(
+                    f.served().all(|h| h.priority <= *last),
+                    "seed {seed} step {step}: a higher priority left waiting"
+                );
+            }
+            assert!(f.served().all(|h| h.priority <= max_priority));
             if cancelled {
                 // Its unused credit went with it.
                 granted.remove(&consumer);
@@ -530,13 +559,7 @@ fn random_command_sequences_keep_the_invariants() {
             );
             assert_eq!(unique, live, "seed {seed} step {step}: lost or made up");
             for id in f.waiting_ids() {
-                bytes += f
-                    .returns
-                    .iter()
-                    .chain(f.waiting.iter())
-                    .find(|h| h.id == id)
-                    .unwrap()
-                    .size as u64;
+                bytes += f.served().find(|h| h.id == id).unwrap().size as u64;
             }
             assert_eq!(bytes, f.ready_bytes(), "seed {seed} step {step}");
             // Never past the credit granted; and nothing waits while a
@@ -589,6 +612,7 @@ fn messages_past_their_time_go_from_the_head_as_dead_letters() {
         size: 1,
         now: 100,
         expires_at,
+        priority: 0,
     };
     f.apply(at(1, Some(150)));
     f.apply(at(2, None));
@@ -624,4 +648,52 @@ fn messages_past_their_time_go_from_the_head_as_dead_letters() {
     });
     assert_eq!(f.ready(), 1, "160 is still ahead of the last time seen (150)");
     assert_eq!(f.next_expiry(), Some(160));
+}
+
+#[test]
+fn priorities_are_strict_and_returns_keep_their_level() {
+    let mut f = Fifo::new(Config {
+        max_priority: 5,
+        ..Config::default()
+    });
+    // Priority 9 counts as 5, the highest.
+    for (id, p) in [(1, 0), (2, 3), (3, 9), (4, 3), (5, 0)] {
+        f.apply(enq_p(id, 1, p));
+    }
+    let order: Vec<MsgId> = f.waiting_ids().collect();
+    assert_eq!(order, [3, 2, 4, 1, 5]);
+    let got = f.apply(Command::Consume {
+        consumer: 7,
+        prefetch: 3,
+        auto_settle: false,
+        priority: 0,
+    });
+    assert_eq!(delivered(&got), [(7, 3, false), (7, 2, false), (7, 4, false)]);
+    // A returned 3-level message goes back ahead of its level, behind the
+    // highest; a new 5 is served before both.
+    f.apply(enq_p(6, 1, 5));
+    let got = f.apply(Command::Return {
+        consumer: 7,
+        ids: vec![4, 2, 3],
+        failed: false,
+    });
+    assert_eq!(delivered(&got), [(7, 3, true), (7, 6, false), (7, 2, true)]);
+    assert_eq!(f.waiting_ids().collect::<Vec<_>>(), [4, 1, 5]);
+    // drop-head takes the next to be served.
+    let mut f = Fifo::new(Config {
+        max_priority: 2,
+        max_length: Some(2),
+        ..Config::default()
+    });
+    f.apply(enq_p(1, 1, 0));
+    f.apply(enq_p(2, 1, 2));
+    let out = f.apply(enq_p(3, 1, 1));
+    assert!(
+        matches!(&out[..], [Effect::DeadLetter { header, reason: DeadLetterReason::MaxLen }] if header.id == 2)
+    );
+    // Without max_priority, priorities are ignored: first in, first out.
+    let mut f = Fifo::new(Config::default());
+    f.apply(enq_p(1, 1, 0));
+    f.apply(enq_p(2, 1, 7));
+    assert_eq!(f.waiting_ids().collect::<Vec<_>>(), [1, 2]);
 }
