@@ -472,13 +472,27 @@ impl RaftNode {
         }
     }
 
-    /// `node`'s link is gone: the groups it leads here start ticking, so
-    /// they elect another leader unless it comes back first.
+    /// `node`'s link is gone: the groups it leads here start ticking and
+    /// stand for election within a few ticks, not a whole election
+    /// timeout (as Ra's followers do on their leader's nodedown). The
+    /// voters still up stand two ticks apart, lowest id first, so they
+    /// do not split the vote; should the first fail, the others' timers
+    /// still run.
     pub fn peer_down(&mut self, node: u64) {
         self.down.insert(node);
+        let (me, down) = (self.id, &self.down);
         for g in self.groups.values_mut() {
             if g.rn.raft.leader_id == node {
                 g.ticking = true;
+                let rank =
+                    g.rn.store()
+                        .conf_state()
+                        .voters
+                        .iter()
+                        .filter(|v| **v < me && !down.contains(v))
+                        .count();
+                let timeout = g.rn.raft.randomized_election_timeout();
+                g.rn.raft.election_elapsed = timeout.saturating_sub(1 + 2 * rank);
             }
         }
     }

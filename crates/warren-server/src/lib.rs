@@ -517,7 +517,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
                 r.start(meta.clone());
             }
             cluster::topology::announce_start(meta.clone(), config.node_name.clone(), rx.clone());
-            let grace = Duration::from_millis(2 * config.cluster.as_ref().map_or(5000, |s| s.down_after));
+            let grace = Duration::from_millis(2 * config.cluster.as_ref().map_or(3000, |s| s.down_after));
             cluster::topology::watch_downs(meta.clone(), c.clone(), broker.clone(), grace, rx.clone());
             Some((c, meta, table))
         }

@@ -198,6 +198,10 @@ pub struct QuorumQueue {
     replication: ReplicationSlot,
     /// This run's offset of consumer ids in the state.
     salt: u64,
+    /// Publishes handed to the leader's node through `replication` whose
+    /// answer may still be to come, oldest first (answered ones leave
+    /// from the front as more are sent).
+    sent: VecDeque<Arc<RemoteConfirm>>,
     /// Messages a basic.get here has taken whose Dequeue is not applied
     /// yet (the next get must not take them again).
     dequeuing: std::collections::HashSet<MsgId>,
@@ -244,6 +248,7 @@ impl QuorumQueue {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64)
                 .wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            sent: VecDeque::new(),
             dequeuing: std::collections::HashSet::new(),
         }
     }
@@ -465,6 +470,15 @@ impl QuorumQueue {
             // duplicate at worst, never a loss). (From no leader known,
             // what was proposed was forwarded to the one now known.)
             self.nack_all();
+        }
+        if matches!(was, Role::Follower(_)) && was != role {
+            // So are those handed to the old leader's node: its link may
+            // stay up for a while (a node paused, or cut off without a
+            // reset), and their publishers must not wait for it to be
+            // found down.
+            for c in self.sent.drain(..) {
+                c.resolve(false);
+            }
         }
         if role != Role::Leader {
             self.dequeuing.clear();
@@ -883,6 +897,10 @@ impl QueueType for QuorumQueue {
     fn publish(&mut self, ctx: &mut Ctx, msg: MessageRef) -> PublishOutcome {
         if let (false, Some(leader), Some(c)) = (self.leads(), self.leader_node(), self.replication.get()) {
             if let Some(p) = c.publish(ctx.queue, &leader, &msg) {
+                while self.sent.front().is_some_and(|c| c.outcome().is_some()) {
+                    self.sent.pop_front();
+                }
+                self.sent.push_back(p.confirm.clone());
                 ctx.effects.sync = Some(Ticket::Remote(p.confirm));
                 ctx.effects.flow = p.flow;
                 return PublishOutcome::Enqueued;

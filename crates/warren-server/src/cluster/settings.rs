@@ -51,7 +51,7 @@ impl Default for ClusterSettings {
             listen: Listen::at("0.0.0.0:25672"),
             peers: Vec::new(),
             ping_interval: 1000,
-            down_after: 5000,
+            down_after: 3000,
             snapshot_interval: 4096,
             tls: None,
         }

@@ -345,17 +345,27 @@ async fn a_quorum_queue_with_max_priority_serves_the_highest_first() {
     within(ch2.confirm_select(ConfirmSelectOptions::default()))
         .await
         .unwrap();
-    let sent = [("a", 0), ("b", 3), ("c", 9), ("d", 3), ("e", 0), ("f", 5), ("g", 1)];
+    let sent = [
+        ("a", 0),
+        ("b", 3),
+        ("c", 9),
+        ("d", 3),
+        ("e", 0),
+        ("f", 5),
+        ("g", 1),
+    ];
     for (body, priority) in sent {
-        let confirm = within(ch2.basic_publish(
-            "".into(),
-            "pq".into(),
-            BasicPublishOptions::default(),
-            body.as_bytes(),
-            BasicProperties::default()
-                .with_delivery_mode(2)
-                .with_priority(priority),
-        ))
+        let confirm = within(
+            ch2.basic_publish(
+                "".into(),
+                "pq".into(),
+                BasicPublishOptions::default(),
+                body.as_bytes(),
+                BasicProperties::default()
+                    .with_delivery_mode(2)
+                    .with_priority(priority),
+            ),
+        )
         .await
         .unwrap();
         assert!(within(confirm).await.unwrap().is_ack());
