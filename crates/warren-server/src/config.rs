@@ -175,6 +175,10 @@ pub struct Config {
     pub channel_max: u16,
     /// Heartbeat timeout proposed to clients, in seconds (0 disables).
     pub heartbeat: u16,
+    /// A delivery not acknowledged within this many milliseconds closes
+    /// its channel (RabbitMQ's `consumer_timeout`, 30 minutes by
+    /// default; 0 disables).
+    pub consumer_timeout: u64,
     /// Largest message body accepted, in bytes.
     pub max_message_size: u64,
     /// Publishers are blocked once messages held in memory reach this
@@ -242,6 +246,7 @@ impl Default for Config {
             frame_max: 131_072,
             channel_max: 2047,
             heartbeat: 60,
+            consumer_timeout: 1_800_000,
             max_message_size: 128 << 20,
             memory_high_watermark: 0.4,
             memory_high_watermark_bytes: 0,

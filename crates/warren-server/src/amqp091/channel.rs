@@ -33,6 +33,8 @@ pub struct Unacked {
     /// None for basic.get.
     pub consumer_id: Option<u64>,
     pub entry: Entry,
+    /// When it was written (the consumer timeout counts from it).
+    pub delivered_at: std::time::Instant,
 }
 
 /// What to send once every ticket is synced.

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use tokio::sync::watch;
+use warren_amqp091::constants::PRECONDITION_FAILED;
 use warren_amqp091::frame::{write_heartbeat, write_method};
 use warren_amqp091::methods::*;
 use warren_amqp091::{CodecError, FieldTable, Frame, FrameType, Method, ShortStr, PROTOCOL_HEADER};
@@ -295,6 +296,7 @@ impl Driver {
         self.close_deadline = Some(Instant::now() + Duration::from_secs(10));
         let mut tick = self.new_tick();
         let mut tick_period = self.tick_period();
+        let mut deliveries_tick = self.new_deliveries_tick();
         loop {
             if self.conn.phase == Phase::Done {
                 self.flush_all().await?;
@@ -365,6 +367,7 @@ impl Driver {
                     self.flow_until = None;
                 }
                 _ = tick.tick() => self.on_tick(),
+                _ = deliveries_tick.tick() => self.consumer_timeout(),
                 finish = wait_pending(&mut self.conn.pending) => self.finish_pending(finish),
             }
         }
@@ -401,6 +404,55 @@ impl Driver {
         let mut t = tokio::time::interval_at(tokio::time::Instant::now() + p, p);
         t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         t
+    }
+
+    /// How often unacknowledged deliveries are looked at: a quarter of the
+    /// consumer timeout, between 100 ms and a minute (never, disabled).
+    fn new_deliveries_tick(&self) -> tokio::time::Interval {
+        let t = self.conn.ctx.config.consumer_timeout;
+        let p = if t == 0 {
+            Duration::from_secs(3600)
+        } else {
+            Duration::from_millis(t / 4).clamp(Duration::from_millis(100), Duration::from_secs(60))
+        };
+        let mut i = tokio::time::interval_at(tokio::time::Instant::now() + p, p);
+        i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        i
+    }
+
+    /// A channel whose oldest unacknowledged delivery is older than the
+    /// consumer timeout is closed (PRECONDITION_FAILED, RabbitMQ 3.10's
+    /// words), so what it holds goes back to its queues.
+    fn consumer_timeout(&mut self) {
+        let t = self.conn.ctx.config.consumer_timeout;
+        if t == 0 {
+            return;
+        }
+        let limit = Duration::from_millis(t);
+        let now = Instant::now();
+        let late: Vec<u16> = self
+            .channels
+            .iter()
+            .filter(|(_, ch)| ch.state == ChannelState::Open)
+            .filter(|(_, ch)| {
+                // The oldest is at the front (deliveries are appended).
+                ch.unacked
+                    .front()
+                    .is_some_and(|u| now.duration_since(u.delivered_at) > limit)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in late {
+            tracing::info!(peer = %self.conn.peer, channel = id, "consumer timeout: {t} ms");
+            let e = AmqpError::new(
+                PRECONDITION_FAILED,
+                format!(
+                    "delivery acknowledgement on channel {id} timed out. Timeout value used: {t} ms. \
+                     This timeout value can be configured, see consumers doc guide to learn more"
+                ),
+            );
+            let _ = self.channel_result(id, Err(e));
+        }
     }
 
     fn on_tick(&mut self) {

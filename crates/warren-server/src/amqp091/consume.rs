@@ -280,6 +280,7 @@ fn get_ok(conn: &mut Conn, ch: &mut Channel, q: Arc<Queue>, no_ack: bool, got: O
                     queue: q,
                     consumer_id: None,
                     entry,
+                    delivered_at: std::time::Instant::now(),
                 });
             }
         }
@@ -412,6 +413,9 @@ pub fn basic_recover(conn: &mut Conn, ch: &mut Channel, requeue: bool, reply: bo
 /// were waiting for room deliver again.
 pub fn drain_outbox(conn: &mut Conn, channels: &mut HashMap<u16, Channel>) {
     let (items, waiting) = conn.outbox.drain();
+    // One clock read for the batch: the consumer timeout is counted in
+    // seconds or minutes.
+    let now = std::time::Instant::now();
     for item in items {
         match item {
             OutItem::Deliver(d) => {
@@ -449,6 +453,7 @@ pub fn drain_outbox(conn: &mut Conn, channels: &mut HashMap<u16, Channel>) {
                         queue: d.queue,
                         consumer_id: Some(d.consumer_id),
                         entry: d.entry,
+                        delivered_at: now,
                     });
                 }
             }

@@ -617,3 +617,56 @@ async fn a_higher_priority_consumer_is_served_first() {
     }
     nothing_within(300, consumers[0].2.next()).await;
 }
+
+/// RabbitMQ's consumer timeout (`consumer_timeout`): a delivery left
+/// unacknowledged past it closes its channel with PRECONDITION_FAILED and
+/// RabbitMQ 3.10's text, and the message goes back to its queue (marked
+/// redelivered); a channel whose deliveries are acked in time stays open.
+/// For a quorum queue and a classic one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_held_past_the_consumer_timeout_closes_its_channel() {
+    let b = Broker::start_with(|c| c.consumer_timeout = 600).await;
+    let (_c, ch) = b.confirm_channel().await;
+    declare_quorum(&ch, "slow-qq", FieldTable::default()).await;
+    within(ch.queue_declare("slow-cq".into(), durable(), FieldTable::default()))
+        .await
+        .unwrap();
+    for q in ["slow-qq", "slow-cq"] {
+        publish_each(&ch, q, 0..2, |i| format!("m{i}").into_bytes()).await;
+        let (_c2, consuming) = b.channel().await;
+        let mut consumer = within(consuming.basic_consume(
+            q.into(),
+            "slow".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        ))
+        .await
+        .unwrap();
+        // Acked in time: nothing happens.
+        let first = within(consumer.next()).await.unwrap().unwrap();
+        within(first.ack(BasicAckOptions::default())).await.unwrap();
+        let held = within(consumer.next()).await.unwrap().unwrap();
+        assert_eq!(held.data, b"m1");
+        // lapin ends the consumer with the channel's close reason.
+        let text = match within(consumer.next()).await {
+            Some(Err(e)) => e.to_string(),
+            other => panic!("{q}: the channel stays open: {other:?}"),
+        };
+        drop(held);
+        assert!(
+            text.contains(
+                "PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. \
+                 Timeout value used: 600 ms. This timeout value can be configured, \
+                 see consumers doc guide to learn more"
+            ),
+            "{q}: {text}"
+        );
+        // The message is back, and says it was delivered before.
+        let again = within(ch.basic_get(q.into(), BasicGetOptions { no_ack: true }))
+            .await
+            .unwrap()
+            .expect("the held message is back");
+        assert_eq!(again.delivery.data, b"m1");
+        assert!(again.delivery.redelivered, "{q}");
+    }
+}
