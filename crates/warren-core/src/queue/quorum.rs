@@ -464,18 +464,16 @@ impl QuorumQueue {
         let was = self.role;
         tracing::debug!(queue = %ctx.queue.name, group = self.group, ?was, ?role, "quorum queue role");
         self.role = role;
-        if matches!(role, Role::Follower(_)) && was != role && was != Role::Unknown {
-            // A leader changed: publishes not applied yet may or may not
-            // commit; the publisher hears a nack and may send again (a
-            // duplicate at worst, never a loss). (From no leader known,
-            // what was proposed was forwarded to the one now known.)
+        if was != role && was != Role::Unknown {
+            // The leader this member knew (itself, or another) is no
+            // longer known to lead: publishes proposed to it and not yet
+            // applied may or may not commit (they may be lost with it, a
+            // node paused or cut off without a reset among them); the
+            // publisher hears a nack and may send again (a duplicate at
+            // worst, never a loss). So are those handed to its node
+            // through the queue protocol. (What is proposed while no
+            // leader is known is held, and goes to the next one.)
             self.nack_all();
-        }
-        if matches!(was, Role::Follower(_)) && was != role {
-            // So are those handed to the old leader's node: its link may
-            // stay up for a while (a node paused, or cut off without a
-            // reset), and their publishers must not wait for it to be
-            // found down.
             for c in self.sent.drain(..) {
                 c.resolve(false);
             }

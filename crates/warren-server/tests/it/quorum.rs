@@ -661,11 +661,22 @@ async fn a_delivery_held_past_the_consumer_timeout_closes_its_channel() {
             ),
             "{q}: {text}"
         );
-        // The message is back, and says it was delivered before.
-        let again = within(ch.basic_get(q.into(), BasicGetOptions { no_ack: true }))
-            .await
-            .unwrap()
-            .expect("the held message is back");
+        // The message is back (once the channel's return is applied),
+        // and says it was delivered before.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+        let again = loop {
+            let got = within(ch.basic_get(q.into(), BasicGetOptions { no_ack: true }))
+                .await
+                .unwrap();
+            if let Some(m) = got {
+                break m;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{q}: the held message is not back"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        };
         assert_eq!(again.delivery.data, b"m1");
         assert!(again.delivery.redelivered, "{q}");
     }
