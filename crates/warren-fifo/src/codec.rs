@@ -17,16 +17,19 @@
 //!   9 purge
 //!  10 dequeue  consumer u64, id u64, settled u8
 //!  11 enqueue  as 1, then priority u8, then the message (a priority above 0)
+//!  12 enqueue  as 11, then key_len u16, the key, then the message (a deduplication key)
 //! header = id u64, size u32, expires_at u64 (0: none), delivery_count u32, acquired_count u32,
 //!          priority u8 (version 3)
 //! state  = version u8 (3), delivery_limit u32 (0: none, else limit + 1),
 //!          max_length u64, max_bytes u64 (u64::MAX: none), reject_publish u8,
-//!          single_active u8, max_priority u8 (version 3), now u64,
+//!          single_active u8, max_priority u8, dedup_window u32, dedup_ttl u64
+//!          (u64::MAX: none) (these three version 3), now u64,
 //!          n u8 levels (version 3; version 2 has one), lowest first, each:
 //!            n u32 returns headers, n u32 waiting headers,
 //!          n u32 consumers (id u64, credit u32, prefetch u32, auto_settle u8, priority i32,
 //!          n u32 headers),
-//!          n u32 service order ids
+//!          n u32 service order ids,
+//!          n u32 deduplication keys (key_len u16, the key, at u64) (version 3)
 //! ```
 //!
 //! Version 2 states and kind 1 enqueues (written before priorities) are
@@ -37,7 +40,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::fifo::{Command, Config, Consumer, Fifo, Header, Level, MsgId};
+use crate::fifo::{Command, Config, Consumer, Fifo, Header, Keys, Level, MsgId};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CodecError {
@@ -64,8 +67,9 @@ pub fn encode(c: &Command, out: &mut Vec<u8>) {
             expires_at,
             size,
             priority,
+            key,
             ..
-        } => encode_enqueue(*now, *expires_at, *size, *priority, out),
+        } => encode_enqueue(*now, *expires_at, *size, *priority, key.as_deref(), out),
         Command::Tick { now } => {
             out.push(2);
             out.extend_from_slice(&now.to_le_bytes());
@@ -112,14 +116,35 @@ pub fn encode(c: &Command, out: &mut Vec<u8>) {
     }
 }
 
-/// An enqueue's fixed part; the caller appends the message.
-pub fn encode_enqueue(now: u64, expires_at: Option<u64>, size: u32, priority: u8, out: &mut Vec<u8>) {
-    out.push(if priority == 0 { 1 } else { 11 });
+/// Deduplication keys longer than this are not kept (the message is not
+/// deduplicated).
+pub const MAX_KEY: usize = 1024;
+
+/// An enqueue's fixed part; the caller appends the message. A key longer
+/// than [`MAX_KEY`] is left out.
+pub fn encode_enqueue(
+    now: u64,
+    expires_at: Option<u64>,
+    size: u32,
+    priority: u8,
+    key: Option<&[u8]>,
+    out: &mut Vec<u8>,
+) {
+    let key = key.filter(|k| k.len() <= MAX_KEY);
+    out.push(match (priority, key) {
+        (_, Some(_)) => 12,
+        (0, None) => 1,
+        _ => 11,
+    });
     out.extend_from_slice(&now.to_le_bytes());
     out.extend_from_slice(&expires_at.unwrap_or(0).to_le_bytes());
     out.extend_from_slice(&size.to_le_bytes());
-    if priority != 0 {
+    if priority != 0 || key.is_some() {
         out.push(priority);
+    }
+    if let Some(k) = key {
+        out.extend_from_slice(&(k.len() as u16).to_le_bytes());
+        out.extend_from_slice(k);
     }
 }
 
@@ -140,17 +165,19 @@ fn ids_command(kind: u8, consumer: u64, failed: Option<bool>, ids: &[MsgId], out
 pub fn decode(index: u64, b: &[u8]) -> Result<(Command, &[u8]), CodecError> {
     let mut r = Reader::new(b);
     let c = match r.u8()? {
-        kind @ (1 | 11) => {
+        kind @ (1 | 11 | 12) => {
             let now = r.u64()?;
             let expires_at = r.u64()?;
             let size = r.u32()?;
-            let priority = if kind == 11 { r.u8()? } else { 0 };
+            let priority = if kind == 1 { 0 } else { r.u8()? };
+            let key = if kind == 12 { Some(r.key()?) } else { None };
             Command::Enqueue {
                 id: index,
                 size,
                 now,
                 expires_at: (expires_at != 0).then_some(expires_at),
                 priority,
+                key,
             }
         }
         2 => Command::Tick { now: r.u64()? },
@@ -204,6 +231,8 @@ pub fn encode_state(f: &Fifo, out: &mut Vec<u8>) {
     out.push(c.reject_publish as u8);
     out.push(c.single_active as u8);
     out.push(c.max_priority);
+    out.extend_from_slice(&c.dedup_window.to_le_bytes());
+    out.extend_from_slice(&c.dedup_ttl.unwrap_or(u64::MAX).to_le_bytes());
     out.extend_from_slice(&f.now().to_le_bytes());
     out.push(f.levels().len() as u8);
     for level in f.levels() {
@@ -230,6 +259,13 @@ pub fn encode_state(f: &Fifo, out: &mut Vec<u8>) {
     out.extend_from_slice(&(service.len() as u32).to_le_bytes());
     for id in service {
         out.extend_from_slice(&id.to_le_bytes());
+    }
+    let keys = f.keys().order();
+    out.extend_from_slice(&(keys.len() as u32).to_le_bytes());
+    for (k, at) in keys {
+        out.extend_from_slice(&(k.len() as u16).to_le_bytes());
+        out.extend_from_slice(k);
+        out.extend_from_slice(&at.to_le_bytes());
     }
 }
 
@@ -259,6 +295,8 @@ pub fn decode_state(b: &[u8]) -> Result<(Fifo, &[u8]), CodecError> {
         reject_publish: r.u8()? != 0,
         single_active: r.u8()? != 0,
         max_priority: if r.v3 { r.u8()? } else { 0 },
+        dedup_window: if r.v3 { r.u32()? } else { 0 },
+        dedup_ttl: if r.v3 { some(r.u64()?) } else { None },
     };
     let now = r.u64()?;
     let n = if r.v3 { r.u8()? as usize } else { 1 };
@@ -316,7 +354,23 @@ pub fn decode_state(b: &[u8]) -> Result<(Fifo, &[u8]), CodecError> {
     if distinct.len() != service.len() {
         return Err(CodecError::Inconsistent("a consumer served twice"));
     }
-    Ok((Fifo::from_parts(config, now, levels, consumers, service), r.b))
+    let mut keys = VecDeque::new();
+    if r.v3 {
+        let n = r.count(2 + 8)?;
+        for _ in 0..n {
+            let k = r.key()?;
+            keys.push_back((k, r.u64()?));
+        }
+        let distinct: std::collections::HashSet<&Vec<u8>> = keys.iter().map(|(k, _)| k).collect();
+        if distinct.len() != keys.len() {
+            return Err(CodecError::Inconsistent("a deduplication key held twice"));
+        }
+    }
+    let keys = Keys::from_order(keys);
+    Ok((
+        Fifo::from_parts(config, now, levels, consumers, service, keys),
+        r.b,
+    ))
 }
 
 struct Reader<'a> {
@@ -355,6 +409,16 @@ impl<'a> Reader<'a> {
             return Err(CodecError::Short);
         }
         Ok(n)
+    }
+    fn key(&mut self) -> Result<Vec<u8>, CodecError> {
+        let n = self.u16()? as usize;
+        if n > MAX_KEY {
+            return Err(CodecError::Inconsistent("a deduplication key too long"));
+        }
+        Ok(self.take(n)?.to_vec())
+    }
+    fn u16(&mut self) -> Result<u16, CodecError> {
+        Ok(u16::from_le_bytes(self.take(2)?.try_into().expect("2 bytes")))
     }
     fn ids(&mut self) -> Result<Vec<MsgId>, CodecError> {
         let n = self.count(8)?;
@@ -429,7 +493,7 @@ mod tests {
         }
         for priority in [0, 4] {
             let mut b = Vec::new();
-            encode_enqueue(5, Some(9), 3, priority, &mut b);
+            encode_enqueue(5, Some(9), 3, priority, None, &mut b);
             // An enqueue without a priority is written as before them.
             assert_eq!(b[0], if priority == 0 { 1 } else { 11 });
             b.extend_from_slice(b"abc");
@@ -442,9 +506,30 @@ mod tests {
                     now: 5,
                     expires_at: Some(9),
                     priority,
+                    key: None,
                 }
             );
             assert_eq!(rest, b"abc");
+        }
+        // With a deduplication key.
+        let mut b = Vec::new();
+        encode_enqueue(5, None, 3, 2, Some(b"id-1"), &mut b);
+        b.extend_from_slice(b"abc");
+        let (c, rest) = decode(42, &b).unwrap();
+        assert_eq!(
+            c,
+            Command::Enqueue {
+                id: 42,
+                size: 3,
+                now: 5,
+                expires_at: None,
+                priority: 2,
+                key: Some(b"id-1".to_vec()),
+            }
+        );
+        assert_eq!(rest, b"abc");
+        for cut in 0..b.len() - 3 {
+            assert!(decode(1, &b[..cut]).is_err(), "cut at {cut}");
         }
         // A count larger than the bytes is refused before allocating.
         let mut b = vec![5];

@@ -29,6 +29,13 @@ pub struct Config {
     /// this (the highest; a message's above it counts as it) down to 0,
     /// as RabbitMQ 4.3's quorum queues do; 0 (or none): no priorities.
     pub max_priority: u8,
+    /// `x-message-deduplication` with `x-cache-size`: an enqueue whose
+    /// key is among the last this many keys enqueued is a duplicate (its
+    /// publisher is confirmed, nothing is stored); 0: no deduplication.
+    pub dedup_window: u32,
+    /// `x-cache-ttl`: a key is forgotten this many milliseconds (leader
+    /// time) after its enqueue; None: only the window forgets.
+    pub dedup_ttl: Option<u64>,
 }
 
 /// The highest `x-max-priority` a quorum queue keeps levels for (RabbitMQ
@@ -91,6 +98,9 @@ pub enum Command {
         now: u64,
         expires_at: Option<u64>,
         priority: u8,
+        /// Its deduplication key (a header's value, or its message id),
+        /// when the queue deduplicates and the message has one.
+        key: Option<Vec<u8>>,
     },
     /// The leader's clock reads `now`: messages waiting past their
     /// expiry go (proposed by the leader when the head's is due).
@@ -170,6 +180,53 @@ pub enum Effect {
     /// The enqueue of this message was refused (the queue is full and
     /// overflows by rejecting): its publisher is nacked.
     Rejected(MsgId),
+    /// This message's key was seen within the deduplication window: it
+    /// is not stored (every member drops its body), and its publisher is
+    /// confirmed (it is in the queue already, or was).
+    Duplicate(MsgId),
+}
+
+/// The deduplication window: keys of recent enqueues, oldest first, with
+/// the leader time of each.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Keys {
+    order: VecDeque<(Vec<u8>, u64)>,
+    seen: std::collections::HashSet<Vec<u8>>,
+}
+
+impl Keys {
+    pub(crate) fn from_order(order: VecDeque<(Vec<u8>, u64)>) -> Keys {
+        let seen = order.iter().map(|(k, _)| k.clone()).collect();
+        Keys { order, seen }
+    }
+
+    /// The keys, oldest first, with their times.
+    pub fn order(&self) -> &VecDeque<(Vec<u8>, u64)> {
+        &self.order
+    }
+
+    fn contains(&self, key: &[u8]) -> bool {
+        self.seen.contains(key)
+    }
+
+    /// Forget keys past `window` or older than `ttl` at `now`.
+    fn forget(&mut self, window: usize, ttl: Option<u64>, now: u64) {
+        while let Some((k, at)) = self.order.front() {
+            let old = ttl.is_some_and(|t| now.saturating_sub(*at) >= t);
+            if self.order.len() <= window && !old {
+                break;
+            }
+            self.seen.remove(k);
+            self.order.pop_front();
+        }
+    }
+
+    fn remember(&mut self, key: Vec<u8>, now: u64, window: usize) {
+        if self.seen.insert(key.clone()) {
+            self.order.push_back((key, now));
+        }
+        self.forget(window, None, now);
+    }
 }
 
 /// One priority level's waiting messages.
@@ -203,6 +260,8 @@ pub struct Fifo {
     levels: Vec<Level>,
     /// Messages in `levels`.
     ready: usize,
+    /// Recent deduplication keys (empty without deduplication).
+    keys: Keys,
     consumers: BTreeMap<ConsumerId, Consumer>,
     /// Consumers in the order they are served next.
     service: VecDeque<ConsumerId>,
@@ -220,7 +279,14 @@ impl Default for Fifo {
 
 impl Fifo {
     pub fn new(config: Config) -> Fifo {
-        Fifo::from_parts(config, 0, Vec::new(), BTreeMap::new(), VecDeque::new())
+        Fifo::from_parts(
+            config,
+            0,
+            Vec::new(),
+            BTreeMap::new(),
+            VecDeque::new(),
+            Keys::default(),
+        )
     }
 
     /// A state as a snapshot held it (see `codec`); `ready` and
@@ -232,6 +298,7 @@ impl Fifo {
         mut levels: Vec<Level>,
         consumers: BTreeMap<ConsumerId, Consumer>,
         service: VecDeque<ConsumerId>,
+        keys: Keys,
     ) -> Fifo {
         levels.resize(levels.len().max(config.levels()), Level::default());
         let ready = levels.iter().map(|l| l.returns.len() + l.waiting.len()).sum();
@@ -240,6 +307,7 @@ impl Fifo {
             config,
             levels,
             ready,
+            keys,
             consumers,
             service,
             ready_bytes,
@@ -262,6 +330,11 @@ impl Fifo {
     /// The latest leader time applied.
     pub fn now(&self) -> u64 {
         self.now
+    }
+
+    /// The deduplication window.
+    pub fn keys(&self) -> &Keys {
+        &self.keys
     }
 
     /// The priority levels, lowest first.
@@ -350,8 +423,19 @@ impl Fifo {
                 now,
                 expires_at,
                 priority,
+                key,
             } => {
                 self.now = self.now.max(now);
+                let window = self.config.dedup_window as usize;
+                let key = key.filter(|_| window > 0);
+                if let Some(k) = &key {
+                    self.keys.forget(window, self.config.dedup_ttl, self.now);
+                    if self.keys.contains(k) {
+                        out.push(Effect::Duplicate(id));
+                        self.serve(&mut out);
+                        return out;
+                    }
+                }
                 // Refused when full (reject-publish); the time it carried
                 // still counts (heads may expire by it).
                 let full = self.config.reject_publish
@@ -372,6 +456,11 @@ impl Fifo {
                         acquired_count: 0,
                         priority,
                     });
+                    // Remembered once stored (a refused one may be sent
+                    // again).
+                    if let Some(k) = key {
+                        self.keys.remember(k, self.now, window);
+                    }
                 }
             }
             Command::Tick { now } => self.now = self.now.max(now),

@@ -39,15 +39,39 @@ pub struct QueueConfig {
     pub quorum: QuorumArgs,
 }
 
-/// x-delivery-limit, x-quorum-initial-group-size.
+/// x-delivery-limit, x-quorum-initial-group-size, and publisher
+/// deduplication (beyond RabbitMQ; the arguments of its community
+/// plugin and of LavinMQ): x-message-deduplication, x-cache-size,
+/// x-cache-ttl, x-deduplication-header.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QuorumArgs {
     /// None: RabbitMQ 4's default, 20 (see [`QuorumArgs::delivery_limit`]).
     pub delivery_limit: Option<i64>,
     pub initial_group_size: Option<u32>,
+    /// x-message-deduplication: true.
+    pub deduplication: bool,
+    /// x-cache-size: how many recent keys are remembered.
+    pub dedup_size: Option<u64>,
+    /// x-cache-ttl: milliseconds a key is remembered.
+    pub dedup_ttl: Option<u64>,
+    /// x-deduplication-header: the header whose value is the key.
+    pub dedup_header: Option<ShortStr>,
 }
 
+/// The deduplication window when x-cache-size is not given.
+pub const DEDUP_WINDOW: u64 = 10_000;
+/// The largest window (keys are kept in memory on every member).
+pub const DEDUP_WINDOW_MAX: u64 = 1 << 20;
+
 impl QuorumArgs {
+    /// The deduplication window in force: 0 without deduplication.
+    pub fn dedup_window(&self) -> u32 {
+        if !self.deduplication {
+            return 0;
+        }
+        self.dedup_size.unwrap_or(DEDUP_WINDOW).clamp(1, DEDUP_WINDOW_MAX) as u32
+    }
+
     /// The delivery limit in force: RabbitMQ 4 defaults it to 20, and a
     /// negative one means none.
     pub fn delivery_limit(&self) -> Option<u32> {
@@ -265,6 +289,13 @@ impl QueueConfig {
                         c.quorum.delivery_limit = Some(n)
                     }
                 }
+                "x-message-deduplication" => match v {
+                    FieldValue::Bool(b) => c.quorum.deduplication = *b,
+                    _ => return Err(invalid(&key, queue, vhost, "expected a boolean".into())),
+                },
+                "x-cache-size" => c.quorum.dedup_size = Some(non_negative(v, &key, queue, vhost)?),
+                "x-cache-ttl" => c.quorum.dedup_ttl = Some(non_negative(v, &key, queue, vhost)?),
+                "x-deduplication-header" => c.quorum.dedup_header = Some(string(v, &key, queue, vhost)?),
                 "x-quorum-initial-group-size" => {
                     c.quorum.initial_group_size =
                         Some(non_negative(v, &key, queue, vhost)?.clamp(1, 1 << 16) as u32)

@@ -459,8 +459,10 @@ impl QuorumQueue {
         Ok(())
     }
 
-    /// The Raft thread's view of this member changed.
-    pub fn set_role(&mut self, ctx: &mut Ctx, role: Role) {
+    /// The Raft thread's view of this member changed. `held`: the
+    /// sequence numbers of this node's publishes its driver still holds
+    /// (never sent to any leader: they go to the next).
+    pub fn set_role(&mut self, ctx: &mut Ctx, role: Role, held: &std::collections::HashSet<u64>) {
         let was = self.role;
         tracing::debug!(queue = %ctx.queue.name, group = self.group, ?was, ?role, "quorum queue role");
         self.role = role;
@@ -471,9 +473,16 @@ impl QuorumQueue {
             // node paused or cut off without a reset among them); the
             // publisher hears a nack and may send again (a duplicate at
             // worst, never a loss). So are those handed to its node
-            // through the queue protocol. (What is proposed while no
-            // leader is known is held, and goes to the next one.)
-            self.nack_all();
+            // through the queue protocol. (What the driver still holds
+            // goes to the next leader: not nacked, or its publisher would
+            // send it twice.)
+            let gone: Vec<u64> = self.confirms.keys().filter(|s| !held.contains(s)).copied().collect();
+            for s in gone {
+                if let Some((c, _)) = self.confirms.remove(&s) {
+                    c.resolve(false);
+                }
+            }
+            self.resume_publishers();
             for c in self.sent.drain(..) {
                 c.resolve(false);
             }
@@ -681,7 +690,7 @@ impl QuorumQueue {
                     }
                 }
                 Effect::Purged(_) => {}
-                Effect::Rejected(id) => {
+                Effect::Rejected(id) | Effect::Duplicate(id) => {
                     self.bodies.take(id, false);
                 }
                 Effect::Dropped(ids) => {
@@ -876,7 +885,28 @@ fn fifo_config(c: &super::QueueConfig) -> warren_fifo::Config {
         // RabbitMQ 4.3: strict priorities, 0 to 31 (a higher
         // x-max-priority keeps 32 levels).
         max_priority: c.max_priority.unwrap_or(0).min(warren_fifo::MAX_PRIORITY),
+        dedup_window: c.quorum.dedup_window(),
+        dedup_ttl: c.quorum.dedup_ttl,
     }
+}
+
+/// The header a deduplicating queue reads its key from when
+/// x-deduplication-header names none (as the community plugin does).
+const DEDUP_HEADER: &str = "x-deduplication-header";
+
+/// A message's deduplication key: the value of the queue's
+/// x-deduplication-header header (by default a header of that name),
+/// else its message-id; strings as they are, integers in decimal.
+fn dedup_key(msg: &MessageRef, header: Option<&ShortStr>) -> Option<Vec<u8>> {
+    let p = msg.properties().ok()?;
+    let name = header.map_or(DEDUP_HEADER.to_string(), |h| h.to_str_lossy().to_string());
+    if let Some(v) = p.headers.as_ref().and_then(|h| h.get(&name)) {
+        return match v {
+            FieldValue::LongStr(b) | FieldValue::Bytes(b) => Some(b.to_vec()),
+            v => v.as_i64().map(|n| n.to_string().into_bytes()),
+        };
+    }
+    p.message_id.map(|m| m.as_bytes().to_vec())
 }
 
 /// The message with `x-delivery-count` in its headers (RabbitMQ's quorum
@@ -912,6 +942,11 @@ impl QueueType for QuorumQueue {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        let key = if self.fifo.config().dedup_window > 0 {
+            dedup_key(&msg, ctx.config().quorum.dedup_header.as_ref())
+        } else {
+            None
+        };
         let seq = self.next_seq;
         self.next_seq += 1;
         let mut e = Vec::with_capacity(64 + msg.memory_size());
@@ -928,6 +963,7 @@ impl QueueType for QuorumQueue {
             } else {
                 0
             },
+            key.as_deref(),
             &mut e,
         );
         encode_message(&msg, &mut e);

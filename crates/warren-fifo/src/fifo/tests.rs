@@ -16,6 +16,18 @@ fn enq_p(id: MsgId, size: u32, priority: u8) -> Command {
         now: 0,
         expires_at: None,
         priority,
+        key: None,
+    }
+}
+
+fn enq_k(id: MsgId, now: u64, key: &str) -> Command {
+    Command::Enqueue {
+        id,
+        size: 1,
+        now,
+        expires_at: None,
+        priority: 0,
+        key: Some(key.as_bytes().to_vec()),
     }
 }
 
@@ -346,6 +358,7 @@ fn random_command_sequences_keep_the_invariants() {
         let reject_publish = rng.gen_bool(0.5);
         let single_active = rng.gen_bool(0.3);
         let max_priority = if rng.gen_bool(0.5) { 0 } else { rng.gen_range(1..5) };
+        let dedup_window = if rng.gen_bool(0.5) { 0 } else { rng.gen_range(1..6) };
         let mut f = Fifo::new(Config {
             delivery_limit: limit,
             max_length,
@@ -353,6 +366,8 @@ fn random_command_sequences_keep_the_invariants() {
             reject_publish,
             single_active,
             max_priority,
+            dedup_window,
+            dedup_ttl: rng.gen_bool(0.5).then(|| rng.gen_range(1..100)),
         });
         let mut next_id = 1;
         let mut now = 0u64;
@@ -378,14 +393,22 @@ fn random_command_sequences_keep_the_invariants() {
             let c = match rng.gen_range(0..100) {
                 0..=34 => {
                     next_id += 1;
-                    live.insert(next_id);
                     now += rng.gen_range(0..20);
+                    let key = rng.gen_bool(0.5).then(|| vec![rng.gen_range(0..4u8)]);
+                    // A key still in the window is a duplicate: not stored.
+                    if !key
+                        .as_ref()
+                        .is_some_and(|k| dedup_window > 0 && window_has(&f, k, now))
+                    {
+                        live.insert(next_id);
+                    }
                     Command::Enqueue {
                         id: next_id,
                         size: rng.gen_range(0..100),
                         now,
                         expires_at: rng.gen_bool(0.3).then(|| now + rng.gen_range(0..200)),
                         priority: rng.gen_range(0..8),
+                        key,
                     }
                 }
                 35..=44 => {
@@ -527,6 +550,12 @@ fn random_command_sequences_keep_the_invariants() {
                         assert!(reject_publish, "seed {seed} step {step}");
                         assert!(live.remove(id), "seed {seed} step {step}: rejected twice");
                     }
+                    Effect::Duplicate(id) => {
+                        assert!(
+                            !live.contains(id),
+                            "seed {seed} step {step}: an unexpected duplicate"
+                        );
+                    }
                 }
             }
             let mut expected: Vec<MsgId> = settled.into_iter().chain(purged).collect();
@@ -613,6 +642,7 @@ fn messages_past_their_time_go_from_the_head_as_dead_letters() {
         now: 100,
         expires_at,
         priority: 0,
+        key: None,
     };
     f.apply(at(1, Some(150)));
     f.apply(at(2, None));
@@ -696,4 +726,51 @@ fn priorities_are_strict_and_returns_keep_their_level() {
     f.apply(enq_p(1, 1, 0));
     f.apply(enq_p(2, 1, 7));
     assert_eq!(f.waiting_ids().collect::<Vec<_>>(), [1, 2]);
+}
+
+/// Is `key` in `f`'s deduplication window at `now` (past its TTL it is
+/// not)?
+fn window_has(f: &Fifo, key: &[u8], now: u64) -> bool {
+    let ttl = f.config().dedup_ttl;
+    f.keys()
+        .order()
+        .iter()
+        .any(|(k, at)| k == key && ttl.is_none_or(|t| now.max(f.now()).saturating_sub(*at) < t))
+}
+
+#[test]
+fn a_key_seen_within_the_window_is_a_duplicate() {
+    let mut f = Fifo::new(Config {
+        dedup_window: 2,
+        dedup_ttl: Some(100),
+        ..Config::default()
+    });
+    assert!(f.apply(enq_k(1, 0, "a")).is_empty());
+    assert_eq!(f.apply(enq_k(2, 10, "a")), [Effect::Duplicate(2)]);
+    // No key, or another key: stored.
+    assert!(f.apply(enq(3, 1)).is_empty());
+    assert!(f.apply(enq_k(4, 20, "b")).is_empty());
+    assert_eq!(f.ready(), 3);
+    // The window holds two keys: "c" pushes "a" out.
+    assert!(f.apply(enq_k(5, 30, "c")).is_empty());
+    assert!(f.apply(enq_k(6, 40, "a")).is_empty());
+    assert_eq!(f.apply(enq_k(7, 41, "c")), [Effect::Duplicate(7)]);
+    // Past the TTL a key is forgotten (c at 30, b gone with the window).
+    assert!(f.apply(enq_k(8, 130, "c")).is_empty());
+    // A refused enqueue is not remembered: its retry may be stored.
+    let mut f = Fifo::new(Config {
+        dedup_window: 10,
+        max_length: Some(1),
+        reject_publish: true,
+        ..Config::default()
+    });
+    f.apply(enq_k(1, 0, "x"));
+    assert_eq!(f.apply(enq_k(2, 0, "y")), [Effect::Rejected(2)]);
+    f.apply(Command::Purge);
+    assert!(f.apply(enq_k(3, 0, "y")).is_empty());
+    // Without a window, keys are ignored.
+    let mut f = Fifo::new(Config::default());
+    f.apply(enq_k(1, 0, "a"));
+    assert!(f.apply(enq_k(2, 0, "a")).is_empty());
+    assert_eq!(f.ready(), 2);
 }

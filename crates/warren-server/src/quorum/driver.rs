@@ -491,6 +491,20 @@ impl Driver {
             }
         }
         for (group, role) in changed {
+            // This node's publishes held here (never sent to the leader
+            // that was): the queue must not nack them.
+            let held: std::collections::HashSet<u64> = self
+                .groups
+                .get(&group)
+                .map(|g| {
+                    g.held
+                        .iter()
+                        .filter(|e| e.len() >= 16 && e[..8] == me.to_le_bytes())
+                        .map(|e| u64::from_le_bytes(e[8..16].try_into().expect("8 bytes")))
+                        .filter(|s| *s != 0)
+                        .collect()
+                })
+                .unwrap_or_default();
             // What was proposed while no leader was known goes to the one
             // there is now: proposed here, or forwarded to its node. (With
             // none known, it stays held for the next.)
@@ -507,7 +521,7 @@ impl Driver {
             let Some(q) = self.groups.get(&group).and_then(|g| g.queue.upgrade()) else {
                 continue;
             };
-            let (_, effects) = q.with_quorum(|qq, ctx| qq.set_role(ctx, role));
+            let (_, effects) = q.with_quorum(|qq, ctx| qq.set_role(ctx, role, &held));
             self.carry_out(&q, effects);
         }
     }

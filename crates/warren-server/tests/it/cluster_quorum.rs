@@ -42,6 +42,21 @@ async fn declare_quorum(ch: &Channel, name: &str) {
     .unwrap();
 }
 
+/// A manual-ack consumer on `queue` with a prefetch of `prefetch`.
+async fn consume_with_prefetch(ch: &Channel, queue: &str, tag: &str, prefetch: u16) -> lapin::Consumer {
+    within(ch.basic_qos(prefetch, BasicQosOptions::default()))
+        .await
+        .unwrap();
+    within(ch.basic_consume(
+        queue.into(),
+        tag.into(),
+        BasicConsumeOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap()
+}
+
 /// Publish "m{from}".."m{to-1}" with confirms; all acked.
 async fn publish_confirmed(ch: &Channel, q: &str, from: usize, to: usize) {
     within(ch.confirm_select(ConfirmSelectOptions::default()))
@@ -85,17 +100,7 @@ async fn published_through_a_follower_consumed_through_another_and_kept_when_the
     let (_c2, ch2) = channel(&nodes[1]).await;
     publish_confirmed(&ch2, "qq", 0, 200).await;
     let (c3, ch3) = channel(&nodes[2]).await;
-    within(ch3.basic_qos(10, BasicQosOptions::default()))
-        .await
-        .unwrap();
-    let mut consumer = within(ch3.basic_consume(
-        "qq".into(),
-        "c".into(),
-        BasicConsumeOptions::default(),
-        FieldTable::default(),
-    ))
-    .await
-    .unwrap();
+    let mut consumer = consume_with_prefetch(&ch3, "qq", "c", 10).await;
     for i in 0..100 {
         let d = within(consumer.next()).await.unwrap().unwrap();
         assert_eq!(d.data, format!("m{i}").as_bytes());
@@ -239,17 +244,7 @@ async fn a_consumer_on_a_follower_keeps_consuming_when_the_leader_stops() {
     let (_c2, ch2) = channel(&nodes[1]).await;
 
     // On the leader's node a consumer takes m0..m4 and never acks them.
-    within(ch1.basic_qos(5, BasicQosOptions::default()))
-        .await
-        .unwrap();
-    let mut on_leader = within(ch1.basic_consume(
-        "qq".into(),
-        "held".into(),
-        BasicConsumeOptions::default(),
-        FieldTable::default(),
-    ))
-    .await
-    .unwrap();
+    let mut on_leader = consume_with_prefetch(&ch1, "qq", "held", 5).await;
     publish_confirmed(&ch2, "qq", 0, 5).await;
     for i in 0..5 {
         assert_eq!(
@@ -261,17 +256,7 @@ async fn a_consumer_on_a_follower_keeps_consuming_when_the_leader_stops() {
     // On a follower's node a consumer takes m5..m34, acks m5..m24 and
     // holds m25..m34 (its prefetch).
     let (_c3, ch3) = channel(&nodes[2]).await;
-    within(ch3.basic_qos(10, BasicQosOptions::default()))
-        .await
-        .unwrap();
-    let mut consumer = within(ch3.basic_consume(
-        "qq".into(),
-        "c".into(),
-        BasicConsumeOptions::default(),
-        FieldTable::default(),
-    ))
-    .await
-    .unwrap();
+    let mut consumer = consume_with_prefetch(&ch3, "qq", "c", 10).await;
     publish_until_confirmed(&ch2, "qq", 5, 35).await;
     let mut held = Vec::new();
     for i in 5..35 {
@@ -293,6 +278,13 @@ async fn a_consumer_on_a_follower_keeps_consuming_when_the_leader_stops() {
     drop(on_leader);
     for d in held {
         within(d.ack(BasicAckOptions::default())).await.unwrap();
+    }
+    // Published once another member leads (a publish nacked during the
+    // election may have been stored: sent again, it would be there twice).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while queue_view(&nodes[1]).await["leader"] == "warren@node-1" {
+        assert!(tokio::time::Instant::now() < deadline, "no new leader");
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     publish_until_confirmed(&ch2, "qq", 35, 45).await;
     let mut got = BTreeSet::new();
@@ -355,33 +347,10 @@ async fn a_quorum_queue_with_max_priority_serves_the_highest_first() {
         ("g", 1),
     ];
     for (body, priority) in sent {
-        let confirm = within(
-            ch2.basic_publish(
-                "".into(),
-                "pq".into(),
-                BasicPublishOptions::default(),
-                body.as_bytes(),
-                BasicProperties::default()
-                    .with_delivery_mode(2)
-                    .with_priority(priority),
-            ),
-        )
-        .await
-        .unwrap();
-        assert!(within(confirm).await.unwrap().is_ack());
+        publish_with_priority(&ch2, "pq", body, priority).await;
     }
     let (_c3, ch3) = channel(&nodes[2]).await;
-    within(ch3.basic_qos(1, BasicQosOptions::default()))
-        .await
-        .unwrap();
-    let mut consumer = within(ch3.basic_consume(
-        "pq".into(),
-        "c".into(),
-        BasicConsumeOptions::default(),
-        FieldTable::default(),
-    ))
-    .await
-    .unwrap();
+    let mut consumer = consume_with_prefetch(&ch3, "pq", "c", 1).await;
     // With a prefetch of 1 each ack lets the next go: c, f, then b is
     // held while a 4 arrives, which goes before the other 3.
     let mut got = Vec::new();
@@ -392,16 +361,7 @@ async fn a_quorum_queue_with_max_priority_serves_the_highest_first() {
     }
     let held = next_delivery(&mut consumer).await;
     got.push(String::from_utf8(held.data.clone()).unwrap());
-    let confirm = within(ch2.basic_publish(
-        "".into(),
-        "pq".into(),
-        BasicPublishOptions::default(),
-        b"h",
-        BasicProperties::default().with_delivery_mode(2).with_priority(4),
-    ))
-    .await
-    .unwrap();
-    assert!(within(confirm).await.unwrap().is_ack());
+    publish_with_priority(&ch2, "pq", "h", 4).await;
     // Confirmed, its enqueue is in the log before the ack's settle.
     within(held.ack(BasicAckOptions::default())).await.unwrap();
     for _ in 0..5 {
@@ -410,4 +370,120 @@ async fn a_quorum_queue_with_max_priority_serves_the_highest_first() {
         within(d.ack(BasicAckOptions::default())).await.unwrap();
     }
     assert_eq!(got, ["c", "f", "b", "h", "d", "g", "a", "e"]);
+}
+
+/// Publish `body` with `priority` on a channel in confirm mode; acked.
+async fn publish_with_priority(ch: &Channel, queue: &str, body: &str, priority: u8) {
+    let confirm = within(
+        ch.basic_publish(
+            "".into(),
+            queue.into(),
+            BasicPublishOptions::default(),
+            body.as_bytes(),
+            BasicProperties::default()
+                .with_delivery_mode(2)
+                .with_priority(priority),
+        ),
+    )
+    .await
+    .unwrap();
+    assert!(within(confirm).await.unwrap().is_ack());
+}
+
+/// Publish `body` with a message id and/or an `x-deduplication-header`
+/// header on a channel in confirm mode, again until acked (a new leader
+/// may be being elected); the publish is confirmed whether stored or not.
+async fn publish_keyed(ch: &Channel, queue: &str, id: Option<&str>, header: Option<&str>, body: &str) {
+    let mut props = BasicProperties::default().with_delivery_mode(2);
+    if let Some(id) = id {
+        props = props.with_message_id(id.into());
+    }
+    if let Some(h) = header {
+        props = props.with_headers(table(&[("x-deduplication-header", s(h))]));
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        assert!(tokio::time::Instant::now() < deadline, "{body} never confirmed");
+        let confirm = within(ch.basic_publish(
+            "".into(),
+            queue.into(),
+            BasicPublishOptions::default(),
+            body.as_bytes(),
+            props.clone(),
+        ))
+        .await
+        .unwrap();
+        if let Ok(Ok(c)) = tokio::time::timeout(Duration::from_secs(15), confirm).await {
+            if c.is_ack() {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Publisher deduplication (beyond RabbitMQ, as LavinMQ and RabbitMQ's
+/// community plugin offer it): with x-message-deduplication, a publish
+/// whose key (the x-deduplication-header header, else the message id) is
+/// in the window is confirmed and not stored. The window is in the
+/// replicated state, so a retry sent after the leader's node stops is
+/// not stored twice either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deduplicating_quorum_queue_stores_a_retry_once_even_across_a_failover() {
+    let (_ports, mut nodes) = three_linked().await;
+    let (_c1, ch1) = channel(&nodes[0]).await;
+    within(ch1.queue_declare(
+        "dq".into(),
+        QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        table(&[
+            ("x-queue-type", s("quorum")),
+            ("x-message-deduplication", lapin::types::AMQPValue::Boolean(true)),
+            ("x-cache-size", lapin::types::AMQPValue::LongInt(100)),
+        ]),
+    ))
+    .await
+    .unwrap();
+    in_step(&nodes).await;
+    let (_c2, ch2) = channel(&nodes[1]).await;
+    within(ch2.confirm_select(ConfirmSelectOptions::default()))
+        .await
+        .unwrap();
+    publish_keyed(&ch2, "dq", Some("a"), None, "a-first").await;
+    publish_keyed(&ch2, "dq", Some("a"), None, "a-again").await;
+    publish_keyed(&ch2, "dq", Some("b"), None, "b").await;
+    // The header wins over the message id.
+    publish_keyed(&ch2, "dq", Some("c"), Some("h"), "h-first").await;
+    publish_keyed(&ch2, "dq", Some("d"), Some("h"), "h-again").await;
+    // No key: never a duplicate.
+    publish_keyed(&ch2, "dq", None, None, "plain").await;
+    publish_keyed(&ch2, "dq", None, None, "plain").await;
+
+    // The leader's node stops; the publisher retries "a" through the new
+    // leader: confirmed, not stored.
+    nodes[0].stop().await;
+    publish_keyed(&ch2, "dq", Some("a"), None, "a-retry").await;
+    publish_keyed(&ch2, "dq", Some("e"), None, "e").await;
+
+    let (_c3, ch3) = channel(&nodes[2]).await;
+    // Taken through node 3 until a second's silence after at least six
+    // (gets go to the leader, which may just have been elected).
+    let mut got = Vec::new();
+    let mut quiet = tokio::time::Instant::now();
+    let deadline = quiet + Duration::from_secs(15);
+    while tokio::time::Instant::now() < deadline
+        && (got.len() < 6 || quiet.elapsed() < Duration::from_secs(1))
+    {
+        let get = ch3.basic_get("dq".into(), BasicGetOptions { no_ack: true });
+        match within(get).await.unwrap() {
+            Some(m) => {
+                got.push(String::from_utf8(m.delivery.data).unwrap());
+                quiet = tokio::time::Instant::now();
+            }
+            None => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    assert_eq!(got, ["a-first", "b", "h-first", "plain", "plain", "e"]);
 }
