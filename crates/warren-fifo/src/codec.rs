@@ -491,11 +491,18 @@ mod tests {
                 assert!(decode(1, &b[..cut]).is_err(), "{c:?} cut at {cut}");
             }
         }
-        for priority in [0, 4] {
+        // Without a priority or a key an enqueue is written as before
+        // them (kind 1); a priority makes it 11, a key 12.
+        let cases: [(u8, Option<&[u8]>, u8); 4] = [
+            (0, None, 1),
+            (4, None, 11),
+            (0, Some(b"id-1"), 12),
+            (2, Some(b""), 12),
+        ];
+        for (priority, key, kind) in cases {
             let mut b = Vec::new();
-            encode_enqueue(5, Some(9), 3, priority, None, &mut b);
-            // An enqueue without a priority is written as before them.
-            assert_eq!(b[0], if priority == 0 { 1 } else { 11 });
+            encode_enqueue(5, Some(9), 3, priority, key, &mut b);
+            assert_eq!(b[0], kind);
             b.extend_from_slice(b"abc");
             let (c, rest) = decode(42, &b).unwrap();
             assert_eq!(
@@ -506,30 +513,13 @@ mod tests {
                     now: 5,
                     expires_at: Some(9),
                     priority,
-                    key: None,
+                    key: key.map(<[u8]>::to_vec),
                 }
             );
             assert_eq!(rest, b"abc");
-        }
-        // With a deduplication key.
-        let mut b = Vec::new();
-        encode_enqueue(5, None, 3, 2, Some(b"id-1"), &mut b);
-        b.extend_from_slice(b"abc");
-        let (c, rest) = decode(42, &b).unwrap();
-        assert_eq!(
-            c,
-            Command::Enqueue {
-                id: 42,
-                size: 3,
-                now: 5,
-                expires_at: None,
-                priority: 2,
-                key: Some(b"id-1".to_vec()),
+            for cut in 0..b.len() - 3 {
+                assert!(decode(1, &b[..cut]).is_err(), "kind {kind} cut at {cut}");
             }
-        );
-        assert_eq!(rest, b"abc");
-        for cut in 0..b.len() - 3 {
-            assert!(decode(1, &b[..cut]).is_err(), "cut at {cut}");
         }
         // A count larger than the bytes is refused before allocating.
         let mut b = vec![5];

@@ -476,7 +476,12 @@ impl QuorumQueue {
             // through the queue protocol. (What the driver still holds
             // goes to the next leader: not nacked, or its publisher would
             // send it twice.)
-            let gone: Vec<u64> = self.confirms.keys().filter(|s| !held.contains(s)).copied().collect();
+            let gone: Vec<u64> = self
+                .confirms
+                .keys()
+                .filter(|s| !held.contains(s))
+                .copied()
+                .collect();
             for s in gone {
                 if let Some((c, _)) = self.confirms.remove(&s) {
                     c.resolve(false);

@@ -30,16 +30,31 @@ async fn channel(b: &Broker) -> (Connection, Channel) {
 }
 
 async fn declare_quorum(ch: &Channel, name: &str) {
+    declare_quorum_with(ch, name, &[]).await;
+}
+
+async fn declare_quorum_with(ch: &Channel, name: &str, args: &[(&str, lapin::types::AMQPValue)]) {
+    let mut t = table(args);
+    t.insert("x-queue-type".into(), s("quorum"));
     within(ch.queue_declare(
         name.into(),
         QueueDeclareOptions {
             durable: true,
             ..Default::default()
         },
-        table(&[("x-queue-type", s("quorum"))]),
+        t,
     ))
     .await
     .unwrap();
+}
+
+/// A channel on `b` in confirm mode.
+async fn confirm_channel(b: &Broker) -> (Connection, Channel) {
+    let (c, ch) = channel(b).await;
+    within(ch.confirm_select(ConfirmSelectOptions::default()))
+        .await
+        .unwrap();
+    (c, ch)
 }
 
 /// A manual-ack consumer on `queue` with a prefetch of `prefetch`.
@@ -319,24 +334,14 @@ async fn a_consumer_on_a_follower_keeps_consuming_when_the_leader_stops() {
 async fn a_quorum_queue_with_max_priority_serves_the_highest_first() {
     let (_ports, nodes) = three_linked().await;
     let (_c1, ch1) = channel(&nodes[0]).await;
-    within(ch1.queue_declare(
-        "pq".into(),
-        QueueDeclareOptions {
-            durable: true,
-            ..Default::default()
-        },
-        table(&[
-            ("x-queue-type", s("quorum")),
-            ("x-max-priority", lapin::types::AMQPValue::LongInt(5)),
-        ]),
-    ))
-    .await
-    .unwrap();
+    declare_quorum_with(
+        &ch1,
+        "pq",
+        &[("x-max-priority", lapin::types::AMQPValue::LongInt(5))],
+    )
+    .await;
     in_step(&nodes).await;
-    let (_c2, ch2) = channel(&nodes[1]).await;
-    within(ch2.confirm_select(ConfirmSelectOptions::default()))
-        .await
-        .unwrap();
+    let (_c2, ch2) = confirm_channel(&nodes[1]).await;
     let sent = [
         ("a", 0),
         ("b", 3),
@@ -432,25 +437,17 @@ async fn publish_keyed(ch: &Channel, queue: &str, id: Option<&str>, header: Opti
 async fn a_deduplicating_quorum_queue_stores_a_retry_once_even_across_a_failover() {
     let (_ports, mut nodes) = three_linked().await;
     let (_c1, ch1) = channel(&nodes[0]).await;
-    within(ch1.queue_declare(
-        "dq".into(),
-        QueueDeclareOptions {
-            durable: true,
-            ..Default::default()
-        },
-        table(&[
-            ("x-queue-type", s("quorum")),
+    declare_quorum_with(
+        &ch1,
+        "dq",
+        &[
             ("x-message-deduplication", lapin::types::AMQPValue::Boolean(true)),
             ("x-cache-size", lapin::types::AMQPValue::LongInt(100)),
-        ]),
-    ))
-    .await
-    .unwrap();
+        ],
+    )
+    .await;
     in_step(&nodes).await;
-    let (_c2, ch2) = channel(&nodes[1]).await;
-    within(ch2.confirm_select(ConfirmSelectOptions::default()))
-        .await
-        .unwrap();
+    let (_c2, ch2) = confirm_channel(&nodes[1]).await;
     publish_keyed(&ch2, "dq", Some("a"), None, "a-first").await;
     publish_keyed(&ch2, "dq", Some("a"), None, "a-again").await;
     publish_keyed(&ch2, "dq", Some("b"), None, "b").await;
