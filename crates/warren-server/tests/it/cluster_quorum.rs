@@ -212,25 +212,38 @@ async fn publish_until_confirmed(ch: &Channel, q: &str, from: usize, to: usize) 
         .await
         .unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let props = BasicProperties::default().with_delivery_mode(2);
     for i in from..to {
-        loop {
-            assert!(tokio::time::Instant::now() < deadline, "m{i} never confirmed");
-            let confirm = within(ch.basic_publish(
-                "".into(),
-                q.into(),
-                BasicPublishOptions::default(),
-                format!("m{i}").as_bytes(),
-                BasicProperties::default().with_delivery_mode(2),
-            ))
-            .await
-            .unwrap();
-            if let Ok(Ok(c)) = tokio::time::timeout(Duration::from_secs(15), confirm).await {
-                if c.is_ack() {
-                    break;
-                }
+        publish_until_acked(ch, q, &format!("m{i}"), &props, deadline).await;
+    }
+}
+
+/// Publish `body` on a channel in confirm mode, again until it is acked;
+/// the test fails if that is not before `deadline`.
+async fn publish_until_acked(
+    ch: &Channel,
+    queue: &str,
+    body: &str,
+    props: &BasicProperties,
+    deadline: tokio::time::Instant,
+) {
+    loop {
+        assert!(tokio::time::Instant::now() < deadline, "{body} never confirmed");
+        let confirm = within(ch.basic_publish(
+            "".into(),
+            queue.into(),
+            BasicPublishOptions::default(),
+            body.as_bytes(),
+            props.clone(),
+        ))
+        .await
+        .unwrap();
+        if let Ok(Ok(c)) = tokio::time::timeout(Duration::from_secs(15), confirm).await {
+            if c.is_ack() {
+                return;
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
         }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
@@ -407,24 +420,7 @@ async fn publish_keyed(ch: &Channel, queue: &str, id: Option<&str>, header: Opti
         props = props.with_headers(table(&[("x-deduplication-header", s(h))]));
     }
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        assert!(tokio::time::Instant::now() < deadline, "{body} never confirmed");
-        let confirm = within(ch.basic_publish(
-            "".into(),
-            queue.into(),
-            BasicPublishOptions::default(),
-            body.as_bytes(),
-            props.clone(),
-        ))
-        .await
-        .unwrap();
-        if let Ok(Ok(c)) = tokio::time::timeout(Duration::from_secs(15), confirm).await {
-            if c.is_ack() {
-                return;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    publish_until_acked(ch, queue, body, &props, deadline).await;
 }
 
 /// Publisher deduplication (beyond RabbitMQ, as LavinMQ and RabbitMQ's
