@@ -68,10 +68,34 @@ pub struct Figures {
     pub unacked: u64,
     pub consumers: u32,
     pub ready_bytes: u64,
+    /// A quorum queue's leader and members as the reporting member sees
+    /// them (node names), so a node without a member shows them too.
+    pub view: Option<View>,
 }
 
-/// Bytes a [`Figures`] takes at least (empty names).
-const FIGURES_MIN: usize = 2 + 8 + 8 + 4 + 8;
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct View {
+    /// Empty: no leader known.
+    pub leader: String,
+    pub members: Vec<String>,
+    pub online: Vec<String>,
+}
+
+/// Bytes a [`Figures`] takes at least (empty names, no view).
+const FIGURES_MIN: usize = 2 + 8 + 8 + 4 + 8 + 1;
+
+fn put_names(out: &mut BytesMut, names: &[String]) {
+    let names = &names[..names.len().min(255)];
+    out.put_u8(names.len() as u8);
+    for n in names {
+        put_name(out, n);
+    }
+}
+
+fn names(r: &mut Reader, what: &'static str) -> Result<Vec<String>, CodecError> {
+    let n = r.u8(what)? as usize;
+    (0..n).map(|_| r.name(what)).collect()
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum QueueMsg {
@@ -345,6 +369,15 @@ impl QueueMsg {
                     out.put_u64(f.unacked);
                     out.put_u32(f.consumers);
                     out.put_u64(f.ready_bytes);
+                    match &f.view {
+                        None => out.put_u8(0),
+                        Some(v) => {
+                            out.put_u8(1);
+                            put_name(out, &v.leader);
+                            put_names(out, &v.members);
+                            put_names(out, &v.online);
+                        }
+                    }
                 }
             }
             QueueMsg::Reply { name, message } => {
@@ -466,6 +499,15 @@ impl QueueMsg {
                         unacked: r.u64("figures unacked")?,
                         consumers: r.u32("figures consumers")?,
                         ready_bytes: r.u64("figures ready_bytes")?,
+                        view: match r.u8("figures view")? {
+                            0 => None,
+                            1 => Some(View {
+                                leader: r.name("figures leader")?,
+                                members: names(r, "figures members")?,
+                                online: names(r, "figures online")?,
+                            }),
+                            x => return Err(CodecError::Invalid(format!("figures view flag {x}"))),
+                        },
                     });
                 }
                 QueueMsg::Figures { queues }
@@ -563,6 +605,22 @@ pub(crate) fn examples() -> Vec<QueueMsg> {
                 unacked: 2,
                 consumers: 1,
                 ready_bytes: 300,
+                view: None,
+            }],
+        },
+        QueueMsg::Figures {
+            queues: vec![Figures {
+                vhost: "/".into(),
+                queue: Bytes::from_static(b"qq"),
+                ready: 0,
+                unacked: 0,
+                consumers: 0,
+                ready_bytes: 0,
+                view: Some(View {
+                    leader: "warren@b".into(),
+                    members: vec!["warren@a".into(), "warren@b".into()],
+                    online: vec!["warren@b".into()],
+                }),
             }],
         },
         QueueMsg::Figures { queues: vec![] },

@@ -58,6 +58,11 @@ pub enum ProposeError {
     NotLeader(Option<u64>),
     #[error("the proposal was dropped (a leader change is under way)")]
     Dropped,
+    /// raft-rs takes one membership change at a time, and none from a new
+    /// leader before its first entry applies (it would replace the change
+    /// with an empty entry): the caller tries again in a moment.
+    #[error("a membership change is under way")]
+    ChangePending,
     #[error("no Raft group {0} on this node")]
     NoGroup(u64),
 }
@@ -424,6 +429,9 @@ impl RaftNode {
             let l = g.rn.raft.leader_id;
             return Err(ProposeError::NotLeader((l != raft::INVALID_ID).then_some(l)));
         }
+        if g.rn.raft.has_pending_conf() {
+            return Err(ProposeError::ChangePending);
+        }
         let mut cc = ConfChange::default();
         let (ty, node) = match change {
             Membership::Add(n) => (ConfChangeType::AddNode, n),
@@ -433,6 +441,20 @@ impl RaftNode {
         cc.node_id = node;
         g.rn.propose_conf_change(context, cc)
             .map_err(|_| ProposeError::Dropped)?;
+        g.ticking = true;
+        Ok(())
+    }
+
+    /// Hand `group`'s leadership to `to` (this node must lead it): raft-rs
+    /// brings `to` up to date, then tells it to stand at once (the Raft
+    /// thesis, 3.10). The caller sees the outcome in [`RaftNode::leader`].
+    pub fn transfer_leader(&mut self, group: u64, to: u64) -> Result<(), ProposeError> {
+        let g = self.groups.get_mut(&group).ok_or(ProposeError::NoGroup(group))?;
+        if g.rn.raft.state != StateRole::Leader {
+            let l = g.rn.raft.leader_id;
+            return Err(ProposeError::NotLeader((l != raft::INVALID_ID).then_some(l)));
+        }
+        g.rn.transfer_leader(to);
         g.ticking = true;
         Ok(())
     }

@@ -109,6 +109,16 @@ impl Api {
         self.call("POST", path, Some(body), None).map(|_| ())
     }
 
+    /// A POST whose answer matters.
+    pub fn post_value(&self, path: &str, body: Value) -> Result<Value, CtlError> {
+        self.call("POST", path, Some(body), None)
+    }
+
+    /// A DELETE with a body (RabbitMQ's replica paths take one).
+    pub fn delete_with(&self, path: &str, body: Value) -> Result<Value, CtlError> {
+        self.call("DELETE", path, Some(body), None)
+    }
+
     pub fn delete(&self, path: &str, reason: Option<&str>) -> Result<(), CtlError> {
         self.call("DELETE", path, None, reason).map(|_| ())
     }

@@ -126,6 +126,51 @@ enum Command {
     DeleteVhost { name: String },
     /// Delete a queue of the vhost.
     DeleteQueue { name: String },
+    /// A member (replica) of quorum queue QUEUE (vhost -p) on NODE
+    /// (rabbitmq-queues add_member).
+    AddMember { queue: String, node: String },
+    /// Remove quorum queue QUEUE's member on NODE (rabbitmq-queues
+    /// delete_member); a leader hands its leadership on first.
+    DeleteMember { queue: String, node: String },
+    /// Hand quorum queue QUEUE's leadership to its member on NODE.
+    TransferLeadership { queue: String, node: String },
+    /// Add a member on NODE to every matching quorum queue without one
+    /// (rabbitmq-queues grow): STRATEGY "all", or "even" (only queues with
+    /// an even number of members).
+    Grow {
+        node: String,
+        strategy: String,
+        #[arg(long = "vhost-pattern", default_value = ".*")]
+        vhost_pattern: String,
+        #[arg(long = "queue-pattern", default_value = ".*")]
+        queue_pattern: String,
+        /// Print only the queues where it failed.
+        #[arg(long = "errors-only")]
+        errors_only: bool,
+    },
+    /// Remove NODE's member from every matching quorum queue that has
+    /// another (rabbitmq-queues shrink).
+    Shrink {
+        node: String,
+        #[arg(long = "vhost-pattern", default_value = ".*")]
+        vhost_pattern: String,
+        #[arg(long = "queue-pattern", default_value = ".*")]
+        queue_pattern: String,
+        #[arg(long = "errors-only")]
+        errors_only: bool,
+    },
+    /// Spread quorum queues' leaders over their members' nodes
+    /// (rabbitmq-queues rebalance quorum); TYPE is "quorum" or "all".
+    Rebalance {
+        #[arg(default_value = "quorum")]
+        kind: String,
+        #[arg(long = "vhost-pattern", default_value = ".*")]
+        vhost_pattern: String,
+        #[arg(long = "queue-pattern", default_value = ".*")]
+        queue_pattern: String,
+    },
+    /// A quorum queue's leader, members and the members online.
+    QuorumStatus { queue: String },
     /// Remove a queue's ready messages.
     PurgeQueue { name: String },
     /// Close a connection (its name as list_connections shows it).
@@ -448,6 +493,107 @@ fn run(cli: &Cli, api: &Api) -> Result<(), CtlError> {
         Command::AddVhost { name } => api.put(&format!("/api/vhosts/{}", vh(name)), json!({})),
         Command::DeleteVhost { name } => api.delete(&format!("/api/vhosts/{}", vh(name)), None),
         Command::DeleteQueue { name } => api.delete(&format!("/api/queues/{v}/{}", vh(name)), None),
+        Command::AddMember { queue, node } => {
+            println!("Adding a replica for queue {queue} on node {node}...");
+            let path = format!("/api/queues/quorum/{v}/{}/replicas/add", vh(queue));
+            api.post(&path, json!({ "node": node }))
+        }
+        Command::DeleteMember { queue, node } => {
+            println!("Removing a replica of queue {queue} on node {node}...");
+            let path = format!("/api/queues/quorum/{v}/{}/replicas/delete", vh(queue));
+            api.delete_with(&path, json!({ "node": node })).map(|_| ())
+        }
+        Command::TransferLeadership { queue, node } => {
+            println!("Transferring the leadership of queue {queue} to node {node}...");
+            let path = format!("/api/queues/quorum/{v}/{}/leader", vh(queue));
+            api.post(&path, json!({ "node": node }))
+        }
+        Command::Grow {
+            node,
+            strategy,
+            vhost_pattern,
+            queue_pattern,
+            errors_only,
+        } => {
+            println!("Growing quorum queues matching {queue_pattern} in vhosts matching {vhost_pattern} to {node}...");
+            let body = json!({
+                "strategy": strategy,
+                "vhost_pattern": vhost_pattern,
+                "queue_pattern": queue_pattern,
+            });
+            let out = api.post_value(&format!("/api/queues/quorum/replicas/on/{}/grow", vh(node)), body)?;
+            print_outcomes(&out, *errors_only, cli.json);
+            Ok(())
+        }
+        Command::Shrink {
+            node,
+            vhost_pattern,
+            queue_pattern,
+            errors_only,
+        } => {
+            println!("Shrinking quorum queues on {node}...");
+            let body = json!({ "vhost_pattern": vhost_pattern, "queue_pattern": queue_pattern });
+            let out = api.delete_with(
+                &format!("/api/queues/quorum/replicas/on/{}/shrink", vh(node)),
+                body,
+            )?;
+            print_outcomes(&out, *errors_only, cli.json);
+            Ok(())
+        }
+        Command::Rebalance {
+            kind,
+            vhost_pattern,
+            queue_pattern,
+        } => {
+            if !matches!(kind.as_str(), "quorum" | "all") {
+                return Err(CtlError::Usage(format!(
+                    "rebalance takes \"quorum\" or \"all\" (streams' leaders are not moved): not {kind}"
+                )));
+            }
+            println!("Re-balancing leaders of quorum queues...");
+            let body = json!({ "vhost_pattern": vhost_pattern, "queue_pattern": queue_pattern });
+            let out = api.post_value("/api/rebalance/queues", body)?;
+            if cli.json {
+                println!("{out:#}");
+            } else {
+                println!("node\tleaders");
+                for (node, n) in out.as_object().into_iter().flatten() {
+                    println!("{node}\t{n}");
+                }
+            }
+            Ok(())
+        }
+        Command::QuorumStatus { queue } => {
+            let q = api.get(&format!("/api/queues/{v}/{}", vh(queue)))?;
+            if q["type"] != "quorum" {
+                return Err(CtlError::Usage(format!("{queue} is not a quorum queue")));
+            }
+            let leader = q["leader"].as_str().unwrap_or("");
+            let online: Vec<&str> = q["online"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|n| n.as_str())
+                .collect();
+            if cli.json {
+                println!(
+                    "{:#}",
+                    json!({"leader": q["leader"], "members": q["members"], "online": q["online"]})
+                );
+            } else {
+                println!("node\trole\tonline");
+                for m in q["members"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|n| n.as_str())
+                {
+                    let role = if m == leader { "leader" } else { "follower" };
+                    println!("{m}\t{role}\t{}", online.contains(&m));
+                }
+            }
+            Ok(())
+        }
         Command::PurgeQueue { name } => api.delete(&format!("/api/queues/{v}/{}/contents", vh(name)), None),
         Command::CloseConnection { name, reason } => {
             api.delete(&format!("/api/connections/{}", vh(name)), Some(reason))
@@ -547,6 +693,30 @@ fn field<'a>(item: &'a Value, column: &str) -> &'a Value {
         return &Value::Null;
     }
     item.get(api_name).unwrap_or(&Value::Null)
+}
+
+/// `grow` and `shrink`'s outcome per queue, as rabbitmq-queues prints it.
+fn print_outcomes(out: &Value, errors_only: bool, as_json: bool) {
+    let rows: Vec<&Value> = out
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| !errors_only || r["result"] != "ok")
+        .collect();
+    if as_json {
+        println!("{:#}", json!(rows));
+        return;
+    }
+    println!("vhost\tname\tsize\tresult");
+    for r in rows {
+        println!(
+            "{}\t{}\t{}\t{}",
+            r["vhost"].as_str().unwrap_or(""),
+            r["name"].as_str().unwrap_or(""),
+            r["size"],
+            r["result"].as_str().unwrap_or("")
+        );
+    }
 }
 
 fn print_rows(items: &Value, columns: &[String], as_json: bool) {

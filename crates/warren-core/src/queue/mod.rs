@@ -226,6 +226,15 @@ pub trait QueueType: Send + std::fmt::Debug {
     /// A queue of another node: its figures as its home last reported
     /// them (what `stats` gives from then on).
     fn set_figures(&mut self, _figures: QueueStats) {}
+
+    /// A quorum queue of another node: its leader and members as its home
+    /// last reported them.
+    fn set_remote_view(&mut self, _view: Option<QuorumView>) {}
+
+    /// What the API shows of a quorum queue (None for other types).
+    fn quorum_view(&mut self) -> Option<QuorumView> {
+        self.as_quorum().map(|q| q.view())
+    }
     /// A quorum queue's member state (the Raft thread applies to it).
     fn as_quorum(&mut self) -> Option<&mut QuorumQueue> {
         None
@@ -554,7 +563,7 @@ impl Queue {
     /// A quorum queue's leader and members (None for other types, and
     /// for a quorum queue this node is not a member of).
     pub fn quorum_view(&self) -> Option<QuorumView> {
-        self.state.lock().ty.as_quorum().map(|q| q.view())
+        self.state.lock().ty.quorum_view()
     }
 
     /// Run `f` on this quorum queue's member state (None for other
@@ -777,6 +786,11 @@ impl Queue {
     /// A queue of another node: the figures its home reported.
     pub fn set_figures(&self, figures: QueueStats) {
         self.state.lock().ty.set_figures(figures)
+    }
+
+    /// See [`QueueType::set_remote_view`].
+    pub fn set_remote_view(&self, view: Option<QuorumView>) {
+        self.state.lock().ty.set_remote_view(view)
     }
 
     /// Count a redeclare or basic.get as use (x-expires).

@@ -24,6 +24,7 @@ pub struct RemoteQueue {
     home: ShortStr,
     cluster: ReplicationSlot,
     figures: QueueStats,
+    view: Option<super::QuorumView>,
 }
 
 impl RemoteQueue {
@@ -32,6 +33,7 @@ impl RemoteQueue {
             home,
             cluster,
             figures: QueueStats::default(),
+            view: None,
         }
     }
 }
@@ -115,6 +117,14 @@ impl QueueType for RemoteQueue {
 
     fn set_figures(&mut self, figures: QueueStats) {
         self.figures = figures;
+    }
+
+    fn set_remote_view(&mut self, view: Option<super::QuorumView>) {
+        self.view = view;
+    }
+
+    fn quorum_view(&mut self) -> Option<super::QuorumView> {
+        self.view.clone()
     }
 
     fn consumers(&self) -> Vec<ConsumerInfo> {

@@ -259,6 +259,69 @@ impl VHost {
         self.remove_queue_where(&q.name, |x| Arc::ptr_eq(x, q)).is_some()
     }
 
+    /// A quorum queue's members changed and this node became one, or
+    /// stopped being one, or its home (the member other nodes reach it
+    /// through) moved: `old` is replaced under its name, bindings and all,
+    /// by a queue of the same declaration held at `home` (None: a member
+    /// here). The caller destroys `old` (a member's local state goes with
+    /// it; a queue of another node holds nothing). None if `old` is no
+    /// longer the queue under its name.
+    pub fn rehome_queue(
+        &self,
+        old: &Arc<Queue>,
+        home: Option<ShortStr>,
+    ) -> Result<Option<Arc<Queue>>, BrokerError> {
+        let policy = Self::queue_policy(&self.topology.read(), &old.name, old.kind());
+        let q = match &home {
+            None => Queue::new(
+                old.name.clone(),
+                &self.name,
+                old.durable,
+                old.auto_delete,
+                None,
+                old.arguments.clone(),
+                policy,
+                &self.env,
+            )?,
+            Some(node) => Queue::remote(
+                old.name.clone(),
+                &self.name,
+                old.durable,
+                old.auto_delete,
+                false,
+                old.arguments.clone(),
+                policy,
+                &self.env,
+                node.clone(),
+            )?,
+        };
+        let mut t = self.topology.write();
+        if !t.queues.get(&old.name).is_some_and(|x| Arc::ptr_eq(x, old)) {
+            // Deleted meanwhile (the metadata changes that do both apply
+            // one at a time, so only a local removal races this).
+            return Ok(None);
+        }
+        t.queues.insert(old.name.clone(), q.clone());
+        let decl = QueueDecl {
+            name: old.name.clone(),
+            durable: old.durable,
+            exclusive: false,
+            auto_delete: old.auto_delete,
+            arguments: old.arguments.clone(),
+        };
+        let ticket = self.record(
+            &t,
+            Change::QueueDeclared {
+                vhost: &self.name,
+                decl: &decl,
+                home: home.as_ref(),
+            },
+        );
+        drop(t);
+        self.commit(ticket);
+        Ok(Some(q))
+    }
+
     /// Is `q` still the queue registered under its name?
     pub fn queue_is_current(&self, q: &Arc<Queue>) -> bool {
         self.topology

@@ -123,6 +123,16 @@ pub enum Command {
         vhost: String,
         name: String,
     },
+    /// A quorum queue's members after a change of them (its Raft group's
+    /// voters, in order; the first is the home other nodes reach it
+    /// through): a node that is one now holds a member, a node that no
+    /// longer is lets its own go.
+    QuorumMembers {
+        vhost: String,
+        name: String,
+        group: u64,
+        members: Vec<String>,
+    },
     /// Definitions imported through `home`, where their queues live.
     Import {
         definitions: Box<Definitions>,
@@ -412,6 +422,15 @@ impl Command {
                 };
                 Ok(Outcome::Removed(n))
             }
+            Command::QuorumMembers {
+                vhost: v,
+                name,
+                group,
+                members,
+            } => {
+                quorum_members(a, &vhost(v)?, name, *group, members)?;
+                Ok(Outcome::Done)
+            }
             Command::Import { definitions, home } => {
                 crate::definitions::apply_at(
                     &a.broker,
@@ -521,6 +540,45 @@ fn remove_queues_of(a: &Applier, node: &str, here: bool, which: impl Fn(&Queue) 
             }
         }
     }
+}
+
+/// Apply a quorum queue's new members here (see `Command::QuorumMembers`).
+fn quorum_members(
+    a: &Applier,
+    vh: &Arc<warren_core::VHost>,
+    name: &str,
+    group: u64,
+    members: &[String],
+) -> Result<(), BrokerError> {
+    let Some(q) = vh.find_queue(name.as_bytes()) else {
+        return Ok(());
+    };
+    if q.kind() != warren_core::queue::QueueKind::Quorum || members.is_empty() {
+        return Ok(());
+    }
+    let member_here = members.contains(&a.node);
+    let home = if member_here {
+        let ids: Vec<u64> = members.iter().filter_map(|m| a.table.id(m)).collect();
+        a.quorum
+            .register(&vh.name, name, group, ids)
+            .map_err(BrokerError::Internal)?;
+        None
+    } else {
+        Some(ShortStr::from(members[0].as_str()))
+    };
+    if q.home == home {
+        return Ok(());
+    }
+    if let Some(new) = vh.rehome_queue(&q, home)? {
+        // A member no longer: its group, files and consumers go with it
+        // (its clients' consumers are cancelled, and consume again through
+        // a member). A queue of another node holds nothing.
+        vh.destroy_queue(&q);
+        if new.needs_timer() {
+            a.timers.arm(vh, &new);
+        }
+    }
+    Ok(())
 }
 
 /// Make the change: at once on a single node; through the metadata group

@@ -64,6 +64,10 @@ pub mod request {
     /// to the leader; never answered (the proposer hears of it when it
     /// applies the entry).
     pub const QUORUM_PROPOSE: u8 = 5;
+    /// A call on a quorum queue's group (`quorum::call`: its members, a
+    /// change of them, its leadership), to a member; answered with a
+    /// Reply whose id has `quorum::call::CALL_ID_BIT`.
+    pub const QUORUM_CALL: u8 = 6;
 }
 
 /// Pings between two status reports on a link.

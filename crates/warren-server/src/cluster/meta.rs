@@ -318,6 +318,11 @@ impl Meta {
                     q.forwarded(group, data[8..].to_vec());
                 }
             }
+            Some((&super::links::request::QUORUM_CALL, data)) => {
+                if let Some(q) = self.quorum.get() {
+                    q.request(from, id, data);
+                }
+            }
             Some((&REQ_PROPOSE, data)) => {
                 let _ = self
                     .tx
@@ -816,6 +821,12 @@ impl super::links::LinkEvents for Meta {
     }
 
     fn reply(&self, _from: &str, id: u64, ok: bool, body: Bytes) {
+        if id & crate::quorum::call::CALL_ID_BIT != 0 {
+            if let Some(q) = self.quorum.get() {
+                q.reply(id, &body);
+            }
+            return;
+        }
         Meta::reply(self, id, ok, &body);
     }
 

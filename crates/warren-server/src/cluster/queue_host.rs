@@ -36,7 +36,7 @@ use warren_core::queue::{
     SyncWaiter, Ticket, REMOTE_OWNER,
 };
 use warren_core::{Broker, BrokerError, VHost};
-use warren_peer::queue::{settle, Figures, QueueMsg};
+use warren_peer::queue::{settle, Figures, QueueMsg, View};
 use warren_peer::Message;
 
 use super::links::DataSender;
@@ -47,7 +47,7 @@ use crate::timers::Timers;
 pub const FIGURES_EVERY: Duration = Duration::from_secs(1);
 
 /// A queue's figures as last reported: ready, unacked, consumers, bytes.
-type Reported = (u64, u64, u32, u64);
+type Reported = (u64, u64, u32, u64, Option<View>);
 
 /// A publish waiting to be confirmed.
 struct Unconfirmed {
@@ -208,7 +208,16 @@ impl QueueHost {
                 }
                 let s: QueueStats = q.stats();
                 let key = (vh.name.clone(), q.name.clone().into_bytes());
-                now.push((key, (s.ready, s.unacked, s.consumers, s.ready_bytes)));
+                let names = |v: &[ShortStr]| v.iter().map(|n| n.to_str_lossy().into_owned()).collect();
+                let view = q.quorum_view().map(|v| View {
+                    leader: v
+                        .leader
+                        .map(|l| l.to_str_lossy().into_owned())
+                        .unwrap_or_default(),
+                    members: names(&v.members),
+                    online: names(&v.online),
+                });
+                now.push((key, (s.ready, s.unacked, s.consumers, s.ready_bytes, view)));
             }
         }
         for p in peers {
@@ -223,6 +232,7 @@ impl QueueHost {
                     unacked: v.1,
                     consumers: v.2,
                     ready_bytes: v.3,
+                    view: v.4.clone(),
                 })
                 .collect();
             if changed.is_empty() {
@@ -258,6 +268,12 @@ impl QueueHost {
                     ready_bytes: f.ready_bytes,
                     ..QueueStats::default()
                 });
+                let names = |v: Vec<String>| v.into_iter().map(|n| ShortStr::from(n.as_str())).collect();
+                q.set_remote_view(f.view.map(|v| warren_core::queue::QuorumView {
+                    leader: (!v.leader.is_empty()).then(|| ShortStr::from(v.leader.as_str())),
+                    members: names(v.members),
+                    online: names(v.online),
+                }));
             }
         }
     }

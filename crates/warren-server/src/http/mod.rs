@@ -34,6 +34,7 @@ mod overview;
 mod params;
 mod policies;
 mod queue_info;
+mod quorum;
 mod topic_perms;
 mod ui;
 
@@ -216,6 +217,27 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
             "/api/queues/{vhost}/{name}/get",
             axum::routing::post(messages::get),
         )
+        .route(
+            "/api/queues/quorum/{vhost}/{name}/replicas/add",
+            axum::routing::post(quorum::add_member),
+        )
+        .route(
+            "/api/queues/quorum/{vhost}/{name}/replicas/delete",
+            axum::routing::delete(quorum::delete_member),
+        )
+        .route(
+            "/api/queues/quorum/{vhost}/{name}/leader",
+            axum::routing::post(quorum::transfer_leader),
+        )
+        .route(
+            "/api/queues/quorum/replicas/on/{node}/grow",
+            axum::routing::post(quorum::grow),
+        )
+        .route(
+            "/api/queues/quorum/replicas/on/{node}/shrink",
+            axum::routing::delete(quorum::shrink),
+        )
+        .route("/api/rebalance/queues", axum::routing::post(quorum::rebalance))
         .route("/api/bindings", get(objects::bindings))
         .route("/api/bindings/{vhost}", get(objects::bindings_in))
         .route(

@@ -18,6 +18,7 @@ use warren_core::queue::{Queue, Role};
 use warren_core::Broker;
 use warren_raft::{Applied, RaftNode};
 
+use super::call::{Answer, CallError, GroupInfo, Op};
 use super::checkpoint;
 use crate::timers::Timers;
 
@@ -49,6 +50,8 @@ pub enum Input {
     Step(Vec<(u64, warren_raft::RaftMessage)>),
     PeerUp(u64),
     PeerDown(u64),
+    /// A membership call on a group of this node (`call.rs`).
+    Call(u64, Op, CallReply),
     /// The checkpoint writer is done with a group's checkpoint at this
     /// index: on disk (with the segments it doomed), or not.
     Checkpointed {
@@ -68,6 +71,13 @@ struct Job {
     data: Vec<u8>,
     to_sync: warren_core::queue::quorum::ToSync,
 }
+
+/// Where a call's answer goes.
+pub type CallReply = tokio::sync::oneshot::Sender<Answer>;
+
+/// How long a membership change or a leadership transfer may take to
+/// apply before its caller hears it did not.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Checkpoints waiting for the writer; past this, one is not made now.
 const JOBS: usize = 16;
@@ -129,6 +139,12 @@ pub struct Driver {
     jobs: mpsc::SyncSender<Job>,
     /// Checkpoints handed to the writer and not yet reported done.
     in_writer: usize,
+    /// Membership changes proposed here, by the id in their context:
+    /// answered when they apply.
+    changes: HashMap<u64, (u64, CallReply, Instant)>,
+    next_change: u64,
+    /// Leadership transfers under way, by group: (to, answer, deadline).
+    transfers: HashMap<u64, (u64, CallReply, Instant)>,
 }
 
 /// A publish of this node not applied after this long is nacked (its
@@ -167,6 +183,9 @@ impl Driver {
             log_bytes: 0,
             jobs,
             in_writer: 0,
+            changes: HashMap::new(),
+            next_change: 1,
+            transfers: HashMap::new(),
         }
     }
 
@@ -217,6 +236,7 @@ impl Driver {
                 ticks += 1;
                 if ticks.is_multiple_of(10) {
                     self.expire_confirms();
+                    self.expire_calls();
                 }
             }
         }
@@ -254,6 +274,7 @@ impl Driver {
                 }
             }
             Input::PeerUp(id) => self.node.peer_up(id),
+            Input::Call(group, op, reply) => self.call(group, op, reply),
             Input::PeerDown(id) => {
                 self.node.peer_down(id);
                 self.node_down(id);
@@ -447,19 +468,29 @@ impl Driver {
         let mut bytes = 0u64;
         let mut count = 0u64;
         let mut last = g.applied.load(Ordering::Relaxed);
+        let mut changed = Vec::new();
         let (_, effects) = q.with_quorum(|qq, ctx| {
             for a in applied {
                 last = a.index;
                 if a.snapshot {
-                    if let Err(e) = qq.install(&a.data) {
-                        tracing::error!(group, "a quorum queue snapshot not installed: {e}");
+                    match qq.install(&a.data) {
+                        Ok(()) => tracing::debug!(group, index = a.index, "installed the leader's state"),
+                        Err(e) => tracing::error!(group, "a quorum queue snapshot not installed: {e}"),
                     }
                     continue;
                 }
                 // What the log holds for it: the data, and raft-rs's entry.
                 bytes += a.data.len() as u64 + ENTRY_OVERHEAD;
                 count += 1;
-                if a.members.is_some() || a.data.is_empty() {
+                if a.members.is_some() {
+                    // A membership change: its context is the id of the
+                    // call that asked for it, on the node that proposed it.
+                    if let Ok(id) = <[u8; 8]>::try_from(a.data.as_slice()) {
+                        changed.push(u64::from_le_bytes(id));
+                    }
+                    continue;
+                }
+                if a.data.is_empty() {
                     continue;
                 }
                 qq.apply(ctx, a.index, Bytes::from(a.data));
@@ -471,8 +502,112 @@ impl Driver {
         g.since.1 += bytes;
         self.log_bytes += bytes;
         self.carry_out(&q, effects);
+        for id in changed {
+            if let Some((_, reply, _)) = self.changes.remove(&id) {
+                let _ = reply.send(Ok(self.info(group)));
+            }
+        }
         self.maybe_checkpoint(group, &q);
         self.within_node_log();
+    }
+
+    fn info(&self, group: u64) -> GroupInfo {
+        GroupInfo {
+            group,
+            voters: self.node.voters(group).unwrap_or_default(),
+            leader: self.node.leader(group),
+        }
+    }
+
+    /// A membership call (see `call.rs`): answered now, or once the change
+    /// applies or the leadership has moved.
+    fn call(&mut self, group: u64, op: Op, reply: CallReply) {
+        use warren_raft::{Membership, ProposeError};
+        if !self.groups.contains_key(&group) {
+            let _ = reply.send(Err(CallError::NoGroup));
+            return;
+        }
+        let refused = |e: ProposeError| match e {
+            ProposeError::NotLeader(l) => CallError::NotLeader(l),
+            ProposeError::ChangePending => CallError::Busy,
+            e => CallError::Failed(e.to_string()),
+        };
+        let change = match op {
+            Op::Info => {
+                let _ = reply.send(Ok(self.info(group)));
+                return;
+            }
+            Op::Transfer(to) => {
+                if self.node.leader(group) == Some(to) && self.node.voters(group).is_some() {
+                    let _ = reply.send(Ok(self.info(group)));
+                    return;
+                }
+                if !self.node.voters(group).is_some_and(|v| v.contains(&to)) {
+                    let _ = reply.send(Err(CallError::Failed(format!("node {to} is not a member"))));
+                    return;
+                }
+                match self.node.transfer_leader(group, to) {
+                    Ok(()) => {
+                        let deadline = Instant::now() + CALL_TIMEOUT;
+                        if let Some((_, old, _)) = self.transfers.insert(group, (to, reply, deadline)) {
+                            let _ = old.send(Err(CallError::Busy));
+                        }
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Err(refused(e)));
+                    }
+                }
+                return;
+            }
+            Op::Add(n) => Membership::Add(n),
+            Op::Remove(n) => Membership::Remove(n),
+        };
+        let id = self.next_change;
+        self.next_change += 1;
+        match self
+            .node
+            .propose_membership(group, change, id.to_le_bytes().to_vec())
+        {
+            Ok(()) => {
+                self.changes
+                    .insert(id, (group, reply, Instant::now() + CALL_TIMEOUT));
+            }
+            Err(e) => {
+                let _ = reply.send(Err(refused(e)));
+            }
+        }
+    }
+
+    /// Calls whose change has not applied in time hear so (a leader lost
+    /// with its proposal, or a transfer raft-rs gave up on).
+    fn expire_calls(&mut self) {
+        let now = Instant::now();
+        let late: Vec<u64> = self
+            .changes
+            .iter()
+            .filter(|(_, (_, _, d))| *d <= now)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in late {
+            if let Some((_, reply, _)) = self.changes.remove(&id) {
+                let _ = reply.send(Err(CallError::Failed(
+                    "the membership change did not apply in time".into(),
+                )));
+            }
+        }
+        let late: Vec<u64> = self
+            .transfers
+            .iter()
+            .filter(|(_, (_, _, d))| *d <= now)
+            .map(|(g, _)| *g)
+            .collect();
+        for g in late {
+            if let Some((_, reply, _)) = self.transfers.remove(&g) {
+                let _ = reply.send(Err(CallError::Failed(
+                    "the leadership did not move in time".into(),
+                )));
+            }
+        }
     }
 
     /// After a pass: tell each queue whose leader changed.
@@ -488,6 +623,17 @@ impl Driver {
             if role != g.role {
                 g.role = role;
                 changed.push((group, role));
+            }
+        }
+        for (group, role) in changed.iter().copied() {
+            if let Role::Follower(l) = role {
+                if let Some((to, reply, _)) = self.transfers.remove(&group) {
+                    let _ = reply.send(if l == to {
+                        Ok(self.info(group))
+                    } else {
+                        Err(CallError::Failed(format!("the leadership went to node {l}")))
+                    });
+                }
             }
         }
         for (group, role) in changed {

@@ -14,13 +14,18 @@
 //! (`checkpoint.rs`: a queue's state written to its own file, after which
 //! its log is compacted, so a restart replays only what came later).
 
+pub mod call;
 mod checkpoint;
 mod driver;
+pub mod membership;
 pub mod registry;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, OnceLock, Weak};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use warren_amqp091::ShortStr;
@@ -31,6 +36,7 @@ use warren_raft::RaftNode;
 use crate::cluster::links::Cluster;
 use crate::cluster::nodes::NodeTable;
 use crate::timers::Timers;
+use call::{Answer, CallError, Op};
 use driver::{Driver, Input};
 use registry::{GroupEntry, Registry};
 
@@ -56,7 +62,14 @@ pub struct Quorum {
     /// Bodies the node's quorum queues hold in memory (they page past a
     /// node-wide window too).
     bodies: Arc<warren_core::queue::MemoryGauge>,
+    /// This node's calls on other nodes' members, waiting for the reply.
+    calls: Mutex<HashMap<u64, tokio::sync::oneshot::Sender<Answer>>>,
+    next_call: AtomicU64,
 }
+
+/// How long a call waits for its answer (the member's own wait for a
+/// change to apply is shorter).
+const CALL_WAIT: Duration = Duration::from_secs(12);
 
 impl Quorum {
     /// Open this node's quorum log under `dir` (its groups come back as
@@ -86,6 +99,8 @@ impl Quorum {
             driver: Mutex::new(Some((driver, rx))),
             thread: Mutex::new(None),
             bodies: Arc::default(),
+            calls: Mutex::new(HashMap::new()),
+            next_call: AtomicU64::new(1),
         }))
     }
 
@@ -155,6 +170,113 @@ impl Quorum {
             }
         }
         out
+    }
+
+    /// The group of `queue`, if this node is a member.
+    pub fn group_of(&self, vhost: &str, queue: &str) -> Option<u64> {
+        let reg = self.registry.lock();
+        reg.get(vhost, queue)
+            .filter(|g| g.members.contains(&self.me))
+            .map(|g| g.group)
+    }
+
+    /// `queue`'s members in the order the metadata gave them (the first
+    /// is its home), if this node is one.
+    pub fn members_of(&self, vhost: &str, queue: &str) -> Vec<u64> {
+        let reg = self.registry.lock();
+        reg.get(vhost, queue)
+            .map(|g| g.members.clone())
+            .unwrap_or_default()
+    }
+
+    /// Ask the member on `node` (this one, or another over the link) to
+    /// carry out `op` on `queue`'s group.
+    pub async fn call(&self, node: &str, vhost: &str, queue: &str, op: Op) -> Answer {
+        if node == self.node_name {
+            let group = self.group_of(vhost, queue).ok_or(CallError::NoGroup)?;
+            return self.call_here(group, op).await;
+        }
+        let Some(cluster) = self.links.cluster.get() else {
+            return Err(CallError::Failed(format!("no link to {node}")));
+        };
+        let id = call::CALL_ID_BIT | self.next_call.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.calls.lock().insert(id, tx);
+        let request = call::Request {
+            vhost: vhost.to_string(),
+            queue: queue.to_string(),
+            op,
+        };
+        let mut body = vec![crate::cluster::links::request::QUORUM_CALL];
+        body.extend(serde_json::to_vec(&request).expect("a request encodes"));
+        let sent = cluster.send(
+            node,
+            warren_peer::Message::Request {
+                id,
+                body: bytes::Bytes::from(body),
+            },
+        );
+        let answer = if sent {
+            match tokio::time::timeout(CALL_WAIT, rx).await {
+                Ok(Ok(a)) => a,
+                Ok(Err(_)) => Err(CallError::Failed("this node is stopping".into())),
+                Err(_) => Err(CallError::Failed(format!("{node} did not answer in time"))),
+            }
+        } else {
+            Err(CallError::Failed(format!("{node} is not reachable")))
+        };
+        self.calls.lock().remove(&id);
+        answer
+    }
+
+    /// `op` on a group of this node, by its Raft thread.
+    async fn call_here(&self, group: u64, op: Op) -> Answer {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.tx.send(Input::Call(group, op, tx)).is_err() {
+            return Err(CallError::Failed("this node is stopping".into()));
+        }
+        match tokio::time::timeout(CALL_WAIT, rx).await {
+            Ok(Ok(a)) => a,
+            _ => Err(CallError::Failed(
+                "this node's quorum queues did not answer".into(),
+            )),
+        }
+    }
+
+    /// A call from `from` (`request::QUORUM_CALL`): answered with a Reply
+    /// once this node's Raft thread has.
+    pub fn request(self: &Arc<Self>, from: &str, id: u64, body: &[u8]) {
+        let Some(cluster) = self.links.cluster.get().cloned() else {
+            return;
+        };
+        let (me, from, body) = (self.clone(), from.to_string(), body.to_vec());
+        tokio::spawn(async move {
+            let answer: Answer = match serde_json::from_slice::<call::Request>(&body) {
+                Ok(r) => match me.group_of(&r.vhost, &r.queue) {
+                    Some(g) => me.call_here(g, r.op).await,
+                    None => Err(CallError::NoGroup),
+                },
+                Err(e) => Err(CallError::Failed(format!("a call that does not decode: {e}"))),
+            };
+            let body = serde_json::to_vec(&answer).expect("an answer encodes");
+            cluster.send(
+                &from,
+                warren_peer::Message::Reply {
+                    id,
+                    ok: true,
+                    body: bytes::Bytes::from(body),
+                },
+            );
+        });
+    }
+
+    /// The reply to one of this node's calls.
+    pub fn reply(&self, id: u64, body: &[u8]) {
+        let answer = serde_json::from_slice::<Answer>(body)
+            .unwrap_or_else(|e| Err(CallError::Failed(format!("an answer that does not decode: {e}"))));
+        if let Some(tx) = self.calls.lock().remove(&id) {
+            let _ = tx.send(answer);
+        }
     }
 
     /// An entry a member forwarded (it proposed before it knew the

@@ -16,14 +16,14 @@ use reqwest::Method;
 use crate::cluster::{in_step, three_linked};
 use crate::common::*;
 
-async fn connect(b: &Broker) -> Connection {
+pub(crate) async fn connect(b: &Broker) -> Connection {
     let uri = format!("amqp://guest:guest@127.0.0.1:{}/%2f", b.port);
     within(Connection::connect(&uri, ConnectionProperties::default()))
         .await
         .expect("connects")
 }
 
-async fn channel(b: &Broker) -> (Connection, Channel) {
+pub(crate) async fn channel(b: &Broker) -> (Connection, Channel) {
     let c = connect(b).await;
     let ch = within(c.create_channel()).await.unwrap();
     (c, ch)
@@ -33,7 +33,7 @@ async fn declare_quorum(ch: &Channel, name: &str) {
     declare_quorum_with(ch, name, &[]).await;
 }
 
-async fn declare_quorum_with(ch: &Channel, name: &str, args: &[(&str, lapin::types::AMQPValue)]) {
+pub(crate) async fn declare_quorum_with(ch: &Channel, name: &str, args: &[(&str, lapin::types::AMQPValue)]) {
     let mut t = table(args);
     t.insert("x-queue-type".into(), s("quorum"));
     within(ch.queue_declare(
@@ -73,7 +73,7 @@ async fn consume_with_prefetch(ch: &Channel, queue: &str, tag: &str, prefetch: u
 }
 
 /// Publish "m{from}".."m{to-1}" with confirms; all acked.
-async fn publish_confirmed(ch: &Channel, q: &str, from: usize, to: usize) {
+pub(crate) async fn publish_confirmed(ch: &Channel, q: &str, from: usize, to: usize) {
     within(ch.confirm_select(ConfirmSelectOptions::default()))
         .await
         .unwrap();
