@@ -331,6 +331,24 @@ async function run(t, keepAmqp) {
     assert.equal(q.body.type, 'classic');
   });
 
+  await t.test('a quorum queue made with the form shows its leader and members', async () => {
+    const qq = `${QN}-quorum`;
+    await page.selectOption('#queue-vhost', '/');
+    await page.selectOption('#queue-type', 'quorum');
+    await page.fill('#queue-name', qq);
+    await page.click('#queue-add-btn');
+    await noticeIs(`Queue ${qq} added.`);
+    const q = await api('GET', `/queues/%2F/${enc(qq)}`);
+    assert.equal(q.status, 200);
+    assert.equal(q.body.type, 'quorum');
+    assert.ok(q.body.leader, 'the API names a leader');
+    await waitFor('the leader in the queue row', async () => (await queueCell(qq, 'leader')) === q.body.leader);
+    assert.equal(await queueCell(qq, 'members'), '1/1 online');
+    assert.equal(await queueCell(QN, 'leader'), '', 'a classic queue has no leader');
+    assert.equal((await api('DELETE', `/queues/%2F/${enc(qq)}`)).status, 204);
+    await page.locator(`#queues-table tr[data-name="${qq}"]`).waitFor({ state: 'detached' });
+  });
+
   await t.test('publish to the queue; its row shows 1 message', async () => {
     await page.click(`#queues-table button[data-queue="${QN}"]`);
     await page.locator('#queue-detail').waitFor({ state: 'visible' });

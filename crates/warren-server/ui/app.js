@@ -531,6 +531,9 @@ async function loadQueues() {
     ['Features', (q) => [q.durable && 'D', q.auto_delete && 'AD', q.exclusive && 'Excl'].filter(Boolean).join(' '), 'features'],
     ['Policy', (q) => q.policy || '', 'policy'],
     ['State', 'state'],
+    // A quorum queue's leader, and its members online of all (their names on hover).
+    ['Leader', (q) => (q.type === 'quorum' ? q.leader || 'none' : ''), 'leader'],
+    ['Members', (q) => (q.type === 'quorum' ? h('span', { title: (q.members || []).map((m) => ((q.online || []).includes(m) ? m : m + ' (down)')).join(', ') }, `${(q.online || []).length}/${(q.members || []).length} online`) : ''), 'members'],
     ['Consumers', 'consumers'],
     ['Ready', (q) => fmtNum(q.messages_ready), 'messages_ready'],
     ['Unacked', (q) => fmtNum(q.messages_unacknowledged), 'messages_unacknowledged'],
