@@ -664,16 +664,20 @@ impl QueueHost {
                     }
                 }
                 let f = u.pop_front().expect("front exists");
+                // A ticket can refuse (a quorum queue's leader nacks a
+                // publish past reject-publish's limit, or one its term
+                // lost): the publisher hears that refusal.
+                let f_ok = f.ok && f.ticket.as_ref().is_none_or(Ticket::is_ok);
                 match out.last_mut() {
                     Some(QueueMsg::Confirm { first, count, ok })
-                        if *ok == f.ok && *first + *count as u64 == f.id =>
+                        if *ok == f_ok && *first + *count as u64 == f.id =>
                     {
                         *count += 1
                     }
                     _ => out.push(QueueMsg::Confirm {
                         first: f.id,
                         count: 1,
-                        ok: f.ok,
+                        ok: f_ok,
                     }),
                 }
             }

@@ -18,6 +18,7 @@ mod cluster_join;
 mod cluster_kill;
 mod cluster_messages;
 mod cluster_quorum;
+mod cluster_quorum_features;
 mod cluster_quorum_members;
 mod cluster_snapshot;
 mod cluster_tls;

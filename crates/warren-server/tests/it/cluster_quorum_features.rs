@@ -1,0 +1,244 @@
+//! Quorum queue features on three nodes (issue 17), each with the
+//! publisher, the consumer and the dead letters on different nodes: the
+//! delivery limit and TTL dead-lettering to a queue of another node,
+//! max-length's drop-head and reject-publish (the nack reaching a
+//! publisher on a node without the leader), a single active consumer and
+//! consumer priorities across nodes.
+
+use std::time::{Duration, Instant};
+
+use futures_lite::StreamExt;
+use lapin::options::*;
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Channel};
+
+use crate::cluster::{in_step, three_linked};
+use crate::cluster_quorum::{channel, declare_quorum_with, publish_confirmed};
+use crate::common::*;
+
+/// A classic queue `name` declared through `ch` (it lives on that node).
+async fn declare_classic(ch: &Channel, name: &str) {
+    within(ch.queue_declare(
+        name.into(),
+        QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap();
+}
+
+/// Wait until `queue`, seen through `ch`, holds `n` ready messages.
+async fn until_depth(ch: &Channel, queue: &str, n: u32) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let d = depth(ch, queue).await;
+        if d == n {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{queue} holds {d}, not {n}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The next message of `queue` through `ch` and its x-first-death-reason.
+async fn take(ch: &Channel, queue: &str) -> (Vec<u8>, Option<AMQPValue>) {
+    let got = within(ch.basic_get(queue.into(), BasicGetOptions { no_ack: true }))
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("a message in {queue}"));
+    let reason = got
+        .delivery
+        .properties
+        .headers()
+        .as_ref()
+        .and_then(|h| h.inner().get("x-first-death-reason").cloned());
+    (got.delivery.data, reason)
+}
+
+fn reason(r: &str) -> Option<AMQPValue> {
+    Some(AMQPValue::LongString(r.into()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rejected_past_the_delivery_limit_and_expired_messages_are_dead_lettered_to_another_node() {
+    let (_ports, nodes) = three_linked().await;
+    let (_c3, ch3) = channel(&nodes[2]).await;
+    declare_classic(&ch3, "dead").await;
+    let (_c1, ch1) = channel(&nodes[0]).await;
+    let dlx = |extra: (&'static str, AMQPValue)| {
+        [
+            ("x-dead-letter-exchange", s("")),
+            ("x-dead-letter-routing-key", s("dead")),
+            extra,
+        ]
+    };
+    declare_quorum_with(&ch1, "limited", &dlx(("x-delivery-limit", i(1)))).await;
+    declare_quorum_with(&ch1, "short", &dlx(("x-message-ttl", i(200)))).await;
+    in_step(&nodes).await;
+
+    // Published through node 2, rejected twice by a consumer on node 3.
+    let (_c2, ch2) = channel(&nodes[1]).await;
+    publish_confirmed(&ch2, "limited", 0, 1).await;
+    let (_cc, cch) = channel(&nodes[2]).await;
+    within(cch.basic_qos(1, BasicQosOptions::default()))
+        .await
+        .unwrap();
+    let mut consumer = within(cch.basic_consume(
+        "limited".into(),
+        "c".into(),
+        BasicConsumeOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap();
+    for _ in 0..2 {
+        let d = within(consumer.next()).await.unwrap().unwrap();
+        assert_eq!(d.data, b"m0");
+        within(d.reject(BasicRejectOptions { requeue: true }))
+            .await
+            .unwrap();
+    }
+    nothing_within(300, consumer.next()).await;
+    until_depth(&ch3, "dead", 1).await;
+    assert_eq!(
+        take(&ch3, "dead").await,
+        (b"m0".to_vec(), reason("delivery_limit"))
+    );
+
+    // Expired at the head: three published through node 2.
+    publish_confirmed(&ch2, "short", 0, 3).await;
+    until_depth(&ch3, "dead", 3).await;
+    assert_eq!(depth(&ch2, "short").await, 0);
+    let (body, why) = take(&ch3, "dead").await;
+    assert_eq!((body, why), (b"m0".to_vec(), reason("expired")));
+    // Each dead-lettered once, whatever node leads or follows.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(depth(&ch3, "dead").await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_length_drops_the_head_or_nacks_a_publisher_on_another_node() {
+    let (_ports, nodes) = three_linked().await;
+    let (_c3, ch3) = channel(&nodes[2]).await;
+    declare_classic(&ch3, "dropped").await;
+    let (_c1, ch1) = channel(&nodes[0]).await;
+    declare_quorum_with(
+        &ch1,
+        "capped",
+        &[
+            ("x-max-length", i(2)),
+            ("x-dead-letter-exchange", s("")),
+            ("x-dead-letter-routing-key", s("dropped")),
+        ],
+    )
+    .await;
+    declare_quorum_with(
+        &ch1,
+        "full",
+        &[("x-max-length", i(2)), ("x-overflow", s("reject-publish"))],
+    )
+    .await;
+    in_step(&nodes).await;
+    let (_c2, ch2) = channel(&nodes[1]).await;
+    publish_confirmed(&ch2, "capped", 0, 3).await;
+    until_depth(&ch3, "dropped", 1).await;
+    assert_eq!(depth(&ch3, "capped").await, 2);
+    assert_eq!(take(&ch3, "dropped").await, (b"m0".to_vec(), reason("maxlen")));
+
+    within(ch2.confirm_select(ConfirmSelectOptions::default()))
+        .await
+        .unwrap_or(());
+    let mut acks = Vec::new();
+    for n in 0..3 {
+        let c = within(ch2.basic_publish(
+            "".into(),
+            "full".into(),
+            BasicPublishOptions::default(),
+            format!("f{n}").as_bytes(),
+            BasicProperties::default(),
+        ))
+        .await
+        .unwrap();
+        acks.push(within(c).await.unwrap().is_ack());
+    }
+    assert_eq!(acks, [true, true, false]);
+    assert_eq!(depth(&ch3, "full").await, 2);
+}
+
+/// A consumer of `queue` on `b` (no-ack, or with a prefetch of 10 when
+/// `priority` is given, at that x-priority).
+async fn consumer_on(
+    b: &Broker,
+    queue: &str,
+    tag: &str,
+    priority: Option<i64>,
+) -> (lapin::Connection, lapin::Consumer) {
+    let (c, ch) = channel(b).await;
+    let args = match priority {
+        Some(p) => {
+            within(ch.basic_qos(10, BasicQosOptions::default()))
+                .await
+                .unwrap();
+            table(&[("x-priority", i(p))])
+        }
+        None => FieldTable::default(),
+    };
+    let consumer = within(ch.basic_consume(
+        queue.into(),
+        tag.into(),
+        BasicConsumeOptions {
+            no_ack: priority.is_none(),
+            ..Default::default()
+        },
+        args,
+    ))
+    .await
+    .unwrap();
+    (c, consumer)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_active_consumer_and_consumer_priorities_hold_across_nodes() {
+    let (_ports, nodes) = three_linked().await;
+    let (_c1, ch1) = channel(&nodes[0]).await;
+    declare_quorum_with(
+        &ch1,
+        "sac",
+        &[("x-single-active-consumer", AMQPValue::Boolean(true))],
+    )
+    .await;
+    declare_quorum_with(&ch1, "prio", &[]).await;
+    in_step(&nodes).await;
+
+    // The first to attach, on node 2, gets everything; node 3's waits.
+    let (c_first, mut first) = consumer_on(&nodes[1], "sac", "first", None).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (_c_second, mut second) = consumer_on(&nodes[2], "sac", "second", None).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    publish_confirmed(&ch1, "sac", 0, 3).await;
+    for i in 0..3 {
+        let d = within(first.next()).await.unwrap().unwrap();
+        assert_eq!(d.data, format!("m{i}").as_bytes());
+    }
+    nothing_within(300, second.next()).await;
+    // The first goes (its connection closes): the second takes over.
+    let _ = c_first.close(200, "done".into()).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    publish_confirmed(&ch1, "sac", 3, 4).await;
+    let d = within(second.next()).await.unwrap().unwrap();
+    assert_eq!(d.data, b"m3");
+
+    // The higher priority, on node 3, is served while it has credit.
+    let (_cl, mut low) = consumer_on(&nodes[1], "prio", "low", Some(0)).await;
+    let (_ch, mut high) = consumer_on(&nodes[2], "prio", "high", Some(5)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    publish_confirmed(&ch1, "prio", 0, 5).await;
+    for n in 0..5 {
+        let d = within(high.next()).await.unwrap().unwrap();
+        assert_eq!(d.data, format!("m{n}").as_bytes());
+    }
+    nothing_within(300, low.next()).await;
+}
