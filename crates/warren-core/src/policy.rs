@@ -86,6 +86,11 @@ const QUEUE_KEYS: &[(&str, Check, &str)] = &[
     ),
     ("dead-letter-exchange", Check::Text, "dead letter exchange name"),
     ("dead-letter-routing-key", Check::Text, "dead letter routing key"),
+    (
+        "dead-letter-strategy",
+        Check::OneOf(&["at-most-once", "at-least-once"]),
+        "dead letter strategy",
+    ),
     ("max-age", Check::MaxAge, "max age"),
     (
         "stream-max-segment-size-bytes",

@@ -18,6 +18,7 @@
 //!  10 dequeue  consumer u64, id u64, settled u8
 //!  11 enqueue  as 1, then priority u8, then the message (a priority above 0)
 //!  12 enqueue  as 11, then key_len u16, the key, then the message (a deduplication key)
+//!  13 settle_dlx n u32, n ids u64 (at-least-once dead letters every target has)
 //! header = id u64, size u32, expires_at u64 (0: none), delivery_count u32, acquired_count u32,
 //!          priority u8 (version 3)
 //! state  = version u8 (3), delivery_limit u32 (0: none, else limit + 1),
@@ -29,18 +30,20 @@
 //!          n u32 consumers (id u64, credit u32, prefetch u32, auto_settle u8, priority i32,
 //!          n u32 headers),
 //!          n u32 service order ids,
-//!          n u32 deduplication keys (key_len u16, the key, at u64) (version 3)
+//!          n u32 deduplication keys (key_len u16, the key, at u64) (version 3),
+//!          dlx_at_least_once u8, n u32 discards (header, reason u8) (version 4)
 //! ```
 //!
 //! Version 2 states and kind 1 enqueues (written before priorities) are
-//! still read: one level, priority 0.
+//! still read: one level, priority 0; version 3 states (before
+//! at-least-once dead-lettering) have no discards.
 //!
 //! An enqueue's id is not in it: it is the Raft index of its entry, which
 //! the proposer cannot know, so [`decode`] takes it.
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::fifo::{Command, Config, Consumer, Fifo, Header, Keys, Level, MsgId};
+use crate::fifo::{Command, Config, Consumer, DeadLetterReason, Fifo, Header, Keys, Level, MsgId};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CodecError {
@@ -57,7 +60,7 @@ pub enum CodecError {
 /// A header's bytes in a version 2 state; a version 3 one adds its
 /// priority.
 const HEADER_LEN: usize = 28;
-const STATE_VERSION: u8 = 3;
+const STATE_VERSION: u8 = 4;
 
 /// Append `c` (an enqueue's message goes after it: see [`encode_enqueue`]).
 pub fn encode(c: &Command, out: &mut Vec<u8>) {
@@ -112,6 +115,13 @@ pub fn encode(c: &Command, out: &mut Vec<u8>) {
             out.extend_from_slice(&consumer.to_le_bytes());
             out.extend_from_slice(&id.to_le_bytes());
             out.push(*settled as u8);
+        }
+        Command::SettleDlx { ids } => {
+            out.push(13);
+            out.extend_from_slice(&(ids.len() as u32).to_le_bytes());
+            for id in ids {
+                out.extend_from_slice(&id.to_le_bytes());
+            }
         }
     }
 }
@@ -215,6 +225,7 @@ pub fn decode(index: u64, b: &[u8]) -> Result<(Command, &[u8]), CodecError> {
             id: r.u64()?,
             settled: r.u8()? != 0,
         },
+        13 => Command::SettleDlx { ids: r.ids()? },
         k => return Err(CodecError::Kind(k)),
     };
     Ok((c, r.b))
@@ -267,6 +278,21 @@ pub fn encode_state(f: &Fifo, out: &mut Vec<u8>) {
         out.extend_from_slice(k);
         out.extend_from_slice(&at.to_le_bytes());
     }
+    out.push(c.dlx_at_least_once as u8);
+    out.extend_from_slice(&(f.discards().len() as u32).to_le_bytes());
+    for (h, why) in f.discards() {
+        header(h, out);
+        out.push(reason_code(*why));
+    }
+}
+
+fn reason_code(r: DeadLetterReason) -> u8 {
+    match r {
+        DeadLetterReason::Rejected => 0,
+        DeadLetterReason::DeliveryLimit => 1,
+        DeadLetterReason::Expired => 2,
+        DeadLetterReason::MaxLen => 3,
+    }
 }
 
 fn header(h: &Header, out: &mut Vec<u8>) {
@@ -282,10 +308,10 @@ fn header(h: &Header, out: &mut Vec<u8>) {
 pub fn decode_state(b: &[u8]) -> Result<(Fifo, &[u8]), CodecError> {
     let mut r = Reader::new(b);
     let v = r.u8()?;
-    if v != 2 && v != STATE_VERSION {
+    if !(2..=STATE_VERSION).contains(&v) {
         return Err(CodecError::Version(v));
     }
-    r.v3 = v == STATE_VERSION;
+    r.v3 = v >= 3;
     let limit = r.u32()?;
     let some = |n: u64| (n != u64::MAX).then_some(n);
     let config = Config {
@@ -297,6 +323,7 @@ pub fn decode_state(b: &[u8]) -> Result<(Fifo, &[u8]), CodecError> {
         max_priority: if r.v3 { r.u8()? } else { 0 },
         dedup_window: if r.v3 { r.u32()? } else { 0 },
         dedup_ttl: if r.v3 { some(r.u64()?) } else { None },
+        dlx_at_least_once: false,
     };
     let now = r.u64()?;
     let n = if r.v3 { r.u8()? as usize } else { 1 };
@@ -367,8 +394,25 @@ pub fn decode_state(b: &[u8]) -> Result<(Fifo, &[u8]), CodecError> {
         }
     }
     let keys = Keys::from_order(keys);
+    let mut config = config;
+    let mut discards = VecDeque::new();
+    if v >= 4 {
+        config.dlx_at_least_once = r.u8()? != 0;
+        let n = r.count(HEADER_LEN + 1 + 1)?;
+        for _ in 0..n {
+            let h = r.header()?;
+            let why = match r.u8()? {
+                0 => DeadLetterReason::Rejected,
+                1 => DeadLetterReason::DeliveryLimit,
+                2 => DeadLetterReason::Expired,
+                3 => DeadLetterReason::MaxLen,
+                _ => return Err(CodecError::Inconsistent("an unknown dead-letter reason")),
+            };
+            discards.push_back((h, why));
+        }
+    }
     Ok((
-        Fifo::from_parts(config, now, levels, consumers, service, keys),
+        Fifo::from_parts(config, now, levels, consumers, service, keys).with_discards(discards),
         r.b,
     ))
 }
@@ -428,19 +472,23 @@ impl<'a> Reader<'a> {
         let n = self.count(HEADER_LEN + self.v3 as usize)?;
         let mut v = Vec::with_capacity(n);
         for _ in 0..n {
-            let id = self.u64()?;
-            let size = self.u32()?;
-            let expires_at = self.u64()?;
-            v.push(Header {
-                id,
-                size,
-                expires_at: (expires_at != 0).then_some(expires_at),
-                delivery_count: self.u32()?,
-                acquired_count: self.u32()?,
-                priority: if self.v3 { self.u8()? } else { 0 },
-            });
+            v.push(self.header()?);
         }
         Ok(v)
+    }
+
+    fn header(&mut self) -> Result<Header, CodecError> {
+        let id = self.u64()?;
+        let size = self.u32()?;
+        let expires_at = self.u64()?;
+        Ok(Header {
+            id,
+            size,
+            expires_at: (expires_at != 0).then_some(expires_at),
+            delivery_count: self.u32()?,
+            acquired_count: self.u32()?,
+            priority: if self.v3 { self.u8()? } else { 0 },
+        })
     }
 }
 
@@ -477,6 +525,7 @@ mod tests {
             },
             Command::Cancel { consumer: 9 },
             Command::Purge,
+            Command::SettleDlx { ids: vec![3, 8] },
             Command::Dequeue {
                 consumer: 4,
                 id: 17,
@@ -555,10 +604,18 @@ mod tests {
             (h.id, h.delivery_count, h.acquired_count, h.priority),
             (5, 1, 2, 0)
         );
-        // Written again, it is version 3 and reads back the same.
+        // Written again, it is the current version and reads back the same.
         let mut again = Vec::new();
         encode_state(&f, &mut again);
-        assert_eq!(again[0], 3);
+        assert_eq!(again[0], STATE_VERSION);
         assert_eq!(decode_state(&again).unwrap().0, f);
+        // A version 3 state (the current one without its discards) reads
+        // with none.
+        let mut v3 = again.clone();
+        v3[0] = 3;
+        v3.truncate(v3.len() - 5);
+        let (g, rest) = decode_state(&v3).unwrap();
+        assert!(rest.is_empty());
+        assert_eq!(g, f);
     }
 }

@@ -36,6 +36,11 @@ pub struct Config {
     /// `x-cache-ttl`: a key is forgotten this many milliseconds (leader
     /// time) after its enqueue; None: only the window forgets.
     pub dedup_ttl: Option<u64>,
+    /// `x-dead-letter-strategy: at-least-once` in force (RabbitMQ's
+    /// conditions: `reject-publish` and a dead-letter exchange, judged by
+    /// the member): a dead-lettered message stays here, as a discard,
+    /// until the leader has it in every target queue (`SettleDlx`).
+    pub dlx_at_least_once: bool,
 }
 
 /// The highest `x-max-priority` a quorum queue keeps levels for (RabbitMQ
@@ -48,6 +53,9 @@ impl Config {
         self.max_priority.min(MAX_PRIORITY) as usize + 1
     }
 
+    /// Past a limit with `ready` messages of `bytes` (with at-least-once
+    /// dead-lettering, the discards count too, as rabbit_fifo's
+    /// is_over_limit counts them).
     fn over(&self, ready: u64, bytes: u64) -> bool {
         self.max_length.is_some_and(|m| ready > m) || self.max_bytes.is_some_and(|m| bytes > m)
     }
@@ -136,6 +144,9 @@ pub enum Command {
     Cancel { consumer: ConsumerId },
     /// Drop every waiting message.
     Purge,
+    /// At-least-once dead-lettering: every target queue has these
+    /// discards; they go.
+    SettleDlx { ids: Vec<MsgId> },
     /// basic.get: message `id`, if it still waits, goes to `consumer`
     /// (the getting node's, which is not served otherwise) or, `settled`
     /// (no-ack), leaves the queue. The leader picked `id` from the head
@@ -169,6 +180,12 @@ pub enum Effect {
         settled: bool,
     },
     DeadLetter {
+        header: Header,
+        reason: DeadLetterReason,
+    },
+    /// At-least-once: the message is dead-lettered and kept as a discard
+    /// until the leader settles it (`SettleDlx`); its body stays.
+    Discarded {
         header: Header,
         reason: DeadLetterReason,
     },
@@ -269,6 +286,9 @@ pub struct Fifo {
     /// The latest leader time a command carried (time never goes back
     /// here, whatever a new leader's clock says).
     now: u64,
+    /// At-least-once dead letters not yet in every target, oldest first.
+    discards: VecDeque<(Header, DeadLetterReason)>,
+    discard_bytes: u64,
 }
 
 impl Default for Fifo {
@@ -312,7 +332,45 @@ impl Fifo {
             service,
             ready_bytes,
             now,
+            discards: VecDeque::new(),
+            discard_bytes: 0,
         }
+    }
+
+    /// A snapshot's discards (see `codec`).
+    pub(crate) fn with_discards(mut self, discards: VecDeque<(Header, DeadLetterReason)>) -> Fifo {
+        self.discard_bytes = discards.iter().map(|(h, _)| h.size as u64).sum();
+        self.discards = discards;
+        self
+    }
+
+    /// At-least-once dead letters not yet settled, oldest first.
+    pub fn discards(&self) -> &VecDeque<(Header, DeadLetterReason)> {
+        &self.discards
+    }
+
+    pub fn discard_bytes(&self) -> u64 {
+        self.discard_bytes
+    }
+
+    /// Dead-letter `header`: handed to the leader (at most once), or kept
+    /// as a discard until the leader settles it (at least once).
+    fn dead_letter(&mut self, header: Header, reason: DeadLetterReason, out: &mut Vec<Effect>) {
+        if self.config.dlx_at_least_once {
+            self.discard_bytes += header.size as u64;
+            self.discards.push_back((header.clone(), reason));
+            out.push(Effect::Discarded { header, reason });
+        } else {
+            out.push(Effect::DeadLetter { header, reason });
+        }
+    }
+
+    /// Waiting messages and bytes as the limits count them.
+    fn counted(&self) -> (u64, u64) {
+        (
+            (self.ready + self.discards.len()) as u64,
+            self.ready_bytes + self.discard_bytes,
+        )
     }
 
     pub fn config(&self) -> &Config {
@@ -320,6 +378,8 @@ impl Fifo {
     }
 
     /// The settings changed (a policy): they count from the next command.
+    /// Discards left when at-least-once is no longer in force are the
+    /// caller's to dead-letter at most once (`take_discards`).
     pub fn set_config(&mut self, config: Config) {
         // Levels are never taken away (messages wait in them).
         let n = self.levels.len().max(config.levels());
@@ -381,12 +441,14 @@ impl Fifo {
             .consumers
             .values()
             .filter_map(|c| c.checked_out.keys().next().copied());
+        let discarded = self.discards.iter().map(|(h, _)| h.id).min();
         self.levels
             .iter()
             .flat_map(|l| [l.returns.front(), l.waiting.front()])
             .flatten()
             .map(|h| h.id)
             .chain(held)
+            .chain(discarded)
             .min()
     }
 
@@ -438,10 +500,8 @@ impl Fifo {
                 }
                 // Refused when full (reject-publish); the time it carried
                 // still counts (heads may expire by it).
-                let full = self.config.reject_publish
-                    && self
-                        .config
-                        .over(self.ready() as u64 + 1, self.ready_bytes + size as u64);
+                let (n, bytes) = self.counted();
+                let full = self.config.reject_publish && self.config.over(n + 1, bytes + size as u64);
                 if full {
                     out.push(Effect::Rejected(id));
                 } else {
@@ -505,10 +565,24 @@ impl Fifo {
             }
             Command::Discard { consumer, ids } => {
                 for header in self.take(consumer, &ids) {
-                    out.push(Effect::DeadLetter {
-                        header,
-                        reason: DeadLetterReason::Rejected,
-                    });
+                    self.dead_letter(header, DeadLetterReason::Rejected, &mut out);
+                }
+            }
+            Command::SettleDlx { ids } => {
+                let want: std::collections::BTreeSet<MsgId> = ids.into_iter().collect();
+                let mut gone = Vec::new();
+                let mut bytes = 0;
+                self.discards.retain(|(h, _)| {
+                    let hit = want.contains(&h.id);
+                    if hit {
+                        gone.push(h.id);
+                        bytes += h.size as u64;
+                    }
+                    !hit
+                });
+                self.discard_bytes -= bytes;
+                if !gone.is_empty() {
+                    out.push(Effect::Dropped(gone));
                 }
             }
             Command::Cancel { consumer } => {
@@ -593,10 +667,7 @@ impl Fifo {
             h.delivery_count += 1;
         }
         if self.config.delivery_limit.is_some_and(|l| h.delivery_count > l) {
-            out.push(Effect::DeadLetter {
-                header: h,
-                reason: DeadLetterReason::DeliveryLimit,
-            });
+            self.dead_letter(h, DeadLetterReason::DeliveryLimit, out);
             return;
         }
         self.ready_bytes += h.size as u64;
@@ -625,6 +696,7 @@ impl Fifo {
     /// Dead-letter the messages at the heads whose time has come.
     fn expire(&mut self, out: &mut Vec<Effect>) {
         let now = self.now;
+        let mut expired = Vec::new();
         let lines = self
             .levels
             .iter_mut()
@@ -634,14 +706,13 @@ impl Fifo {
                 .front()
                 .is_some_and(|h| h.expires_at.is_some_and(|t| t <= now))
             {
-                let header = line.pop_front().expect("a front");
-                self.ready -= 1;
-                self.ready_bytes -= header.size as u64;
-                out.push(Effect::DeadLetter {
-                    header,
-                    reason: DeadLetterReason::Expired,
-                });
+                expired.push(line.pop_front().expect("a front"));
             }
+        }
+        for header in expired {
+            self.ready -= 1;
+            self.ready_bytes -= header.size as u64;
+            self.dead_letter(header, DeadLetterReason::Expired, out);
         }
     }
 
@@ -711,10 +782,7 @@ impl Fifo {
             let Some(header) = self.pop_next() else {
                 return;
             };
-            out.push(Effect::DeadLetter {
-                header,
-                reason: DeadLetterReason::MaxLen,
-            });
+            self.dead_letter(header, DeadLetterReason::MaxLen, out);
         }
     }
 }

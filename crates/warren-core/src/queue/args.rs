@@ -56,6 +56,10 @@ pub struct QuorumArgs {
     pub dedup_ttl: Option<u64>,
     /// x-deduplication-header: the header whose value is the key.
     pub dedup_header: Option<ShortStr>,
+    /// x-dead-letter-strategy: at-least-once (in force only with
+    /// reject-publish and a dead-letter exchange: see
+    /// [`QueueConfig::dlx_at_least_once`]).
+    pub at_least_once: bool,
 }
 
 /// The deduplication window when x-cache-size is not given.
@@ -181,6 +185,16 @@ fn one_of(
 }
 
 impl QueueConfig {
+    /// At-least-once dead-lettering is in force: asked for, with
+    /// `reject-publish` and a dead-letter exchange (RabbitMQ falls back to
+    /// at-most-once otherwise: drop-head would drop what waits to be
+    /// dead-lettered, and with no exchange there is nowhere to send it).
+    pub fn dlx_at_least_once(&self) -> bool {
+        self.quorum.at_least_once
+            && self.overflow == Overflow::RejectPublish
+            && self.dead_letter_exchange.is_some()
+    }
+
     pub fn from_arguments(
         args: &FieldTable,
         queue: &ShortStr,
@@ -296,6 +310,17 @@ impl QueueConfig {
                 "x-cache-size" => c.quorum.dedup_size = Some(non_negative(v, &key, queue, vhost)?),
                 "x-cache-ttl" => c.quorum.dedup_ttl = Some(non_negative(v, &key, queue, vhost)?),
                 "x-deduplication-header" => c.quorum.dedup_header = Some(string(v, &key, queue, vhost)?),
+                "x-dead-letter-strategy" => {
+                    one_of(
+                        v,
+                        &key,
+                        queue,
+                        vhost,
+                        &[b"at-most-once", b"at-least-once"],
+                        "invalid_dead_letter_strategy",
+                    )?;
+                    c.quorum.at_least_once = v.as_bytes() == Some(b"at-least-once");
+                }
                 "x-quorum-initial-group-size" => {
                     c.quorum.initial_group_size =
                         Some(non_negative(v, &key, queue, vhost)?.clamp(1, 1 << 16) as u32)

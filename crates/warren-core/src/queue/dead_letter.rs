@@ -43,6 +43,41 @@ pub struct DeadLetter {
     pub message: Message,
     /// The queue it died in, for cycle detection.
     pub from_queue: ShortStr,
+    /// At-least-once (a quorum queue's `x-dead-letter-strategy`): where
+    /// its routing reports whether every target has it.
+    pub confirm: Option<std::sync::Arc<Delivery>>,
+}
+
+/// An at-least-once dead letter's routing, for its source queue's leader
+/// to settle it once every target queue has it (confirmed as a publish
+/// would be).
+#[derive(Debug, Default)]
+pub struct Delivery {
+    /// None until routed; then one ticket per target queue.
+    tickets: parking_lot::Mutex<Option<Vec<super::ticket::Ticket>>>,
+}
+
+impl Delivery {
+    pub fn new() -> std::sync::Arc<Delivery> {
+        std::sync::Arc::new(Delivery::default())
+    }
+
+    /// Routed: what each target queue gave (none: it went nowhere).
+    pub fn routed(&self, tickets: Vec<super::ticket::Ticket>) {
+        *self.tickets.lock() = Some(tickets);
+    }
+
+    /// Some(true) once every target has it; Some(false) if it went
+    /// nowhere or a target refused it (to be tried again); None while
+    /// unrouted or a target has yet to confirm.
+    pub fn outcome(&self) -> Option<bool> {
+        let t = self.tickets.lock();
+        let t = t.as_ref()?;
+        if t.is_empty() || t.iter().any(|x| x.is_done() && !x.is_ok()) {
+            return Some(false);
+        }
+        t.iter().all(|x| x.is_done()).then_some(true)
+    }
 }
 
 fn longstr(b: &[u8]) -> FieldValue {
@@ -144,6 +179,7 @@ pub fn dead_letter(
         routing_keys,
         message,
         from_queue: queue.clone(),
+        confirm: None,
     }
 }
 

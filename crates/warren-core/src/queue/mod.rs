@@ -16,6 +16,7 @@ pub mod dead_letter;
 mod paging;
 pub mod quorum;
 mod quorum_bodies;
+mod quorum_dlx;
 mod remote;
 pub mod stream;
 mod stream_cache;

@@ -205,6 +205,8 @@ pub struct QuorumQueue {
     /// Messages a basic.get here has taken whose Dequeue is not applied
     /// yet (the next get must not take them again).
     dequeuing: std::collections::HashSet<MsgId>,
+    /// At-least-once dead-lettering, while this member leads.
+    dlx: super::quorum_dlx::DlxWorker,
 }
 
 impl std::fmt::Debug for QuorumQueue {
@@ -250,6 +252,7 @@ impl QuorumQueue {
                 .wrapping_mul(0x9E37_79B9_7F4A_7C15),
             sent: VecDeque::new(),
             dequeuing: std::collections::HashSet::new(),
+            dlx: Default::default(),
         }
     }
 
@@ -444,6 +447,13 @@ impl QuorumQueue {
         // themselves let go, attach again.
         self.nack_all();
         self.fifo = fifo;
+        if self.role == Role::Leader {
+            self.dlx.clear();
+            let now = Instant::now();
+            for (h, _) in self.fifo.discards() {
+                self.dlx.discarded(h.id, now);
+            }
+        }
         let ours: Vec<u64> = self
             .locals
             .values_mut()
@@ -494,6 +504,16 @@ impl QuorumQueue {
         }
         if role != Role::Leader {
             self.dequeuing.clear();
+            self.dlx.clear();
+        } else if was != Role::Leader {
+            // A new leader sends every discard again (at least once).
+            let now = Instant::now();
+            for (h, _) in self.fifo.discards() {
+                self.dlx.discarded(h.id, now);
+            }
+            if !self.dlx.is_idle() {
+                ctx.effects.arm_timer = true;
+            }
         }
         if role == Role::Unknown {
             // Wait for a leader: what is proposed meanwhile is held.
@@ -684,14 +704,14 @@ impl QuorumQueue {
                 Effect::DeadLetter { header, reason } => {
                     if let Some(m) = self.bodies.take(header.id, leads) {
                         if leads {
-                            let reason = match reason {
-                                DeadLetterReason::Rejected => Reason::Rejected,
-                                DeadLetterReason::Expired => Reason::Expired,
-                                DeadLetterReason::DeliveryLimit => Reason::DeliveryLimit,
-                                DeadLetterReason::MaxLen => Reason::MaxLen,
-                            };
-                            ctx.dead_letter(&m, reason);
+                            ctx.dead_letter(&m, dead_letter_reason(reason));
                         }
+                    }
+                }
+                Effect::Discarded { header, .. } => {
+                    // Its body stays until every target has it.
+                    if leads {
+                        self.dlx.discarded(header.id, Instant::now());
                     }
                 }
                 Effect::Purged(_) => {}
@@ -699,6 +719,7 @@ impl QuorumQueue {
                     self.bodies.take(id, false);
                 }
                 Effect::Dropped(ids) => {
+                    self.dlx.settled(&ids);
                     for id in ids {
                         self.bodies.take(id, false);
                     }
@@ -716,6 +737,9 @@ impl QuorumQueue {
         }
         self.deliver(ctx);
         self.top_up();
+        if leads && !self.dlx.is_idle() {
+            self.pump_dlx(ctx);
+        }
         if leads && self.fifo.next_expiry().is_some() {
             ctx.effects.arm_timer = true;
         }
@@ -724,6 +748,61 @@ impl QuorumQueue {
     /// Publishes waiting to apply that may never be heard of again (a
     /// leader changed, a snapshot replaced the state): nacked, so their
     /// publishers send them again (at least once).
+    /// The leader's at-least-once dead-lettering (see `quorum_dlx.rs`):
+    /// settle what every target has, send what is due.
+    fn pump_dlx(&mut self, ctx: &mut Ctx) {
+        let now = Instant::now();
+        let (settle, send) = self.dlx.poll(now);
+        if !settle.is_empty() {
+            self.propose(0, &Command::SettleDlx { ids: settle });
+        }
+        if !send.is_empty() {
+            let want: std::collections::BTreeSet<MsgId> = send.into_iter().collect();
+            let due: Vec<(MsgId, DeadLetterReason)> = self
+                .fifo
+                .discards()
+                .iter()
+                .filter(|(h, _)| want.contains(&h.id))
+                .map(|(h, r)| (h.id, *r))
+                .collect();
+            let (dlx, key) = (
+                ctx.config().dead_letter_exchange.clone(),
+                ctx.config().dead_letter_routing_key.clone(),
+            );
+            let mut lost = Vec::new();
+            for (id, reason) in due {
+                let (Some(m), Some(dlx)) = (self.bodies.get(id), dlx.as_ref()) else {
+                    // No body (a corrupt record) or no exchange any more:
+                    // nothing can be sent; it goes.
+                    tracing::error!(
+                        group = self.group,
+                        id,
+                        "a dead letter that cannot be sent, dropped"
+                    );
+                    lost.push(id);
+                    continue;
+                };
+                let mut dl = super::dead_letter::dead_letter(
+                    &m,
+                    &ctx.queue.name,
+                    dead_letter_reason(reason),
+                    dlx,
+                    key.as_ref(),
+                );
+                let delivery = super::dead_letter::Delivery::new();
+                dl.confirm = Some(delivery.clone());
+                ctx.effects.dead_letters.push(dl);
+                self.dlx.sending(id, delivery, now);
+            }
+            if !lost.is_empty() {
+                self.propose(0, &Command::SettleDlx { ids: lost });
+            }
+        }
+        if !self.dlx.is_idle() {
+            ctx.effects.arm_timer = true;
+        }
+    }
+
     fn nack_all(&mut self) {
         for (_, (c, _)) in self.confirms.drain() {
             c.resolve(false);
@@ -880,6 +959,15 @@ fn settle_commands(consumer: u64, settling: &[(MsgId, Settling)]) -> Vec<Command
 /// The state machine's settings from the queue's (its arguments and the
 /// policy it was declared under; every member makes the queue from the
 /// same declaration, so all agree).
+fn dead_letter_reason(r: DeadLetterReason) -> Reason {
+    match r {
+        DeadLetterReason::Rejected => Reason::Rejected,
+        DeadLetterReason::Expired => Reason::Expired,
+        DeadLetterReason::DeliveryLimit => Reason::DeliveryLimit,
+        DeadLetterReason::MaxLen => Reason::MaxLen,
+    }
+}
+
 fn fifo_config(c: &super::QueueConfig) -> warren_fifo::Config {
     warren_fifo::Config {
         delivery_limit: c.quorum.delivery_limit(),
@@ -892,6 +980,7 @@ fn fifo_config(c: &super::QueueConfig) -> warren_fifo::Config {
         max_priority: c.max_priority.unwrap_or(0).min(warren_fifo::MAX_PRIORITY),
         dedup_window: c.quorum.dedup_window(),
         dedup_ttl: c.quorum.dedup_ttl,
+        dlx_at_least_once: c.dlx_at_least_once(),
     }
 }
 
@@ -1093,9 +1182,12 @@ impl QueueType for QuorumQueue {
         n
     }
 
-    fn expire(&mut self, _ctx: &mut Ctx) {
+    fn expire(&mut self, ctx: &mut Ctx) {
         if self.role != Role::Leader {
             return;
+        }
+        if !self.dlx.is_idle() {
+            self.pump_dlx(ctx);
         }
         let now = now_ms().max(0) as u64;
         if let Some(t) = self.fifo.next_expiry() {
@@ -1110,12 +1202,16 @@ impl QueueType for QuorumQueue {
         if self.role != Role::Leader {
             return None;
         }
-        let t = self.fifo.next_expiry()?;
-        if self.tick_asked == Some(t) {
-            // Asked; look again in a moment in case the leader changes.
-            return Some(Instant::now() + Duration::from_secs(1));
-        }
-        Some(Instant::now() + Duration::from_millis(t.saturating_sub(now_ms().max(0) as u64)))
+        let now = Instant::now();
+        let expiry = self.fifo.next_expiry().map(|t| {
+            if self.tick_asked == Some(t) {
+                // Asked; look again in a moment in case the leader changes.
+                now + Duration::from_secs(1)
+            } else {
+                now + Duration::from_millis(t.saturating_sub(now_ms().max(0) as u64))
+            }
+        });
+        [expiry, self.dlx.next_look(now)].into_iter().flatten().min()
     }
 
     fn delete(&mut self, _ctx: &mut Ctx) -> Vec<ConsumerSpec> {

@@ -12,6 +12,15 @@ use crate::changes::Change;
 use crate::error::BrokerError;
 use crate::exchange::Destination;
 use crate::queue::{dead_letter, Effects, Queue, QueueKind, EQUIVALENCE_ARGS};
+use crate::queue::{RemoteConfirm, Ticket};
+
+/// A sync round asked for with nobody to tell: the source's leader looks
+/// at the ticket again on its timer.
+struct NoWaiter;
+
+impl warren_store::SyncWaiter for NoWaiter {
+    fn synced(&self) {}
+}
 
 impl VHost {
     fn exclusive_locked(&self, q: &Queue) -> BrokerError {
@@ -432,17 +441,53 @@ impl VHost {
                 .route_internal(&dl.exchange, &keys, headers.as_ref(), &mut targets)
                 .is_err()
             {
-                // A missing DLX drops the message, as in RabbitMQ.
+                // A missing DLX drops the message, as in RabbitMQ (one
+                // dead-lettered at least once is tried again).
+                if let Some(c) = &dl.confirm {
+                    c.routed(Vec::new());
+                }
                 continue;
             }
             let msg = Arc::new(dl.message);
+            let mut tickets = Vec::new();
             for t in targets {
                 if dead_letter::is_cycle(&msg, &t.name) {
                     continue;
                 }
-                let (_, e) = t.publish(msg.clone());
+                let (outcome, mut e) = t.publish(msg.clone());
+                if dl.confirm.is_some() {
+                    tickets.push(self.dead_letter_ticket(outcome, e.sync.take()));
+                }
                 self.apply_depth(&t, e, arm, depth + 1);
             }
+            if let Some(c) = &dl.confirm {
+                c.routed(tickets);
+            }
+        }
+    }
+
+    /// What tells an at-least-once dead letter's source that a target
+    /// has it: the publish's own ticket (an fsync is asked for, as a
+    /// confirming publisher's would be), done at once for a target that
+    /// writes nothing, refused for one that refused it.
+    fn dead_letter_ticket(&self, outcome: crate::queue::PublishOutcome, sync: Option<Ticket>) -> Ticket {
+        let done = |ok: bool| {
+            let c = RemoteConfirm::new();
+            c.resolve(ok);
+            Ticket::Remote(c)
+        };
+        match (outcome, sync) {
+            (crate::queue::PublishOutcome::Enqueued, Some(t)) => {
+                if let Ticket::Disk(_) = t {
+                    if let Some(s) = self.env.storage.as_ref() {
+                        let w: Arc<dyn warren_store::SyncWaiter> = Arc::new(NoWaiter);
+                        t.wake(Some(s.syncer()), &w);
+                    }
+                }
+                t
+            }
+            (crate::queue::PublishOutcome::Enqueued, None) => done(true),
+            _ => done(false),
         }
     }
 

@@ -359,6 +359,7 @@ fn random_command_sequences_keep_the_invariants() {
         let single_active = rng.gen_bool(0.3);
         let max_priority = if rng.gen_bool(0.5) { 0 } else { rng.gen_range(1..5) };
         let dedup_window = if rng.gen_bool(0.5) { 0 } else { rng.gen_range(1..6) };
+        let at_least_once = reject_publish && rng.gen_bool(0.5);
         let mut f = Fifo::new(Config {
             delivery_limit: limit,
             max_length,
@@ -368,6 +369,7 @@ fn random_command_sequences_keep_the_invariants() {
             max_priority,
             dedup_window,
             dedup_ttl: rng.gen_bool(0.5).then(|| rng.gen_range(1..100)),
+            dlx_at_least_once: at_least_once,
         });
         let mut next_id = 1;
         let mut now = 0u64;
@@ -461,10 +463,26 @@ fn random_command_sequences_keep_the_invariants() {
                         settled: rng.gen_bool(0.5),
                     }
                 }
+                98 => {
+                    // The leader settles some dead letters its targets have.
+                    let mut ids: Vec<MsgId> = f
+                        .discards()
+                        .iter()
+                        .map(|(h, _)| h.id)
+                        .filter(|_| rng.gen_bool(0.5))
+                        .collect();
+                    ids.push(next_id + 700);
+                    Command::SettleDlx { ids }
+                }
                 _ => Command::Purge,
             };
             let settled: Vec<MsgId> = match &c {
                 Command::Settle { ids, .. } => ids.iter().copied().filter(|i| held.contains(i)).collect(),
+                Command::SettleDlx { ids } => ids
+                    .iter()
+                    .copied()
+                    .filter(|i| f.discards().iter().any(|(h, _)| h.id == *i))
+                    .collect(),
                 _ => Vec::new(),
             };
             let purged: Vec<MsgId> = match &c {
@@ -529,7 +547,16 @@ fn random_command_sequences_keep_the_invariants() {
                         assert!(header.delivery_count >= before.0, "seed {seed} step {step}");
                         last_counts.insert(header.id, (header.delivery_count, header.acquired_count));
                     }
+                    Effect::Discarded { header, reason } => {
+                        // Kept, as a discard, until settled.
+                        assert!(at_least_once, "seed {seed} step {step}");
+                        assert!(live.contains(&header.id), "seed {seed} step {step}");
+                        if *reason == DeadLetterReason::DeliveryLimit {
+                            assert!(header.delivery_count > limit.unwrap(), "seed {seed} step {step}");
+                        }
+                    }
                     Effect::DeadLetter { header, reason } => {
+                        assert!(!at_least_once, "seed {seed} step {step}");
                         assert!(
                             live.remove(&header.id),
                             "seed {seed} step {step}: dead-lettered twice"
@@ -572,8 +599,15 @@ fn random_command_sequences_keep_the_invariants() {
                 assert!(rest.is_empty());
                 assert_eq!(back, f, "seed {seed} step {step}: state round trip");
             }
-            // Every live message is in exactly one place.
+            // Every live message is in exactly one place (discards too).
             let mut seen: Vec<MsgId> = f.waiting_ids().collect();
+            seen.extend(f.discards().iter().map(|(h, _)| h.id));
+            assert_eq!(
+                f.discard_bytes(),
+                f.discards().iter().map(|(h, _)| h.size as u64).sum::<u64>(),
+                "seed {seed} step {step}"
+            );
+
             let mut bytes = 0u64;
             for c in [1, 2, 3, 9] {
                 if let Some(c) = f.consumer(c) {

@@ -242,3 +242,73 @@ async fn a_single_active_consumer_and_consumer_priorities_hold_across_nodes() {
     }
     nothing_within(300, low.next()).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letters_at_least_once_outlive_the_leader_that_took_them() {
+    let (_ports, mut nodes) = three_linked().await;
+    let (_c1, ch1) = channel(&nodes[0]).await;
+    within(ch1.exchange_declare(
+        "dlx".into(),
+        lapin::ExchangeKind::Fanout,
+        ExchangeDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap();
+    declare_quorum_with(
+        &ch1,
+        "src",
+        &[
+            ("x-dead-letter-exchange", s("dlx")),
+            ("x-dead-letter-strategy", s("at-least-once")),
+            ("x-overflow", s("reject-publish")),
+        ],
+    )
+    .await;
+    in_step(&nodes).await;
+    // Rejected through node 2 while the exchange routes nowhere.
+    let (_c2, ch2) = channel(&nodes[1]).await;
+    publish_confirmed(&ch2, "src", 0, 3).await;
+    for _ in 0..3 {
+        let m = within(ch2.basic_get("src".into(), BasicGetOptions { no_ack: false }))
+            .await
+            .unwrap()
+            .expect("a message");
+        within(m.delivery.reject(BasicRejectOptions { requeue: false }))
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The leader that took them stops; the exchange then routes to a
+    // queue on node 3: the new leader sends them there.
+    nodes[0].stop().await;
+    let (_c3, ch3) = channel(&nodes[2]).await;
+    declare_classic(&ch3, "dlq").await;
+    within(ch3.queue_bind(
+        "dlq".into(),
+        "dlx".into(),
+        "".into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while depth(&ch3, "dlq").await < 3 {
+        assert!(Instant::now() < deadline, "the dead letters never came");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut got = Vec::new();
+    while let Some(m) = within(ch3.basic_get("dlq".into(), BasicGetOptions { no_ack: true }))
+        .await
+        .unwrap()
+    {
+        got.push(String::from_utf8(m.delivery.data).unwrap());
+    }
+    got.sort();
+    got.dedup();
+    assert_eq!(got, ["m0", "m1", "m2"]);
+}

@@ -681,3 +681,115 @@ async fn a_delivery_held_past_the_consumer_timeout_closes_its_channel() {
         assert!(again.delivery.redelivered, "{q}");
     }
 }
+
+/// `x-dead-letter-strategy: at-least-once` (with reject-publish and a
+/// dead-letter exchange): a dead letter with nowhere to go is kept in the
+/// source queue, not lost (at-most-once drops it), also across a restart,
+/// and counts against the source's length limit; once the exchange routes
+/// somewhere it arrives there, once, and leaves the source.
+#[tokio::test]
+async fn dead_letters_at_least_once_wait_in_the_source_until_a_target_has_them() {
+    let mut b = Broker::start().await;
+    let (_c, ch) = b.confirm_channel().await;
+    within(ch.exchange_declare(
+        "dlx".into(),
+        lapin::ExchangeKind::Fanout,
+        ExchangeDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap();
+    let args = |strategy: &str| {
+        table(&[
+            ("x-dead-letter-exchange", s("dlx")),
+            ("x-dead-letter-strategy", s(strategy)),
+            ("x-overflow", s("reject-publish")),
+            ("x-max-length", i(4)),
+        ])
+    };
+    declare_quorum(&ch, "src", args("at-least-once")).await;
+    declare_quorum(&ch, "lossy", args("at-most-once")).await;
+    // An unknown strategy is refused.
+    let (_c2, ch2) = b.channel().await;
+    let mut bad = args("sometimes");
+    bad.insert("x-queue-type".into(), s("quorum"));
+    let e = within(ch2.queue_declare("bad".into(), durable(), bad))
+        .await
+        .unwrap_err();
+    assert_eq!(amqp_error(&e).0, 406);
+
+    for q in ["src", "lossy"] {
+        publish_confirmed(&ch, q, 3).await;
+        for _ in 0..3 {
+            let m = within(ch.basic_get(q.into(), BasicGetOptions { no_ack: false }))
+                .await
+                .unwrap()
+                .expect("a message");
+            within(m.delivery.reject(BasicRejectOptions { requeue: false }))
+                .await
+                .unwrap();
+        }
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(depth(&ch, "src").await, 0);
+    // The three wait as dead letters and count against max-length 4: one
+    // more is taken, the next refused.
+    let mut acks = Vec::new();
+    for n in 0..2 {
+        let c = within(ch.basic_publish(
+            "".into(),
+            "src".into(),
+            BasicPublishOptions::default(),
+            format!("x{n}").as_bytes(),
+            BasicProperties::default(),
+        ))
+        .await
+        .unwrap();
+        acks.push(within(c).await.unwrap().is_ack());
+    }
+    assert_eq!(acks, [true, false]);
+    let m = within(ch.basic_get("src".into(), BasicGetOptions { no_ack: true }))
+        .await
+        .unwrap()
+        .expect("x0");
+    assert_eq!(m.delivery.data, b"x0");
+
+    // Kept across a restart.
+    b.restart().await;
+    let (_c, ch) = b.confirm_channel().await;
+    declare(&ch, "dlq", FieldTable::default()).await;
+    within(ch.queue_bind(
+        "dlq".into(),
+        "dlx".into(),
+        "".into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap();
+    // Sent again (every few seconds while they go nowhere): the three of
+    // "src" arrive; "lossy"'s were dropped when they went nowhere.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while depth(&ch, "dlq").await < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the dead letters never came"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        let (body, reason) = dead_letter(&ch, "dlq", "a dead letter").await;
+        assert_eq!(reason, Some(AMQPValue::LongString("rejected".into())));
+        got.push(String::from_utf8(body).unwrap());
+    }
+    got.sort();
+    assert_eq!(got, ["m0", "m1", "m2"]);
+    // Once each, and the source has room again.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(depth(&ch, "dlq").await, 0);
+    publish_confirmed(&ch, "src", 4).await;
+}
