@@ -19,6 +19,7 @@
 //!  11 enqueue  as 1, then priority u8, then the message (a priority above 0)
 //!  12 enqueue  as 11, then key_len u16, the key, then the message (a deduplication key)
 //!  13 settle_dlx n u32, n ids u64 (at-least-once dead letters every target has)
+//!  14 set_config  config (as in a version 4 state), dlx_at_least_once u8
 //! header = id u64, size u32, expires_at u64 (0: none), delivery_count u32, acquired_count u32,
 //!          priority u8 (version 3)
 //! state  = version u8 (3), delivery_limit u32 (0: none, else limit + 1),
@@ -115,6 +116,11 @@ pub fn encode(c: &Command, out: &mut Vec<u8>) {
             out.extend_from_slice(&consumer.to_le_bytes());
             out.extend_from_slice(&id.to_le_bytes());
             out.push(*settled as u8);
+        }
+        Command::SetConfig(c) => {
+            out.push(14);
+            config(c, out);
+            out.push(c.dlx_at_least_once as u8);
         }
         Command::SettleDlx { ids } => {
             out.push(13);
@@ -226,6 +232,12 @@ pub fn decode(index: u64, b: &[u8]) -> Result<(Command, &[u8]), CodecError> {
             settled: r.u8()? != 0,
         },
         13 => Command::SettleDlx { ids: r.ids()? },
+        14 => {
+            r.v3 = true;
+            let mut c = r.config()?;
+            c.dlx_at_least_once = r.u8()? != 0;
+            Command::SetConfig(c)
+        }
         k => return Err(CodecError::Kind(k)),
     };
     Ok((c, r.b))
@@ -235,15 +247,7 @@ pub fn decode(index: u64, b: &[u8]) -> Result<(Command, &[u8]), CodecError> {
 pub fn encode_state(f: &Fifo, out: &mut Vec<u8>) {
     out.push(STATE_VERSION);
     let c = f.config();
-    let limit = c.delivery_limit.map_or(0, |l| l as u64 + 1);
-    out.extend_from_slice(&(limit.min(u32::MAX as u64) as u32).to_le_bytes());
-    out.extend_from_slice(&c.max_length.unwrap_or(u64::MAX).to_le_bytes());
-    out.extend_from_slice(&c.max_bytes.unwrap_or(u64::MAX).to_le_bytes());
-    out.push(c.reject_publish as u8);
-    out.push(c.single_active as u8);
-    out.push(c.max_priority);
-    out.extend_from_slice(&c.dedup_window.to_le_bytes());
-    out.extend_from_slice(&c.dedup_ttl.unwrap_or(u64::MAX).to_le_bytes());
+    config(c, out);
     out.extend_from_slice(&f.now().to_le_bytes());
     out.push(f.levels().len() as u8);
     for level in f.levels() {
@@ -286,6 +290,20 @@ pub fn encode_state(f: &Fifo, out: &mut Vec<u8>) {
     }
 }
 
+/// A config as a state carries it (but for dlx_at_least_once, which a
+/// version 4 state carries after its keys).
+fn config(c: &Config, out: &mut Vec<u8>) {
+    let limit = c.delivery_limit.map_or(0, |l| l as u64 + 1);
+    out.extend_from_slice(&(limit.min(u32::MAX as u64) as u32).to_le_bytes());
+    out.extend_from_slice(&c.max_length.unwrap_or(u64::MAX).to_le_bytes());
+    out.extend_from_slice(&c.max_bytes.unwrap_or(u64::MAX).to_le_bytes());
+    out.push(c.reject_publish as u8);
+    out.push(c.single_active as u8);
+    out.push(c.max_priority);
+    out.extend_from_slice(&c.dedup_window.to_le_bytes());
+    out.extend_from_slice(&c.dedup_ttl.unwrap_or(u64::MAX).to_le_bytes());
+}
+
 fn reason_code(r: DeadLetterReason) -> u8 {
     match r {
         DeadLetterReason::Rejected => 0,
@@ -312,19 +330,7 @@ pub fn decode_state(b: &[u8]) -> Result<(Fifo, &[u8]), CodecError> {
         return Err(CodecError::Version(v));
     }
     r.v3 = v >= 3;
-    let limit = r.u32()?;
-    let some = |n: u64| (n != u64::MAX).then_some(n);
-    let config = Config {
-        delivery_limit: (limit != 0).then(|| limit - 1),
-        max_length: some(r.u64()?),
-        max_bytes: some(r.u64()?),
-        reject_publish: r.u8()? != 0,
-        single_active: r.u8()? != 0,
-        max_priority: if r.v3 { r.u8()? } else { 0 },
-        dedup_window: if r.v3 { r.u32()? } else { 0 },
-        dedup_ttl: if r.v3 { some(r.u64()?) } else { None },
-        dlx_at_least_once: false,
-    };
+    let config = r.config()?;
     let now = r.u64()?;
     let n = if r.v3 { r.u8()? as usize } else { 1 };
     if n == 0 || n > crate::fifo::MAX_PRIORITY as usize + 1 {
@@ -468,6 +474,24 @@ impl<'a> Reader<'a> {
         let n = self.count(8)?;
         (0..n).map(|_| self.u64()).collect()
     }
+    /// A config as [`config`] wrote it (a version 2 state's lacks the
+    /// version 3 fields).
+    fn config(&mut self) -> Result<Config, CodecError> {
+        let limit = self.u32()?;
+        let some = |n: u64| (n != u64::MAX).then_some(n);
+        Ok(Config {
+            delivery_limit: (limit != 0).then(|| limit - 1),
+            max_length: some(self.u64()?),
+            max_bytes: some(self.u64()?),
+            reject_publish: self.u8()? != 0,
+            single_active: self.u8()? != 0,
+            max_priority: if self.v3 { self.u8()? } else { 0 },
+            dedup_window: if self.v3 { self.u32()? } else { 0 },
+            dedup_ttl: if self.v3 { some(self.u64()?) } else { None },
+            dlx_at_least_once: false,
+        })
+    }
+
     fn headers(&mut self) -> Result<Vec<Header>, CodecError> {
         let n = self.count(HEADER_LEN + self.v3 as usize)?;
         let mut v = Vec::with_capacity(n);
@@ -526,6 +550,17 @@ mod tests {
             Command::Cancel { consumer: 9 },
             Command::Purge,
             Command::SettleDlx { ids: vec![3, 8] },
+            Command::SetConfig(Config {
+                delivery_limit: Some(4),
+                max_length: Some(10),
+                max_bytes: None,
+                reject_publish: true,
+                single_active: false,
+                max_priority: 3,
+                dedup_window: 0,
+                dedup_ttl: Some(9),
+                dlx_at_least_once: true,
+            }),
             Command::Dequeue {
                 consumer: 4,
                 id: 17,

@@ -147,6 +147,11 @@ pub enum Command {
     /// At-least-once dead-lettering: every target queue has these
     /// discards; they go.
     SettleDlx { ids: Vec<MsgId> },
+    /// The queue's settings changed (a policy): the leader proposes them
+    /// so every member changes at the same point of the log (RabbitMQ's
+    /// rabbit_fifo update_config). Discards left when at-least-once is
+    /// no longer in force are dead-lettered at most once.
+    SetConfig(Config),
     /// basic.get: message `id`, if it still waits, goes to `consumer`
     /// (the getting node's, which is not served otherwise) or, `settled`
     /// (no-ack), leaves the queue. The leader picked `id` from the head
@@ -567,6 +572,15 @@ impl Fifo {
                 for header in self.take(consumer, &ids) {
                     self.dead_letter(header, DeadLetterReason::Rejected, &mut out);
                 }
+            }
+            Command::SetConfig(config) => {
+                if !config.dlx_at_least_once {
+                    for (header, reason) in std::mem::take(&mut self.discards) {
+                        out.push(Effect::DeadLetter { header, reason });
+                    }
+                    self.discard_bytes = 0;
+                }
+                self.set_config(config);
             }
             Command::SettleDlx { ids } => {
                 let want: std::collections::BTreeSet<MsgId> = ids.into_iter().collect();

@@ -207,6 +207,8 @@ pub struct QuorumQueue {
     dequeuing: std::collections::HashSet<MsgId>,
     /// At-least-once dead-lettering, while this member leads.
     dlx: super::quorum_dlx::DlxWorker,
+    /// Settings this leader proposed (`SetConfig`) and has yet to apply.
+    config_asked: Option<warren_fifo::Config>,
 }
 
 impl std::fmt::Debug for QuorumQueue {
@@ -253,6 +255,7 @@ impl QuorumQueue {
             sent: VecDeque::new(),
             dequeuing: std::collections::HashSet::new(),
             dlx: Default::default(),
+            config_asked: None,
         }
     }
 
@@ -536,6 +539,25 @@ impl QuorumQueue {
         self.reattach();
         self.top_up();
         self.deliver(ctx);
+        if role == Role::Leader {
+            self.config_asked = None;
+            self.reconcile_config(ctx);
+        }
+    }
+
+    /// The leader makes the replicated state's settings the queue's (a
+    /// policy changed, or it has just become leader and the last one's
+    /// proposal may be lost): proposed, so every member changes at the
+    /// same point of the log, as RabbitMQ's quorum queues do.
+    fn reconcile_config(&mut self, ctx: &mut Ctx) {
+        if self.role != Role::Leader {
+            return;
+        }
+        let want = fifo_config(ctx.config());
+        if &want != self.fifo.config() && self.config_asked.as_ref() != Some(&want) {
+            self.config_asked = Some(want.clone());
+            self.propose(0, &Command::SetConfig(want));
+        }
     }
 
     /// Apply one committed entry (every member, in log order).
@@ -1223,6 +1245,11 @@ impl QueueType for QuorumQueue {
             .into_values()
             .map(|l| l.consumer.spec)
             .collect()
+    }
+
+    /// A policy changed the queue's settings: the leader proposes them.
+    fn limits_changed(&mut self, ctx: &mut Ctx) {
+        self.reconcile_config(ctx);
     }
 
     fn stats(&self) -> QueueStats {

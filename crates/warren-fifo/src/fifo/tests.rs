@@ -354,12 +354,12 @@ fn random_command_sequences_keep_the_invariants() {
         } else {
             None
         };
-        let max_length = rng.gen_bool(0.3).then(|| rng.gen_range(0..6));
+        let mut max_length = rng.gen_bool(0.3).then(|| rng.gen_range(0..6));
         let reject_publish = rng.gen_bool(0.5);
         let single_active = rng.gen_bool(0.3);
         let max_priority = if rng.gen_bool(0.5) { 0 } else { rng.gen_range(1..5) };
         let dedup_window = if rng.gen_bool(0.5) { 0 } else { rng.gen_range(1..6) };
-        let at_least_once = reject_publish && rng.gen_bool(0.5);
+        let mut at_least_once = reject_publish && rng.gen_bool(0.5);
         let mut f = Fifo::new(Config {
             delivery_limit: limit,
             max_length,
@@ -473,6 +473,15 @@ fn random_command_sequences_keep_the_invariants() {
                         .collect();
                     ids.push(next_id + 700);
                     Command::SettleDlx { ids }
+                }
+                99 if rng.gen_bool(0.5) => {
+                    // A policy: another max-length, at-least-once on or off.
+                    let mut config = f.config().clone();
+                    max_length = rng.gen_bool(0.5).then(|| rng.gen_range(0..6));
+                    at_least_once = reject_publish && rng.gen_bool(0.5);
+                    config.max_length = max_length;
+                    config.dlx_at_least_once = at_least_once;
+                    Command::SetConfig(config)
                 }
                 _ => Command::Purge,
             };

@@ -312,3 +312,65 @@ async fn dead_letters_at_least_once_outlive_the_leader_that_took_them() {
     got.dedup();
     assert_eq!(got, ["m0", "m1", "m2"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_set_through_another_node_reaches_the_quorum_queue_on_every_member() {
+    use reqwest::Method;
+    use serde_json::json;
+    let (_ports, mut nodes) = three_linked().await;
+    let (_c1, ch1) = channel(&nodes[0]).await;
+    declare_quorum_with(&ch1, "capped", &[]).await;
+    in_step(&nodes).await;
+    let (_c3, ch3) = channel(&nodes[2]).await;
+    publish_confirmed(&ch3, "capped", 0, 3).await;
+    let (status, body) = nodes[1]
+        .http(
+            Method::PUT,
+            "/api/policies/%2F/cap",
+            Some(json!({"pattern": "^capped$", "apply-to": "queues",
+                        "definition": {"max-length": 2, "overflow": "reject-publish"}})),
+        )
+        .await;
+    assert!(status.is_success(), "{body}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Through node 3 (a follower): refused past the limit.
+    let c = within(ch3.basic_publish(
+        "".into(),
+        "capped".into(),
+        BasicPublishOptions::default(),
+        b"over",
+        BasicProperties::default(),
+    ))
+    .await
+    .unwrap();
+    assert!(within(c).await.unwrap().is_nack());
+    assert_eq!(depth(&ch3, "capped").await, 3);
+    // The leader stops: the next one keeps the limit (it is in the log).
+    nodes[0].stop().await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (_c2, ch2) = channel(&nodes[1]).await;
+    within(ch2.confirm_select(ConfirmSelectOptions::default()))
+        .await
+        .unwrap();
+    loop {
+        assert!(Instant::now() < deadline, "no leader took over");
+        let c = within(ch2.basic_publish(
+            "".into(),
+            "capped".into(),
+            BasicPublishOptions::default(),
+            b"over",
+            BasicProperties::default(),
+        ))
+        .await
+        .unwrap();
+        // Nacked either way (no leader yet, or over the limit); only
+        // the depth says which.
+        assert!(within(c).await.unwrap().is_nack());
+        if let Ok(d) = tokio::time::timeout(Duration::from_secs(2), depth(&ch2, "capped")).await {
+            if d == 3 {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}

@@ -793,3 +793,76 @@ async fn dead_letters_at_least_once_wait_in_the_source_until_a_target_has_them()
     assert_eq!(depth(&ch, "dlq").await, 0);
     publish_confirmed(&ch, "src", 4).await;
 }
+
+/// A policy changed after the declare reaches a quorum queue (RabbitMQ's
+/// update_config, through the log): a max-length drops the heads at once,
+/// reject-publish refuses, and a cleared policy lifts the limit, also
+/// across a restart.
+#[tokio::test]
+async fn a_policy_changed_later_reaches_a_quorum_queue() {
+    use reqwest::{Method, StatusCode};
+    use serde_json::json;
+    let mut b = Broker::start().await;
+    let (_c, ch) = b.confirm_channel().await;
+    declare_quorum(&ch, "capped", FieldTable::default()).await;
+    publish_confirmed(&ch, "capped", 3).await;
+    let put =
+        |def: serde_json::Value| json!({"pattern": "^capped$", "apply-to": "queues", "definition": def});
+    let (status, _) = b
+        .http(
+            Method::PUT,
+            "/api/policies/%2F/cap",
+            Some(put(json!({"max-length": 2}))),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while depth(&ch, "capped").await != 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the policy's max-length never applied"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let m = within(ch.basic_get("capped".into(), BasicGetOptions { no_ack: false }))
+        .await
+        .unwrap()
+        .expect("a message");
+    assert_eq!(m.delivery.data, b"m1", "the head m0 was dropped");
+    within(m.delivery.nack(BasicNackOptions {
+        requeue: true,
+        ..Default::default()
+    }))
+    .await
+    .unwrap();
+    // Reject-publish by policy: the next publish is nacked.
+    let (status, _) = b
+        .http(
+            Method::PUT,
+            "/api/policies/%2F/cap",
+            Some(put(json!({"max-length": 2, "overflow": "reject-publish"}))),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let c = within(ch.basic_publish(
+        "".into(),
+        "capped".into(),
+        BasicPublishOptions::default(),
+        b"over",
+        BasicProperties::default(),
+    ))
+    .await
+    .unwrap();
+    assert!(within(c).await.unwrap().is_nack());
+    // Cleared: the limit goes, and stays gone after a restart.
+    let (status, _) = b.http(Method::DELETE, "/api/policies/%2F/cap", None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    publish_confirmed(&ch, "capped", 2).await;
+    assert_eq!(depth(&ch, "capped").await, 4);
+    b.restart().await;
+    let (_c, ch) = b.confirm_channel().await;
+    publish_confirmed(&ch, "capped", 1).await;
+    assert_eq!(depth(&ch, "capped").await, 5);
+}
