@@ -11,7 +11,7 @@ pub mod node;
 pub mod storage;
 pub mod wal;
 
-pub use node::{Applied, Membership, NodeError, Output, ProposeError, RaftNode};
+pub use node::{Applied, Membership, NodeError, Output, Pass, ProposeError, RaftNode};
 pub use raft::eraftpb::Message as RaftMessage;
 pub use storage::{GroupStorage, SnapshotSource};
 pub use wal::{Record, Wal, WalError};

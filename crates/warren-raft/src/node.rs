@@ -110,6 +110,20 @@ pub struct Output {
     pub applied: Vec<Applied>,
 }
 
+/// A pass between [`RaftNode::begin_pass`] and [`RaftNode::end_pass`].
+#[derive(Default)]
+pub struct Pass {
+    /// Messages that may go before the sync.
+    pub messages: Vec<(u64, u64, Message)>,
+    /// Entries committed (and persisted here) before this pass.
+    pub applied: Vec<Applied>,
+    /// What must wait for the sync (a snapshot, and what its group
+    /// committed with it).
+    after: Vec<Applied>,
+    readies: Vec<(u64, raft::Ready)>,
+    durable: bool,
+}
+
 struct Group {
     rn: RawNode<GroupStorage>,
     ticking: bool,
@@ -550,29 +564,46 @@ impl RaftNode {
         &mut self,
         mut early: impl FnMut(&mut Vec<(u64, u64, Message)>),
     ) -> Result<Output, NodeError> {
-        let mut out = Output::default();
-        let mut first = Vec::new();
-        let mut readies = Vec::new();
-        let mut durable = false;
+        let mut pass = self.begin_pass()?;
+        if !pass.messages.is_empty() {
+            early(&mut pass.messages);
+        }
+        let mut before = std::mem::take(&mut pass.applied);
+        let mut out = self.end_pass(pass)?;
+        before.append(&mut out.applied);
+        out.applied = before;
+        Ok(out)
+    }
+
+    /// The first half of a pass: every group's new entries written to the
+    /// log (not yet synced), the messages that may go before the sync,
+    /// and the entries that committed already (raft-rs hands only entries
+    /// this node has persisted and a majority has: the caller may apply
+    /// them, and answer clients, before this pass's sync; a leader then
+    /// does not make the confirms of one batch wait for the fsync of the
+    /// next). Finish it with [`RaftNode::end_pass`] before anything else
+    /// is asked of the node but reads.
+    pub fn begin_pass(&mut self) -> Result<Pass, NodeError> {
+        let mut pass = Pass::default();
         for (&id, g) in self.groups.iter_mut() {
             if !g.rn.has_ready() {
                 continue;
             }
             let mut rd = g.rn.ready();
-            first.extend(rd.take_messages().into_iter().map(|m| (m.to, id, m)));
-            if !rd.snapshot().is_empty() {
+            pass.messages
+                .extend(rd.take_messages().into_iter().map(|m| (m.to, id, m)));
+            // A snapshot is installed only once it is on disk here: the
+            // group's entries of this pass wait with it.
+            let applied = if rd.snapshot().is_empty() {
+                &mut pass.applied
+            } else {
                 let snap = rd.snapshot();
                 self.wal.snapshot(id, snap);
                 g.rn.mut_store().install(snap.get_metadata());
-                out.applied.push(Applied::installed(id, snap));
-            }
-            take_applied(
-                id,
-                g,
-                &mut self.wal,
-                rd.take_committed_entries(),
-                &mut out.applied,
-            )?;
+                pass.after.push(Applied::installed(id, snap));
+                &mut pass.after
+            };
+            take_applied(id, g, &mut self.wal, rd.take_committed_entries(), applied)?;
             if !rd.entries().is_empty() {
                 self.wal.entries(id, rd.entries());
                 g.rn.mut_store().append(rd.entries());
@@ -581,18 +612,26 @@ impl RaftNode {
                 self.wal.hard_state(id, hs);
                 g.rn.mut_store().set_hard_state(hs.clone());
             }
-            durable |= rd.must_sync();
-            readies.push((id, rd));
+            pass.durable |= rd.must_sync();
+            pass.readies.push((id, rd));
         }
-        self.snapshots_sent(&first);
-        if !first.is_empty() {
-            early(&mut first);
-        }
-        if readies.is_empty() {
+        self.snapshots_sent(&pass.messages);
+        Ok(pass)
+    }
+
+    /// The second half of a pass: the log synced, each group advanced;
+    /// the messages that had to wait for the sync, and what committed
+    /// with it.
+    pub fn end_pass(&mut self, pass: Pass) -> Result<Output, NodeError> {
+        let mut out = Output {
+            applied: pass.after,
+            ..Output::default()
+        };
+        if pass.readies.is_empty() {
             return Ok(out);
         }
-        self.wal.sync(durable)?;
-        for (id, mut rd) in readies {
+        self.wal.sync(pass.durable)?;
+        for (id, mut rd) in pass.readies {
             let g = self.groups.get_mut(&id).expect("a group with a ready");
             out.messages
                 .extend(rd.take_persisted_messages().into_iter().map(|m| (m.to, id, m)));

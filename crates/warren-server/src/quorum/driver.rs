@@ -443,21 +443,32 @@ impl Driver {
         checkpoint::remove(&self.dir, group);
     }
 
+    /// One pass of the node: what committed before it is applied (and its
+    /// publishers confirmed) while this pass's new entries are still being
+    /// synced, not after (see `RaftNode::begin_pass`).
     fn pass(&mut self) -> Result<(), warren_raft::NodeError> {
-        let links = self.links.clone();
-        let mut out = self
-            .node
-            .drive_with(|early| send(&links, std::mem::take(early)))?;
+        let mut pass = self.node.begin_pass()?;
+        send(&self.links, std::mem::take(&mut pass.messages));
+        let before = std::mem::take(&mut pass.applied);
+        self.apply_all(before);
+        let mut out = self.node.end_pass(pass)?;
         send(&self.links, std::mem::take(&mut out.messages));
+        self.apply_all(out.applied);
+        self.roles();
+        Ok(())
+    }
+
+    fn apply_all(&mut self, applied: Vec<Applied>) {
+        if applied.is_empty() {
+            return;
+        }
         let mut by_group: HashMap<u64, Vec<Applied>> = HashMap::new();
-        for a in out.applied {
+        for a in applied {
             by_group.entry(a.group).or_default().push(a);
         }
         for (group, applied) in by_group {
             self.apply(group, applied);
         }
-        self.roles();
-        Ok(())
     }
 
     fn apply(&mut self, group: u64, applied: Vec<Applied>) {
