@@ -9,19 +9,39 @@
 # Loopback only; both clusters are stopped and their data removed at the
 # end.
 #
+# TOOL=warren-perf runs the same workloads with warren-perf (this
+# project's load tool, PerfTest's flags) instead of PerfTest.
+#
 #   bash bench/quorum.sh                    # SECS=20, 1 5 20 200 1000 10000
 #   SECS=10 SWEEP="20 1000" bash bench/quorum.sh
+#   TOOL=warren-perf bash bench/quorum.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${SECS:-20}
 SWEEP=${SWEEP:-1 5 20 200 1000 10000}
+TOOL=${TOOL:-perftest}
 OUT=bench/out/quorum
 source bench/cluster_lib.sh
 start_clusters
-fetch_perftest
-
-perftest() { timeout $((SECS + 60)) java -cp "bench/out/lib/*" com.rabbitmq.perf.PerfTest "$@"; }
-rate() { grep "$1 rate avg" "$2" | grep -o '[0-9]*' | tail -1; }
+case $TOOL in
+  perftest)
+    fetch_perftest
+    perftest() { timeout $((SECS + 60)) java -cp "bench/out/lib/*" com.rabbitmq.perf.PerfTest "$@"; }
+    rate() { grep "$1 rate avg" "$2" | grep -o '[0-9]*' | tail -1; }
+    ;;
+  warren-perf)
+    cargo build --release -q -p warren-perf
+    # The same flags; the consumer's rate from its JSON (received_rate).
+    perftest() {
+      local f; f=$(mktemp)
+      timeout $((SECS + 60)) ./target/release/warren-perf --quiet --queue-type quorum --json "$f" "$@" || true
+      python3 -c "import json,sys;print('receiving rate avg: %d msg/s' % json.load(open(sys.argv[1]))['stages'][0]['received_rate'])" "$f" 2>/dev/null || true
+      rm -f "$f"
+    }
+    rate() { grep "$1 rate avg" "$2" | grep -o '[0-9]*' | tail -1; }
+    ;;
+  *) echo "TOOL is perftest or warren-perf" >&2; exit 64 ;;
+esac
 rss_kib() { ps -o rss= -p "$1" | tr -d ' '; }
 
 # run NAME HTTP AMQP INFLIGHT: one point of the sweep on one side.
@@ -41,7 +61,7 @@ run() {
 }
 
 declare -A R
-echo "== quorum queue, 1 KB persistent, confirms and acks, through node 1, ${SECS}s per point"
+echo "== quorum queue, 1 KB persistent, confirms and acks, through node 1, ${SECS}s per point, with $TOOL"
 for c in $SWEEP; do
   run warren http://127.0.0.1:15781 5781 "$c"
   if [ "$c" = 1000 ]; then

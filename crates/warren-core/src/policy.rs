@@ -86,6 +86,7 @@ const QUEUE_KEYS: &[(&str, Check, &str)] = &[
     ),
     ("dead-letter-exchange", Check::Text, "dead letter exchange name"),
     ("dead-letter-routing-key", Check::Text, "dead letter routing key"),
+    ("consumer-timeout", Check::NonNegative, "consumer timeout"),
     (
         "dead-letter-strategy",
         Check::OneOf(&["at-most-once", "at-least-once"]),

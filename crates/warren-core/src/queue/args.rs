@@ -37,6 +37,10 @@ pub struct QueueConfig {
     pub stream: StreamArgs,
     /// A quorum queue's own arguments.
     pub quorum: QuorumArgs,
+    /// `x-consumer-timeout` (or a policy's `consumer-timeout`), ms: this
+    /// queue's deliveries may stay unacknowledged this long instead of
+    /// the broker's `consumer_timeout` (RabbitMQ 3.12 and later).
+    pub consumer_timeout_ms: Option<u64>,
 }
 
 /// x-delivery-limit, x-quorum-initial-group-size, and publisher
@@ -213,6 +217,7 @@ impl QueueConfig {
                     c.expires_ms = Some(n);
                 }
                 "x-max-length" => c.max_length = Some(non_negative(v, &key, queue, vhost)?),
+                "x-consumer-timeout" => c.consumer_timeout_ms = Some(non_negative(v, &key, queue, vhost)?),
                 "x-max-length-bytes" => c.max_length_bytes = Some(non_negative(v, &key, queue, vhost)?),
                 "x-overflow" => {
                     c.overflow = match string(v, &key, queue, vhost)?.as_bytes() {

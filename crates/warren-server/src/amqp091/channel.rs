@@ -35,6 +35,8 @@ pub struct Unacked {
     pub entry: Entry,
     /// When it was written (the consumer timeout counts from it).
     pub delivered_at: std::time::Instant,
+    /// Its queue's own consumer timeout (ms), if not the broker's.
+    pub timeout: Option<u64>,
 }
 
 /// What to send once every ticket is synced.
@@ -58,6 +60,8 @@ pub enum SyncedReply {
 pub struct ConsumerRec {
     pub id: u64,
     pub queue: Arc<Queue>,
+    /// Its queue's own consumer timeout (ms), when it has one.
+    pub timeout: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -82,6 +86,10 @@ pub struct Channel {
     pub limit: Arc<ChannelLimit>,
     pub consumers: HashMap<ShortStr, ConsumerRec>,
     pub unacked: VecDeque<Unacked>,
+    /// A delivery of a queue with its own consumer timeout was made here:
+    /// the timeout check looks at every unacked delivery, not only the
+    /// oldest (sticky; rare).
+    pub custom_timeouts: bool,
     pub next_delivery_tag: u64,
     /// The last queue declared on this channel, for empty-name shortcuts.
     pub last_queue: Option<ShortStr>,
@@ -106,6 +114,7 @@ impl Channel {
             limit: Arc::new(ChannelLimit::default()),
             consumers: HashMap::new(),
             unacked: VecDeque::new(),
+            custom_timeouts: false,
             next_delivery_tag: 1,
             last_queue: None,
             reply_consumer: None,

@@ -21,7 +21,7 @@ use warren_core::exchange::Binding;
 use warren_core::queue::{Effects, Queue};
 use warren_core::{Access, BrokerError, Grant, Resource, User, VHost};
 
-use super::channel::{self, Channel, ChannelState};
+use super::channel::{self, Channel, ChannelState, Unacked};
 use super::error::{AmqpError, Result};
 use super::outbox::Outbox;
 use super::{consume, handshake, publish};
@@ -79,6 +79,10 @@ pub struct Conn {
     pub frame_max: u32,
     pub channel_max: u16,
     pub heartbeat: u16,
+    /// The shortest queue-specific consumer timeout (ms) among this
+    /// connection's deliveries so far (its check runs at least as often
+    /// as a quarter of it).
+    pub shortest_timeout: Option<u64>,
     pub vhost: Option<Arc<VHost>>,
     pub user: Option<User>,
     /// The user's permissions in `vhost`, as they were at connection.open.
@@ -248,6 +252,7 @@ pub async fn serve(
             frame_max,
             channel_max: 0,
             heartbeat: 0,
+            shortest_timeout: None,
             vhost: None,
             user: None,
             grant: None,
@@ -297,6 +302,7 @@ impl Driver {
         let mut tick = self.new_tick();
         let mut tick_period = self.tick_period();
         let mut deliveries_tick = self.new_deliveries_tick();
+        let mut timeouts_for = self.conn.shortest_timeout;
         loop {
             if self.conn.phase == Phase::Done {
                 self.flush_all().await?;
@@ -319,6 +325,10 @@ impl Driver {
             if self.tick_period() != tick_period {
                 tick_period = self.tick_period();
                 tick = self.new_tick();
+            }
+            if self.conn.shortest_timeout != timeouts_for {
+                timeouts_for = self.conn.shortest_timeout;
+                deliveries_tick = self.new_deliveries_tick();
             }
             if self.flow_until.is_some() && self.conn.outbox.take_flow_resumed() {
                 self.flow_until = None;
@@ -409,7 +419,12 @@ impl Driver {
     /// How often unacknowledged deliveries are looked at: a quarter of the
     /// consumer timeout, between 100 ms and a minute (never, disabled).
     fn new_deliveries_tick(&self) -> tokio::time::Interval {
-        let t = self.conn.ctx.config.consumer_timeout;
+        let global = self.conn.ctx.config.consumer_timeout;
+        let t = match (global, self.conn.shortest_timeout) {
+            (0, None) => 0,
+            (0, Some(s)) => s.max(1),
+            (g, s) => s.map_or(g, |s| s.max(1).min(g)),
+        };
         let p = if t == 0 {
             Duration::from_secs(3600)
         } else {
@@ -424,25 +439,32 @@ impl Driver {
     /// consumer timeout is closed (PRECONDITION_FAILED, RabbitMQ 3.10's
     /// words), so what it holds goes back to its queues.
     fn consumer_timeout(&mut self) {
-        let t = self.conn.ctx.config.consumer_timeout;
-        if t == 0 {
+        let global = self.conn.ctx.config.consumer_timeout;
+        if global == 0 && self.conn.shortest_timeout.is_none() {
             return;
         }
-        let limit = Duration::from_millis(t);
         let now = Instant::now();
-        let late: Vec<u16> = self
+        // A delivery past its timeout (its queue's, else the broker's; 0:
+        // none), and that timeout.
+        let past = |u: &Unacked| {
+            let t = u.timeout.unwrap_or(global);
+            (t > 0 && now.duration_since(u.delivered_at) > Duration::from_millis(t)).then_some(t)
+        };
+        let late: Vec<(u16, u64)> = self
             .channels
             .iter()
             .filter(|(_, ch)| ch.state == ChannelState::Open)
-            .filter(|(_, ch)| {
-                // The oldest is at the front (deliveries are appended).
-                ch.unacked
-                    .front()
-                    .is_some_and(|u| now.duration_since(u.delivered_at) > limit)
+            .filter_map(|(id, ch)| {
+                let t = if ch.custom_timeouts {
+                    ch.unacked.iter().find_map(past)
+                } else {
+                    // The oldest is at the front (deliveries are appended).
+                    ch.unacked.front().and_then(past)
+                };
+                t.map(|t| (*id, t))
             })
-            .map(|(id, _)| *id)
             .collect();
-        for id in late {
+        for (id, t) in late {
             tracing::info!(peer = %self.conn.peer, channel = id, "consumer timeout: {t} ms");
             let e = AmqpError::new(
                 PRECONDITION_FAILED,

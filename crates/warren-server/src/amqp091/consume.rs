@@ -151,7 +151,15 @@ pub fn basic_consume(conn: &mut Conn, ch: &mut Channel, m: BasicConsume) -> Resu
     // only after this method's replies are written: consume-ok goes first.
     let effects = q.consume(spec)?;
     conn.apply(&q, effects);
-    ch.consumers.insert(tag.clone(), ConsumerRec { id, queue: q });
+    let timeout = custom_timeout(conn, ch, &q);
+    ch.consumers.insert(
+        tag.clone(),
+        ConsumerRec {
+            id,
+            queue: q,
+            timeout,
+        },
+    );
     if !m.no_wait {
         conn.send(ch.id, BasicConsumeOk { consumer_tag: tag });
     }
@@ -192,8 +200,15 @@ fn consume_remote(
         }
     };
     super::declare::after_cluster(conn, ch, BASIC_CONSUME, work, move |conn, ch, ()| {
-        ch.consumers
-            .insert(tag.clone(), ConsumerRec { id, queue: q.clone() });
+        let timeout = custom_timeout(conn, ch, &q);
+        ch.consumers.insert(
+            tag.clone(),
+            ConsumerRec {
+                id,
+                queue: q.clone(),
+                timeout,
+            },
+        );
         if !no_wait {
             conn.send(ch.id, BasicConsumeOk { consumer_tag: tag });
         }
@@ -202,6 +217,16 @@ fn consume_remote(
         Ok(())
     });
     Ok(())
+}
+
+/// `q`'s own consumer timeout, if it has one: the channel's timeout
+/// check then looks at every delivery, and the connection's at least as
+/// often as a quarter of it.
+fn custom_timeout(conn: &mut Conn, ch: &mut Channel, q: &Queue) -> Option<u64> {
+    let t = q.config().consumer_timeout_ms?;
+    ch.custom_timeouts = true;
+    conn.shortest_timeout = Some(conn.shortest_timeout.map_or(t, |s| s.min(t)));
+    Some(t)
 }
 
 const BASIC_CONSUME: (u16, u16) = (60, 20);
@@ -275,12 +300,14 @@ fn get_ok(conn: &mut Conn, ch: &mut Channel, q: Arc<Queue>, no_ack: bool, got: O
             });
             write_content(conn, ch.id, &get_ok, msg);
             if !no_ack {
+                let timeout = custom_timeout(conn, ch, &q);
                 ch.unacked.push_back(Unacked {
                     tag,
                     queue: q,
                     consumer_id: None,
                     entry,
                     delivered_at: std::time::Instant::now(),
+                    timeout,
                 });
             }
         }
@@ -438,6 +465,13 @@ pub fn drain_outbox(conn: &mut Conn, channels: &mut HashMap<u16, Channel>) {
                 };
                 let tag = ch.next_delivery_tag;
                 ch.next_delivery_tag += 1;
+                // Only a channel with a consumer of a queue with its own
+                // consumer timeout pays for the lookup.
+                let timeout = if ch.custom_timeouts && !d.no_ack {
+                    ch.consumers.get(&d.consumer_tag).and_then(|r| r.timeout)
+                } else {
+                    None
+                };
                 let msg = &d.entry.message;
                 let deliver = Method::BasicDeliver(BasicDeliver {
                     consumer_tag: d.consumer_tag,
@@ -454,6 +488,7 @@ pub fn drain_outbox(conn: &mut Conn, channels: &mut HashMap<u16, Channel>) {
                         consumer_id: Some(d.consumer_id),
                         entry: d.entry,
                         delivered_at: now,
+                        timeout,
                     });
                 }
             }

@@ -866,3 +866,64 @@ async fn a_policy_changed_later_reaches_a_quorum_queue() {
     publish_confirmed(&ch, "capped", 1).await;
     assert_eq!(depth(&ch, "capped").await, 5);
 }
+
+/// A queue's own consumer timeout (`x-consumer-timeout`, or a policy's
+/// `consumer-timeout`, RabbitMQ 3.12 and later) wins over the broker's:
+/// with the broker's at 30 minutes, a queue's 500 ms closes the channel of
+/// a consumer holding its delivery, with that value in the text; another
+/// channel's delivery of a queue without one is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queues_own_consumer_timeout_wins_over_the_brokers() {
+    use reqwest::{Method, StatusCode};
+    let b = Broker::start().await;
+    let (_c, ch) = b.confirm_channel().await;
+    declare_quorum(&ch, "quick", table(&[("x-consumer-timeout", i(500))])).await;
+    declare_quorum(&ch, "by-policy", FieldTable::default()).await;
+    declare_quorum(&ch, "patient", FieldTable::default()).await;
+    let (status, _) = b
+        .http(
+            Method::PUT,
+            "/api/policies/%2F/ct",
+            Some(serde_json::json!({"pattern": "^by-policy$", "apply-to": "queues",
+                                    "definition": {"consumer-timeout": 700}})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    for q in ["quick", "by-policy", "patient"] {
+        publish_each(&ch, q, 0..1, |i| format!("m{i}").into_bytes()).await;
+    }
+    let (_c3, patient_ch) = b.channel().await;
+    let mut patient = within(patient_ch.basic_consume(
+        "patient".into(),
+        "p".into(),
+        BasicConsumeOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap();
+    let _held_long = within(patient.next()).await.unwrap().unwrap();
+    for (q, ms) in [("quick", 500), ("by-policy", 700)] {
+        let (_c2, consuming) = b.channel().await;
+        let mut consumer = within(consuming.basic_consume(
+            q.into(),
+            "c".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        ))
+        .await
+        .unwrap();
+        let held = within(consumer.next()).await.unwrap().unwrap();
+        let text = match within(consumer.next()).await {
+            Some(Err(e)) => e.to_string(),
+            other => panic!("{q}: the channel stays open: {other:?}"),
+        };
+        drop(held);
+        assert!(
+            text.contains(&format!("Timeout value used: {ms} ms")),
+            "{q}: {text}"
+        );
+    }
+    // The queue without one keeps its consumer's delivery.
+    assert!(patient_ch.status().connected(), "the patient channel was closed");
+    nothing_within(300, patient.next()).await;
+}
