@@ -33,8 +33,11 @@ case $TOOL in
     cargo build --release -q -p warren-perf
     # The same flags; the consumer's rate from its JSON (received_rate).
     perftest() {
-      local f; f=$(mktemp)
-      timeout $((SECS + 60)) ./target/release/warren-perf --quiet --queue-type quorum --json "$f" "$@" || true
+      local f a args=()
+      f=$(mktemp)
+      # PerfTest's -p (the queue exists already) is warren-perf's way anyway.
+      for a in "$@"; do [ "$a" = -p ] || args+=("$a"); done
+      timeout $((SECS + 60)) ./target/release/warren-perf --quiet --queue-type quorum --json "$f" "${args[@]}" || true
       python3 -c "import json,sys;print('receiving rate avg: %d msg/s' % json.load(open(sys.argv[1]))['stages'][0]['received_rate'])" "$f" 2>/dev/null || true
       rm -f "$f"
     }

@@ -37,6 +37,22 @@ struct Cli {
     command: Command,
 }
 
+/// The queues grow, shrink and rebalance act on: regular expressions
+/// over vhost and queue names (rabbitmq-queues' options).
+#[derive(Debug, clap::Args)]
+struct Which {
+    #[arg(long = "vhost-pattern", default_value = ".*")]
+    vhost_pattern: String,
+    #[arg(long = "queue-pattern", default_value = ".*")]
+    queue_pattern: String,
+}
+
+impl Which {
+    fn body(&self) -> Value {
+        json!({ "vhost_pattern": self.vhost_pattern, "queue_pattern": self.queue_pattern })
+    }
+}
+
 #[derive(Debug, Subcommand)]
 #[command(rename_all = "snake_case")]
 enum Command {
@@ -140,10 +156,8 @@ enum Command {
     Grow {
         node: String,
         strategy: String,
-        #[arg(long = "vhost-pattern", default_value = ".*")]
-        vhost_pattern: String,
-        #[arg(long = "queue-pattern", default_value = ".*")]
-        queue_pattern: String,
+        #[command(flatten)]
+        which: Which,
         /// Print only the queues where it failed.
         #[arg(long = "errors-only")]
         errors_only: bool,
@@ -152,10 +166,9 @@ enum Command {
     /// another (rabbitmq-queues shrink).
     Shrink {
         node: String,
-        #[arg(long = "vhost-pattern", default_value = ".*")]
-        vhost_pattern: String,
-        #[arg(long = "queue-pattern", default_value = ".*")]
-        queue_pattern: String,
+        #[command(flatten)]
+        which: Which,
+        /// Print only the queues where it failed.
         #[arg(long = "errors-only")]
         errors_only: bool,
     },
@@ -164,10 +177,8 @@ enum Command {
     Rebalance {
         #[arg(default_value = "quorum")]
         kind: String,
-        #[arg(long = "vhost-pattern", default_value = ".*")]
-        vhost_pattern: String,
-        #[arg(long = "queue-pattern", default_value = ".*")]
-        queue_pattern: String,
+        #[command(flatten)]
+        which: Which,
     },
     /// A quorum queue's leader, members and the members online.
     QuorumStatus { queue: String },
@@ -511,28 +522,23 @@ fn run(cli: &Cli, api: &Api) -> Result<(), CtlError> {
         Command::Grow {
             node,
             strategy,
-            vhost_pattern,
-            queue_pattern,
+            which,
             errors_only,
         } => {
-            println!("Growing quorum queues matching {queue_pattern} in vhosts matching {vhost_pattern} to {node}...");
-            let body = json!({
-                "strategy": strategy,
-                "vhost_pattern": vhost_pattern,
-                "queue_pattern": queue_pattern,
-            });
+            println!("Growing quorum queues on {node}...");
+            let mut body = which.body();
+            body["strategy"] = json!(strategy);
             let out = api.post_value(&format!("/api/queues/quorum/replicas/on/{}/grow", vh(node)), body)?;
             print_outcomes(&out, *errors_only, cli.json);
             Ok(())
         }
         Command::Shrink {
             node,
-            vhost_pattern,
-            queue_pattern,
+            which,
             errors_only,
         } => {
             println!("Shrinking quorum queues on {node}...");
-            let body = json!({ "vhost_pattern": vhost_pattern, "queue_pattern": queue_pattern });
+            let body = which.body();
             let out = api.delete_with(
                 &format!("/api/queues/quorum/replicas/on/{}/shrink", vh(node)),
                 body,
@@ -540,19 +546,14 @@ fn run(cli: &Cli, api: &Api) -> Result<(), CtlError> {
             print_outcomes(&out, *errors_only, cli.json);
             Ok(())
         }
-        Command::Rebalance {
-            kind,
-            vhost_pattern,
-            queue_pattern,
-        } => {
+        Command::Rebalance { kind, which } => {
             if !matches!(kind.as_str(), "quorum" | "all") {
                 return Err(CtlError::Usage(format!(
                     "rebalance takes \"quorum\" or \"all\" (streams' leaders are not moved): not {kind}"
                 )));
             }
             println!("Re-balancing leaders of quorum queues...");
-            let body = json!({ "vhost_pattern": vhost_pattern, "queue_pattern": queue_pattern });
-            let out = api.post_value("/api/rebalance/queues", body)?;
+            let out = api.post_value("/api/rebalance/queues", which.body())?;
             if cli.json {
                 println!("{out:#}");
             } else {

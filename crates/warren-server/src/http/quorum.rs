@@ -53,6 +53,21 @@ fn selection(body: &Value) -> Result<Selection, ApiError> {
     Selection::new(vhost, queue).map_err(ApiError::BadRequest)
 }
 
+/// What a call on one queue's members starts from: an administrator, a
+/// cluster, the quorum queue, and the body's node.
+fn one_queue(
+    ctx: &ServerCtx,
+    who: &Authed,
+    vhost: &str,
+    name: &str,
+    body: &Value,
+) -> Result<(Arc<warren_core::queue::Queue>, String), ApiError> {
+    who.admin()?;
+    clustered(ctx)?;
+    let q = membership::quorum_queue(ctx, vhost, name)?;
+    Ok((q, node_of(body)?))
+}
+
 /// `POST /api/queues/quorum/{vhost}/{name}/replicas/add` `{"node": ...}`.
 pub async fn add_member(
     State(ctx): Ctx,
@@ -60,10 +75,8 @@ pub async fn add_member(
     Path((vhost, name)): Path<(String, String)>,
     Json(body): Json<Value>,
 ) -> Result<StatusCode, ApiError> {
-    who.admin()?;
-    clustered(&ctx)?;
-    let q = membership::quorum_queue(&ctx, &vhost, &name)?;
-    membership::add_member(&ctx, &q, &node_of(&body)?).await?;
+    let (q, node) = one_queue(&ctx, &who, &vhost, &name, &body)?;
+    membership::add_member(&ctx, &q, &node).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -75,10 +88,8 @@ pub async fn delete_member(
     Path((vhost, name)): Path<(String, String)>,
     Json(body): Json<Value>,
 ) -> Result<StatusCode, ApiError> {
-    who.admin()?;
-    clustered(&ctx)?;
-    let q = membership::quorum_queue(&ctx, &vhost, &name)?;
-    match membership::delete_member(&ctx, &q, &node_of(&body)?).await {
+    let (q, node) = one_queue(&ctx, &who, &vhost, &name, &body)?;
+    match membership::delete_member(&ctx, &q, &node).await {
         Ok(_) | Err(MembershipError::NotMember(_)) => Ok(StatusCode::ACCEPTED),
         Err(e) => Err(e.into()),
     }
@@ -92,10 +103,8 @@ pub async fn transfer_leader(
     Path((vhost, name)): Path<(String, String)>,
     Json(body): Json<Value>,
 ) -> Result<StatusCode, ApiError> {
-    who.admin()?;
-    clustered(&ctx)?;
-    let q = membership::quorum_queue(&ctx, &vhost, &name)?;
-    membership::transfer_leader(&ctx, &q, &node_of(&body)?).await?;
+    let (q, node) = one_queue(&ctx, &who, &vhost, &name, &body)?;
+    membership::transfer_leader(&ctx, &q, &node).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

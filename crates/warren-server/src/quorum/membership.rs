@@ -318,21 +318,39 @@ fn result(q: &Queue, r: Result<Vec<String>, MembershipError>, size_before: usize
 /// selected quorum queue that lacks one (with `even`, only those with an
 /// even number of members, so none is left with an even count).
 pub async fn grow(ctx: &Arc<ServerCtx>, node: &str, sel: &Selection, even_only: bool) -> Vec<QueueResult> {
+    let id = ctx.node_table.as_ref().and_then(|t| t.id(node));
+    each_queue(
+        ctx,
+        sel,
+        |now| !(id.is_some_and(|i| now.voters.contains(&i)) || (even_only && now.voters.len() % 2 == 1)),
+        |q| async move { add_member(ctx, &q, node).await },
+    )
+    .await
+}
+
+/// Run `change` on each selected queue whose group `wanted` picks; its
+/// outcome per queue (and the queues no member answered for).
+async fn each_queue<F, Fut>(
+    ctx: &Arc<ServerCtx>,
+    sel: &Selection,
+    wanted: impl Fn(&GroupInfo) -> bool,
+    change: F,
+) -> Vec<QueueResult>
+where
+    F: Fn(Arc<Queue>) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<String>, MembershipError>>,
+{
     let mut out = Vec::new();
     for q in sel.queues(ctx) {
         let Ok(now) = info(ctx, &q).await else {
-            out.push(result(
-                &q,
-                Err(MembershipError::Unavailable("no member answered".into())),
-                0,
-            ));
+            let e = MembershipError::Unavailable("no member answered".into());
+            out.push(result(&q, Err(e), 0));
             continue;
         };
-        let id = ctx.node_table.as_ref().and_then(|t| t.id(node));
-        if id.is_some_and(|i| now.voters.contains(&i)) || (even_only && now.voters.len() % 2 == 1) {
+        if !wanted(&now) {
             continue;
         }
-        let r = add_member(ctx, &q, node).await;
+        let r = change(q.clone()).await;
         out.push(result(&q, r, now.voters.len()));
     }
     out
@@ -341,26 +359,16 @@ pub async fn grow(ctx: &Arc<ServerCtx>, node: &str, sel: &Selection, even_only: 
 /// `rabbitmq-queues shrink <node>`: the member on `node` goes from every
 /// selected quorum queue that has one and another.
 pub async fn shrink(ctx: &Arc<ServerCtx>, node: &str, sel: &Selection) -> Vec<QueueResult> {
-    let mut out = Vec::new();
     let Some(id) = ctx.node_table.as_ref().and_then(|t| t.id(node)) else {
-        return out;
+        return Vec::new();
     };
-    for q in sel.queues(ctx) {
-        let Ok(now) = info(ctx, &q).await else {
-            out.push(result(
-                &q,
-                Err(MembershipError::Unavailable("no member answered".into())),
-                0,
-            ));
-            continue;
-        };
-        if !now.voters.contains(&id) {
-            continue;
-        }
-        let r = delete_member(ctx, &q, node).await;
-        out.push(result(&q, r, now.voters.len()));
-    }
-    out
+    each_queue(
+        ctx,
+        sel,
+        |now| now.voters.contains(&id),
+        |q| async move { delete_member(ctx, &q, node).await },
+    )
+    .await
 }
 
 /// `rabbitmq-queues rebalance quorum`: leaderships moved between members

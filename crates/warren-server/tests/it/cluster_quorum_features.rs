@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use futures_lite::StreamExt;
 use lapin::options::*;
 use lapin::types::{AMQPValue, FieldTable};
-use lapin::{BasicProperties, Channel};
+use lapin::Channel;
 
 use crate::cluster::{in_step, three_linked};
 use crate::cluster_quorum::{channel, declare_quorum_with, publish_confirmed};
@@ -153,16 +153,7 @@ async fn max_length_drops_the_head_or_nacks_a_publisher_on_another_node() {
         .unwrap_or(());
     let mut acks = Vec::new();
     for n in 0..3 {
-        let c = within(ch2.basic_publish(
-            "".into(),
-            "full".into(),
-            BasicPublishOptions::default(),
-            format!("f{n}").as_bytes(),
-            BasicProperties::default(),
-        ))
-        .await
-        .unwrap();
-        acks.push(within(c).await.unwrap().is_ack());
+        acks.push(publish_acked(&ch2, "full", format!("f{n}").as_bytes()).await);
     }
     assert_eq!(acks, [true, true, false]);
     assert_eq!(depth(&ch3, "full").await, 2);
@@ -334,16 +325,7 @@ async fn a_policy_set_through_another_node_reaches_the_quorum_queue_on_every_mem
     assert!(status.is_success(), "{body}");
     tokio::time::sleep(Duration::from_millis(500)).await;
     // Through node 3 (a follower): refused past the limit.
-    let c = within(ch3.basic_publish(
-        "".into(),
-        "capped".into(),
-        BasicPublishOptions::default(),
-        b"over",
-        BasicProperties::default(),
-    ))
-    .await
-    .unwrap();
-    assert!(within(c).await.unwrap().is_nack());
+    assert!(!publish_acked(&ch3, "capped", b"over").await);
     assert_eq!(depth(&ch3, "capped").await, 3);
     // The leader stops: the next one keeps the limit (it is in the log).
     nodes[0].stop().await;
@@ -354,18 +336,9 @@ async fn a_policy_set_through_another_node_reaches_the_quorum_queue_on_every_mem
         .unwrap();
     loop {
         assert!(Instant::now() < deadline, "no leader took over");
-        let c = within(ch2.basic_publish(
-            "".into(),
-            "capped".into(),
-            BasicPublishOptions::default(),
-            b"over",
-            BasicProperties::default(),
-        ))
-        .await
-        .unwrap();
         // Nacked either way (no leader yet, or over the limit); only
         // the depth says which.
-        assert!(within(c).await.unwrap().is_nack());
+        assert!(!publish_acked(&ch2, "capped", b"over").await);
         if let Ok(d) = tokio::time::timeout(Duration::from_secs(2), depth(&ch2, "capped")).await {
             if d == 3 {
                 break;

@@ -85,10 +85,11 @@ async fn drain(b: &Broker, queue: &str, n: usize) -> BTreeSet<String> {
     got
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn members_added_on_other_nodes_hold_every_message_and_a_removed_one_lets_go() {
-    let (_ports, mut nodes) = three_linked().await;
-    let (_c1, ch1) = channel(&nodes[0]).await;
+/// Three nodes and quorum queue "qq" declared through node 1 with one
+/// member (there), and a channel on node 1.
+async fn one_member_queue() -> (Vec<Broker>, lapin::Connection, lapin::Channel) {
+    let (_ports, nodes) = three_linked().await;
+    let (c1, ch1) = channel(&nodes[0]).await;
     declare_quorum_with(
         &ch1,
         "qq",
@@ -96,6 +97,12 @@ async fn members_added_on_other_nodes_hold_every_message_and_a_removed_one_lets_
     )
     .await;
     in_step(&nodes).await;
+    (nodes, c1, ch1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_added_on_other_nodes_hold_every_message_and_a_removed_one_lets_go() {
+    let (mut nodes, _c1, _ch1) = one_member_queue().await;
     // Every node shows its leader and members, those without a member
     // as the home reports them (as RabbitMQ's API shows them anywhere).
     for b in &nodes {
@@ -281,15 +288,7 @@ async fn rebalance_spreads_leaders_and_the_last_member_stays() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_added_after_the_log_was_compacted_starts_from_the_leaders_state() {
-    let (_ports, mut nodes) = three_linked().await;
-    let (_c1, ch1) = channel(&nodes[0]).await;
-    declare_quorum_with(
-        &ch1,
-        "qq",
-        &[("x-quorum-initial-group-size", AMQPValue::LongInt(1))],
-    )
-    .await;
-    in_step(&nodes).await;
+    let (mut nodes, _c1, ch1) = one_member_queue().await;
     // 12 MB through the log and out again: past the checkpoint's bytes,
     // so the log is compacted and a new member cannot replay it.
     within(ch1.confirm_select(ConfirmSelectOptions::default()))

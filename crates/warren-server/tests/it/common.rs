@@ -105,6 +105,21 @@ pub async fn within<T>(f: impl Future<Output = T>) -> T {
         .expect("timed out after 10 s")
 }
 
+/// Publish `body` to `queue` on confirm channel `ch`: whether it was
+/// confirmed (acked) rather than refused.
+pub async fn publish_acked(ch: &Channel, queue: &str, body: &[u8]) -> bool {
+    let c = within(ch.basic_publish(
+        "".into(),
+        queue.into(),
+        lapin::options::BasicPublishOptions::default(),
+        body,
+        lapin::BasicProperties::default(),
+    ))
+    .await
+    .unwrap();
+    within(c).await.unwrap().is_ack()
+}
+
 /// Ready messages in `q` (a passive declare is a round trip, so everything
 /// published before it on the same channel has been routed).
 pub async fn depth(ch: &Channel, q: &str) -> u32 {

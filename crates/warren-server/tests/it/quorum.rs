@@ -739,16 +739,7 @@ async fn dead_letters_at_least_once_wait_in_the_source_until_a_target_has_them()
     // more is taken, the next refused.
     let mut acks = Vec::new();
     for n in 0..2 {
-        let c = within(ch.basic_publish(
-            "".into(),
-            "src".into(),
-            BasicPublishOptions::default(),
-            format!("x{n}").as_bytes(),
-            BasicProperties::default(),
-        ))
-        .await
-        .unwrap();
-        acks.push(within(c).await.unwrap().is_ack());
+        acks.push(publish_acked(&ch, "src", format!("x{n}").as_bytes()).await);
     }
     assert_eq!(acks, [true, false]);
     let m = within(ch.basic_get("src".into(), BasicGetOptions { no_ack: true }))
@@ -845,16 +836,7 @@ async fn a_policy_changed_later_reaches_a_quorum_queue() {
         .await;
     assert_eq!(status, StatusCode::NO_CONTENT);
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    let c = within(ch.basic_publish(
-        "".into(),
-        "capped".into(),
-        BasicPublishOptions::default(),
-        b"over",
-        BasicProperties::default(),
-    ))
-    .await
-    .unwrap();
-    assert!(within(c).await.unwrap().is_nack());
+    assert!(!publish_acked(&ch, "capped", b"over").await);
     // Cleared: the limit goes, and stays gone after a restart.
     let (status, _) = b.http(Method::DELETE, "/api/policies/%2F/cap", None).await;
     assert_eq!(status, StatusCode::NO_CONTENT);
