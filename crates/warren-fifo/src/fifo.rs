@@ -150,7 +150,7 @@ pub enum Command {
     /// The queue's settings changed (a policy): the leader proposes them
     /// so every member changes at the same point of the log (RabbitMQ's
     /// rabbit_fifo update_config). Discards left when at-least-once is
-    /// no longer in force are dead-lettered at most once.
+    /// no longer in force are deleted (as rabbit_fifo's switch_from does).
     SetConfig(Config),
     /// basic.get: message `id`, if it still waits, goes to `consumer`
     /// (the getting node's, which is not served otherwise) or, `settled`
@@ -574,11 +574,13 @@ impl Fifo {
                 }
             }
             Command::SetConfig(config) => {
-                if !config.dlx_at_least_once {
-                    for (header, reason) in std::mem::take(&mut self.discards) {
-                        out.push(Effect::DeadLetter { header, reason });
-                    }
+                if !config.dlx_at_least_once && !self.discards.is_empty() {
+                    let ids = std::mem::take(&mut self.discards)
+                        .into_iter()
+                        .map(|(h, _)| h.id)
+                        .collect();
                     self.discard_bytes = 0;
+                    out.push(Effect::Dropped(ids));
                 }
                 self.set_config(config);
             }
@@ -640,8 +642,12 @@ impl Fifo {
                 }
             }
             Command::Purge => {
+                // What waits, and (as RabbitMQ's purge) the dead letters
+                // waiting for their targets; the count is of the former.
                 let n = self.ready() as u64;
-                let ids: Vec<MsgId> = self.waiting_ids().collect();
+                let mut ids: Vec<MsgId> = self.waiting_ids().collect();
+                ids.extend(self.discards.drain(..).map(|(h, _)| h.id));
+                self.discard_bytes = 0;
                 for l in &mut self.levels {
                     *l = Level::default();
                 }

@@ -461,6 +461,7 @@ impl QueueType for ClassicQueue {
             ready_bytes: self.ready_bytes + self.paging.tail_bytes(),
             ram_bytes: self.ready_bytes,
             ram_messages: self.ready_count,
+            ..QueueStats::default()
         }
     }
 

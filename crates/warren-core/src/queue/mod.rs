@@ -116,6 +116,10 @@ pub struct QueueStats {
     pub ram_bytes: u64,
     /// Ready messages held in memory.
     pub ram_messages: u64,
+    /// A quorum queue's dead letters waiting for their targets
+    /// (at-least-once), and their bytes.
+    pub dlx: u64,
+    pub dlx_bytes: u64,
 }
 
 /// Bytes held by messages in all queues, for the memory alarm.

@@ -1261,6 +1261,8 @@ impl QueueType for QuorumQueue {
             ready_bytes: self.fifo.ready_bytes(),
             ram_bytes: self.bodies.in_memory().1,
             ram_messages: self.bodies.in_memory().0,
+            dlx: self.fifo.discards().len() as u64,
+            dlx_bytes: self.fifo.discard_bytes(),
         }
     }
 

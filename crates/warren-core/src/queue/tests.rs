@@ -111,6 +111,7 @@ fn round_robin_and_requeue_to_original_position() {
             ready_bytes: 8,
             ram_bytes: 8,
             ram_messages: 2,
+            ..QueueStats::default()
         }
     );
     // Cancel both, requeue what they held: 0 and 1 come back before 2, 3.

@@ -495,7 +495,14 @@ fn random_command_sequences_keep_the_invariants() {
                 _ => Vec::new(),
             };
             let purged: Vec<MsgId> = match &c {
-                Command::Purge => f.waiting_ids().collect(),
+                Command::Purge => f
+                    .waiting_ids()
+                    .chain(f.discards().iter().map(|(h, _)| h.id))
+                    .collect(),
+                // Settings without at-least-once delete the discards.
+                Command::SetConfig(cfg) if !cfg.dlx_at_least_once => {
+                    f.discards().iter().map(|(h, _)| h.id).collect()
+                }
                 Command::Dequeue {
                     id, settled: true, ..
                 } if f.waiting_ids().any(|w| w == *id) => vec![*id],

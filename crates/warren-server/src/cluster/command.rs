@@ -133,10 +133,14 @@ pub enum Command {
         group: u64,
         members: Vec<String>,
     },
-    /// Definitions imported through `home`, where their queues live.
+    /// Definitions imported through `home`, where their queues live; the
+    /// groups of the quorum queues among them that are new, by (vhost,
+    /// name), as the importing node placed them.
     Import {
         definitions: Box<Definitions>,
         home: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        quorum: Vec<(String, String, QuorumPlacement)>,
     },
     /// `node` started again: the queues that did not survive there
     /// (transient and exclusive ones) go everywhere.
@@ -431,7 +435,22 @@ impl Command {
                 quorum_members(a, &vhost(v)?, name, *group, members)?;
                 Ok(Outcome::Done)
             }
-            Command::Import { definitions, home } => {
+            Command::Import {
+                definitions,
+                home,
+                quorum,
+            } => {
+                // Registered on their members first, so the queues made
+                // next are members there (a queue there already keeps its
+                // group: the import does not redeclare it).
+                for (v, name, p) in quorum {
+                    if a.broker
+                        .vhost(v)
+                        .is_none_or(|vh| vh.find_queue(name.as_bytes()).is_none())
+                    {
+                        p.register(a, v, name)?;
+                    }
+                }
                 crate::definitions::apply_at(
                     &a.broker,
                     &a.timers,

@@ -183,8 +183,13 @@ fn quorum_members(ctx: &ServerCtx, d: &QueueDecl, home: &ShortStr) -> QuorumPlac
     let size = d
         .arguments
         .get("x-quorum-initial-group-size")
-        .and_then(|v| v.as_i64())
-        .map_or(3, |n| n.clamp(1, 1 << 16) as usize);
+        .and_then(|v| v.as_i64());
+    quorum_placement(ctx, size, home)
+}
+
+/// [`quorum_members`] for a queue of `size` members (None: 3).
+pub(crate) fn quorum_placement(ctx: &ServerCtx, size: Option<i64>, home: &ShortStr) -> QuorumPlacement {
+    let size = size.map_or(3, |n| n.clamp(1, 1 << 16) as usize);
     let mut members = vec![home.to_string()];
     if let Some(cluster) = &ctx.cluster {
         let load = ctx.quorum.memberships();

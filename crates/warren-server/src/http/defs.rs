@@ -134,11 +134,33 @@ async fn import_here(ctx: &Arc<ServerCtx>, mut d: Definitions) -> Result<(), Api
         crate::definitions::apply_at(&ctx.broker, &ctx.timers, &ctx.definitions, &d, None, &me);
         return Ok(());
     }
+    // New quorum queues get their groups here, as a declare through this
+    // node would (x-quorum-initial-group-size members, this node first).
+    let home = warren_amqp091::ShortStr::from(me.as_str());
+    let quorum = d
+        .queues
+        .iter()
+        .filter(|q| q.arguments.get("x-queue-type").and_then(|v| v.as_str()) == Some("quorum"))
+        .filter(|q| {
+            ctx.broker
+                .vhost(&q.vhost)
+                .is_none_or(|vh| vh.find_queue(q.name.as_bytes()).is_none())
+        })
+        .map(|q| {
+            let size = q
+                .arguments
+                .get("x-quorum-initial-group-size")
+                .and_then(|v| v.as_i64());
+            let p = crate::cluster::topology::quorum_placement(ctx, size, &home);
+            (q.vhost.clone(), q.name.clone(), p)
+        })
+        .collect();
     command::run(
         ctx,
         Command::Import {
             definitions: Box::new(d),
             home: me,
+            quorum,
         },
     )
     .await?;

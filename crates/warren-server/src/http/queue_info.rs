@@ -39,6 +39,12 @@ struct QueueInfo<'a> {
     messages_ready_ram: u64,
     message_bytes_ready: u64,
     message_bytes_ram: u64,
+    /// A quorum queue's dead letters waiting for their targets (RabbitMQ
+    /// 4's fields; `messages` counts them too).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    messages_dlx: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message_bytes_dlx: Option<u64>,
     consumers: u32,
     memory: u64,
     policy: Option<String>,
@@ -88,13 +94,15 @@ fn info<'a>(q: &'a Queue, node: &'a str) -> QueueInfo<'a> {
             QueueKind::Quorum => "quorum",
             QueueKind::Classic => "classic",
         },
-        messages: s.ready + s.unacked,
+        messages: s.ready + s.unacked + s.dlx,
         messages_ready: s.ready,
         messages_unacknowledged: s.unacked,
         messages_ram: s.ram_messages,
         messages_ready_ram: s.ram_messages,
         message_bytes_ready: s.ready_bytes,
         message_bytes_ram: s.ram_bytes,
+        messages_dlx: (q.kind() == QueueKind::Quorum).then_some(s.dlx),
+        message_bytes_dlx: (q.kind() == QueueKind::Quorum).then_some(s.dlx_bytes),
         consumers: s.consumers,
         memory: memory_estimate(&s),
         policy: policy.as_ref().map(|p| p.name.clone()),

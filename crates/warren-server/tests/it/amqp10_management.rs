@@ -81,7 +81,7 @@ impl Node {
     }
 }
 
-fn map(pairs: &[(&str, Value)]) -> Value {
+pub(crate) fn map(pairs: &[(&str, Value)]) -> Value {
     let mut m = OrderedMap::new();
     for (k, v) in pairs {
         m.insert(Value::String(k.to_string()), v.clone());
@@ -89,7 +89,7 @@ fn map(pairs: &[(&str, Value)]) -> Value {
     Value::Map(m)
 }
 
-fn field<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
+pub(crate) fn field<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
     match v {
         Value::Map(m) => m.get(&Value::String(key.into())),
         _ => None,

@@ -3,7 +3,10 @@
 //! delivery limit and TTL dead-lettering to a queue of another node,
 //! max-length's drop-head and reject-publish (the nack reaching a
 //! publisher on a node without the leader), a single active consumer and
-//! consumer priorities across nodes.
+//! consumer priorities across nodes, at-least-once dead letters across a
+//! leader stop, a policy set through another node, declares through the
+//! AMQP 1.0 management node and definitions, queue expiry and a queue's
+//! consumer timeout.
 
 use std::time::{Duration, Instant};
 
@@ -345,5 +348,98 @@ async fn a_policy_set_through_another_node_reaches_the_quorum_queue_on_every_mem
             }
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quorum_queues_declared_through_the_amqp_1_0_management_node_and_definitions() {
+    use crate::amqp10_management::{field, map, Node};
+    use fe2o3_amqp::types::primitives::{OrderedMap, Value};
+    use reqwest::Method;
+    use serde_json::json;
+    let (_ports, nodes) = three_linked().await;
+    // RabbitMQ 4's AMQP 1.0 management node, on node 2.
+    let (_conn, _session, mut node) = Node::open_as(&nodes[1], "guest", "guest").await;
+    let mut args = OrderedMap::new();
+    args.insert(
+        Value::String("x-queue-type".into()),
+        Value::String("quorum".into()),
+    );
+    let decl = map(&[
+        ("durable", Value::Bool(true)),
+        ("exclusive", Value::Bool(false)),
+        ("auto_delete", Value::Bool(false)),
+        ("arguments", Value::Map(args)),
+    ]);
+    let (status, info) = node.request("PUT", "/queues/via-amqp10", decl).await;
+    assert_eq!(status, "201", "{info:?}");
+    assert_eq!(field(&info, "type"), Some(&Value::String("quorum".into())));
+    // A definitions import through node 3.
+    let defs = json!({"queues": [{"name": "via-defs", "vhost": "/", "durable": true,
+        "auto_delete": false, "arguments": {"x-queue-type": "quorum"}}]});
+    let (status, body) = nodes[2].http(Method::POST, "/api/definitions", Some(defs)).await;
+    assert!(status.is_success(), "{body}");
+    in_step(&nodes).await;
+    for q in ["via-amqp10", "via-defs"] {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let (_, v) = nodes[0]
+                .http(Method::GET, &format!("/api/queues/%2F/{q}"), None)
+                .await;
+            if v["type"] == "quorum"
+                && v["members"].as_array().map(Vec::len) == Some(3)
+                && v["leader"].is_string()
+            {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{q}: {v}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // And it serves: published through node 1, got through node 3.
+        let (_c1, ch1) = channel(&nodes[0]).await;
+        publish_confirmed(&ch1, q, 0, 2).await;
+        let (_c3, ch3) = channel(&nodes[2]).await;
+        let (body, _) = take(&ch3, q).await;
+        assert_eq!(body, b"m0");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unused_queue_expires_everywhere_and_a_held_delivery_times_out_on_another_node() {
+    use reqwest::{Method, StatusCode};
+    let (_ports, nodes) = three_linked().await;
+    let (_c1, ch1) = channel(&nodes[0]).await;
+    declare_quorum_with(&ch1, "brief", &[("x-expires", i(500))]).await;
+    declare_quorum_with(&ch1, "quick", &[("x-consumer-timeout", i(500))]).await;
+    in_step(&nodes).await;
+    // The held delivery, through node 3: its channel is closed.
+    publish_confirmed(&ch1, "quick", 0, 1).await;
+    let (_c3, ch3) = channel(&nodes[2]).await;
+    let mut consumer = within(ch3.basic_consume(
+        "quick".into(),
+        "c".into(),
+        BasicConsumeOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap();
+    let held = within(consumer.next()).await.unwrap().unwrap();
+    let text = match within(consumer.next()).await {
+        Some(Err(e)) => e.to_string(),
+        other => panic!("the channel stays open: {other:?}"),
+    };
+    drop(held);
+    assert!(text.contains("Timeout value used: 500 ms"), "{text}");
+    // The unused one is gone from every node.
+    for b in &nodes {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let (status, _) = b.http(Method::GET, "/api/queues/%2F/brief", None).await;
+            if status == StatusCode::NOT_FOUND {
+                break;
+            }
+            assert!(Instant::now() < deadline, "never expired");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 }

@@ -735,6 +735,15 @@ async fn dead_letters_at_least_once_wait_in_the_source_until_a_target_has_them()
     }
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(depth(&ch, "src").await, 0);
+    // The API counts them as RabbitMQ 4 does: in messages, and apart.
+    let (_, v) = b.http(reqwest::Method::GET, "/api/queues/%2F/src", None).await;
+    assert_eq!(
+        (v["messages"].as_u64(), v["messages_ready"].as_u64()),
+        (Some(3), Some(0)),
+        "{v}"
+    );
+    assert_eq!(v["messages_dlx"], 3, "{v}");
+    assert_eq!(v["message_bytes_dlx"], 6, "{v}");
     // The three wait as dead letters and count against max-length 4: one
     // more is taken, the next refused.
     let mut acks = Vec::new();
