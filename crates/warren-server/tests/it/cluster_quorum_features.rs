@@ -415,20 +415,7 @@ async fn an_unused_queue_expires_everywhere_and_a_held_delivery_times_out_on_ano
     // The held delivery, through node 3: its channel is closed.
     publish_confirmed(&ch1, "quick", 0, 1).await;
     let (_c3, ch3) = channel(&nodes[2]).await;
-    let mut consumer = within(ch3.basic_consume(
-        "quick".into(),
-        "c".into(),
-        BasicConsumeOptions::default(),
-        FieldTable::default(),
-    ))
-    .await
-    .unwrap();
-    let held = within(consumer.next()).await.unwrap().unwrap();
-    let text = match within(consumer.next()).await {
-        Some(Err(e)) => e.to_string(),
-        other => panic!("the channel stays open: {other:?}"),
-    };
-    drop(held);
+    let text = held_until_closed(&ch3, "quick").await;
     assert!(text.contains("Timeout value used: 500 ms"), "{text}");
     // The unused one is gone from every node.
     for b in &nodes {

@@ -120,6 +120,27 @@ pub async fn publish_acked(ch: &Channel, queue: &str, body: &[u8]) -> bool {
     within(c).await.unwrap().is_ack()
 }
 
+/// Consume one message of `queue` on `ch` and hold it, unacknowledged,
+/// until the broker closes the channel: the close's text.
+pub async fn held_until_closed(ch: &Channel, queue: &str) -> String {
+    use futures_lite::StreamExt;
+    let mut consumer = within(ch.basic_consume(
+        queue.into(),
+        "held".into(),
+        BasicConsumeOptions::default(),
+        FieldTable::default(),
+    ))
+    .await
+    .unwrap();
+    let held = within(consumer.next()).await.unwrap().unwrap();
+    let text = match within(consumer.next()).await {
+        Some(Err(e)) => e.to_string(),
+        other => panic!("{queue}: the channel stays open: {other:?}"),
+    };
+    drop(held);
+    text
+}
+
 /// Ready messages in `q` (a passive declare is a round trip, so everything
 /// published before it on the same channel has been routed).
 pub async fn depth(ch: &Channel, q: &str) -> u32 {

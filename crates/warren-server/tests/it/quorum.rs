@@ -895,20 +895,7 @@ async fn a_queues_own_consumer_timeout_wins_over_the_brokers() {
     let _held_long = within(patient.next()).await.unwrap().unwrap();
     for (q, ms) in [("quick", 500), ("by-policy", 700)] {
         let (_c2, consuming) = b.channel().await;
-        let mut consumer = within(consuming.basic_consume(
-            q.into(),
-            "c".into(),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        ))
-        .await
-        .unwrap();
-        let held = within(consumer.next()).await.unwrap().unwrap();
-        let text = match within(consumer.next()).await {
-            Some(Err(e)) => e.to_string(),
-            other => panic!("{q}: the channel stays open: {other:?}"),
-        };
-        drop(held);
+        let text = held_until_closed(&consuming, q).await;
         assert!(
             text.contains(&format!("Timeout value used: {ms} ms")),
             "{q}: {text}"
