@@ -46,21 +46,6 @@ async fn until_depth(ch: &Channel, queue: &str, n: u32) {
     }
 }
 
-/// The next message of `queue` through `ch` and its x-first-death-reason.
-async fn take(ch: &Channel, queue: &str) -> (Vec<u8>, Option<AMQPValue>) {
-    let got = within(ch.basic_get(queue.into(), BasicGetOptions { no_ack: true }))
-        .await
-        .unwrap()
-        .unwrap_or_else(|| panic!("a message in {queue}"));
-    let reason = got
-        .delivery
-        .properties
-        .headers()
-        .as_ref()
-        .and_then(|h| h.inner().get("x-first-death-reason").cloned());
-    (got.delivery.data, reason)
-}
-
 fn reason(r: &str) -> Option<AMQPValue> {
     Some(AMQPValue::LongString(r.into()))
 }
@@ -107,7 +92,7 @@ async fn rejected_past_the_delivery_limit_and_expired_messages_are_dead_lettered
     nothing_within(300, consumer.next()).await;
     until_depth(&ch3, "dead", 1).await;
     assert_eq!(
-        take(&ch3, "dead").await,
+        take_with_reason(&ch3, "dead").await,
         (b"m0".to_vec(), reason("delivery_limit"))
     );
 
@@ -115,7 +100,7 @@ async fn rejected_past_the_delivery_limit_and_expired_messages_are_dead_lettered
     publish_confirmed(&ch2, "short", 0, 3).await;
     until_depth(&ch3, "dead", 3).await;
     assert_eq!(depth(&ch2, "short").await, 0);
-    let (body, why) = take(&ch3, "dead").await;
+    let (body, why) = take_with_reason(&ch3, "dead").await;
     assert_eq!((body, why), (b"m0".to_vec(), reason("expired")));
     // Each dead-lettered once, whatever node leads or follows.
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -149,7 +134,10 @@ async fn max_length_drops_the_head_or_nacks_a_publisher_on_another_node() {
     publish_confirmed(&ch2, "capped", 0, 3).await;
     until_depth(&ch3, "dropped", 1).await;
     assert_eq!(depth(&ch3, "capped").await, 2);
-    assert_eq!(take(&ch3, "dropped").await, (b"m0".to_vec(), reason("maxlen")));
+    assert_eq!(
+        take_with_reason(&ch3, "dropped").await,
+        (b"m0".to_vec(), reason("maxlen"))
+    );
 
     within(ch2.confirm_select(ConfirmSelectOptions::default()))
         .await
@@ -399,7 +387,7 @@ async fn quorum_queues_declared_through_the_amqp_1_0_management_node_and_definit
         let (_c1, ch1) = channel(&nodes[0]).await;
         publish_confirmed(&ch1, q, 0, 2).await;
         let (_c3, ch3) = channel(&nodes[2]).await;
-        let (body, _) = take(&ch3, q).await;
+        let (body, _) = take_with_reason(&ch3, q).await;
         assert_eq!(body, b"m0");
     }
 }

@@ -141,6 +141,22 @@ pub async fn held_until_closed(ch: &Channel, queue: &str) -> String {
     text
 }
 
+/// The next message of `queue` through `ch` (which must have one) and
+/// its x-first-death-reason.
+pub async fn take_with_reason(ch: &Channel, queue: &str) -> (Vec<u8>, Option<lapin::types::AMQPValue>) {
+    let got = within(ch.basic_get(queue.into(), BasicGetOptions { no_ack: true }))
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("a message in {queue}"));
+    let reason = got
+        .delivery
+        .properties
+        .headers()
+        .as_ref()
+        .and_then(|h| h.inner().get("x-first-death-reason").cloned());
+    (got.delivery.data, reason)
+}
+
 /// Ready messages in `q` (a passive declare is a round trip, so everything
 /// published before it on the same channel has been routed).
 pub async fn depth(ch: &Channel, q: &str) -> u32 {

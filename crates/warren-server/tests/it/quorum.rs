@@ -51,17 +51,10 @@ async fn dead_lettering(b: &Broker, dlq: &str, arg: (&str, AMQPValue)) -> (lapin
 /// The next message in dead-letter queue `dlq` (which must have one:
 /// `what` says which) and its x-first-death-reason.
 async fn dead_letter(ch: &Channel, dlq: &str, what: &str) -> (Vec<u8>, Option<AMQPValue>) {
-    let got = within(ch.basic_get(dlq.into(), BasicGetOptions { no_ack: true }))
-        .await
-        .unwrap()
-        .unwrap_or_else(|| panic!("{what}"));
-    let reason = got
-        .delivery
-        .properties
-        .headers()
-        .as_ref()
-        .and_then(|h| h.inner().get("x-first-death-reason").cloned());
-    (got.delivery.data, reason)
+    if depth(ch, dlq).await == 0 {
+        panic!("{what}: {dlq} is empty");
+    }
+    take_with_reason(ch, dlq).await
 }
 
 /// Publish `n` messages "m0".."m{n-1}" with confirms; every one acked.
