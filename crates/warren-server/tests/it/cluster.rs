@@ -483,7 +483,17 @@ async fn a_blackholed_node_is_a_minority_and_catches_up_when_healed() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert_eq!(vhosts(&nodes[1]).await, vec!["/", "majority"]);
+    // Node 2 applies it once the leader tells it the change committed
+    // (its next append or heartbeat), not necessarily before node 1's
+    // answer: waited for, within bounds.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while vhosts(&nodes[1]).await != ["/", "majority"] {
+        assert!(
+            Instant::now() < deadline,
+            "node 2 never applied the majority's change"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert_eq!(vhosts(&nodes[2]).await, vec!["/"]);
     // Healed: one topology everywhere, the refused change nowhere.
     proxies[2].blackhole(false);
