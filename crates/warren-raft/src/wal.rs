@@ -16,9 +16,17 @@
 //! the first record that is short or fails its CRC, and the file is cut
 //! there: a torn tail is a write that never completed, so nothing after it
 //! was ever reported durable.
+//!
+//! The file is grown ahead of its records, with zeros written (and made
+//! durable by the next sync) a chunk at a time: an fdatasync after an
+//! append that grows the file must write the inode too, and here that
+//! made it cost half again as much (150 µs against 90 µs for 20 KB). A
+//! record is never empty, so a zero length is where the records end;
+//! zeros there are not a torn tail, and stay for the next records.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Read;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use protobuf::Message as _;
@@ -34,6 +42,10 @@ const KIND_REMOVED: u8 = 6;
 const HEAD: usize = 8;
 /// Largest record replay accepts (a batch of entries is cut well below).
 const RECORD_MAX: usize = 256 << 20;
+/// How far the file is grown ahead of its records at a time.
+const GROW: u64 = 1 << 20;
+/// What the file is grown with, a write at a time.
+static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
 
 #[derive(Debug, thiserror::Error)]
 pub enum WalError {
@@ -82,8 +94,10 @@ pub struct Wal {
     pending: Vec<u8>,
     /// fdatasync calls so far (for tests and metrics).
     pub syncs: u64,
-    /// The file's length (what `sync` has written).
+    /// Where the records end (what `sync` has written).
     size: u64,
+    /// The file's length: zeros from `size` on.
+    allocated: u64,
 }
 
 impl Wal {
@@ -96,8 +110,9 @@ impl Wal {
         };
         let mut file = OpenOptions::new()
             .read(true)
-            .append(true)
+            .write(true)
             .create(true)
+            .truncate(false)
             .open(path)
             .map_err(io)?;
         let mut bytes = Vec::new();
@@ -107,18 +122,23 @@ impl Wal {
             offset,
             what,
         })?;
-        if good < bytes.len() {
+        let mut allocated = bytes.len() as u64;
+        if bytes[good..].iter().any(|b| *b != 0) {
+            // Cut, not overwritten in place: a later record of the torn
+            // write may have reached the disk whole, and must not come
+            // back after the next records.
             tracing::warn!(path = %path.display(), at = good, dropped = bytes.len() - good, "write-ahead log: torn tail cut");
             file.set_len(good as u64).map_err(io)?;
             file.sync_data().map_err(io)?;
+            allocated = good as u64;
         }
-        let size = file.seek(SeekFrom::End(0)).map_err(io)?;
         let wal = Wal {
             path: path.to_path_buf(),
             file,
             pending: Vec::new(),
             syncs: 0,
-            size,
+            size: good as u64,
+            allocated,
         };
         Ok((wal, records))
     }
@@ -197,6 +217,7 @@ impl Wal {
             pending: Vec::new(),
             syncs: 0,
             size: 0,
+            allocated: 0,
         };
         for r in live {
             match r {
@@ -213,12 +234,9 @@ impl Wal {
         if let Some(dir) = self.path.parent() {
             File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))?;
         }
-        let file = OpenOptions::new()
-            .append(true)
-            .open(&self.path)
-            .map_err(io(&self.path))?;
-        self.file = file;
+        self.file = fresh.file;
         self.size = fresh.size;
+        self.allocated = fresh.allocated;
         self.syncs += fresh.syncs;
         Ok(())
     }
@@ -231,19 +249,41 @@ impl Wal {
     /// Write what is pending in one write, then fdatasync (when `durable`;
     /// a batch of commit-index moves only need not be).
     pub fn sync(&mut self, durable: bool) -> Result<(), WalError> {
-        let io = |source| WalError::Io {
+        self.write_out(durable).map_err(|source| WalError::Io {
             path: self.path.clone(),
             source,
-        };
+        })
+    }
+
+    fn write_out(&mut self, durable: bool) -> std::io::Result<()> {
         if !self.pending.is_empty() {
-            self.file.write_all(&self.pending).map_err(io)?;
+            self.file.write_all_at(&self.pending, self.size)?;
             self.size += self.pending.len() as u64;
             self.pending.clear();
+            self.grow()?;
         }
         if durable {
-            self.file.sync_data().map_err(io)?;
+            self.file.sync_data()?;
             self.syncs += 1;
         }
+        Ok(())
+    }
+
+    /// Zeros past the records, at least a chunk of them once fewer are
+    /// left (synced with the records that come with them: should they
+    /// not be, the file is only shorter).
+    fn grow(&mut self) -> std::io::Result<()> {
+        if self.allocated >= self.size + GROW / 2 {
+            return Ok(());
+        }
+        let mut at = self.allocated.max(self.size);
+        let to = self.size + GROW;
+        while at < to {
+            let n = ZEROS.len().min((to - at) as usize);
+            self.file.write_all_at(&ZEROS[..n], at)?;
+            at += n as u64;
+        }
+        self.allocated = to;
         Ok(())
     }
 }
@@ -257,7 +297,9 @@ pub fn scan(bytes: &[u8]) -> Result<(Vec<Record>, usize), (u64, String)> {
     while bytes.len() - at >= HEAD {
         let len = u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
         let crc = u32::from_be_bytes(bytes[at + 4..at + 8].try_into().unwrap());
-        if len > RECORD_MAX || bytes.len() - at - HEAD < len {
+        // No record is empty: a zero length is the grown file's zeros
+        // (or a torn write's; the caller tells them apart).
+        if len == 0 || len > RECORD_MAX || bytes.len() - at - HEAD < len {
             break;
         }
         let body = &bytes[at + HEAD..at + HEAD + len];
@@ -354,13 +396,15 @@ mod tests {
         w.hard_state(7, &hs);
         w.entries(9, &[entry(1, 3, b"c")]);
         w.sync(true).unwrap();
-        let good = std::fs::metadata(&path).unwrap().len();
-        // A record cut short, as a crash mid-write leaves it.
+        let good = w.size();
+        // A record cut short, as a crash mid-write leaves it: its last
+        // bytes never reached the disk (the file was grown with zeros).
         w.entries(7, &[entry(3, 1, b"lost")]);
         w.sync(false).unwrap();
+        let end = w.size();
         drop(w);
         let f = OpenOptions::new().write(true).open(&path).unwrap();
-        f.set_len(std::fs::metadata(&path).unwrap().len() - 3).unwrap();
+        f.write_all_at(&[0; 3], end - 3).unwrap();
         drop(f);
         let (_, recs) = Wal::open(&path).unwrap();
         assert_eq!(
@@ -392,7 +436,7 @@ mod tests {
         assert!(w.size() < before / 10, "{} of {before}", w.size());
         w.entries(1, &[entry(101, 2, b"z")]);
         w.sync(true).unwrap();
-        assert_eq!(w.size(), std::fs::metadata(&path).unwrap().len());
+        assert!(w.size() <= std::fs::metadata(&path).unwrap().len());
         drop(w);
         let (_, recs) = Wal::open(&path).unwrap();
         let mut want = live;
@@ -408,16 +452,77 @@ mod tests {
         let (mut w, _) = Wal::open(&path).unwrap();
         w.entries(1, &[entry(1, 1, b"first")]);
         w.sync(true).unwrap();
-        let first = std::fs::metadata(&path).unwrap().len() as usize;
+        let first = w.size() as usize;
         w.entries(1, &[entry(2, 1, b"second")]);
         w.sync(true).unwrap();
+        let last = w.size() as usize - 1;
         drop(w);
         let mut bytes = std::fs::read(&path).unwrap();
-        let last = bytes.len() - 1;
         bytes[last] ^= 0x40;
         std::fs::write(&path, &bytes).unwrap();
         let (_, recs) = Wal::open(&path).unwrap();
         assert_eq!(recs, vec![Record::Entries(1, vec![entry(1, 1, b"first")])]);
         assert_eq!(std::fs::metadata(&path).unwrap().len() as usize, first);
+    }
+
+    #[test]
+    fn the_zeros_it_grew_are_no_torn_tail_and_the_next_records_follow() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wal");
+        let (mut w, _) = Wal::open(&path).unwrap();
+        w.entries(1, &[entry(1, 1, b"a")]);
+        w.sync(true).unwrap();
+        let (size, len) = (w.size(), std::fs::metadata(&path).unwrap().len());
+        assert!(len >= size + GROW / 2, "grown ahead: {len} for {size}");
+        drop(w);
+        let (mut w, recs) = Wal::open(&path).unwrap();
+        assert_eq!(recs, vec![Record::Entries(1, vec![entry(1, 1, b"a")])]);
+        assert_eq!((w.size(), std::fs::metadata(&path).unwrap().len()), (size, len));
+        // Past the first chunk: grown again.
+        for i in 2..=40 {
+            w.entries(1, &[entry(i, 1, &[7; 40 << 10])]);
+            w.sync(false).unwrap();
+        }
+        w.sync(true).unwrap();
+        assert!(std::fs::metadata(&path).unwrap().len() >= w.size());
+        drop(w);
+        let (_, recs) = Wal::open(&path).unwrap();
+        assert_eq!(recs.len(), 40);
+        assert_eq!(recs[39], Record::Entries(1, vec![entry(40, 1, &[7; 40 << 10])]));
+    }
+
+    #[test]
+    fn a_whole_record_after_a_torn_one_never_comes_back() {
+        // One write of three records; the middle one's bytes did not reach
+        // the disk, the last one's did. Replay stops at the torn one, and
+        // the next records must not make the last one readable again.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wal");
+        let (mut w, _) = Wal::open(&path).unwrap();
+        w.entries(1, &[entry(1, 1, b"kept")]);
+        let torn_at = w.pending() as u64;
+        w.entries(1, &[entry(2, 1, b"torn")]);
+        let torn_len = w.pending() as u64 - torn_at;
+        w.entries(1, &[entry(3, 1, b"ghost")]);
+        w.sync(true).unwrap();
+        drop(w);
+        let f = OpenOptions::new().write(true).open(&path).unwrap();
+        f.write_all_at(&vec![0; torn_len as usize], torn_at).unwrap();
+        drop(f);
+        let (mut w, recs) = Wal::open(&path).unwrap();
+        assert_eq!(recs, vec![Record::Entries(1, vec![entry(1, 1, b"kept")])]);
+        // A record of the torn one's length, where it was.
+        w.entries(1, &[entry(2, 2, b"new!")]);
+        assert_eq!(w.pending() as u64, torn_len);
+        w.sync(true).unwrap();
+        drop(w);
+        let (_, recs) = Wal::open(&path).unwrap();
+        assert_eq!(
+            recs,
+            vec![
+                Record::Entries(1, vec![entry(1, 1, b"kept")]),
+                Record::Entries(1, vec![entry(2, 2, b"new!")]),
+            ]
+        );
     }
 }

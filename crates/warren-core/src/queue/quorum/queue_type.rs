@@ -15,9 +15,7 @@ use super::super::{
     now_ms, ConsumerInfo, ConsumerSpec, Ctx, Entry, FlowWaiter, PublishOutcome, QueueStats, QueueType,
     RemoteConfirm, Settle, Ticket,
 };
-use super::{
-    encode_message, is_getter, with_delivery_count, Consumer, Local, QuorumQueue, Role, FLOW_HIGH, FLOW_LOW,
-};
+use super::{encode_message, is_getter, with_delivery_count, Consumer, Local, QuorumQueue, Role};
 use crate::error::BrokerError;
 use crate::message::MessageRef;
 
@@ -90,7 +88,7 @@ impl QueueType for QuorumQueue {
         self.confirms.insert(seq, (confirm.clone(), Instant::now()));
         self.system.propose(self.group, e);
         ctx.effects.sync = Some(Ticket::Remote(confirm));
-        ctx.effects.flow = self.confirms.len() > FLOW_HIGH;
+        ctx.effects.flow = self.backlogged();
         PublishOutcome::Enqueued
     }
 
@@ -281,10 +279,12 @@ impl QueueType for QuorumQueue {
         if let (Some(leader), Some(c)) = (self.leader_node(), self.replication.get()) {
             return c.wait_for_credit(&leader, waiter);
         }
-        if self.confirms.len() < FLOW_LOW {
+        if self.drained() {
             return false;
         }
-        self.flow_waiters.push(waiter);
+        if !self.flow_waiters.iter().any(|w| Arc::ptr_eq(w, &waiter)) {
+            self.flow_waiters.push(waiter);
+        }
         true
     }
 
