@@ -222,10 +222,10 @@ pub(crate) fn quorum_placement(ctx: &ServerCtx, size: Option<i64>, home: &ShortS
 /// queue on each declare would cost more than an even spread is worth).
 const BALANCED_COUNT_MAX: usize = 1000;
 
-/// The node a new classic queue lives on: this one, unless its arguments
-/// or policy ask for `balanced` (exclusive queues always live with their
-/// connection); then the running node with the fewest queues, this one
-/// first among equals.
+/// The node a new queue lives on (a quorum queue's first leader): this
+/// one, unless its arguments or policy ask for `balanced` (exclusive
+/// queues always live with their connection); then the running node that
+/// holds (or leads) the fewest queues, this one first among equals.
 fn place(ctx: &ServerCtx, vh: &VHost, d: &QueueDecl) -> ShortStr {
     use warren_core::queue::QueueKind;
     let me = ShortStr::from(ctx.config.node_name.as_str());
@@ -246,19 +246,22 @@ fn place(ctx: &ServerCtx, vh: &VHost, d: &QueueDecl) -> ShortStr {
             .filter(|p| p.running)
             .map(|p| (ShortStr::from(p.node.as_str()), 0)),
     );
-    let mut total = 0;
-    for v in ctx.broker.vhosts() {
-        for q in v.queues() {
-            total += 1;
-            let home = q.home.as_ref().unwrap_or(&me);
-            if let Some(n) = nodes.iter_mut().find(|(name, _)| name == home) {
-                n.1 += 1;
-            }
-        }
-    }
-    if total >= BALANCED_COUNT_MAX {
+    let queues: Vec<Arc<Queue>> = ctx.broker.vhosts().iter().flat_map(|v| v.queues()).collect();
+    if queues.len() >= BALANCED_COUNT_MAX {
         let i = rand::random::<u64>() as usize % nodes.len();
         return nodes.swap_remove(i).0;
+    }
+    for q in queues {
+        // A quorum queue counts for its leader's node (every member
+        // holds it as its own): the one it was placed on until the
+        // first election is seen.
+        let leader = q
+            .quorum_view()
+            .and_then(|v| v.leader.or_else(|| v.members.into_iter().next()));
+        let home = leader.as_ref().or(q.home.as_ref()).unwrap_or(&me);
+        if let Some(n) = nodes.iter_mut().find(|(name, _)| name == home) {
+            n.1 += 1;
+        }
     }
     // min_by_key keeps the first of equals: this node.
     nodes

@@ -480,3 +480,46 @@ async fn a_deduplicating_quorum_queue_stores_a_retry_once_even_across_a_failover
     }
     assert_eq!(got, ["a-first", "b", "h-first", "plain", "plain", "e"]);
 }
+
+/// The leader the API shows for `queue` through `b`, once there is one.
+async fn leader_of(b: &Broker, queue: &str) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, v) = b
+            .http(Method::GET, &format!("/api/queues/%2F/{queue}"), None)
+            .await;
+        if let Some(l) = v["leader"].as_str() {
+            return l.to_string();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no leader for {queue}: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn balanced_quorum_queues_spread_their_leaders_and_client_local_ones_lead_where_declared() {
+    use lapin::types::AMQPValue;
+    let (_ports, nodes) = three_linked().await;
+    let (_c1, ch1) = channel(&nodes[0]).await;
+    let balanced = [("x-queue-leader-locator", AMQPValue::LongString("balanced".into()))];
+    for i in 0..6 {
+        declare_quorum_with(&ch1, &format!("b{i}"), &balanced).await;
+    }
+    let mut led = std::collections::BTreeMap::<String, usize>::new();
+    for i in 0..6 {
+        *led.entry(leader_of(&nodes[0], &format!("b{i}")).await)
+            .or_default() += 1;
+    }
+    // Every node leads some, all declared through node 1.
+    assert_eq!(led.len(), 3, "leaders per node: {led:?}");
+    // Client-local (the default) leads on the declaring node, whichever.
+    let (_c2, ch2) = channel(&nodes[1]).await;
+    let (_c3, ch3) = channel(&nodes[2]).await;
+    declare_quorum(&ch2, "local2").await;
+    declare_quorum(&ch3, "local3").await;
+    assert_eq!(leader_of(&nodes[0], "local2").await, crate::cluster::node_name(1));
+    assert_eq!(leader_of(&nodes[0], "local3").await, crate::cluster::node_name(2));
+}
