@@ -27,6 +27,7 @@ pub mod bloom;
 pub mod error;
 pub mod files;
 mod log;
+mod overview;
 mod reader;
 #[cfg(test)]
 mod tests;
@@ -37,5 +38,6 @@ pub use log::{
     Appended, Config, Log, Message, SegmentFiles, SegmentMeta, ToSync, View, ViewState, CHUNK_TRACKING_DELTA,
     CHUNK_TRACKING_SNAPSHOT, CHUNK_USER,
 };
+pub use overview::{overview, Overview};
 pub use reader::{ChunkRead, Reader, Start};
 pub use tracking::{Delta, Tracking};

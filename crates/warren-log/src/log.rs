@@ -70,6 +70,10 @@ pub struct ViewState {
     pub segments: Vec<SegmentMeta>,
     /// The offset the next record will get.
     pub next_offset: u64,
+    /// The last chunk consumers may read (osiris's committed chunk id:
+    /// one a majority of the stream's members has); None: every chunk
+    /// written (a stream with no replicas).
+    pub committed: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -229,6 +233,7 @@ impl Log {
             state: RwLock::new(ViewState {
                 segments,
                 next_offset: next,
+                committed: None,
             }),
         });
         Ok(Log {
@@ -359,6 +364,21 @@ impl Log {
     /// Retention can change after creation (policies).
     pub fn set_config(&mut self, config: Config) {
         self.config = config;
+    }
+
+    /// The epoch new chunks are written with (1 until a stream's leaders
+    /// are counted: each new leader writes with one more).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    pub fn set_epoch(&mut self, epoch: u64) {
+        self.epoch = epoch;
+    }
+
+    /// Consumers read up to chunk `committed` from now on (None: all).
+    pub fn set_committed(&self, committed: Option<u64>) {
+        self.view.state.write().expect("view lock").committed = committed;
     }
 
     pub fn next_offset(&self) -> u64 {

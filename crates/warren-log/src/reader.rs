@@ -272,6 +272,10 @@ impl Reader {
                     why: format!("no whole chunk at position {pos}"),
                 });
             };
+            // Past what a majority has: not yet (osiris's can_read_next).
+            if st.committed.is_some_and(|c| header.first_offset > c) {
+                return Ok(None);
+            }
             self.pos += total;
             if header.chunk_type != CHUNK_USER {
                 continue;

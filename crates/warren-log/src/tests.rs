@@ -460,3 +460,54 @@ fn a_half_deleted_segment_is_finished_off_at_open() {
     assert_eq!(got.first().unwrap().0, firsts[1]);
     assert_eq!(got.last().unwrap().1, "m6");
 }
+
+#[test]
+fn the_overview_names_each_epochs_last_chunk_across_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), small()).unwrap();
+    assert_eq!(crate::overview(&log.view()).unwrap(), crate::Overview::default());
+    let none = Delta::default();
+    let mut ids = Vec::new();
+    // Epoch 1: two chunks; epoch 2: four (the segment rolls over after
+    // three); epoch 4: one.
+    for (epoch, n) in [(1, 2), (2, 4), (4, 1)] {
+        log.set_epoch(epoch);
+        for i in 0..n {
+            ids.push((
+                epoch,
+                log.append(&[msg(&format!("{epoch}.{i}"))], &none, 1)
+                    .unwrap()
+                    .chunk_id,
+            ));
+        }
+    }
+    assert!(log.view().snapshot().segments.len() > 1);
+    let last_of = |e: u64| ids.iter().rev().find(|(x, _)| *x == e).unwrap().1;
+    let o = crate::overview(&log.view()).unwrap();
+    assert_eq!(o.epochs, vec![(1, last_of(1)), (2, last_of(2)), (4, last_of(4))]);
+    assert_eq!(o.range, Some((0, log.next_offset() - 1)));
+    // The same after a restart (it is read from the index files).
+    drop(log);
+    let log = Log::open(dir.path(), small()).unwrap();
+    assert_eq!(crate::overview(&log.view()).unwrap(), o);
+}
+
+#[test]
+fn consumers_read_no_further_than_the_committed_chunk() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), Config::default()).unwrap();
+    let none = Delta::default();
+    let a = log.append(&[msg("a")], &none, 1).unwrap().chunk_id;
+    let b = log.append(&[msg("b")], &none, 1).unwrap().chunk_id;
+    log.append(&[msg("c")], &none, 1).unwrap();
+    log.set_committed(Some(a));
+    let mut r = Reader::new(log.view(), Start::First, None).unwrap();
+    assert_eq!(r.next_chunk().unwrap().unwrap().header.first_offset, a);
+    assert!(r.next_chunk().unwrap().is_none(), "b is not committed yet");
+    log.set_committed(Some(b));
+    assert_eq!(r.next_chunk().unwrap().unwrap().header.first_offset, b);
+    assert!(r.next_chunk().unwrap().is_none());
+    log.set_committed(None);
+    assert_eq!(read_all(&log, Start::First).len(), 3);
+    assert!(r.next_chunk().unwrap().is_some(), "c once everything is readable");
+}
