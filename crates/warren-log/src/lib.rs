@@ -23,6 +23,7 @@
 //!   written to the file; [`Log::sync`] fdatasyncs, which the owner does
 //!   per its policy, and every roll-over does.
 
+mod acceptor;
 pub mod bloom;
 pub mod error;
 pub mod files;
@@ -33,6 +34,7 @@ mod reader;
 mod tests;
 pub mod tracking;
 
+pub use acceptor::{accept, cut_point, Cut};
 pub use error::LogError;
 pub use log::{
     Appended, Config, Log, Message, SegmentFiles, SegmentMeta, ToSync, View, ViewState, CHUNK_TRACKING_DELTA,

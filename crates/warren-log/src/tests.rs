@@ -511,3 +511,85 @@ fn consumers_read_no_further_than_the_committed_chunk() {
     assert_eq!(read_all(&log, Start::First).len(), 3);
     assert!(r.next_chunk().unwrap().is_some(), "c once everything is readable");
 }
+
+/// A log in `dir` of one chunk per message, each (epoch, body).
+fn log_of(dir: &Path, chunks: &[(u64, &str)]) -> Log {
+    let mut log = Log::open(dir, small()).unwrap();
+    for (epoch, body) in chunks {
+        log.set_epoch(*epoch);
+        log.append(&[msg(body)], &Delta::default(), 1).unwrap();
+    }
+    log
+}
+
+fn bodies(log: &Log) -> Vec<String> {
+    read_all(log, Start::First).into_iter().map(|(_, b)| b).collect()
+}
+
+#[test]
+fn a_returning_member_keeps_what_it_shares_with_the_leader_and_cuts_its_own_tail() {
+    let (l, r) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // Both had epoch 1's five chunks; the member then led epoch 2 alone
+    // (never committed) and the leader of epoch 3 wrote on. Segments roll
+    // every three chunks, so the cut is inside one and drops those after.
+    let shared = [(1, "a"), (1, "b"), (1, "c"), (1, "d"), (1, "e")];
+    let mut mine = shared.to_vec();
+    mine.extend([(2, "x"), (2, "y"), (2, "z")]);
+    let mut theirs = shared.to_vec();
+    theirs.extend([(3, "p"), (3, "q")]);
+    drop(log_of(r.path(), &mine));
+    let leader = log_of(l.path(), &theirs);
+    let o = crate::overview(&leader.view()).unwrap();
+    assert_eq!(crate::accept(r.path(), &o).unwrap(), crate::Cut::After(4));
+    let back = Log::open(r.path(), small()).unwrap();
+    assert_eq!(bodies(&back), ["a", "b", "c", "d", "e"]);
+    assert_eq!(back.next_offset(), 5);
+    assert_eq!(crate::overview(&back.view()).unwrap().epochs, vec![(1, 4)]);
+}
+
+#[test]
+fn a_member_behind_in_the_same_epoch_keeps_everything_and_one_with_nothing_shared_nothing() {
+    let (l, r) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    drop(log_of(r.path(), &[(1, "a"), (1, "b")]));
+    let leader = log_of(l.path(), &[(1, "a"), (1, "b"), (1, "c")]);
+    let o = crate::overview(&leader.view()).unwrap();
+    assert_eq!(crate::accept(r.path(), &o).unwrap(), crate::Cut::Nothing);
+    assert_eq!(bodies(&Log::open(r.path(), small()).unwrap()), ["a", "b"]);
+
+    let (l, r) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    drop(log_of(r.path(), &[(2, "x")]));
+    let leader = log_of(l.path(), &[(1, "a"), (3, "b")]);
+    let o = crate::overview(&leader.view()).unwrap();
+    assert_eq!(crate::accept(r.path(), &o).unwrap(), crate::Cut::Everything);
+    let back = Log::open(r.path(), small()).unwrap();
+    assert!(bodies(&back).is_empty());
+    assert_eq!(back.next_offset(), 0);
+}
+
+#[test]
+fn a_member_that_ends_before_the_leaders_first_offset_keeps_nothing() {
+    let local = crate::Overview {
+        range: Some((0, 9)),
+        epochs: vec![(1, 9)],
+    };
+    let leader = crate::Overview {
+        range: Some((100, 200)),
+        epochs: vec![(1, 150), (2, 200)],
+    };
+    assert_eq!(
+        crate::cut_point(&local, |_| None, &leader),
+        crate::Cut::Everything
+    );
+    let overlapping = crate::Overview {
+        range: Some((5, 200)),
+        ..leader.clone()
+    };
+    assert_eq!(
+        crate::cut_point(&local, |_| None, &overlapping),
+        crate::Cut::Nothing
+    );
+    assert_eq!(
+        crate::cut_point(&crate::Overview::default(), |_| None, &leader),
+        crate::Cut::Nothing
+    );
+}
