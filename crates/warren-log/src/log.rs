@@ -207,12 +207,19 @@ impl Log {
     /// left: index records whose chunk is not whole or fails its CRC are
     /// cut, with the segment after them.
     pub fn open(dir: &Path, config: Config) -> Result<Log> {
+        Self::open_from(dir, config, 0)
+    }
+
+    /// [`Log::open`], but a log with no segment yet starts at offset
+    /// `first` (a replica whose leader's log starts there, retention
+    /// having removed what came before).
+    pub fn open_from(dir: &Path, config: Config, first: u64) -> Result<Log> {
         std::fs::create_dir_all(dir).map_err(|e| LogError::io(dir, e))?;
         let mut firsts = files::list(dir)?;
         if firsts.is_empty() {
-            create_files(dir, 0)?;
+            create_files(dir, first)?;
             sync_dir(dir);
-            firsts.push(0);
+            firsts.push(first);
         }
         let mut segments = Vec::new();
         let last_name = *firsts.last().expect("one segment at least");

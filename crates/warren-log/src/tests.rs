@@ -593,3 +593,26 @@ fn a_member_that_ends_before_the_leaders_first_offset_keeps_nothing() {
         crate::Cut::Nothing
     );
 }
+
+#[test]
+fn a_log_made_for_a_replica_starts_at_the_leaders_first_offset() {
+    let r = tempfile::tempdir().unwrap();
+    drop(log_of(r.path(), &[(2, "x")]));
+    // The leader's retention removed everything before offset 100.
+    let o = crate::Overview {
+        range: Some((100, 101)),
+        epochs: vec![(1, 100), (3, 101)],
+    };
+    assert_eq!(crate::accept(r.path(), &o).unwrap(), crate::Cut::Everything);
+    let mut log = Log::open_from(r.path(), small(), 100).unwrap();
+    assert_eq!(log.next_offset(), 100);
+    assert_eq!(
+        log.append(&[msg("b")], &Delta::default(), 1).unwrap().chunk_id,
+        100
+    );
+    drop(log);
+    // Once it has a segment, where it starts is its own.
+    let log = Log::open_from(r.path(), small(), 7).unwrap();
+    assert_eq!(log.next_offset(), 101);
+    assert_eq!(read_all(&log, Start::First), vec![(100, "b".to_string())]);
+}
