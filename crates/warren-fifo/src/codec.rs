@@ -178,6 +178,13 @@ fn ids_command(kind: u8, consumer: u64, failed: Option<bool>, ids: &[MsgId], out
 
 /// A command from an entry at Raft index `index`, and what follows it (an
 /// enqueue's message; empty otherwise).
+/// Is `b` (an encoded command) one of a consumer's: consume, credit,
+/// settle, return, discard or cancel? No enqueue waits for these, so a
+/// leader may propose them ahead of enqueues waiting for their turn.
+pub fn is_consumer_command(b: &[u8]) -> bool {
+    b.first().is_some_and(|k| (3..=8).contains(k))
+}
+
 pub fn decode(index: u64, b: &[u8]) -> Result<(Command, &[u8]), CodecError> {
     let mut r = Reader::new(b);
     let c = match r.u8()? {
@@ -518,6 +525,17 @@ impl<'a> Reader<'a> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn consumers_commands_are_told_apart_from_the_rest() {
+        let mut consumer = Vec::new();
+        encode(&Command::Cancel { consumer: 7 }, &mut consumer);
+        assert!(is_consumer_command(&consumer));
+        let mut other = Vec::new();
+        encode(&Command::Purge, &mut other);
+        assert!(!is_consumer_command(&other));
+        assert!(!is_consumer_command(&[]));
+    }
+
     use super::*;
 
     #[test]

@@ -388,7 +388,8 @@ impl Driver {
         let Some(g) = self.groups.get_mut(&group) else {
             return;
         };
-        let consumers = entry.get(16).is_some_and(|k| (3..=8).contains(k));
+        // After the entry's tag (the proposer's node id and sequence).
+        let consumers = warren_fifo::codec::is_consumer_command(entry.get(16..).unwrap_or_default());
         if !consumers {
             let full = g.this_pass.0 >= PASS_ENTRIES || g.this_pass.1 >= PASS_BYTES;
             if full || !g.deferred.is_empty() {
