@@ -478,6 +478,110 @@ impl Log {
         Ok(at)
     }
 
+    /// A replica's append: `chunk` is one whole chunk as the leader
+    /// stored it (header, bloom filter, data, trailer), written verbatim
+    /// with the leader's epoch and timestamp (osiris_log:accept_chunk). It
+    /// must be the next chunk (its id the next offset) and its data must
+    /// match its CRC. A tracking snapshot opens a segment, as on the
+    /// leader; a full segment rolls over without a snapshot of its own
+    /// (the leader's follows).
+    pub fn accept_chunk(&mut self, chunk: &[u8], now_ms: i64) -> Result<Appended> {
+        let bad = |why: String| LogError::Corrupt {
+            path: self.dir.display().to_string(),
+            why,
+        };
+        let header = ChunkHeader::parse(chunk).map_err(|e| bad(format!("a replicated chunk: {e}")))?;
+        let body_at = HEADER_SIZE + header.bloom_size as usize;
+        let total = body_at + header.data_length as usize + header.trailer_length as usize;
+        if chunk.len() != total {
+            return Err(bad(format!(
+                "a replicated chunk of {} bytes says it has {total}",
+                chunk.len()
+            )));
+        }
+        let data = &chunk[body_at..body_at + header.data_length as usize];
+        if crc32fast::hash(data) != header.crc {
+            return Err(bad(format!(
+                "replicated chunk {} fails its CRC",
+                header.first_offset
+            )));
+        }
+        let next = self.next_offset();
+        if header.first_offset != next {
+            return Err(bad(format!(
+                "replicated chunk {} is out of order (next offset {next})",
+                header.first_offset
+            )));
+        }
+        let empty = {
+            let v = self.view.state.read().expect("view lock");
+            v.segments.last().expect("a segment").chunks == 0
+        };
+        if header.chunk_type == CHUNK_TRACKING_SNAPSHOT {
+            if !empty {
+                self.roll(now_ms, false)?;
+            }
+        } else {
+            self.roll_if_full(now_ms, false)?;
+        }
+        let at = self.write_raw(&header, chunk)?;
+        let trailer = &chunk[body_at + data.len()..];
+        match header.chunk_type {
+            CHUNK_USER if !trailer.is_empty() => {
+                self.tracking.apply_delta(header.first_offset, trailer);
+            }
+            CHUNK_TRACKING_DELTA if data.len() >= 4 => {
+                self.tracking.apply_delta(header.first_offset, &data[4..]);
+            }
+            CHUNK_TRACKING_SNAPSHOT if data.len() >= 4 => {
+                self.tracking.load_snapshot(&data[4..]);
+            }
+            _ => {}
+        }
+        Ok(at)
+    }
+
+    /// Write a chunk whose bytes are already whole (a replica's).
+    fn write_raw(&mut self, header: &ChunkHeader, chunk: &[u8]) -> Result<Appended> {
+        let (seg_first, pos, chunks) = {
+            let v = self.view.state.read().expect("view lock");
+            let s = v.segments.last().expect("a segment");
+            (s.first_offset, s.len, s.chunks)
+        };
+        if pos + chunk.len() as u64 > u32::MAX as u64 {
+            return Err(LogError::Corrupt {
+                path: self.dir.display().to_string(),
+                why: "a segment cannot grow past 4 GiB (lower x-stream-max-segment-size-bytes)".into(),
+            });
+        }
+        let (sp, ip) = files::names(&self.dir, seg_first);
+        self.segment
+            .write_all_at(chunk, pos)
+            .map_err(|e| LogError::io(&sp, e))?;
+        let rec = IndexRecord {
+            chunk_id: header.first_offset,
+            timestamp: header.timestamp,
+            epoch: header.epoch,
+            position: pos as u32,
+            chunk_type: header.chunk_type,
+        };
+        self.index
+            .write_all_at(&rec.encode(), FILE_HEADER + chunks * INDEX_RECORD as u64)
+            .map_err(|e| LogError::io(&ip, e))?;
+        let mut v = self.view.state.write().expect("view lock");
+        let s = v.segments.last_mut().expect("a segment");
+        s.len = pos + chunk.len() as u64;
+        s.chunks += 1;
+        s.first.get_or_insert(rec);
+        s.last = Some(rec);
+        v.next_offset = header.first_offset + header.num_records as u64;
+        Ok(Appended {
+            chunk_id: header.first_offset,
+            records: header.num_records,
+            timestamp: header.timestamp,
+        })
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn write_chunk(
         &mut self,
@@ -490,7 +594,7 @@ impl Log {
         now_ms: i64,
     ) -> Result<Appended> {
         if chunk_type != CHUNK_TRACKING_SNAPSHOT {
-            self.roll_if_full(now_ms)?;
+            self.roll_if_full(now_ms, true)?;
         }
         let (seg_first, pos, chunk_id) = {
             let v = self.view.state.read().expect("view lock");
@@ -561,22 +665,26 @@ impl Log {
         })
     }
 
-    /// Start a new segment once the newest is full: named after the next
-    /// offset, opening with a snapshot of the tracking state, then apply
-    /// retention (osiris does it at roll-over too).
-    fn roll_if_full(&mut self, now_ms: i64) -> Result<()> {
-        let (full, next) = {
+    /// Start a new segment once the newest is full (see [`Log::roll`]).
+    fn roll_if_full(&mut self, now_ms: i64, snapshot: bool) -> Result<()> {
+        let full = {
             let v = self.view.state.read().expect("view lock");
             let s = v.segments.last().expect("a segment");
-            (
-                s.chunks > 0
-                    && (s.len >= self.config.max_segment_bytes || s.chunks >= self.config.max_segment_chunks),
-                v.next_offset,
-            )
+            s.chunks > 0
+                && (s.len >= self.config.max_segment_bytes || s.chunks >= self.config.max_segment_chunks)
         };
-        if !full {
-            return Ok(());
+        if full {
+            self.roll(now_ms, snapshot)?;
         }
+        Ok(())
+    }
+
+    /// Start a new segment named after the next offset, apply retention
+    /// (osiris does it at roll-over too), and, on a leader (`snapshot`),
+    /// open it with a snapshot of the tracking state. A replica writes
+    /// none of its own: the leader's arrives.
+    fn roll(&mut self, now_ms: i64, snapshot: bool) -> Result<()> {
+        let next = self.next_offset();
         // No fsync here: syncing a 500 MB segment under the writer's lock
         // stalled publishers for seconds. The owner syncs in the
         // background ([`Log::sync_handles`]).
@@ -605,7 +713,7 @@ impl Log {
                 last: None,
             });
         self.apply_retention(now_ms)?;
-        if !self.tracking.is_empty() {
+        if snapshot && !self.tracking.is_empty() {
             let first = self.first_offset();
             let body = self.tracking.snapshot(first);
             let mut data = BytesMut::with_capacity(body.len() + 4);

@@ -48,6 +48,9 @@ pub struct Reader {
     pos: u64,
     file: Option<File>,
     filter: Option<Matcher>,
+    /// A replication reader (osiris's data reader): every chunk, of every
+    /// type, whole, committed or not.
+    whole: bool,
 }
 
 impl std::fmt::Debug for Reader {
@@ -111,7 +114,55 @@ impl Reader {
             pos,
             file: None,
             filter: filter.filter(|m| !m.values.is_empty()),
+            whole: false,
         })
+    }
+
+    /// A replication reader from offset `next` (a replica's next offset,
+    /// a chunk boundary): [`Reader::next_chunk_into`] then hands out every
+    /// chunk as stored (tracking chunks, bloom filter and trailer
+    /// included), whether a majority has it or not, for a replica to
+    /// store verbatim. Errs when `next` is not where a chunk starts or
+    /// the log ends (the replica must be cut first).
+    pub fn for_replication(view: Arc<View>, next: u64) -> Result<Reader> {
+        let st = view.snapshot();
+        let (segment, pos) = if next >= st.next_offset {
+            Self::end_of(&st)
+        } else {
+            Self::locate(&view, &st, Start::Offset(next))?
+        };
+        let mut r = Reader {
+            view,
+            segment,
+            pos,
+            file: None,
+            filter: None,
+            whole: true,
+        };
+        if next != st.next_offset {
+            let at = r.peek_id()?;
+            if at != Some(next) {
+                return Err(LogError::Corrupt {
+                    path: r.view.dir.display().to_string(),
+                    why: format!("offset {next} is not the start of a chunk here (found {at:?})"),
+                });
+            }
+        }
+        Ok(r)
+    }
+
+    /// The id of the chunk at the reader's position, if one is written.
+    fn peek_id(&mut self) -> Result<Option<u64>> {
+        self.open_file()?;
+        let len = self
+            .view
+            .snapshot()
+            .segments
+            .iter()
+            .find(|s| s.first_offset == self.segment)
+            .map_or(0, |s| s.len);
+        let f = self.file.as_ref().expect("just opened");
+        Ok(read_chunk_header(f, self.pos, len, false).map(|(h, _)| h.first_offset))
     }
 
     fn end_of(st: &ViewState) -> (u64, u64) {
@@ -273,8 +324,18 @@ impl Reader {
                 });
             };
             // Past what a majority has: not yet (osiris's can_read_next).
-            if st.committed.is_some_and(|c| header.first_offset > c) {
+            if !self.whole && st.committed.is_some_and(|c| header.first_offset > c) {
                 return Ok(None);
+            }
+            if self.whole {
+                let start = out.len();
+                out.resize(start + total as usize, 0);
+                if let Err(e) = f.read_exact_at(&mut out[start..], pos) {
+                    out.truncate(start);
+                    return Err(LogError::io(&self.view.dir, e));
+                }
+                self.pos += total;
+                return Ok(Some(header));
             }
             self.pos += total;
             if header.chunk_type != CHUNK_USER {

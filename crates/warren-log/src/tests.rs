@@ -616,3 +616,120 @@ fn a_log_made_for_a_replica_starts_at_the_leaders_first_offset() {
     assert_eq!(log.next_offset(), 101);
     assert_eq!(read_all(&log, Start::First), vec![(100, "b".to_string())]);
 }
+
+/// Every chunk a replication reader hands out from `next`, whole.
+fn replicate(from: &Log, next: u64) -> Vec<Bytes> {
+    let mut r = Reader::for_replication(from.view(), next).unwrap();
+    let mut out = Vec::new();
+    loop {
+        let mut b = bytes::BytesMut::new();
+        match r.next_chunk_into(&mut b).unwrap() {
+            Some(_) => out.push(b.freeze()),
+            None => return out,
+        }
+    }
+}
+
+#[test]
+fn a_replica_that_accepts_the_leaders_chunks_holds_the_same_files_and_state() {
+    let (ld, rd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut leader = Log::open(ld.path(), small()).unwrap();
+    leader.set_epoch(3);
+    let mut replica = Log::open(rd.path(), small()).unwrap();
+    for i in 0..10u64 {
+        let delta = Delta {
+            sequences: vec![("p".into(), i)],
+            offsets: if i % 4 == 3 { vec![("c".into(), i)] } else { vec![] },
+        };
+        leader
+            .append(&[msg(&format!("m{i}")), msg("x")], &delta, 1000 + i as i64)
+            .unwrap();
+        if i % 3 == 0 {
+            let d = Delta {
+                sequences: vec![],
+                offsets: vec![("t".into(), i)],
+            };
+            leader.append_tracking(&d, 2000).unwrap();
+        }
+        // Half way, the replica catches up; then again at the end.
+        if i == 4 || i == 9 {
+            let next = replica.next_offset();
+            for c in replicate(&leader, next) {
+                replica.accept_chunk(&c, 5).unwrap();
+            }
+        }
+    }
+    assert!(replicate(&leader, replica.next_offset()).is_empty());
+    assert_eq!(replica.next_offset(), leader.next_offset());
+    assert_eq!(replica.sequence("p"), Some(9));
+    assert_eq!(replica.stored_offset("c"), leader.stored_offset("c"));
+    assert_eq!(replica.stored_offset("t"), Some(9));
+    let names = |d: &Path| {
+        let mut v: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        v.sort();
+        v
+    };
+    assert!(
+        names(ld.path()).len() > 4,
+        "it rolled over: {:?}",
+        names(ld.path())
+    );
+    assert_eq!(names(ld.path()), names(rd.path()));
+    for n in names(ld.path()) {
+        let a = std::fs::read(ld.path().join(&n)).unwrap();
+        let b = std::fs::read(rd.path().join(&n)).unwrap();
+        assert!(a == b, "{n} differs");
+    }
+    // What it holds survives its restart, epochs included.
+    drop(replica);
+    let replica = Log::open(rd.path(), small()).unwrap();
+    assert_eq!(read_all(&replica, Start::First), read_all(&leader, Start::First));
+    assert_eq!(replica.sequence("p"), Some(9));
+    let ov = crate::overview::overview(&replica.view()).unwrap();
+    assert_eq!(ov.epochs.len(), 1);
+    assert_eq!(ov.epochs[0].0, 3);
+}
+
+#[test]
+fn a_replica_refuses_a_chunk_out_of_order_torn_or_corrupt_and_keeps_its_log() {
+    let (ld, rd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut leader = Log::open(ld.path(), Config::default()).unwrap();
+    for i in 0..3 {
+        leader
+            .append(&[msg(&format!("m{i}"))], &Delta::default(), 1)
+            .unwrap();
+    }
+    let chunks = replicate(&leader, 0);
+    let mut replica = Log::open(rd.path(), Config::default()).unwrap();
+    // Out of order: the second chunk first.
+    assert!(replica.accept_chunk(&chunks[1], 1).is_err());
+    // Torn: a chunk short of its length.
+    assert!(replica
+        .accept_chunk(&chunks[0][..chunks[0].len() - 1], 1)
+        .is_err());
+    assert!(replica.accept_chunk(&chunks[0][..10], 1).is_err());
+    // Corrupt: a data byte flipped.
+    let mut bad = chunks[0].to_vec();
+    let last = bad.len() - 1;
+    bad[last] ^= 0xff;
+    assert!(replica.accept_chunk(&bad, 1).is_err());
+    assert_eq!(replica.next_offset(), 0);
+    for c in &chunks {
+        replica.accept_chunk(c, 1).unwrap();
+    }
+    assert_eq!(read_all(&replica, Start::First), read_all(&leader, Start::First));
+    // A replication reader from inside a chunk, or past the start, errs.
+    Reader::for_replication(leader.view(), 1).unwrap();
+    let d2 = tempfile::tempdir().unwrap();
+    let mut leader2 = Log::open(d2.path(), Config::default()).unwrap();
+    leader2
+        .append(&[msg("a"), msg("b")], &Delta::default(), 1)
+        .unwrap();
+    leader2.append(&[msg("c")], &Delta::default(), 1).unwrap();
+    assert!(Reader::for_replication(leader2.view(), 1).is_err());
+    assert!(Reader::for_replication(leader2.view(), 2).is_ok());
+    assert!(Reader::for_replication(leader2.view(), 3).is_ok());
+}
