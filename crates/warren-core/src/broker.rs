@@ -135,6 +135,8 @@ pub struct Broker {
     pub replication: crate::replication::ReplicationSlot,
     /// Set when the server starts its quorum queues' Raft groups.
     pub quorum: crate::queue::QuorumSlot,
+    /// Set when a clustered server starts its stream replication.
+    pub streams: crate::queue::StreamSlot,
 }
 
 impl std::fmt::Debug for Broker {
@@ -157,6 +159,7 @@ impl Broker {
             next_id: AtomicU64::new(1),
             replication: Default::default(),
             quorum: Default::default(),
+            streams: Default::default(),
         })
     }
 
@@ -181,6 +184,7 @@ impl Broker {
                     messages: self.messages.clone(),
                     replication: self.replication.clone(),
                     quorum: self.quorum.clone(),
+                    streams: self.streams.clone(),
                 };
                 Arc::new(VHost::new(name, env, self.log.clone()))
             })

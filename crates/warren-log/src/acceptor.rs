@@ -127,3 +127,30 @@ fn remove(dir: &Path, first: u64) -> Result<()> {
     }
     Ok(())
 }
+
+impl Log {
+    /// [`accept`] on a log that is open: cut its files to agree with the
+    /// `leader`'s overview, then take up what is left (readers sharing
+    /// the view see the shorter log; a replica's readers read nothing
+    /// past the committed chunk anyway, and a cut removes only chunks
+    /// never committed). A log cut whole starts again at the leader's
+    /// first offset.
+    pub fn cut_to(&mut self, leader: &Overview) -> Result<Cut> {
+        let last = self.view.snapshot().segments.iter().rev().find_map(|s| s.last);
+        let cut = accept(&self.dir, leader)?;
+        if cut == Cut::Nothing || last.is_some_and(|r| cut == Cut::After(r.chunk_id)) {
+            return Ok(cut);
+        }
+        let first = leader.range.map_or(0, |(f, _)| f);
+        let fresh = Log::open_from(&self.dir, self.config.clone(), first)?;
+        let readable = self.view.state.read().expect("view lock").readable_below;
+        let mut st = fresh.view.snapshot();
+        st.readable_below = readable;
+        *self.view.state.write().expect("view lock") = st;
+        self.segment = fresh.segment;
+        self.index = fresh.index;
+        self.sealed.clear();
+        self.tracking = fresh.tracking;
+        Ok(cut)
+    }
+}

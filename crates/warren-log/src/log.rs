@@ -70,10 +70,11 @@ pub struct ViewState {
     pub segments: Vec<SegmentMeta>,
     /// The offset the next record will get.
     pub next_offset: u64,
-    /// The last chunk consumers may read (osiris's committed chunk id:
-    /// one a majority of the stream's members has); None: every chunk
-    /// written (a stream with no replicas).
-    pub committed: Option<u64>,
+    /// Consumers read only chunks whose id is below this (one past
+    /// osiris's committed chunk id: what a majority of the stream's
+    /// members has; 0 while a new leader knows of none); None: every
+    /// chunk written (a stream with no replicas).
+    pub readable_below: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -105,16 +106,16 @@ pub struct Appended {
 }
 
 pub struct Log {
-    dir: PathBuf,
-    config: Config,
+    pub(crate) dir: PathBuf,
+    pub(crate) config: Config,
     epoch: u64,
-    view: Arc<View>,
+    pub(crate) view: Arc<View>,
     /// The newest segment's files.
-    segment: File,
-    index: File,
+    pub(crate) segment: File,
+    pub(crate) index: File,
     /// Segments sealed since the owner last took what to sync.
-    sealed: Vec<SegmentFiles>,
-    tracking: Tracking,
+    pub(crate) sealed: Vec<SegmentFiles>,
+    pub(crate) tracking: Tracking,
 }
 
 /// One segment's open files and how much of it was written, for a sync
@@ -240,7 +241,7 @@ impl Log {
             state: RwLock::new(ViewState {
                 segments,
                 next_offset: next,
-                committed: None,
+                readable_below: None,
             }),
         });
         Ok(Log {
@@ -385,7 +386,13 @@ impl Log {
 
     /// Consumers read up to chunk `committed` from now on (None: all).
     pub fn set_committed(&self, committed: Option<u64>) {
-        self.view.state.write().expect("view lock").committed = committed;
+        self.view.state.write().expect("view lock").readable_below = committed.map(|c| c + 1);
+    }
+
+    /// Consumers read nothing until [`Log::set_committed`] (a new leader
+    /// before a majority has answered: osiris's committed chunk id -1).
+    pub fn hold_readers(&self) {
+        self.view.state.write().expect("view lock").readable_below = Some(0);
     }
 
     pub fn next_offset(&self) -> u64 {

@@ -324,7 +324,7 @@ impl Reader {
                 });
             };
             // Past what a majority has: not yet (osiris's can_read_next).
-            if !self.whole && st.committed.is_some_and(|c| header.first_offset > c) {
+            if !self.whole && st.readable_below.is_some_and(|c| header.first_offset >= c) {
                 return Ok(None);
             }
             if self.whole {

@@ -500,6 +500,12 @@ fn consumers_read_no_further_than_the_committed_chunk() {
     let a = log.append(&[msg("a")], &none, 1).unwrap().chunk_id;
     let b = log.append(&[msg("b")], &none, 1).unwrap().chunk_id;
     log.append(&[msg("c")], &none, 1).unwrap();
+    log.hold_readers();
+    assert!(Reader::new(log.view(), Start::First, None)
+        .unwrap()
+        .next_chunk()
+        .unwrap()
+        .is_none());
     log.set_committed(Some(a));
     let mut r = Reader::new(log.view(), Start::First, None).unwrap();
     assert_eq!(r.next_chunk().unwrap().unwrap().header.first_offset, a);
@@ -732,4 +738,35 @@ fn a_replica_refuses_a_chunk_out_of_order_torn_or_corrupt_and_keeps_its_log() {
     assert!(Reader::for_replication(leader2.view(), 1).is_err());
     assert!(Reader::for_replication(leader2.view(), 2).is_ok());
     assert!(Reader::for_replication(leader2.view(), 3).is_ok());
+}
+
+#[test]
+fn an_open_replica_log_is_cut_in_place_and_then_takes_the_leaders_chunks() {
+    let (l, r) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let shared = [(1, "a"), (1, "b"), (1, "c"), (1, "d")];
+    let mut mine = shared.to_vec();
+    mine.extend([(2, "x"), (2, "y"), (2, "z")]);
+    let mut theirs = shared.to_vec();
+    theirs.extend([(3, "p"), (3, "q")]);
+    let mut replica = log_of(r.path(), &mine);
+    let view = replica.view();
+    let leader = log_of(l.path(), &theirs);
+    let o = crate::overview(&leader.view()).unwrap();
+    assert_eq!(replica.cut_to(&o).unwrap(), crate::Cut::After(3));
+    assert_eq!(replica.next_offset(), 4);
+    assert_eq!(view.snapshot().next_offset, 4, "readers' view follows the cut");
+    for c in replicate(&leader, replica.next_offset()) {
+        replica.accept_chunk(&c, 1).unwrap();
+    }
+    assert_eq!(bodies(&replica), ["a", "b", "c", "d", "p", "q"]);
+    // Agreeing now, a second cut is at its last chunk: nothing goes.
+    assert_eq!(replica.cut_to(&o).unwrap(), crate::Cut::After(5));
+    assert_eq!(bodies(&replica), ["a", "b", "c", "d", "p", "q"]);
+    drop(replica);
+    let back = Log::open(r.path(), small()).unwrap();
+    assert_eq!(bodies(&back), ["a", "b", "c", "d", "p", "q"]);
+    assert_eq!(
+        crate::overview(&back.view()).unwrap().epochs,
+        vec![(1, 3), (3, 5)]
+    );
 }

@@ -22,6 +22,7 @@ pub mod frame;
 pub mod handshake;
 pub mod message;
 pub mod queue;
+pub mod stream;
 mod wire;
 
 pub use error::CodecError;

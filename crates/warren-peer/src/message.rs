@@ -4,6 +4,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::frame::{begin_frame, end_frame, Frame};
 use crate::queue::QueueMsg;
+use crate::stream::StreamMsg;
 use crate::wire::{put_blob, put_name, Reader};
 use crate::CodecError;
 
@@ -90,6 +91,9 @@ pub enum Message {
     },
     /// The queue protocol ([`crate::queue`]): kinds 0x40 to 0x4b.
     Queue(QueueMsg),
+    /// The stream replication protocol ([`crate::stream`]): kinds 0x50
+    /// to 0x56.
+    Stream(StreamMsg),
     /// The node is leaving (shutdown or removed); no more frames follow.
     Goodbye {
         reason: String,
@@ -115,6 +119,7 @@ impl Message {
             Message::Request { .. } => kind::REQUEST,
             Message::Reply { .. } => kind::REPLY,
             Message::Queue(q) => q.kind(),
+            Message::Stream(m) => m.kind(),
             Message::Goodbye { .. } => kind::GOODBYE,
         }
     }
@@ -170,6 +175,7 @@ impl Message {
                 put_blob(out, body);
             }
             Message::Queue(q) => q.encode_fields(out),
+            Message::Stream(m) => m.encode_fields(out),
         }
         end_frame(out, at);
     }
@@ -237,6 +243,7 @@ impl Message {
                 reason: r.name("goodbye reason")?,
             },
             k if QueueMsg::is_queue_kind(k) => Message::Queue(QueueMsg::decode_fields(k, &mut r)?),
+            k if StreamMsg::is_stream_kind(k) => Message::Stream(StreamMsg::decode_fields(k, &mut r)?),
             k => return Err(CodecError::UnknownKind(k)),
         };
         r.finish()?;
@@ -300,6 +307,7 @@ mod tests {
         ]
         .into_iter()
         .chain(crate::queue::examples().into_iter().map(Message::Queue))
+        .chain(crate::stream::examples().into_iter().map(Message::Stream))
         .collect()
     }
 

@@ -196,13 +196,13 @@ pub enum QueueMsg {
 /// its message's: a sender checks a message fits a frame with it.
 pub const MESSAGE_OVERHEAD: usize = 64 + 3 * 256;
 
-fn put_short(out: &mut BytesMut, b: &[u8]) {
+pub(crate) fn put_short(out: &mut BytesMut, b: &[u8]) {
     let b = &b[..b.len().min(255)];
     out.put_u8(b.len() as u8);
     out.put_slice(b);
 }
 
-fn short(r: &mut Reader, what: &'static str) -> Result<Bytes, CodecError> {
+pub(crate) fn short(r: &mut Reader, what: &'static str) -> Result<Bytes, CodecError> {
     let n = r.u8(what)? as usize;
     r.bytes(n, what)
 }

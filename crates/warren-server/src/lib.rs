@@ -19,6 +19,7 @@ pub mod sasl;
 pub mod sniff;
 pub mod stats_sampler;
 pub mod stream;
+pub mod stream_replicas;
 pub mod timers;
 pub mod tls;
 pub mod transport;
@@ -75,6 +76,8 @@ pub struct ServerCtx {
     pub started: std::time::Instant,
     /// The node's quorum queue groups.
     pub quorum: Arc<quorum::Quorum>,
+    /// Replicated streams' placements and replication, with `cluster`.
+    pub stream_replicas: Option<Arc<stream_replicas::Streams>>,
 }
 
 impl ServerCtx {
@@ -87,6 +90,7 @@ impl ServerCtx {
             node: self.config.node_name.clone(),
             table: self.node_table.clone().unwrap_or_default(),
             quorum: self.quorum.clone(),
+            streams: self.stream_replicas.clone(),
         }
     }
 
@@ -335,6 +339,16 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     )
     .map_err(StartError::Quorum)?;
     broker.quorum.set(quorum.clone());
+    // Replicated streams (clusters only): placements known before the
+    // streams are restored, so each member opens its log in its role.
+    let stream_replicas = match &config.cluster {
+        Some(_) => {
+            let s = stream_replicas::Streams::open(&config.data_dir, &config.node_name).map_err(data_err)?;
+            broker.streams.set(s.clone());
+            Some(s)
+        }
+        None => None,
+    };
     // Restoring records every object again; they are written once, as the
     // new snapshot below.
     let batch = store.batch();
@@ -458,6 +472,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
                 client: client.clone(),
                 host: cluster::queue_host::QueueHost::new(broker.clone(), timers.clone()),
                 replies: replies.clone(),
+                streams: stream_replicas.clone().expect("made for a cluster"),
             });
             let c = cluster::Cluster::start(
                 broker.clone(),
@@ -492,6 +507,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
                 node: config.node_name.clone(),
                 table: table.clone(),
                 quorum: quorum.clone(),
+                streams: stream_replicas.clone(),
             };
             quorum.set_links(c.clone(), table.clone());
             let apply: cluster::meta::ApplyFn =
@@ -559,7 +575,11 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         restart: Arc::new(tokio::sync::Notify::new()),
         started: std::time::Instant::now(),
         quorum: quorum.clone(),
+        stream_replicas: stream_replicas.clone(),
     });
+    if let Some(s) = &stream_replicas {
+        s.start_ticking(rx.clone());
+    }
     disk_monitor::spawn(ctx.broker.clone(), config.data_dir.clone(), rx.clone());
     stream::upkeep::spawn(ctx.broker.clone(), rx.clone());
     stats_sampler::spawn(

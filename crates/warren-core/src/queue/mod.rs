@@ -21,6 +21,7 @@ mod remote;
 pub mod stream;
 mod stream_cache;
 mod stream_compression;
+pub mod stream_member;
 #[cfg(test)]
 mod tests;
 mod ticket;
@@ -50,6 +51,7 @@ pub use paging::{WINDOW_BYTES, WINDOW_MAX};
 pub use quorum::{QuorumQueue, QuorumSlot, QuorumSystem, QuorumView, Role};
 pub use remote::RemoteQueue;
 pub use stream::{now_ms, StreamCodec, StreamLog, StreamQueue, StreamWaiter};
+pub use stream_member::{StreamRole, StreamSlot, StreamSystem};
 pub use ticket::{RemoteConfirm, Ticket};
 pub use warren_store::{Storage, SyncTicket, SyncWaiter};
 
@@ -158,6 +160,8 @@ pub struct QueueEnv {
     pub replication: crate::replication::ReplicationSlot,
     /// The node's quorum queues' Raft groups (None: no data directory).
     pub quorum: QuorumSlot,
+    /// The node's stream replication (clusters only).
+    pub streams: StreamSlot,
 }
 
 /// What a queue type's calls may use besides its own state.
@@ -479,7 +483,14 @@ impl Queue {
             env.stream_cache_bytes,
         )
         .map_err(|e| BrokerError::Internal(format!("cannot open stream '{name}' in vhost '{vhost}': {e}")))?;
-        let state: Box<dyn QueueType> = Box::new(StreamQueue::new(log.clone(), env.stream_codec));
+        if let Some(s) = env.streams.get() {
+            s.attach(&log);
+        }
+        let state: Box<dyn QueueType> = Box::new(StreamQueue::new(
+            log.clone(),
+            env.stream_codec,
+            env.replication.clone(),
+        ));
         Ok(Arc::new(Queue {
             name,
             vhost: vhost.to_string(),

@@ -33,9 +33,11 @@ use warren_stream::chunk::Chunk;
 
 use super::consumer::{Consumer, ConsumerInfo};
 use super::stream_cache::CacheTrim;
+use super::stream_member::StreamRole;
 use super::{
     ConsumerSpec, Ctx, DeliverySink, Entry, FlowWaiter, PublishOutcome, QueueStats, QueueType, Settle,
 };
+use super::{RemoteConfirm, Ticket};
 use crate::error::BrokerError;
 use crate::message::Message;
 
@@ -69,6 +71,8 @@ pub struct StreamLog {
     /// (0: all, as the OS pleases); see [`super::stream_cache`].
     cache_keep: u64,
     cache: Mutex<CacheTrim>,
+    /// Its role when replicated, and publishes waiting for a majority.
+    pub(super) member: super::stream_member::Member,
 }
 
 impl std::fmt::Debug for StreamLog {
@@ -120,6 +124,7 @@ impl StreamLog {
             dirty: AtomicBool::new(false),
             cache_keep,
             cache: Mutex::new(CacheTrim::default()),
+            member: Default::default(),
         }))
     }
 
@@ -133,6 +138,30 @@ impl StreamLog {
         self.dirty.store(true, Ordering::Release);
         self.wake();
         r
+    }
+
+    /// Run `f` on the log without marking it written or waking readers.
+    pub(super) fn with_log_quiet<R>(&self, f: impl FnOnce(&mut Log) -> R) -> R {
+        f(&mut self.log.lock())
+    }
+
+    /// Wake the readers waiting at the end (more became readable).
+    pub fn wake_readers(&self) {
+        self.wake();
+    }
+
+    /// A replica's append: whole chunks as the leader stored them (see
+    /// [`Log::accept_chunk`]). Readers are woken by the committed chunk
+    /// moving, not by this.
+    pub fn accept_chunk(&self, chunk: &[u8]) -> Result<Appended, LogError> {
+        let r = self.log.lock().accept_chunk(chunk, now_ms());
+        self.dirty.store(true, Ordering::Release);
+        r
+    }
+
+    /// What the log holds, by epoch (see [`warren_log::overview`]).
+    pub fn overview(&self) -> Result<warren_log::Overview, LogError> {
+        warren_log::overview(&self.view)
     }
 
     /// Store a consumer's offset (a tracking chunk; it takes an offset).
@@ -404,15 +433,22 @@ fn records(chunk: &Bytes) -> Vec<(u64, Bytes)> {
 pub struct StreamQueue {
     log: Arc<StreamLog>,
     codec: Option<StreamCodec>,
+    /// A replica hands publishes to its leader's node through this.
+    cluster: crate::replication::ReplicationSlot,
     last_used: Instant,
     consumers: Vec<StreamConsumer>,
 }
 
 impl StreamQueue {
-    pub fn new(log: Arc<StreamLog>, codec: Option<StreamCodec>) -> StreamQueue {
+    pub fn new(
+        log: Arc<StreamLog>,
+        codec: Option<StreamCodec>,
+        cluster: crate::replication::ReplicationSlot,
+    ) -> StreamQueue {
         StreamQueue {
             log,
             codec,
+            cluster,
             last_used: Instant::now(),
             consumers: Vec::new(),
         }
@@ -454,12 +490,39 @@ impl QueueType for StreamQueue {
         let Some(codec) = self.codec else {
             return PublishOutcome::Rejected;
         };
+        let leader = match self.log.role() {
+            StreamRole::Alone => false,
+            StreamRole::Leader { .. } => true,
+            // Only the leader writes (osiris's writer): a replica's node
+            // hands the publish to it, and confirms when it does.
+            StreamRole::Replica { leader, .. } => {
+                let (Some(home), Some(c)) = (leader, self.cluster.get()) else {
+                    return PublishOutcome::Rejected;
+                };
+                return match c.publish(ctx.queue, &home, &msg) {
+                    Some(p) => {
+                        ctx.effects.sync = Some(Ticket::Remote(p.confirm));
+                        ctx.effects.flow = p.flow;
+                        PublishOutcome::Enqueued
+                    }
+                    None => PublishOutcome::Rejected,
+                };
+            }
+        };
         let m = LogMessage {
             entry: ChunkEntry::Simple((codec.encode)(&msg)),
             filter: filter_value(&msg),
         };
         match self.log.append(&[m], &Delta::default()) {
-            Ok(_) => {
+            Ok(at) => {
+                if leader {
+                    // Confirmed once a majority has the chunk.
+                    let confirm = RemoteConfirm::new();
+                    let c = confirm.clone();
+                    self.log
+                        .on_committed(at.chunk_id, Box::new(move |ok| c.resolve(ok)));
+                    ctx.effects.sync = Some(Ticket::Remote(confirm));
+                }
                 self.pump(ctx);
                 PublishOutcome::Enqueued
             }

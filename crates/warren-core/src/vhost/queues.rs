@@ -113,6 +113,11 @@ impl VHost {
             (Some(_), QueueKind::Quorum, Some(s)) if s.is_member(&self.name, &d.name) => None,
             _ => home,
         };
+        // So is a replicated stream, by its placement.
+        let home = match (&home, kind, self.env.streams.get()) {
+            (Some(_), QueueKind::Stream, Some(s)) if s.is_member(&self.name, &d.name) => None,
+            _ => home,
+        };
         let policy = {
             let t = self.topology.read();
             if let Some(q) = t.queues.get(&d.name) {

@@ -118,6 +118,9 @@ pub enum Command {
         owner: u64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         quorum: Option<QuorumPlacement>,
+        /// A stream's members, the first leader first (its `queue.node`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stream: Option<Vec<String>>,
     },
     DeleteQueue {
         vhost: String,
@@ -231,6 +234,8 @@ pub struct Applier {
     /// The node's quorum queue groups (a declared one is registered here
     /// on its members before the queue is made).
     pub quorum: Arc<crate::quorum::Quorum>,
+    /// Replicated streams' placements (every node keeps every stream's).
+    pub streams: Option<Arc<crate::stream_replicas::Streams>>,
 }
 
 impl Command {
@@ -401,13 +406,31 @@ impl Command {
                 vhost(&b.vhost)?.unbind(&source, &binding)?;
                 Ok(Outcome::Done)
             }
-            Command::DeclareQueue { queue, owner, quorum } => {
+            Command::DeclareQueue {
+                queue,
+                owner,
+                quorum,
+                stream,
+            } => {
                 let vh = vhost(&queue.vhost)?;
                 if let Some(p) = quorum {
                     // A second declare of the same name (raced from
                     // another node) is a redeclare: the first's group stays.
                     if vh.find_queue(queue.name.as_bytes()).is_none() {
                         p.register(a, &queue.vhost, &queue.name)?;
+                    }
+                }
+                if let (Some(members), Some(streams)) = (stream, &a.streams) {
+                    if vh.find_queue(queue.name.as_bytes()).is_none() {
+                        streams
+                            .placed(crate::stream_replicas::registry::Placement {
+                                vhost: queue.vhost.clone(),
+                                name: queue.name.clone(),
+                                members: members.clone(),
+                                leader: members.first().cloned(),
+                                epoch: 1,
+                            })
+                            .map_err(BrokerError::Internal)?;
                     }
                 }
                 let home = queue.node.as_deref().filter(|n| *n != a.node);
@@ -424,6 +447,9 @@ impl Command {
                     Some(q) => vh.destroy_queue(&q),
                     None => 0,
                 };
+                if let Some(s) = &a.streams {
+                    s.removed(v, name);
+                }
                 Ok(Outcome::Removed(n))
             }
             Command::QuorumMembers {

@@ -121,6 +121,8 @@ pub trait QueueEvents: Send + Sync {
     fn up(&self, node: &str, data: DataSender);
     fn down(&self, node: &str);
     fn received(&self, from: &str, m: QueueMsg);
+    /// A stream replication message (`warren_peer::stream`).
+    fn stream(&self, from: &str, m: warren_peer::stream::StreamMsg);
     /// Everything read from `from` so far is handled (a point to send
     /// what was gathered, such as confirms).
     fn batch_done(&self, from: &str);
@@ -619,6 +621,9 @@ impl Cluster {
                         }
                         Ok(Message::Queue(m)) => {
                             self.queues.received(&node, m);
+                        }
+                        Ok(Message::Stream(m)) => {
+                            self.queues.stream(&node, m);
                         }
                         Ok(Message::Goodbye { reason }) => break format!("the peer left: {reason}"),
                         Ok(m) if m.is_handshake() => break "a handshake message on an open link".into(),

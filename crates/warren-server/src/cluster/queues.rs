@@ -23,17 +23,25 @@ pub struct Queues {
     pub host: Arc<QueueHost>,
     /// Direct reply-to consumers here, for replies published elsewhere.
     pub replies: Arc<crate::reply_to::Registry>,
+    /// Stream replication.
+    pub streams: Arc<crate::stream_replicas::Streams>,
 }
 
 impl QueueEvents for Queues {
     fn up(&self, node: &str, data: DataSender) {
         self.host.up(node, data.clone());
+        self.streams.up(node, data.clone());
         self.client.up(node, data);
     }
 
     fn down(&self, node: &str) {
         self.client.down(node);
         self.host.down(node);
+        self.streams.down(node);
+    }
+
+    fn stream(&self, from: &str, m: warren_peer::stream::StreamMsg) {
+        self.streams.received(from, m);
     }
 
     fn received(&self, from: &str, m: QueueMsg) {

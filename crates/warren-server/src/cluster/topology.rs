@@ -153,12 +153,14 @@ pub async fn declare_queue(
     vh.check_new_queue(&d.name)?;
     // A bad locator is not balanced here; the apply refuses it.
     let home = place(ctx, vh, &d);
-    let quorum = (d.arguments.get("x-queue-type").and_then(|v| v.as_bytes()) == Some(b"quorum"))
-        .then(|| quorum_members(ctx, &d, &home));
+    let kind = d.arguments.get("x-queue-type").and_then(|v| v.as_bytes());
+    let quorum = (kind == Some(b"quorum")).then(|| quorum_members(ctx, &d, &home));
+    let stream = (kind == Some(b"stream")).then(|| stream_members(ctx, &d, &home));
     let c = Command::DeclareQueue {
         queue: queue_def(&vh.name, &d, Some(&home)),
         owner: connection,
         quorum,
+        stream,
     };
     let made = matches!(command::change(ctx, c).await?, Outcome::Created(true));
     let q = vh.queue(&d.name, connection)?;
@@ -217,6 +219,41 @@ pub(crate) fn quorum_placement(ctx: &ServerCtx, size: Option<i64>, home: &ShortS
     }
 }
 
+/// A new stream's members: `x-initial-cluster-size` of them (RabbitMQ's
+/// default: every node of the cluster; at least 1, never more than the
+/// nodes there are), the first leader (`home`) first, then the running
+/// nodes that are members of the fewest streams (by name among equals),
+/// down nodes only when running ones run out (rabbit_queue_location).
+fn stream_members(ctx: &ServerCtx, d: &QueueDecl, home: &ShortStr) -> Vec<String> {
+    let mut members = vec![home.to_string()];
+    let Some(cluster) = &ctx.cluster else {
+        return members;
+    };
+    let peers = cluster.peers();
+    let size = d
+        .arguments
+        .get("x-initial-cluster-size")
+        .and_then(|v| v.as_i64())
+        .map_or(peers.len() + 1, |n| n.clamp(1, 1 << 16) as usize);
+    let load = ctx
+        .stream_replicas
+        .as_ref()
+        .map(|s| s.memberships())
+        .unwrap_or_default();
+    let mut others: Vec<(bool, usize, String)> = peers
+        .into_iter()
+        .filter(|p| p.node != *home.to_str_lossy())
+        .map(|p| (!p.running, load.get(&p.node).copied().unwrap_or(0), p.node))
+        .collect();
+    if home.as_bytes() != ctx.config.node_name.as_bytes() {
+        let mine = load.get(&ctx.config.node_name).copied().unwrap_or(0);
+        others.push((false, mine, ctx.config.node_name.clone()));
+    }
+    others.sort();
+    members.extend(others.into_iter().map(|(_, _, n)| n).take(size.saturating_sub(1)));
+    members
+}
+
 /// Past this many queues in the cluster, `balanced` picks a running node
 /// at random instead of counting (RabbitMQ 4's rule: counting every
 /// queue on each declare would cost more than an even spread is worth).
@@ -230,9 +267,7 @@ fn place(ctx: &ServerCtx, vh: &VHost, d: &QueueDecl) -> ShortStr {
     use warren_core::queue::QueueKind;
     let me = ShortStr::from(ctx.config.node_name.as_str());
     let policy = vh.policy_for_new_queue(d.name.as_bytes(), QueueKind::Classic);
-    let stream = d.arguments.get("x-queue-type").and_then(|v| v.as_bytes()) == Some(b"stream");
-    if d.exclusive || stream || !warren_core::queue::leader_locator_balanced(&d.arguments, policy.as_deref())
-    {
+    if d.exclusive || !warren_core::queue::leader_locator_balanced(&d.arguments, policy.as_deref()) {
         return me;
     }
     let Some(cluster) = &ctx.cluster else {
@@ -257,7 +292,15 @@ fn place(ctx: &ServerCtx, vh: &VHost, d: &QueueDecl) -> ShortStr {
         // first election is seen.
         let leader = q
             .quorum_view()
-            .and_then(|v| v.leader.or_else(|| v.members.into_iter().next()));
+            .and_then(|v| v.leader.or_else(|| v.members.into_iter().next()))
+            .or_else(|| {
+                // A replicated stream counts for its leader's node.
+                let p = ctx
+                    .stream_replicas
+                    .as_ref()?
+                    .placement(&q.vhost, &q.name.to_str_lossy())?;
+                p.leader.map(|l| ShortStr::from(l.as_str()))
+            });
         let home = leader.as_ref().or(q.home.as_ref()).unwrap_or(&me);
         if let Some(n) = nodes.iter_mut().find(|(name, _)| name == home) {
             n.1 += 1;

@@ -8,6 +8,7 @@
 use bytes::{BufMut, BytesMut};
 use warren_amqp091::{FieldTable, FieldValue, ShortStr};
 use warren_core::exchange::{Binding, Destination};
+use warren_core::queue::StreamRole;
 use warren_core::vhost::{ExchangeDecl, QueueDecl};
 use warren_core::BrokerError;
 use warren_stream::command::key;
@@ -15,6 +16,7 @@ use warren_stream::wire::put_string;
 
 use super::code;
 use super::connection::{ext_key, response, Conn};
+use super::publish::StreamNodes;
 use crate::cluster::topology;
 
 /// The binding argument that orders a super stream's partitions.
@@ -129,42 +131,51 @@ impl Conn {
         (host, port as u32)
     }
 
-    /// Metadata: a stream's leader is the node it lives on, this one (the
-    /// first broker listed) or, on a cluster, another node, whose stream
-    /// endpoint its status reports gave. Streams have no replicas yet
-    /// (issue 18); a stream on another node is listed as its only member
-    /// for reading too, so a client that reads from a replica when there
-    /// is one goes to that node instead of staying on one that cannot
-    /// serve it. A stream whose node is down is not available.
+    /// Metadata: each stream's leader and replicas as brokers (advertised
+    /// host and port). A stream that is not replicated lives on one node:
+    /// this one (the first broker listed) or, on a cluster, another node,
+    /// whose stream endpoint its status reports gave, listed as leader
+    /// and only member. A replicated stream lists its leader (0xffff while
+    /// none is known, as RabbitMQ answers) and the members other than the
+    /// leader that are reachable from here, as RabbitMQ lists only running
+    /// members.
     pub(super) fn metadata(&mut self, correlation_id: u32, streams: &[String]) {
         let mut brokers: Vec<(String, u32)> = vec![self.advertised()];
         let tls = self.entry.tls().is_some();
-        let mut answers = Vec::with_capacity(streams.len());
+        let mut answers: Vec<(u16, u16, Vec<u16>)> = Vec::with_capacity(streams.len());
         for s in streams {
-            let answer = match self.stream_home(s) {
-                Ok(None) => (code::OK, 0, false),
-                Ok(Some(node)) => {
-                    let at = self
-                        .ctx
-                        .cluster
-                        .as_ref()
-                        .and_then(|c| c.stream_endpoint_of(&node, tls));
-                    match at {
-                        Some((host, port)) => {
-                            let b = (host, port as u32);
-                            let i = match brokers.iter().position(|x| *x == b) {
-                                Some(i) => i,
-                                None => {
-                                    brokers.push(b);
-                                    brokers.len() - 1
-                                }
-                            };
-                            (code::OK, i as u16, true)
-                        }
-                        None => (code::STREAM_NOT_AVAILABLE, 0xffff, false),
-                    }
+            let nodes = match self.stream_nodes(s) {
+                Ok(n) => n,
+                Err(c) => {
+                    answers.push((c, 0xffff, Vec::new()));
+                    continue;
                 }
-                Err(c) => (c, 0xffff, false),
+            };
+            let mut index_of = |node: &str| -> Option<u16> {
+                if node == self.ctx.config.node_name {
+                    return Some(0);
+                }
+                let b = self.ctx.cluster.as_ref()?.stream_endpoint_of(node, tls)?;
+                let b = (b.0, b.1 as u32);
+                Some(match brokers.iter().position(|x| *x == b) {
+                    Some(i) => i as u16,
+                    None => {
+                        brokers.push(b);
+                        (brokers.len() - 1) as u16
+                    }
+                })
+            };
+            let answer = match nodes {
+                StreamNodes::Here => (code::OK, 0, Vec::new()),
+                StreamNodes::Home(node) => match index_of(&node) {
+                    Some(i) => (code::OK, i, vec![i]),
+                    None => (code::STREAM_NOT_AVAILABLE, 0xffff, Vec::new()),
+                },
+                StreamNodes::Replicated { leader, replicas } => {
+                    let l = leader.as_deref().and_then(&mut index_of).unwrap_or(0xffff);
+                    let r = replicas.iter().filter_map(|n| index_of(n)).collect();
+                    (code::OK, l, r)
+                }
             };
             answers.push(answer);
         }
@@ -177,15 +188,13 @@ impl Conn {
             rest.put_u32(*port);
         }
         rest.put_i32(streams.len() as i32);
-        for (s, (c, leader, member)) in streams.iter().zip(answers) {
+        for (s, (c, leader, replicas)) in streams.iter().zip(answers) {
             put_string(&mut rest, s);
             rest.put_u16(c);
             rest.put_u16(leader);
-            if member {
-                rest.put_i32(1);
-                rest.put_u16(leader);
-            } else {
-                rest.put_i32(0);
+            rest.put_i32(replicas.len() as i32);
+            for r in replicas {
+                rest.put_u16(r);
             }
         }
         // No response code at the top of a metadata response.
@@ -200,9 +209,15 @@ impl Conn {
                     Some((f, l)) => (f as i64, l as i64),
                     None => (-1, -1),
                 };
+                // A replicated stream's committed chunk is what a majority
+                // has; otherwise every chunk written.
+                let committed = match log.role() {
+                    StreamRole::Alone => last,
+                    _ => log.committed().map_or(-1, |c| c as i64),
+                };
                 let stats = [
                     ("first_chunk_id", first),
-                    ("committed_chunk_id", last),
+                    ("committed_chunk_id", committed),
                     ("last_chunk_id", last),
                 ];
                 rest.put_i32(stats.len() as i32);
@@ -223,6 +238,20 @@ impl Conn {
     pub(super) fn store_offset(&mut self, reference: &str, stream: &str, offset: u64) {
         // No answer either way (a missing stream is logged and dropped).
         match self.stream_log(stream) {
+            // Only the leader writes: a replica's node sends it there.
+            Ok(log) if matches!(log.role(), StreamRole::Replica { .. }) => {
+                let sent = self
+                    .ctx
+                    .stream_replicas
+                    .as_ref()
+                    .is_some_and(|s| s.track(&log, reference, offset));
+                if !sent {
+                    tracing::warn!(
+                        stream,
+                        "an offset not stored: the stream's leader is not reachable"
+                    );
+                }
+            }
             Ok(log) => {
                 if let Err(e) = log.store_offset(reference, offset) {
                     tracing::error!(stream, "cannot store an offset: {e}");

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use warren_core::queue::{Queue, QueueKind, StreamLog};
+use warren_core::queue::{Queue, QueueKind, StreamLog, StreamRole};
 use warren_core::stats::Stat;
 use warren_log::{Delta, Message};
 use warren_stream::command::{key, Command};
@@ -29,6 +29,20 @@ pub const MAX_PUBLISHERS: usize = 256;
 /// Bytes of Publish frames a connection holds before it stops reading
 /// (they wait for their publisher's chunk at the writer to complete).
 pub const MAX_PENDING_BYTES: usize = 1 << 20;
+
+/// Where a stream's log is, for the Metadata answer.
+pub(super) enum StreamNodes {
+    /// Not replicated, on this node.
+    Here,
+    /// Not replicated, on that node.
+    Home(String),
+    /// Replicated: its leader (None while one is chosen) and the other
+    /// members reachable from here.
+    Replicated {
+        leader: Option<String>,
+        replicas: Vec<String>,
+    },
+}
 
 pub struct Publisher {
     pub stream: String,
@@ -67,18 +81,33 @@ impl Conn {
         Ok((q, log))
     }
 
-    /// Where stream `name` lives: None for this node, or another node's
-    /// name.
-    pub(super) fn stream_home(&self, name: &str) -> Result<Option<String>, u16> {
+    /// Which nodes hold stream `name`.
+    pub(super) fn stream_nodes(&self, name: &str) -> Result<StreamNodes, u16> {
         let q = self
             .vhost()
             .queue(name.as_bytes(), 0)
             .map_err(|_| code::STREAM_DOES_NOT_EXIST)?;
-        match (&q.home, q.kind()) {
-            (Some(h), QueueKind::Stream) => Ok(Some(h.to_str_lossy().to_string())),
-            (None, QueueKind::Stream) => Ok(None),
-            _ => Err(code::STREAM_DOES_NOT_EXIST),
+        if q.kind() != QueueKind::Stream {
+            return Err(code::STREAM_DOES_NOT_EXIST);
         }
+        let placed = self
+            .ctx
+            .stream_replicas
+            .as_ref()
+            .and_then(|s| Some((s.clone(), s.placement(&q.vhost, name)?)));
+        Ok(match (placed, &q.home) {
+            (Some((s, p)), _) if p.members.len() > 1 => StreamNodes::Replicated {
+                replicas: p
+                    .members
+                    .iter()
+                    .filter(|m| Some(*m) != p.leader.as_ref() && s.is_up(m))
+                    .cloned()
+                    .collect(),
+                leader: p.leader,
+            },
+            (_, Some(h)) => StreamNodes::Home(h.to_str_lossy().to_string()),
+            (_, None) => StreamNodes::Here,
+        })
     }
 
     pub(super) fn declare_publisher(
@@ -92,6 +121,11 @@ impl Conn {
             Ok(ql) => ql,
             Err(c) => return self.respond(key::DECLARE_PUBLISHER, correlation_id, c),
         };
+        // Only a stream's leader writes: publishers are sent there by the
+        // Metadata answer.
+        if matches!(log.role(), StreamRole::Replica { .. }) {
+            return self.respond(key::DECLARE_PUBLISHER, correlation_id, code::STREAM_NOT_AVAILABLE);
+        }
         let taken = self.publishers.contains_key(&publisher_id)
             || reference.as_ref().is_some_and(|r| {
                 self.publishers
@@ -247,25 +281,34 @@ impl Conn {
             p.last_stored = last;
             let wake = self.wake.clone();
             let stream = p.stream.clone();
+            let log = p.log.clone();
             p.in_flight += 1;
             self.outstanding += 1;
             self.ctx.stream_writer.submit(Job {
                 log: p.log.clone(),
                 messages,
                 delta,
-                done: Box::new(move |r| {
-                    let code = match r {
-                        Ok(_) => None,
-                        Err(e) => {
-                            tracing::error!(stream, "cannot append to the stream log: {e}");
-                            Some(code::INTERNAL_ERROR)
-                        }
-                    };
-                    wake.complete(Completion {
-                        publisher_id: id,
-                        ids: confirmed,
-                        error: code,
-                    });
+                done: Box::new(move |r| match r {
+                    // Confirmed once a majority of the stream's members
+                    // has the chunk (at once when it is not replicated).
+                    Ok(at) => log.on_committed(
+                        at.chunk_id,
+                        Box::new(move |ok| {
+                            wake.complete(Completion {
+                                publisher_id: id,
+                                ids: confirmed,
+                                error: (!ok).then_some(code::STREAM_NOT_AVAILABLE),
+                            })
+                        }),
+                    ),
+                    Err(e) => {
+                        tracing::error!(stream, "cannot append to the stream log: {e}");
+                        wake.complete(Completion {
+                            publisher_id: id,
+                            ids: confirmed,
+                            error: Some(code::INTERNAL_ERROR),
+                        });
+                    }
                 }),
             });
         }

@@ -22,6 +22,7 @@ mod cluster_quorum;
 mod cluster_quorum_features;
 mod cluster_quorum_members;
 mod cluster_snapshot;
+mod cluster_streams;
 mod cluster_tls;
 mod cluster_topology;
 mod common;

@@ -1,0 +1,327 @@
+//! Replicated streams on this node (issue 18): which streams it is a
+//! member of and in what role, as the metadata log placed them
+//! (`registry.rs`, every node holding every stream's placement, the role
+//! of RabbitMQ's stream coordinator), and the replication between a
+//! stream's leader (`leader.rs`) and its replicas (`replica.rs`) over the
+//! node pairs' links (`warren_peer::stream`, through `outbox.rs`).
+//!
+//! A stream declared on a cluster gets `x-initial-cluster-size` members
+//! (all nodes by default, RabbitMQ's rule); each member holds the
+//! stream's log locally; only the leader writes, and a chunk is confirmed
+//! (and readable anywhere) once a majority of the members has it.
+
+pub mod leader;
+pub mod outbox;
+pub mod registry;
+pub mod replica;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use warren_amqp091::ShortStr;
+use warren_core::queue::{StreamLog, StreamRole, StreamSystem};
+use warren_peer::stream::{StreamMsg, StreamRef};
+
+use crate::cluster::links::DataSender;
+use leader::Leading;
+use outbox::Outbox;
+use registry::{Placement, Registry};
+use replica::Following;
+
+enum Run {
+    Leader(Arc<Leading>),
+    Replica(Arc<Following>),
+}
+
+impl Run {
+    fn stop(&self) {
+        if let Run::Leader(l) = self {
+            l.stop();
+        }
+    }
+}
+
+pub struct Streams {
+    node: String,
+    registry: Mutex<Registry>,
+    out: Arc<Outbox>,
+    /// This node's members at work, by (vhost, name).
+    runs: Mutex<HashMap<(String, String), Run>>,
+    /// Logs attached, to take up a new role without reopening.
+    logs: Mutex<HashMap<(String, String), Weak<StreamLog>>>,
+}
+
+impl Streams {
+    pub fn open(data_dir: &Path, node: &str) -> std::io::Result<Arc<Streams>> {
+        Ok(Arc::new(Streams {
+            node: node.to_string(),
+            registry: Mutex::new(Registry::load(data_dir)?),
+            out: Arc::new(Outbox::default()),
+            runs: Mutex::new(HashMap::new()),
+            logs: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    /// Every second, replicas that are not following ask again.
+    pub fn start_ticking(self: &Arc<Self>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+        let me = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut t = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tokio::select! {
+                    _ = t.tick() => {}
+                    _ = shutdown.changed() => return,
+                }
+                let Some(s) = me.upgrade() else { return };
+                let replicas: Vec<Arc<Following>> = s
+                    .runs
+                    .lock()
+                    .values()
+                    .filter_map(|r| match r {
+                        Run::Replica(f) => Some(f.clone()),
+                        Run::Leader(_) => None,
+                    })
+                    .collect();
+                for f in replicas {
+                    f.tick();
+                }
+            }
+        });
+    }
+
+    pub fn placement(&self, vhost: &str, name: &str) -> Option<Placement> {
+        self.registry.lock().get(vhost, name).cloned()
+    }
+
+    /// How many streams each node is a member of (placement's balance).
+    pub fn memberships(&self) -> HashMap<String, usize> {
+        let mut n = HashMap::new();
+        for p in self.registry.lock().all() {
+            for m in &p.members {
+                *n.entry(m.clone()).or_default() += 1;
+            }
+        }
+        n
+    }
+
+    /// How many streams each node leads.
+    pub fn leaderships(&self) -> HashMap<String, usize> {
+        let mut n = HashMap::new();
+        for p in self.registry.lock().all() {
+            if let Some(l) = &p.leader {
+                *n.entry(l.clone()).or_default() += 1;
+            }
+        }
+        n
+    }
+
+    /// A stream is placed (a declare applied): noted before its queue is
+    /// made, so a member makes a member's log.
+    pub fn placed(&self, p: Placement) -> Result<(), String> {
+        self.registry
+            .lock()
+            .put(p)
+            .map_err(|e| format!("cannot record a stream's placement: {e}"))
+    }
+
+    /// A stream is deleted: its placement and its member here go.
+    pub fn removed(&self, vhost: &str, name: &str) {
+        let key = (vhost.to_string(), name.to_string());
+        if let Some(r) = self.runs.lock().remove(&key) {
+            r.stop();
+        }
+        self.logs.lock().remove(&key);
+        if let Err(e) = self.registry.lock().remove(vhost, name) {
+            tracing::error!(vhost, stream = name, "cannot remove a stream's placement: {e}");
+        }
+    }
+
+    /// Take up the role the placement gives this node for `log`.
+    fn take_role(&self, log: &Arc<StreamLog>) {
+        let key = (log.vhost.clone(), log.name.clone());
+        let Some(p) = self.placement(&log.vhost, &log.name) else {
+            log.set_role(StreamRole::Alone);
+            return;
+        };
+        if let Some(r) = self.runs.lock().remove(&key) {
+            r.stop();
+        }
+        if p.members.len() <= 1 || !p.members.contains(&self.node) {
+            log.set_role(StreamRole::Alone);
+            return;
+        }
+        let stream = StreamRef {
+            vhost: p.vhost.clone(),
+            name: Bytes::from(p.name.clone().into_bytes()),
+            epoch: p.epoch,
+        };
+        let run = match &p.leader {
+            Some(l) if *l == self.node => {
+                log.set_role(StreamRole::Leader {
+                    epoch: p.epoch,
+                    members: p.members.len(),
+                });
+                Run::Leader(Leading::start(
+                    log.clone(),
+                    stream,
+                    &p.members,
+                    &self.node,
+                    self.out.clone(),
+                ))
+            }
+            leader => {
+                log.set_role(StreamRole::Replica {
+                    epoch: p.epoch,
+                    leader: leader.as_deref().map(ShortStr::from),
+                });
+                match leader {
+                    Some(l) => {
+                        Run::Replica(Following::start(log.clone(), stream, l.clone(), self.out.clone()))
+                    }
+                    None => return,
+                }
+            }
+        };
+        self.runs.lock().insert(key, run);
+    }
+
+    fn run_of(&self, m: &StreamRef) -> Option<RunRef> {
+        let key = (m.vhost.clone(), String::from_utf8_lossy(&m.name).into_owned());
+        match self.runs.lock().get(&key) {
+            Some(Run::Leader(l)) if l.stream.epoch == m.epoch => Some(RunRef::Leader(l.clone())),
+            Some(Run::Replica(f)) if f.stream.epoch == m.epoch => Some(RunRef::Replica(f.clone())),
+            _ => None,
+        }
+    }
+
+    /// A link is up: replicas following that node ask at once.
+    pub fn up(&self, node: &str, data: DataSender) {
+        self.out.up(node, data);
+        for f in self.replicas_of(node) {
+            f.up();
+        }
+    }
+
+    pub fn down(&self, node: &str) {
+        self.out.down(node);
+        let runs: Vec<RunRef> = self
+            .runs
+            .lock()
+            .values()
+            .map(|r| match r {
+                Run::Leader(l) => RunRef::Leader(l.clone()),
+                Run::Replica(f) => RunRef::Replica(f.clone()),
+            })
+            .collect();
+        for r in runs {
+            match r {
+                RunRef::Leader(l) => l.down(node),
+                RunRef::Replica(f) if f.leader == node => f.down(),
+                RunRef::Replica(_) => {}
+            }
+        }
+    }
+
+    fn replicas_of(&self, node: &str) -> Vec<Arc<Following>> {
+        self.runs
+            .lock()
+            .values()
+            .filter_map(|r| match r {
+                Run::Replica(f) if f.leader == node => Some(f.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A replication message from `from`.
+    pub fn received(&self, from: &str, m: StreamMsg) {
+        let run = self.run_of(m.stream());
+        match (m, run) {
+            (StreamMsg::Follow { .. }, Some(RunRef::Leader(l))) => l.follow(from),
+            (StreamMsg::Follow { stream }, _) => {
+                self.out.send(
+                    from,
+                    StreamMsg::Refuse {
+                        stream,
+                        why: format!("node '{}' does not lead that stream in that epoch", self.node),
+                    },
+                );
+            }
+            (StreamMsg::From { next, last, .. }, Some(RunRef::Leader(l))) => l.from(from, next, last),
+            (StreamMsg::Ack { last, next, .. }, Some(RunRef::Leader(l))) => l.ack(from, last, next),
+            (
+                StreamMsg::Track {
+                    reference, offset, ..
+                },
+                Some(RunRef::Leader(l)),
+            ) => {
+                if let Err(e) = l.log.store_offset(&reference, offset) {
+                    tracing::warn!(stream = %l.log.name, "cannot store a replica's consumer offset: {e}");
+                }
+            }
+            (StreamMsg::Overview { range, epochs, .. }, Some(RunRef::Replica(f))) if f.leader == from => {
+                f.overview(range, epochs)
+            }
+            (StreamMsg::Chunks { committed, bytes, .. }, Some(RunRef::Replica(f))) if f.leader == from => {
+                f.chunks(committed, bytes)
+            }
+            (StreamMsg::Refuse { why, .. }, Some(RunRef::Replica(f))) if f.leader == from => f.refused(&why),
+            (m, _) => {
+                tracing::debug!(peer = %from, kind = m.kind(), "a stale stream replication message")
+            }
+        }
+    }
+
+    /// A consumer on this node stores its offset in a stream this node
+    /// follows: the leader writes it. False when no leader is reachable.
+    pub fn track(&self, log: &StreamLog, reference: &str, offset: u64) -> bool {
+        let StreamRole::Replica {
+            epoch,
+            leader: Some(l),
+        } = log.role()
+        else {
+            return false;
+        };
+        self.out.send(
+            &l.to_str_lossy(),
+            StreamMsg::Track {
+                stream: StreamRef {
+                    vhost: log.vhost.clone(),
+                    name: Bytes::from(log.name.clone().into_bytes()),
+                    epoch,
+                },
+                reference: reference.to_string(),
+                offset,
+            },
+        )
+    }
+
+    pub fn is_up(&self, node: &str) -> bool {
+        node == self.node || self.out.is_up(node)
+    }
+}
+
+enum RunRef {
+    Leader(Arc<Leading>),
+    Replica(Arc<Following>),
+}
+
+impl StreamSystem for Streams {
+    fn is_member(&self, vhost: &str, name: &ShortStr) -> bool {
+        self.registry
+            .lock()
+            .get(vhost, &name.to_str_lossy())
+            .is_some_and(|p| p.members.contains(&self.node))
+    }
+
+    fn attach(&self, log: &Arc<StreamLog>) {
+        self.logs
+            .lock()
+            .insert((log.vhost.clone(), log.name.clone()), Arc::downgrade(log));
+        self.take_role(log);
+    }
+}

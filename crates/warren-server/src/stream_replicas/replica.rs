@@ -1,0 +1,206 @@
+//! A stream's replica on this node (osiris_replica): it asks the leader
+//! to be followed, cuts its log where the leader's overview says it
+//! stops agreeing (osiris_log:init_acceptor), says where it ends, then
+//! writes the chunks the leader sends verbatim (checked: whole, CRC,
+//! next in order) and acknowledges them. Its consumers read up to the
+//! committed chunk the leader sends along.
+//!
+//! Anything unexpected (a refusal, a chunk out of order, the link going)
+//! sends it back to asking, after [`RETRY`].
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, BytesMut};
+use parking_lot::Mutex;
+use warren_core::queue::StreamLog;
+use warren_peer::stream::{StreamMsg, StreamRef};
+use warren_stream::chunk::{ChunkHeader, HEADER_SIZE};
+
+use super::outbox::Outbox;
+
+/// How long a replica waits before asking again.
+pub const RETRY: Duration = Duration::from_secs(1);
+
+/// Bytes of one chunk a replica buffers at most while its pieces arrive
+/// (a message may be 128 MiB; a header claiming more is a broken peer).
+const CHUNK_MAX: usize = 256 << 20;
+
+pub struct Following {
+    pub log: Arc<StreamLog>,
+    pub stream: StreamRef,
+    pub leader: String,
+    out: Arc<Outbox>,
+    state: Mutex<State>,
+}
+
+enum Phase {
+    /// Not following; ask again after the instant.
+    Idle(Instant),
+    /// Asked at the instant; waiting for the overview.
+    Asked(Instant),
+    /// Taking chunks.
+    Streaming,
+}
+
+struct State {
+    phase: Phase,
+    /// Bytes of a chunk whose rest has not arrived.
+    partial: BytesMut,
+}
+
+impl Following {
+    pub fn start(log: Arc<StreamLog>, stream: StreamRef, leader: String, out: Arc<Outbox>) -> Arc<Following> {
+        let f = Arc::new(Following {
+            log,
+            stream,
+            leader,
+            out,
+            state: Mutex::new(State {
+                phase: Phase::Idle(Instant::now()),
+                partial: BytesMut::new(),
+            }),
+        });
+        f.ask();
+        f
+    }
+
+    fn ask(&self) {
+        let mut st = self.state.lock();
+        st.partial.clear();
+        st.phase = if self.out.send(
+            &self.leader,
+            StreamMsg::Follow {
+                stream: self.stream.clone(),
+            },
+        ) {
+            Phase::Asked(Instant::now())
+        } else {
+            Phase::Idle(Instant::now())
+        };
+    }
+
+    fn back_off(&self, why: &str) {
+        tracing::info!(stream = %self.log.name, leader = %self.leader, "replica will ask again: {why}");
+        let mut st = self.state.lock();
+        st.partial.clear();
+        st.phase = Phase::Idle(Instant::now());
+    }
+
+    /// Every second: ask again if it is time.
+    pub fn tick(&self) {
+        let due = match self.state.lock().phase {
+            Phase::Idle(t) => t.elapsed() >= RETRY,
+            Phase::Asked(t) => t.elapsed() >= 5 * RETRY,
+            Phase::Streaming => false,
+        };
+        if due && !self.log.is_deleted() {
+            self.ask();
+        }
+    }
+
+    /// The link to the leader is back: ask at once.
+    pub fn up(&self) {
+        if !matches!(self.state.lock().phase, Phase::Streaming) {
+            self.ask();
+        }
+    }
+
+    pub fn down(&self) {
+        let mut st = self.state.lock();
+        st.partial.clear();
+        st.phase = Phase::Idle(Instant::now() - RETRY);
+    }
+
+    pub fn refused(&self, why: &str) {
+        self.back_off(why);
+    }
+
+    /// The leader's overview: cut the log to agree, say where it ends.
+    pub fn overview(&self, range: Option<(u64, u64)>, epochs: Vec<(u64, u64)>) {
+        if !matches!(self.state.lock().phase, Phase::Asked(_)) {
+            return;
+        }
+        let o = warren_log::Overview { range, epochs };
+        match self.log.cut_to(&o) {
+            Ok(warren_log::Cut::Nothing) => {}
+            Ok(cut) => {
+                tracing::info!(stream = %self.log.name, ?cut, "replica log cut to agree with the leader's")
+            }
+            Err(e) => return self.back_off(&format!("cannot cut the log: {e}")),
+        }
+        let next = self.log.extent().1;
+        let last = self.log.last_chunk();
+        let mut st = self.state.lock();
+        st.phase = Phase::Streaming;
+        st.partial.clear();
+        drop(st);
+        let sent = self.out.send(
+            &self.leader,
+            StreamMsg::From {
+                stream: self.stream.clone(),
+                next,
+                last,
+            },
+        );
+        if !sent {
+            self.back_off("the link to the leader is down");
+        }
+    }
+
+    /// Chunks from the leader: write the whole ones, keep a partial one,
+    /// acknowledge, and let consumers read to `committed`.
+    pub fn chunks(&self, committed: Option<u64>, bytes: bytes::Bytes) {
+        let mut st = self.state.lock();
+        if !matches!(st.phase, Phase::Streaming) {
+            return;
+        }
+        st.partial.extend_from_slice(&bytes);
+        let mut wrote = None;
+        let mut failed = None;
+        while st.partial.len() >= HEADER_SIZE {
+            let h = match ChunkHeader::parse(&st.partial[..HEADER_SIZE]) {
+                Ok(h) => h,
+                Err(e) => {
+                    failed = Some(format!("a chunk header that does not parse: {e}"));
+                    break;
+                }
+            };
+            let total =
+                HEADER_SIZE + h.bloom_size as usize + h.data_length as usize + h.trailer_length as usize;
+            if total > CHUNK_MAX {
+                failed = Some(format!("a chunk of {total} bytes"));
+                break;
+            }
+            if st.partial.len() < total {
+                break;
+            }
+            match self.log.accept_chunk(&st.partial[..total]) {
+                Ok(at) => wrote = Some(at.chunk_id),
+                Err(e) => {
+                    failed = Some(format!("a chunk refused: {e}"));
+                    break;
+                }
+            }
+            st.partial.advance(total);
+        }
+        drop(st);
+        if let Some(last) = wrote {
+            let next = self.log.extent().1;
+            self.out.send(
+                &self.leader,
+                StreamMsg::Ack {
+                    stream: self.stream.clone(),
+                    last,
+                    next,
+                },
+            );
+        }
+        if let Some(c) = committed {
+            self.log.set_committed(c);
+        }
+        if let Some(why) = failed {
+            self.back_off(&why);
+        }
+    }
+}

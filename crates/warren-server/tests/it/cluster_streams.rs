@@ -1,0 +1,126 @@
+//! Replicated streams on three nodes (issue 18), with the real
+//! rabbitmq-stream-client: a stream declared on a cluster has a member on
+//! every node (x-initial-cluster-size's default, as RabbitMQ's), the
+//! Metadata names its leader and replicas, a publisher is sent to the
+//! leader and refused on a replica, and every member's log holds what was
+//! confirmed, read by a consumer on that node.
+
+use std::time::{Duration, Instant};
+
+use rabbitmq_stream_client::types::{OffsetSpecification, ResponseCode};
+use rabbitmq_stream_client::{Client, ClientOptions, Environment};
+
+use crate::cluster::*;
+use crate::common::*;
+
+async fn client_of(b: &Broker) -> Client {
+    within(Client::connect(
+        ClientOptions::builder()
+            .host("127.0.0.1")
+            .port(b.stream_port())
+            .build(),
+    ))
+    .await
+    .unwrap()
+}
+
+/// An environment whose consumers stay on `b` (the client's load-balancer
+/// mode compares only the advertised host, the same for every node here).
+async fn env_on(b: &Broker) -> Environment {
+    within(
+        Environment::builder()
+            .host("127.0.0.1")
+            .port(b.stream_port())
+            .load_balancer_mode(true)
+            .build(),
+    )
+    .await
+    .unwrap()
+}
+
+/// Wait until node `b`'s Metadata for `stream` lists a leader and
+/// `replicas` replicas; returns (leader port, replica ports sorted).
+async fn members_seen(b: &Broker, stream: &str, replicas: usize) -> (u32, Vec<u32>) {
+    let client = client_of(b).await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let md = within(client.metadata(vec![stream.to_string()])).await.unwrap();
+        if let Some(m) = md.get(stream) {
+            if m.replicas.len() == replicas {
+                let mut r: Vec<u32> = m.replicas.iter().map(|b| b.port).collect();
+                r.sort();
+                return (m.leader.port, r);
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "metadata of {stream} on {}: {md:?}",
+            b.stream_port()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_has_a_member_on_every_node_and_each_serves_what_was_confirmed() {
+    let (_, nodes) = three_linked().await;
+    let env1 = nodes[0].stream_env().await;
+    within(env1.stream_creator().create("rs")).await.unwrap();
+    in_step(&nodes).await;
+
+    // Every node's Metadata: node 1 leads, nodes 2 and 3 are replicas.
+    let ports: Vec<u32> = nodes.iter().map(|n| n.stream_port() as u32).collect();
+    for n in &nodes {
+        let (leader, replicas) = members_seen(n, "rs", 2).await;
+        assert_eq!(leader, ports[0]);
+        assert_eq!(replicas, vec![ports[1].min(ports[2]), ports[1].max(ports[2])]);
+    }
+
+    // A publisher that ignores the Metadata and declares itself on a
+    // replica's node is refused: only the leader writes.
+    let c2 = client_of(&nodes[1]).await;
+    let r = within(c2.declare_publisher(1, None, "rs")).await.unwrap();
+    assert_eq!(r.code(), &ResponseCode::StreamNotAvailable);
+
+    // Through node 3, the client's producer goes to the leader; every
+    // message is confirmed (a majority has it).
+    let env3 = nodes[2].stream_env().await;
+    let bodies: Vec<String> = (0..2000).map(|i| format!("r-{i}")).collect();
+    crate::stream::publish(&env3, "rs", bodies.clone()).await;
+
+    // Each member holds all of it, in order, at the same offsets.
+    for (i, n) in nodes.iter().enumerate() {
+        let env = env_on(n).await;
+        let got = crate::stream::consume(&env, "rs", OffsetSpecification::First, bodies.len()).await;
+        let offsets: Vec<u64> = got.iter().map(|(o, _)| *o).collect();
+        let texts: Vec<String> = got.into_iter().map(|(_, b)| b).collect();
+        assert_eq!(texts, bodies, "node {}", i + 1);
+        assert_eq!(
+            offsets,
+            (0..bodies.len() as u64).collect::<Vec<_>>(),
+            "node {}",
+            i + 1
+        );
+    }
+}
+
+/// `x-initial-cluster-size` 2: two members, the declaring node leading
+/// (client-local); the third node has none and sends clients to them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initial_cluster_size_two_places_two_members_and_the_third_node_sends_clients_there() {
+    let (_, nodes) = three_linked().await;
+    let c2 = client_of(&nodes[1]).await;
+    let options = [("initial-cluster-size".to_string(), "2".to_string())].into();
+    let r = within(c2.create_stream("rs2", options)).await.unwrap();
+    assert_eq!(r.code(), &ResponseCode::Ok);
+    in_step(&nodes).await;
+    let (leader, replicas) = members_seen(&nodes[0], "rs2", 1).await;
+    assert_eq!(leader, nodes[1].stream_port() as u32);
+    assert_eq!(replicas.len(), 1);
+    assert_ne!(replicas[0], leader);
+    let bodies: Vec<String> = (0..300).map(|i| format!("t-{i}")).collect();
+    let env_any = nodes[2].stream_env().await;
+    crate::stream::publish(&env_any, "rs2", bodies.clone()).await;
+    let got = crate::stream::consume(&env_any, "rs2", OffsetSpecification::First, bodies.len()).await;
+    assert_eq!(got.into_iter().map(|(_, b)| b).collect::<Vec<_>>(), bodies);
+}
