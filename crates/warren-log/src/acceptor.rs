@@ -134,12 +134,12 @@ impl Log {
     /// the view see the shorter log; a replica's readers read nothing
     /// past the committed chunk anyway, and a cut removes only chunks
     /// never committed). A log cut whole starts again at the leader's
-    /// first offset.
+    /// first offset. Cut::Nothing when nothing went.
     pub fn cut_to(&mut self, leader: &Overview) -> Result<Cut> {
         let last = self.view.snapshot().segments.iter().rev().find_map(|s| s.last);
         let cut = accept(&self.dir, leader)?;
         if cut == Cut::Nothing || last.is_some_and(|r| cut == Cut::After(r.chunk_id)) {
-            return Ok(cut);
+            return Ok(Cut::Nothing);
         }
         let first = leader.range.map_or(0, |(f, _)| f);
         let fresh = Log::open_from(&self.dir, self.config.clone(), first)?;

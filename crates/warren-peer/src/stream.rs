@@ -31,6 +31,8 @@ pub mod kind {
     pub const ACK: u8 = 0x54;
     pub const REFUSE: u8 = 0x55;
     pub const TRACK: u8 = 0x56;
+    pub const STOP: u8 = 0x57;
+    pub const STOPPED: u8 = 0x58;
 }
 
 /// Which stream, at which epoch (the stream coordinator's count of its
@@ -81,6 +83,16 @@ pub enum StreamMsg {
         stream: StreamRef,
         reference: String,
         offset: u64,
+    },
+    /// Stream coordinator to member: the leader of this epoch is gone;
+    /// stop taking (or writing) its chunks and say where the log ends.
+    Stop { stream: StreamRef },
+    /// Member to coordinator: stopped in that epoch; its last chunk
+    /// (epoch, chunk id), None for an empty log. The next leader is the
+    /// member with the highest of a majority (osiris's select_leader).
+    Stopped {
+        stream: StreamRef,
+        tail: Option<(u64, u64)>,
     },
 }
 
@@ -141,6 +153,8 @@ impl StreamMsg {
             StreamMsg::Ack { .. } => kind::ACK,
             StreamMsg::Refuse { .. } => kind::REFUSE,
             StreamMsg::Track { .. } => kind::TRACK,
+            StreamMsg::Stop { .. } => kind::STOP,
+            StreamMsg::Stopped { .. } => kind::STOPPED,
         }
     }
 
@@ -152,12 +166,14 @@ impl StreamMsg {
             | StreamMsg::Chunks { stream, .. }
             | StreamMsg::Ack { stream, .. }
             | StreamMsg::Refuse { stream, .. }
-            | StreamMsg::Track { stream, .. } => stream,
+            | StreamMsg::Track { stream, .. }
+            | StreamMsg::Stop { stream }
+            | StreamMsg::Stopped { stream, .. } => stream,
         }
     }
 
     pub fn is_stream_kind(kind: u8) -> bool {
-        (kind::FOLLOW..=kind::TRACK).contains(&kind)
+        (kind::FOLLOW..=kind::STOPPED).contains(&kind)
     }
 
     pub(crate) fn encode_fields(&self, out: &mut BytesMut) {
@@ -191,6 +207,8 @@ impl StreamMsg {
                 put_name(out, reference);
                 out.put_u64(*offset);
             }
+            StreamMsg::Stop { .. } => {}
+            StreamMsg::Stopped { tail, .. } => put_pair(out, *tail),
         }
     }
 
@@ -239,6 +257,11 @@ impl StreamMsg {
                 stream,
                 reference: r.name("track reference")?,
                 offset: r.u64("track offset")?,
+            },
+            kind::STOP => StreamMsg::Stop { stream },
+            kind::STOPPED => StreamMsg::Stopped {
+                stream,
+                tail: pair(r, "stopped tail")?,
             },
             k => return Err(CodecError::UnknownKind(k)),
         })
@@ -292,6 +315,15 @@ pub(crate) fn examples() -> Vec<StreamMsg> {
         StreamMsg::Refuse {
             stream: s.clone(),
             why: "not the leader".into(),
+        },
+        StreamMsg::Stop { stream: s.clone() },
+        StreamMsg::Stopped {
+            stream: s.clone(),
+            tail: Some((3, 90)),
+        },
+        StreamMsg::Stopped {
+            stream: s.clone(),
+            tail: None,
         },
         StreamMsg::Track {
             stream: s,

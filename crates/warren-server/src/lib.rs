@@ -528,6 +528,9 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             )
             .map_err(StartError::Cluster)?;
             let _ = meta.quorum.set(quorum.clone());
+            if let Some(s) = &stream_replicas {
+                s.start_coordinating(meta.clone(), rx.clone());
+            }
             c.set_events(meta.clone());
             if let Some((r, _)) = &removals {
                 r.start(meta.clone());

@@ -111,6 +111,11 @@ impl StreamLog {
         c.waiting.entry(chunk_id).or_default().push(f);
     }
 
+    /// A new leader's first chunk: an empty tracking delta in its epoch.
+    pub fn append_marker(&self) -> Result<warren_log::Appended, warren_log::LogError> {
+        self.with_log(|log| log.append_tracking(&warren_log::Delta::default(), super::now_ms()))
+    }
+
     /// The last chunk a majority has, as this member knows it.
     pub fn committed(&self) -> Option<u64> {
         self.member.commits.lock().committed

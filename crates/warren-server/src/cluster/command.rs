@@ -136,6 +136,16 @@ pub enum Command {
         group: u64,
         members: Vec<String>,
     },
+    /// A replicated stream's leader from `epoch` on: the member the stream
+    /// coordinator (the metadata leader) chose when the last one was
+    /// lost, the one with the longest log of a majority stopped in the
+    /// epoch before. Applied only on the epoch it follows.
+    StreamLeader {
+        vhost: String,
+        name: String,
+        epoch: u64,
+        leader: String,
+    },
     /// Definitions imported through `home`, where their queues live; the
     /// groups of the quorum queues among them that are new, by (vhost,
     /// name), as the importing node placed them.
@@ -459,6 +469,17 @@ impl Command {
                 members,
             } => {
                 quorum_members(a, &vhost(v)?, name, *group, members)?;
+                Ok(Outcome::Done)
+            }
+            Command::StreamLeader {
+                vhost: v,
+                name,
+                epoch,
+                leader,
+            } => {
+                if let Some(s) = &a.streams {
+                    s.new_leader(&*vhost(v)?, name, *epoch, leader)?;
+                }
                 Ok(Outcome::Done)
             }
             Command::Import {

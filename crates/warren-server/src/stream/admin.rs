@@ -398,8 +398,14 @@ impl Conn {
                 _ => code::PRECONDITION_FAILED,
             };
         }
+        // Partitions' leaders spread over the nodes unless a locator is
+        // given (rabbitmq-streams add_super_stream's default, balanced).
+        let mut args = args.to_vec();
+        if !args.iter().any(|(k, _)| k == "queue-leader-locator") {
+            args.push(("queue-leader-locator".into(), "balanced".into()));
+        }
         for (i, (p, k)) in partitions.iter().zip(keys).enumerate() {
-            let c = self.declare_stream(p, args);
+            let c = self.declare_stream(p, &args);
             if c != code::OK {
                 return c;
             }

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use bytes::BufMut;
-use warren_core::queue::{StreamLog, StreamWaiter};
+use warren_core::queue::{StreamLog, StreamRole, StreamWaiter};
 use warren_log::bloom::Matcher;
 use warren_log::{Reader, Start};
 use warren_stream::command::{begin_frame, end_frame, key, Command, OffsetSpec};
@@ -299,7 +299,9 @@ impl Conn {
             self.remove_subscription(id);
         }
         self.publishers.retain(|_, p| {
-            let deleted = p.log.is_deleted();
+            // A leader that lost its office writes no more: its
+            // publishers are told to look for the new one.
+            let deleted = p.log.is_deleted() || matches!(p.log.role(), StreamRole::Replica { .. });
             if deleted && !gone.contains(&p.stream) {
                 gone.push(p.stream.clone());
             }

@@ -81,6 +81,14 @@ impl Leading {
             Some((e, _)) if e < stream.epoch => log.extent().1,
             _ => 0,
         };
+        if epoch_start > 0 {
+            // A chunk of this epoch at once: the chunks before it (the
+            // longest log the election found) commit with it when a
+            // majority has it, with no publish needed (Raft's no-op).
+            if let Err(e) = log.append_marker() {
+                tracing::error!(stream = %log.name, "cannot write the new epoch's first chunk: {e}");
+            }
+        }
         let followers = members
             .iter()
             .filter(|m| *m != me)
@@ -108,6 +116,17 @@ impl Leading {
     pub fn stop(&self) {
         self.stopped.store(true, Ordering::Release);
         self.notify.notify_one();
+    }
+
+    /// The coordinator ended this epoch (this node was thought gone):
+    /// write no more, confirm nothing more; say where the log ends.
+    pub fn step_down(&self) -> Option<(u64, u64)> {
+        self.stop();
+        self.log.set_role(warren_core::queue::StreamRole::Replica {
+            epoch: self.stream.epoch,
+            leader: None,
+        });
+        self.log.last_chunk()
     }
 
     async fn run(self: Arc<Self>) {

@@ -10,6 +10,7 @@
 //! stream's log locally; only the leader writes, and a chunk is confirmed
 //! (and readable anywhere) once a majority of the members has it.
 
+pub mod coordinator;
 pub mod leader;
 pub mod outbox;
 pub mod registry;
@@ -24,6 +25,8 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use warren_amqp091::ShortStr;
 use warren_core::queue::{StreamLog, StreamRole, StreamSystem};
+use warren_core::vhost::VHost;
+use warren_core::BrokerError;
 use warren_peer::stream::{StreamMsg, StreamRef};
 
 use crate::cluster::links::DataSender;
@@ -53,6 +56,8 @@ pub struct Streams {
     runs: Mutex<HashMap<(String, String), Run>>,
     /// Logs attached, to take up a new role without reopening.
     logs: Mutex<HashMap<(String, String), Weak<StreamLog>>>,
+    /// The coordinator's elections under way (on the metadata leader).
+    elections: Mutex<HashMap<(String, String), coordinator::Election>>,
 }
 
 impl Streams {
@@ -63,6 +68,7 @@ impl Streams {
             out: Arc::new(Outbox::default()),
             runs: Mutex::new(HashMap::new()),
             logs: Mutex::new(HashMap::new()),
+            elections: Mutex::new(HashMap::new()),
         }))
     }
 
@@ -138,6 +144,36 @@ impl Streams {
         if let Err(e) = self.registry.lock().remove(vhost, name) {
             tracing::error!(vhost, stream = name, "cannot remove a stream's placement: {e}");
         }
+    }
+
+    /// The stream coordinator chose `leader` for `epoch` (one past the
+    /// placement's): record it, take up the new role here, and on a node
+    /// without a member reach the stream through its new leader.
+    pub fn new_leader(&self, vh: &VHost, name: &str, epoch: u64, leader: &str) -> Result<(), BrokerError> {
+        let Some(mut p) = self.placement(&vh.name, name) else {
+            return Ok(());
+        };
+        if p.epoch + 1 != epoch || !p.members.iter().any(|m| m == leader) {
+            return Ok(());
+        }
+        p.epoch = epoch;
+        p.leader = Some(leader.to_string());
+        let member = p.members.contains(&self.node);
+        tracing::info!(vhost = %vh.name, stream = name, epoch, leader, "stream leader chosen");
+        self.placed(p).map_err(BrokerError::Internal)?;
+        let key = (vh.name.clone(), name.to_string());
+        let log = self.logs.lock().get(&key).and_then(|w| w.upgrade());
+        match log {
+            Some(log) if member => self.take_role(&log),
+            _ => {
+                if let Some(q) = vh.find_queue(name.as_bytes()) {
+                    if q.home.is_some() && q.home.as_deref() != Some(leader.as_bytes()) {
+                        vh.rehome_queue(&q, Some(ShortStr::from(leader)))?;
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Take up the role the placement gives this node for `log`.
@@ -270,8 +306,41 @@ impl Streams {
                 f.chunks(committed, bytes)
             }
             (StreamMsg::Refuse { why, .. }, Some(RunRef::Replica(f))) if f.leader == from => f.refused(&why),
+            (StreamMsg::Stop { stream }, _) => {
+                if let Some(tail) = self.stop_here(&stream) {
+                    self.out.send(from, StreamMsg::Stopped { stream, tail });
+                }
+            }
+            (StreamMsg::Stopped { stream, tail }, _) => self.stopped(from, &stream, tail),
             (m, _) => {
                 tracing::debug!(peer = %from, kind = m.kind(), "a stale stream replication message")
+            }
+        }
+    }
+
+    /// The coordinator ends `stream`'s epoch here: the member stops
+    /// following (or leading) in it. Its last chunk, or None when this
+    /// node is not a member in that epoch (nothing to answer).
+    pub(super) fn stop_here(&self, stream: &StreamRef) -> Option<Option<(u64, u64)>> {
+        let key = (
+            stream.vhost.clone(),
+            String::from_utf8_lossy(&stream.name).into_owned(),
+        );
+        let p = self.placement(&key.0, &key.1)?;
+        if p.epoch != stream.epoch || !p.members.contains(&self.node) {
+            return None;
+        }
+        let run = self.runs.lock().remove(&key);
+        match run {
+            Some(Run::Replica(f)) => {
+                let tail = f.stop();
+                self.runs.lock().insert(key, Run::Replica(f));
+                Some(tail)
+            }
+            Some(Run::Leader(l)) => Some(l.step_down()),
+            None => {
+                let log = self.logs.lock().get(&key).and_then(|w| w.upgrade())?;
+                Some(log.last_chunk())
             }
         }
     }

@@ -20,7 +20,7 @@ use warren_stream::chunk::{ChunkHeader, HEADER_SIZE};
 use super::outbox::Outbox;
 
 /// How long a replica waits before asking again.
-pub const RETRY: Duration = Duration::from_secs(1);
+pub const RETRY: Duration = Duration::from_millis(500);
 
 /// Bytes of one chunk a replica buffers at most while its pieces arrive
 /// (a message may be 128 MiB; a header claiming more is a broken peer).
@@ -41,6 +41,9 @@ enum Phase {
     Asked(Instant),
     /// Taking chunks.
     Streaming,
+    /// Stopped by the stream coordinator: the leader of this epoch is
+    /// gone; nothing more is taken until a new leader is chosen.
+    Stopped,
 }
 
 struct State {
@@ -81,8 +84,11 @@ impl Following {
     }
 
     fn back_off(&self, why: &str) {
-        tracing::info!(stream = %self.log.name, leader = %self.leader, "replica will ask again: {why}");
         let mut st = self.state.lock();
+        if matches!(st.phase, Phase::Stopped) {
+            return;
+        }
+        tracing::info!(stream = %self.log.name, leader = %self.leader, "replica will ask again: {why}");
         st.partial.clear();
         st.phase = Phase::Idle(Instant::now());
     }
@@ -92,7 +98,7 @@ impl Following {
         let due = match self.state.lock().phase {
             Phase::Idle(t) => t.elapsed() >= RETRY,
             Phase::Asked(t) => t.elapsed() >= 5 * RETRY,
-            Phase::Streaming => false,
+            Phase::Streaming | Phase::Stopped => false,
         };
         if due && !self.log.is_deleted() {
             self.ask();
@@ -101,15 +107,28 @@ impl Following {
 
     /// The link to the leader is back: ask at once.
     pub fn up(&self) {
-        if !matches!(self.state.lock().phase, Phase::Streaming) {
+        if matches!(self.state.lock().phase, Phase::Idle(_) | Phase::Asked(_)) {
             self.ask();
         }
     }
 
     pub fn down(&self) {
         let mut st = self.state.lock();
+        if matches!(st.phase, Phase::Stopped) {
+            return;
+        }
         st.partial.clear();
         st.phase = Phase::Idle(Instant::now() - RETRY);
+    }
+
+    /// Stop following (the coordinator asks, its leader being gone) and
+    /// say where the log ends: (epoch, chunk id) of its last chunk.
+    pub fn stop(&self) -> Option<(u64, u64)> {
+        let mut st = self.state.lock();
+        st.phase = Phase::Stopped;
+        st.partial.clear();
+        drop(st);
+        self.log.last_chunk()
     }
 
     pub fn refused(&self, why: &str) {

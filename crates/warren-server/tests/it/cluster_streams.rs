@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use rabbitmq_stream_client::types::{OffsetSpecification, ResponseCode};
+use rabbitmq_stream_client::types::{Message, OffsetSpecification, ResponseCode};
 use rabbitmq_stream_client::{Client, ClientOptions, Environment};
 
 use crate::cluster::*;
@@ -123,4 +123,110 @@ async fn initial_cluster_size_two_places_two_members_and_the_third_node_sends_cl
     crate::stream::publish(&env_any, "rs2", bodies.clone()).await;
     let got = crate::stream::consume(&env_any, "rs2", OffsetSpecification::First, bodies.len()).await;
     assert_eq!(got.into_iter().map(|(_, b)| b).collect::<Vec<_>>(), bodies);
+}
+
+/// Publish `ids` with explicit publishing ids through a producer named
+/// `name` (deduplicated); every one must be confirmed.
+async fn publish_named(env: &Environment, stream: &str, name: &str, ids: std::ops::Range<u64>) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut producer = loop {
+        match within(env.producer().name(name).build(stream)).await {
+            Ok(p) => break p,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "no producer for {stream}: {e:?}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    let msgs: Vec<Message> = ids
+        .clone()
+        .map(|i| Message::builder().body(format!("f-{i}")).publishing_id(i).build())
+        .collect();
+    let confirmed = within(producer.batch_send_with_confirm(msgs)).await.unwrap();
+    assert_eq!(confirmed.len(), ids.count());
+    assert!(confirmed.iter().all(|c| c.confirmed()), "every message confirmed");
+    within(producer.close()).await.unwrap();
+}
+
+/// The leader's node stops: the coordinator stops the others in that
+/// epoch and the longest log leads the next; a producer that comes back
+/// with its name publishes what it had sent again plus more, and the
+/// duplicates are not stored (its sequence survived in the replicas'
+/// logs); each member then holds every confirmed message once, in order,
+/// the returning old leader included, once it has caught up as a replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leaders_loss_elects_a_new_leader_and_nothing_confirmed_is_lost_or_doubled() {
+    let (ports, mut nodes) = three_linked().await;
+    let env1 = nodes[0].stream_env().await;
+    within(env1.stream_creator().create("fo")).await.unwrap();
+    in_step(&nodes).await;
+    let old = nodes[0].stream_port() as u32;
+    assert_eq!(members_seen(&nodes[1], "fo", 2).await.0, old);
+    let env2 = nodes[1].stream_env().await;
+    publish_named(&env2, "fo", "p1", 0..500).await;
+    drop(env1);
+
+    let dir = std::mem::replace(&mut nodes[0].data_dir, "/nonexistent/warren-test".into());
+    nodes[0].stop().await;
+    // A new leader, on node 2 or 3, with the other as its replica.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let leader = loop {
+        let client = client_of(&nodes[1]).await;
+        let md = within(client.metadata(vec!["fo".to_string()])).await.unwrap();
+        if let Some(m) = md.get("fo") {
+            if m.leader.port != old {
+                break m.leader.port;
+            }
+        }
+        assert!(Instant::now() < deadline, "no new leader: {md:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(leader == nodes[1].stream_port() as u32 || leader == nodes[2].stream_port() as u32);
+
+    // The producer comes back under its name: 0..500 again (duplicates,
+    // confirmed but not stored) and 500..1000.
+    publish_named(&env2, "fo", "p1", 0..1000).await;
+    let c2 = client_of(&nodes[1]).await;
+    let seq = within(c2.query_publisher_sequence("p1", "fo")).await.unwrap();
+    assert_eq!(seq, 999);
+
+    let expect: Vec<String> = (0..1000).map(|i| format!("f-{i}")).collect();
+    for n in &nodes[1..] {
+        let env = env_on(n).await;
+        let got = crate::stream::consume(&env, "fo", OffsetSpecification::First, 1000).await;
+        let texts: Vec<String> = got.into_iter().map(|(_, b)| b).collect();
+        assert_eq!(texts, expect);
+    }
+
+    // The old leader returns as a replica and catches up.
+    nodes[0] = start_node("itest", "s3cret", 0, &ports, Some(dir)).await;
+    let env = env_on(&nodes[0]).await;
+    let got = crate::stream::consume(&env, "fo", OffsetSpecification::First, 1000).await;
+    let texts: Vec<String> = got.into_iter().map(|(_, b)| b).collect();
+    assert_eq!(texts, expect);
+}
+
+/// A super stream created through one node: its three partitions' leaders
+/// are on three nodes (balanced, as rabbitmq-streams add_super_stream
+/// places them), each partition replicated to every node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_super_streams_partitions_lead_on_different_nodes() {
+    let (_, nodes) = three_linked().await;
+    let c = client_of(&nodes[0]).await;
+    let parts: Vec<String> = (0..3).map(|i| format!("ss-{i}")).collect();
+    let keys: Vec<String> = (0..3).map(|i| i.to_string()).collect();
+    let r = within(c.create_super_stream("ss", parts.clone(), keys, Default::default()))
+        .await
+        .unwrap();
+    assert_eq!(r.code(), &ResponseCode::Ok);
+    in_step(&nodes).await;
+    let mut leaders = Vec::new();
+    for p in &parts {
+        let (leader, replicas) = members_seen(&nodes[1], p, 2).await;
+        assert!(!replicas.contains(&leader));
+        leaders.push(leader);
+    }
+    leaders.sort();
+    leaders.dedup();
+    assert_eq!(leaders.len(), 3, "one partition leads on each node");
 }
