@@ -49,6 +49,7 @@ mod raw;
 mod reply_to;
 mod restart;
 mod stream;
+mod stream_faults;
 mod stream_filter;
 mod tls;
 mod topic_permissions;
