@@ -251,10 +251,10 @@ async fn kill9_sigstop_and_partitions_under_a_stream_producer_lose_and_double_no
     // Replicas catch up after the last fault.
     tokio::time::sleep(Duration::from_secs(3)).await;
 
-    let t = tally.lock();
-    let confirmed = t.confirmed.clone();
-    let errors = t.errors;
-    drop(t);
+    let (confirmed, errors) = {
+        let t = tally.lock();
+        (t.confirmed.clone(), t.errors)
+    };
     let mut summary = Vec::new();
     for (i, port) in stream.iter().enumerate() {
         let got = read_member(*port).await;
