@@ -3,7 +3,8 @@
 # ports with a fresh data directory: AMQP 1.0 with python-qpid-proton and
 # RabbitMQ's rabbitmq-amqp-python-client, streams with rstream (all from
 # PyPI); then TLS with pika, proton and rstream against a second Warren
-# whose certificates tools/tls-certs.sh makes here. Used by .ci/run.
+# whose certificates tools/tls-certs.sh makes here; then replicated
+# streams with rstream on three clustered nodes. Used by .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 venv=${WARREN_PY_VENV:-target/py-venv}
@@ -57,6 +58,47 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 timeout 600 "$venv/bin/python" tests/python/tls_interop.py "$aport" "$stport" "$hport" "$tls_dir/certs" | tee -a "$out" || status=1
+# Replicated streams: three clustered nodes on loopback; the last check
+# kills node 1 (the leader of its streams) with SIGKILL.
+cl_dir=$(mktemp -d)
+cl_pids=()
+trap 'kill "$pid" $tls_pid "${cl_pids[@]}" 2>/dev/null; wait "$pid" $tls_pid 2>/dev/null; rm -rf "$data" "$tls_dir" "$cl_dir"' EXIT
+cports=(); sports=()
+for i in 0 1 2; do cports+=("$(free_port)"); sports+=("$(free_port)"); done
+for i in 0 1 2; do
+  peers=""
+  for j in 0 1 2; do
+    [ "$j" = "$i" ] && continue
+    peers+="${peers:+, }{ node = \"warren@py$j\", address = \"127.0.0.1:${cports[$j]}\" }"
+  done
+  cat > "$cl_dir/node$i.toml" <<TOML
+node_name = "warren@py$i"
+data_dir = "$cl_dir/data$i"
+amqp_listen = "none"
+amqps_listen = "none"
+stream_listen = "127.0.0.1:${sports[$i]}"
+stream_tls_listen = "none"
+http_listen = "none"
+https_listen = "none"
+prometheus_listen = "none"
+[cluster]
+name = "pytest"
+secret = "s3cret"
+listen = "127.0.0.1:${cports[$i]}"
+ping_interval = 200
+down_after = 1000
+peers = [$peers]
+TOML
+  target/debug/warren --config "$cl_dir/node$i.toml" --log error &
+  cl_pids+=($!)
+done
+for i in 0 1 2; do
+  for _ in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/${sports[$i]}") 2>/dev/null && break
+    sleep 0.1
+  done
+done
+timeout 600 "$venv/bin/python" tests/python/stream_cluster_interop.py "${sports[@]}" "${cl_pids[0]}" | tee -a "$out" || status=1
 # One closing line for all scripts.
 awk '/^[0-9]+ passed, [0-9]+ failed$/ { p += $1; f += $3 } END { printf "%d passed, %d failed\n", p, f }' "$out"
 rm -f "$out"
