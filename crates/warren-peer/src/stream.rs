@@ -33,6 +33,8 @@ pub mod kind {
     pub const TRACK: u8 = 0x56;
     pub const STOP: u8 = 0x57;
     pub const STOPPED: u8 = 0x58;
+    pub const STATUS: u8 = 0x59;
+    pub const STATUS_IS: u8 = 0x5a;
 }
 
 /// Which stream, at which epoch (the stream coordinator's count of its
@@ -94,6 +96,11 @@ pub enum StreamMsg {
         stream: StreamRef,
         tail: Option<(u64, u64)>,
     },
+    /// Any node to a member: its figures for `stream_status` (request
+    /// `req` of the asking node).
+    Status { stream: StreamRef, req: u64 },
+    /// The member's figures, JSON (an operator's occasional request).
+    StatusIs { stream: StreamRef, req: u64, row: Bytes },
 }
 
 fn put_ref(out: &mut BytesMut, s: &StreamRef) {
@@ -155,6 +162,8 @@ impl StreamMsg {
             StreamMsg::Track { .. } => kind::TRACK,
             StreamMsg::Stop { .. } => kind::STOP,
             StreamMsg::Stopped { .. } => kind::STOPPED,
+            StreamMsg::Status { .. } => kind::STATUS,
+            StreamMsg::StatusIs { .. } => kind::STATUS_IS,
         }
     }
 
@@ -168,12 +177,14 @@ impl StreamMsg {
             | StreamMsg::Refuse { stream, .. }
             | StreamMsg::Track { stream, .. }
             | StreamMsg::Stop { stream }
-            | StreamMsg::Stopped { stream, .. } => stream,
+            | StreamMsg::Stopped { stream, .. }
+            | StreamMsg::Status { stream, .. }
+            | StreamMsg::StatusIs { stream, .. } => stream,
         }
     }
 
     pub fn is_stream_kind(kind: u8) -> bool {
-        (kind::FOLLOW..=kind::STOPPED).contains(&kind)
+        (kind::FOLLOW..=kind::STATUS_IS).contains(&kind)
     }
 
     pub(crate) fn encode_fields(&self, out: &mut BytesMut) {
@@ -209,6 +220,11 @@ impl StreamMsg {
             }
             StreamMsg::Stop { .. } => {}
             StreamMsg::Stopped { tail, .. } => put_pair(out, *tail),
+            StreamMsg::Status { req, .. } => out.put_u64(*req),
+            StreamMsg::StatusIs { req, row, .. } => {
+                out.put_u64(*req);
+                put_blob(out, row);
+            }
         }
     }
 
@@ -262,6 +278,15 @@ impl StreamMsg {
             kind::STOPPED => StreamMsg::Stopped {
                 stream,
                 tail: pair(r, "stopped tail")?,
+            },
+            kind::STATUS => StreamMsg::Status {
+                stream,
+                req: r.u64("status req")?,
+            },
+            kind::STATUS_IS => StreamMsg::StatusIs {
+                stream,
+                req: r.u64("status req")?,
+                row: r.blob("status row")?,
             },
             k => return Err(CodecError::UnknownKind(k)),
         })
@@ -317,6 +342,15 @@ pub(crate) fn examples() -> Vec<StreamMsg> {
             why: "not the leader".into(),
         },
         StreamMsg::Stop { stream: s.clone() },
+        StreamMsg::Status {
+            stream: s.clone(),
+            req: 7,
+        },
+        StreamMsg::StatusIs {
+            stream: s.clone(),
+            req: 7,
+            row: Bytes::from_static(b"{}"),
+        },
         StreamMsg::Stopped {
             stream: s.clone(),
             tail: Some((3, 90)),

@@ -94,6 +94,14 @@ impl ServerCtx {
         }
     }
 
+    /// Where the management API answers from (see `http::queue_info`).
+    pub fn here(&self) -> http::queue_info::Here<'_> {
+        http::queue_info::Here {
+            node: &self.config.node_name,
+            streams: self.stream_replicas.as_deref(),
+        }
+    }
+
     /// Read the TLS certificate, key and CA files again: new connections
     /// get them, open ones keep their session.
     /// OAuth 2 signing keys are read again too.

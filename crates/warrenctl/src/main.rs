@@ -148,6 +148,16 @@ enum Command {
     /// Remove quorum queue QUEUE's member on NODE (rabbitmq-queues
     /// delete_member); a leader hands its leadership on first.
     DeleteMember { queue: String, node: String },
+    /// A replica of stream STREAM (vhost -p) on NODE (rabbitmq-streams
+    /// add_replica).
+    AddReplica { stream: String, node: String },
+    /// Remove stream STREAM's member on NODE (rabbitmq-streams
+    /// delete_replica); the last member stays.
+    DeleteReplica { stream: String, node: String },
+    /// One row per member of stream STREAM (rabbitmq-streams
+    /// stream_status): role, node, epoch, offset, committed_offset,
+    /// first_offset, readers, segments.
+    StreamStatus { stream: String },
     /// Hand quorum queue QUEUE's leadership to its member on NODE.
     TransferLeadership { queue: String, node: String },
     /// Add a member on NODE to every matching quorum queue without one
@@ -513,6 +523,35 @@ fn run(cli: &Cli, api: &Api) -> Result<(), CtlError> {
             println!("Removing a replica of queue {queue} on node {node}...");
             let path = format!("/api/queues/quorum/{v}/{}/replicas/delete", vh(queue));
             api.delete_with(&path, json!({ "node": node })).map(|_| ())
+        }
+        Command::AddReplica { stream, node } => {
+            println!("Adding a replica for queue {stream} on node {node}...");
+            let path = format!("/api/queues/stream/{v}/{}/replicas/add", vh(stream));
+            api.post(&path, json!({ "node": node }))
+        }
+        Command::DeleteReplica { stream, node } => {
+            println!("Removing a replica of queue {stream} on node {node}...");
+            let path = format!("/api/queues/stream/{v}/{}/replicas/delete", vh(stream));
+            api.delete_with(&path, json!({ "node": node })).map(|_| ())
+        }
+        Command::StreamStatus { stream } => {
+            if !cli.json {
+                println!("Status of stream {stream} ...");
+            }
+            list(
+                format!("/api/queues/stream/{v}/{}/status", vh(stream)),
+                &[],
+                &[
+                    "role",
+                    "node",
+                    "epoch",
+                    "offset",
+                    "committed_offset",
+                    "first_offset",
+                    "readers",
+                    "segments",
+                ],
+            )
         }
         Command::TransferLeadership { queue, node } => {
             println!("Transferring the leadership of queue {queue} to node {node}...");

@@ -273,6 +273,25 @@ impl StreamLog {
         Some((first.chunk_id, last.chunk_id))
     }
 
+    /// What `stream_status` shows of this member: (first offset, last
+    /// offset (None when empty), segments, readers holding the log).
+    pub fn status(&self) -> (u64, Option<u64>, usize, usize) {
+        let st = self.view.snapshot();
+        let first = st
+            .segments
+            .iter()
+            .find_map(|s| s.first.map(|r| r.chunk_id))
+            .unwrap_or(st.next_offset);
+        // The log and this struct hold the view; every reader one more.
+        let readers = Arc::strong_count(&self.view).saturating_sub(2);
+        (first, st.next_offset.checked_sub(1), st.segments.len(), readers)
+    }
+
+    /// This node stops being a member: let go of its log, files and all.
+    pub fn discard(&self) {
+        self.remove();
+    }
+
     fn remove(&self) {
         self.deleted.store(true, Ordering::Release);
         self.wake();

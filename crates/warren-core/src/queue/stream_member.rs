@@ -72,6 +72,13 @@ impl StreamLog {
         if before == role {
             return;
         }
+        // A leader whose members changed leads on: its waiting publishes
+        // and readers stay as they are.
+        if let (StreamRole::Leader { epoch: a, .. }, StreamRole::Leader { epoch: b, .. }) = (&before, &role) {
+            if a == b {
+                return;
+            }
+        }
         self.with_log_quiet(|log| match &role {
             StreamRole::Alone => {
                 log.set_committed(None);

@@ -146,6 +146,14 @@ pub enum Command {
         epoch: u64,
         leader: String,
     },
+    /// A replicated stream's members after `add_replica` or
+    /// `delete_replica` (same epoch; a removed leader leaves the stream
+    /// without one until the coordinator elects the next).
+    StreamMembers {
+        vhost: String,
+        name: String,
+        members: Vec<String>,
+    },
     /// Definitions imported through `home`, where their queues live; the
     /// groups of the quorum queues among them that are new, by (vhost,
     /// name), as the importing node placed them.
@@ -479,6 +487,16 @@ impl Command {
             } => {
                 if let Some(s) = &a.streams {
                     s.new_leader(&*vhost(v)?, name, *epoch, leader)?;
+                }
+                Ok(Outcome::Done)
+            }
+            Command::StreamMembers {
+                vhost: v,
+                name,
+                members,
+            } => {
+                if let Some(s) = &a.streams {
+                    s.set_members(&*vhost(v)?, name, members)?;
                 }
                 Ok(Outcome::Done)
             }

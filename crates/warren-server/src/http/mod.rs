@@ -33,8 +33,9 @@ mod objects;
 mod overview;
 mod params;
 mod policies;
-mod queue_info;
+pub mod queue_info;
 mod quorum;
+mod stream_members;
 mod topic_perms;
 mod ui;
 
@@ -238,6 +239,18 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
             axum::routing::delete(quorum::shrink),
         )
         .route("/api/rebalance/queues", axum::routing::post(quorum::rebalance))
+        .route(
+            "/api/queues/stream/{vhost}/{name}/replicas/add",
+            axum::routing::post(stream_members::add_replica),
+        )
+        .route(
+            "/api/queues/stream/{vhost}/{name}/replicas/delete",
+            axum::routing::delete(stream_members::delete_replica),
+        )
+        .route(
+            "/api/queues/stream/{vhost}/{name}/status",
+            get(stream_members::status),
+        )
         .route("/api/bindings", get(objects::bindings))
         .route("/api/bindings/{vhost}", get(objects::bindings_in))
         .route(

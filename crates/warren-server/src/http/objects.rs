@@ -572,7 +572,7 @@ pub async fn delete_exchange(
 // ---- queues ----
 
 pub async fn queues(State(ctx): Ctx, who: Authed, Query(q): Query<ListQuery>) -> ApiResult<Response> {
-    queue_listing(&visible_vhosts(&ctx, &who), &q, &ctx.config.node_name)
+    queue_listing(&visible_vhosts(&ctx, &who), &q, &ctx.here())
 }
 
 pub async fn queues_in(
@@ -581,7 +581,7 @@ pub async fn queues_in(
     Path(vhost): Path<String>,
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Response> {
-    queue_listing(&[visible(&ctx, &who, &vhost)?], &q, &ctx.config.node_name)
+    queue_listing(&[visible(&ctx, &who, &vhost)?], &q, &ctx.here())
 }
 
 pub async fn queue(
@@ -592,7 +592,7 @@ pub async fn queue(
     let vh = visible(&ctx, &who, &vhost)?;
     // Exclusive queues are listed too, as RabbitMQ lists them.
     let q = vh.find_queue(name.as_bytes()).ok_or(ApiError::NotFound)?;
-    Ok(Json(queue_json(&q, &ctx.config.node_name)))
+    Ok(Json(queue_json(&q, &ctx.here())))
 }
 
 pub async fn put_queue(

@@ -70,11 +70,23 @@ fn memory_estimate(s: &QueueStats) -> u64 {
     QUEUE_BASE + s.ram_bytes + (s.ram_messages + s.unacked) * PER_MESSAGE
 }
 
-fn info<'a>(q: &'a Queue, node: &'a str) -> QueueInfo<'a> {
+/// Where the API answers from: the node's name, and its replicated
+/// streams' placements (a stream's leader and members are there).
+#[derive(Clone, Copy)]
+pub struct Here<'a> {
+    pub node: &'a str,
+    pub streams: Option<&'a crate::stream_replicas::Streams>,
+}
+
+fn info<'a>(q: &'a Queue, here: &Here<'a>) -> QueueInfo<'a> {
     use warren_core::queue::QueueKind;
+    let node = here.node;
     let s = q.stats();
     let policy = q.policy();
-    let view = q.quorum_view();
+    let view = match (q.kind(), here.streams) {
+        (QueueKind::Stream, Some(st)) => st.view(&q.vhost, &q.name.to_str_lossy()),
+        _ => q.quorum_view(),
+    };
     let names = |v: &[warren_amqp091::ShortStr]| v.iter().map(|n| n.to_str_lossy().into_owned()).collect();
     QueueInfo {
         name: q.name.to_str_lossy(),
@@ -119,17 +131,17 @@ fn info<'a>(q: &'a Queue, node: &'a str) -> QueueInfo<'a> {
     }
 }
 
-pub fn queue_json(q: &Queue, node: &str) -> Value {
-    serde_json::to_value(info(q, node)).unwrap_or(Value::Null)
+pub fn queue_json(q: &Queue, here: &Here) -> Value {
+    serde_json::to_value(info(q, here)).unwrap_or(Value::Null)
 }
 
 /// The queues of `vhs` as `q` asks: filtered, sorted, paged.
-pub fn queue_listing(vhs: &[Arc<VHost>], q: &ListQuery, node: &str) -> Result<Response, ApiError> {
+pub fn queue_listing(vhs: &[Arc<VHost>], q: &ListQuery, here: &Here) -> Result<Response, ApiError> {
     if !matches!(q.sort.as_deref(), None | Some("name")) {
         let all = vhs
             .iter()
             .flat_map(|vh| vh.queues())
-            .map(|x| queue_json(&x, node))
+            .map(|x| queue_json(&x, here))
             .collect();
         return listing(all, q).map(IntoResponse::into_response);
     }
@@ -147,9 +159,9 @@ pub fn queue_listing(vhs: &[Arc<VHost>], q: &ListQuery, node: &str) -> Result<Re
         qs.reverse();
     }
     if q.page.is_some() {
-        return paginate(qs, q, |x| queue_json(&x, node)).map(IntoResponse::into_response);
+        return paginate(qs, q, |x| queue_json(&x, here)).map(IntoResponse::into_response);
     }
-    let body = serde_json::to_vec(&qs.iter().map(|x| info(x, node)).collect::<Vec<_>>())
+    let body = serde_json::to_vec(&qs.iter().map(|x| info(x, here)).collect::<Vec<_>>())
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     Ok(([(CONTENT_TYPE, "application/json")], body).into_response())
 }

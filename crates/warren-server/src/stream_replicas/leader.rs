@@ -36,7 +36,7 @@ pub struct Leading {
     pub log: Arc<StreamLog>,
     pub stream: StreamRef,
     /// How many members the stream has (this one included).
-    members: usize,
+    members: std::sync::atomic::AtomicUsize,
     /// Chunks below this were written in earlier epochs: counting
     /// replicas does not commit them (a leader of a later epoch might
     /// have none of them); they commit with the first chunk of this
@@ -97,7 +97,7 @@ impl Leading {
         let l = Arc::new(Leading {
             log,
             stream,
-            members: members.len(),
+            members: std::sync::atomic::AtomicUsize::new(members.len()),
             epoch_start,
             out,
             followers: Mutex::new(followers),
@@ -115,6 +115,19 @@ impl Leading {
 
     pub fn stop(&self) {
         self.stopped.store(true, Ordering::Release);
+        self.notify.notify_one();
+    }
+
+    /// add_replica or delete_replica: replicas of the new member list,
+    /// the majority counted over it.
+    pub fn set_members(&self, members: &[String], me: &str) {
+        let mut fs = self.followers.lock();
+        fs.retain(|n, _| members.contains(n));
+        for m in members.iter().filter(|m| *m != me) {
+            fs.entry(m.clone()).or_default();
+        }
+        self.members.store(members.len(), Ordering::Release);
+        drop(fs);
         self.notify.notify_one();
     }
 
@@ -288,7 +301,7 @@ impl Leading {
     /// The highest chunk a majority has, this node counting (osiris's
     /// agreed_commit), moved forward when it is of this epoch.
     fn commit(&self, fs: &HashMap<String, Follower>) -> Option<u64> {
-        let need = self.members / 2 + 1;
+        let need = self.members.load(Ordering::Acquire) / 2 + 1;
         let mine = self.log.last_chunk().map(|(_, id)| id);
         let mut have: Vec<u64> = mine
             .into_iter()

@@ -15,6 +15,7 @@ pub mod leader;
 pub mod outbox;
 pub mod registry;
 pub mod replica;
+pub mod status;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -24,7 +25,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use warren_amqp091::ShortStr;
-use warren_core::queue::{StreamLog, StreamRole, StreamSystem};
+use warren_core::queue::{QuorumView, StreamLog, StreamRole, StreamSystem};
 use warren_core::vhost::VHost;
 use warren_core::BrokerError;
 use warren_peer::stream::{StreamMsg, StreamRef};
@@ -58,6 +59,8 @@ pub struct Streams {
     logs: Mutex<HashMap<(String, String), Weak<StreamLog>>>,
     /// The coordinator's elections under way (on the metadata leader).
     elections: Mutex<HashMap<(String, String), coordinator::Election>>,
+    /// `stream_status` requests to other members.
+    asks: status::Asks,
 }
 
 impl Streams {
@@ -69,6 +72,7 @@ impl Streams {
             runs: Mutex::new(HashMap::new()),
             logs: Mutex::new(HashMap::new()),
             elections: Mutex::new(HashMap::new()),
+            asks: Default::default(),
         }))
     }
 
@@ -101,6 +105,22 @@ impl Streams {
 
     pub fn placement(&self, vhost: &str, name: &str) -> Option<Placement> {
         self.registry.lock().get(vhost, name).cloned()
+    }
+
+    /// A replicated stream's leader, members and the members reachable
+    /// from here (the API's `leader`, `members`, `online`); None for a
+    /// stream that is not replicated.
+    pub fn view(&self, vhost: &str, name: &str) -> Option<QuorumView> {
+        let p = self.placement(vhost, name)?;
+        if p.members.len() < 2 {
+            return None;
+        }
+        let names = |v: Vec<&String>| v.into_iter().map(|n| ShortStr::from(n.as_str())).collect();
+        Some(QuorumView {
+            leader: p.leader.as_deref().map(ShortStr::from),
+            online: names(p.members.iter().filter(|m| self.is_up(m)).collect()),
+            members: names(p.members.iter().collect()),
+        })
     }
 
     /// How many streams each node is a member of (placement's balance).
@@ -176,6 +196,63 @@ impl Streams {
         Ok(())
     }
 
+    /// `add_replica` or `delete_replica` applied: the stream's members
+    /// are `members` from now. A node that became a member makes the
+    /// stream's log (its replica fills it from the leader); one that no
+    /// longer is lets its log go and reaches the stream through its
+    /// leader; the members take up their roles again (a leader counts
+    /// its majority over the new members).
+    pub fn set_members(&self, vh: &VHost, name: &str, members: &[String]) -> Result<(), BrokerError> {
+        let Some(mut p) = self.placement(&vh.name, name) else {
+            return Ok(());
+        };
+        if members.is_empty() || p.members == members {
+            return Ok(());
+        }
+        let was = p.members.contains(&self.node);
+        let is = members.contains(&self.node);
+        p.members = members.to_vec();
+        if p.leader.as_ref().is_some_and(|l| !members.contains(l)) {
+            p.leader = None;
+        }
+        tracing::info!(vhost = %vh.name, stream = name, ?members, "stream members changed");
+        let home = p.leader.clone().unwrap_or_else(|| members[0].clone());
+        self.placed(p).map_err(BrokerError::Internal)?;
+        let key = (vh.name.clone(), name.to_string());
+        let Some(q) = vh.find_queue(name.as_bytes()) else {
+            return Ok(());
+        };
+        match (was, is) {
+            (false, true) => {
+                // A member's queue in place of the remote one; making it
+                // attaches its log, which takes up its role.
+                vh.rehome_queue(&q, None)?;
+            }
+            (true, false) => {
+                if let Some(r) = self.runs.lock().remove(&key) {
+                    r.stop();
+                }
+                self.logs.lock().remove(&key);
+                vh.rehome_queue(&q, Some(ShortStr::from(home.as_str())))?;
+                if let Some(log) = q.stream() {
+                    log.discard();
+                }
+            }
+            (true, true) => {
+                let log = self.logs.lock().get(&key).and_then(|w| w.upgrade());
+                if let Some(log) = log {
+                    self.take_role(&log);
+                }
+            }
+            (false, false) => {
+                if q.home.as_deref() != Some(home.as_bytes()) {
+                    vh.rehome_queue(&q, Some(ShortStr::from(home.as_str())))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Take up the role the placement gives this node for `log`.
     fn take_role(&self, log: &Arc<StreamLog>) {
         let key = (log.vhost.clone(), log.name.clone());
@@ -183,6 +260,26 @@ impl Streams {
             log.set_role(StreamRole::Alone);
             return;
         };
+        // The same epoch and role: only the members changed.
+        let kept = match self.runs.lock().get(&key) {
+            Some(Run::Leader(l)) if l.stream.epoch == p.epoch && p.leader.as_ref() == Some(&self.node) => {
+                l.set_members(&p.members, &self.node);
+                true
+            }
+            Some(Run::Replica(f)) if f.stream.epoch == p.epoch && p.leader.as_ref() == Some(&f.leader) => {
+                true
+            }
+            _ => false,
+        };
+        if kept && p.members.len() > 1 {
+            if p.leader.as_ref() == Some(&self.node) {
+                log.set_role(StreamRole::Leader {
+                    epoch: p.epoch,
+                    members: p.members.len(),
+                });
+            }
+            return;
+        }
         if let Some(r) = self.runs.lock().remove(&key) {
             r.stop();
         }
@@ -312,10 +409,20 @@ impl Streams {
                 }
             }
             (StreamMsg::Stopped { stream, tail }, _) => self.stopped(from, &stream, tail),
+            (StreamMsg::Status { stream, req }, _) => self.status_asked(from, stream, req),
+            (StreamMsg::StatusIs { req, row, .. }, _) => self.status_answered(req, &row),
             (m, _) => {
                 tracing::debug!(peer = %from, kind = m.kind(), "a stale stream replication message")
             }
         }
+    }
+
+    /// This node's member's log of a stream, if it holds one.
+    pub fn local_log(&self, vhost: &str, name: &str) -> Option<Arc<StreamLog>> {
+        self.logs
+            .lock()
+            .get(&(vhost.to_string(), name.to_string()))
+            .and_then(|w| w.upgrade())
     }
 
     /// The coordinator ends `stream`'s epoch here: the member stops

@@ -230,3 +230,99 @@ async fn a_super_streams_partitions_lead_on_different_nodes() {
     leaders.dedup();
     assert_eq!(leaders.len(), 3, "one partition leads on each node");
 }
+
+/// add_replica and delete_replica through the API of another node, and
+/// stream_status's rows: a stream of two members gets a third, which
+/// catches up and serves its own consumer, then loses it again; the API
+/// shows leader, members and online on every node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_are_added_and_deleted_and_every_member_has_a_status_row() {
+    use reqwest::{Method, StatusCode};
+    let (_, nodes) = three_linked().await;
+    let c1 = client_of(&nodes[0]).await;
+    let options = [("initial-cluster-size".to_string(), "2".to_string())].into();
+    let r = within(c1.create_stream("mem", options)).await.unwrap();
+    assert_eq!(r.code(), &ResponseCode::Ok);
+    in_step(&nodes).await;
+    let bodies: Vec<String> = (0..200).map(|i| format!("m-{i}")).collect();
+    crate::stream::publish(&nodes[0].stream_env().await, "mem", bodies.clone()).await;
+
+    let (_, q) = nodes[2].http(Method::GET, "/api/queues/%2F/mem", None).await;
+    assert_eq!(q["type"], "stream");
+    assert_eq!(q["leader"], node_name(0));
+    let members: Vec<String> = q["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(members.len(), 2, "{q}");
+    assert_eq!(q["online"].as_array().unwrap().len(), 2);
+    let outside = (0..3).find(|i| !members.contains(&node_name(*i))).unwrap();
+
+    // stream_status through the node outside: one row per member.
+    let (status, rows) = nodes[outside]
+        .http(Method::GET, "/api/queues/stream/%2F/mem/status", None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{rows}");
+    let rows = rows.as_array().unwrap().clone();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let writer = rows.iter().find(|r| r["role"] == "writer").unwrap();
+    assert_eq!(writer["node"], node_name(0));
+    assert_eq!(writer["epoch"], 1);
+    assert_eq!(writer["offset"], 199);
+    assert_eq!(writer["first_offset"], 0);
+    assert!(writer["committed_offset"].as_u64().is_some(), "{writer}");
+    assert!(
+        rows.iter().any(|r| r["role"] == "replica" && r["offset"] == 199),
+        "{rows:?}"
+    );
+
+    // add_replica on the node outside, asked through node 2.
+    let body = serde_json::json!({ "node": node_name(outside) });
+    let (status, _) = nodes[1]
+        .http(
+            Method::POST,
+            "/api/queues/stream/%2F/mem/replicas/add",
+            Some(body.clone()),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    in_step(&nodes).await;
+    members_seen(&nodes[1], "mem", 2).await;
+    let got = crate::stream::consume(
+        &env_on(&nodes[outside]).await,
+        "mem",
+        OffsetSpecification::First,
+        200,
+    )
+    .await;
+    assert_eq!(got.into_iter().map(|(_, b)| b).collect::<Vec<_>>(), bodies);
+    // It takes new chunks too, and the leader counts its majority over three.
+    let more: Vec<String> = (200..300).map(|i| format!("m-{i}")).collect();
+    crate::stream::publish(&nodes[0].stream_env().await, "mem", more.clone()).await;
+    let got = crate::stream::consume(
+        &env_on(&nodes[outside]).await,
+        "mem",
+        OffsetSpecification::First,
+        300,
+    )
+    .await;
+    assert_eq!(got.len(), 300);
+
+    // delete_replica takes it away again; the last member cannot go.
+    let (status, _) = nodes[1]
+        .http(
+            Method::DELETE,
+            "/api/queues/stream/%2F/mem/replicas/delete",
+            Some(body),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    in_step(&nodes).await;
+    members_seen(&nodes[1], "mem", 1).await;
+    let (_, q) = nodes[outside]
+        .http(Method::GET, "/api/queues/%2F/mem", None)
+        .await;
+    assert_eq!(q["members"].as_array().unwrap().len(), 2, "{q}");
+}
