@@ -92,7 +92,7 @@ pub enum Message {
     /// The queue protocol ([`crate::queue`]): kinds 0x40 to 0x4b.
     Queue(QueueMsg),
     /// The stream replication protocol ([`crate::stream`]): kinds 0x50
-    /// to 0x5a.
+    /// to 0x5c.
     Stream(StreamMsg),
     /// The node is leaving (shutdown or removed); no more frames follow.
     Goodbye {

@@ -35,6 +35,8 @@ pub mod kind {
     pub const STOPPED: u8 = 0x58;
     pub const STATUS: u8 = 0x59;
     pub const STATUS_IS: u8 = 0x5a;
+    pub const WRITE: u8 = 0x5b;
+    pub const WRITTEN: u8 = 0x5c;
 }
 
 /// Which stream, at which epoch (the stream coordinator's count of its
@@ -101,6 +103,19 @@ pub enum StreamMsg {
     Status { stream: StreamRef, req: u64 },
     /// The member's figures, JSON (an operator's occasional request).
     StatusIs { stream: StreamRef, req: u64, row: Bytes },
+    /// A replica's node to the leader: a publisher connected there
+    /// publishes (only the leader writes, as osiris's writer). `publish`
+    /// is a stream protocol Publish frame's content (version 2); the
+    /// leader deduplicates by `reference` ("" for none) and answers
+    /// `Written` once the chunk is committed.
+    Write {
+        stream: StreamRef,
+        req: u64,
+        reference: String,
+        publish: Bytes,
+    },
+    /// The leader's answer to `Write`: a stream protocol response code.
+    Written { stream: StreamRef, req: u64, code: u16 },
 }
 
 fn put_ref(out: &mut BytesMut, s: &StreamRef) {
@@ -164,6 +179,8 @@ impl StreamMsg {
             StreamMsg::Stopped { .. } => kind::STOPPED,
             StreamMsg::Status { .. } => kind::STATUS,
             StreamMsg::StatusIs { .. } => kind::STATUS_IS,
+            StreamMsg::Write { .. } => kind::WRITE,
+            StreamMsg::Written { .. } => kind::WRITTEN,
         }
     }
 
@@ -179,12 +196,14 @@ impl StreamMsg {
             | StreamMsg::Stop { stream }
             | StreamMsg::Stopped { stream, .. }
             | StreamMsg::Status { stream, .. }
-            | StreamMsg::StatusIs { stream, .. } => stream,
+            | StreamMsg::StatusIs { stream, .. }
+            | StreamMsg::Write { stream, .. }
+            | StreamMsg::Written { stream, .. } => stream,
         }
     }
 
     pub fn is_stream_kind(kind: u8) -> bool {
-        (kind::FOLLOW..=kind::STATUS_IS).contains(&kind)
+        (kind::FOLLOW..=kind::WRITTEN).contains(&kind)
     }
 
     pub(crate) fn encode_fields(&self, out: &mut BytesMut) {
@@ -224,6 +243,20 @@ impl StreamMsg {
             StreamMsg::StatusIs { req, row, .. } => {
                 out.put_u64(*req);
                 put_blob(out, row);
+            }
+            StreamMsg::Write {
+                req,
+                reference,
+                publish,
+                ..
+            } => {
+                out.put_u64(*req);
+                put_name(out, reference);
+                put_blob(out, publish);
+            }
+            StreamMsg::Written { req, code, .. } => {
+                out.put_u64(*req);
+                out.put_u16(*code);
             }
         }
     }
@@ -288,6 +321,17 @@ impl StreamMsg {
                 req: r.u64("status req")?,
                 row: r.blob("status row")?,
             },
+            kind::WRITE => StreamMsg::Write {
+                stream,
+                req: r.u64("write req")?,
+                reference: r.name("write reference")?,
+                publish: r.blob("write publish")?,
+            },
+            kind::WRITTEN => StreamMsg::Written {
+                stream,
+                req: r.u64("written req")?,
+                code: r.u16("written code")?,
+            },
             k => return Err(CodecError::UnknownKind(k)),
         })
     }
@@ -342,6 +386,17 @@ pub(crate) fn examples() -> Vec<StreamMsg> {
             why: "not the leader".into(),
         },
         StreamMsg::Stop { stream: s.clone() },
+        StreamMsg::Write {
+            stream: s.clone(),
+            req: 3,
+            reference: "p".into(),
+            publish: Bytes::from_static(b"\x00\x02\x00\x02\x00\x00\x00\x00\x00"),
+        },
+        StreamMsg::Written {
+            stream: s.clone(),
+            req: 3,
+            code: 1,
+        },
         StreamMsg::Status {
             stream: s.clone(),
             req: 7,

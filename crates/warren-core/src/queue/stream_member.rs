@@ -102,6 +102,8 @@ impl StreamLog {
         for f in waiting.into_values().flatten() {
             f(matches!(role, StreamRole::Alone));
         }
+        // Subscriptions waiting at the end notice the new epoch.
+        self.wake_readers();
     }
 
     /// Run `f` once chunk `chunk_id` is on a majority (at once when the

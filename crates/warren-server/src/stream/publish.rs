@@ -58,6 +58,9 @@ pub struct Publisher {
     in_flight: usize,
     /// The last publishing id stored (named publishers), cached.
     last_stored: Option<u64>,
+    /// The stream's epoch when it was declared (see
+    /// `Conn::drop_deleted_streams`).
+    pub epoch: u64,
 }
 
 impl Conn {
@@ -121,9 +124,9 @@ impl Conn {
             Ok(ql) => ql,
             Err(c) => return self.respond(key::DECLARE_PUBLISHER, correlation_id, c),
         };
-        // Only a stream's leader writes: publishers are sent there by the
-        // Metadata answer.
-        if matches!(log.role(), StreamRole::Replica { .. }) {
+        // On a replica's node, only while a leader is known to hand the
+        // chunks to (RabbitMQ answers STREAM_NOT_AVAILABLE without one).
+        if matches!(log.role(), StreamRole::Replica { leader: None, .. }) {
             return self.respond(key::DECLARE_PUBLISHER, correlation_id, code::STREAM_NOT_AVAILABLE);
         }
         let taken = self.publishers.contains_key(&publisher_id)
@@ -137,6 +140,7 @@ impl Conn {
             return self.respond(key::DECLARE_PUBLISHER, correlation_id, code::PRECONDITION_FAILED);
         }
         let last_stored = reference.as_deref().and_then(|r| log.sequence(r));
+        let epoch = log.role().epoch();
         self.publishers.insert(
             publisher_id,
             Publisher {
@@ -148,6 +152,7 @@ impl Conn {
                 pending_bytes: 0,
                 in_flight: 0,
                 last_stored,
+                epoch,
             },
         );
         self.respond(key::DECLARE_PUBLISHER, correlation_id, code::OK);
@@ -233,6 +238,26 @@ impl Conn {
             };
             let pending = std::mem::take(&mut p.pending);
             self.pending_bytes -= std::mem::take(&mut p.pending_bytes);
+            if let StreamRole::Replica { .. } = p.log.role() {
+                // This node's member is a replica: the leader writes
+                // (and deduplicates), and answers once committed.
+                let confirmed: Vec<u64> = pending.iter().map(|e| e.publishing_id).collect();
+                let wake = self.wake.clone();
+                p.in_flight += 1;
+                self.outstanding += 1;
+                let done: crate::stream_replicas::forward::WriteDone = Box::new(move |c| {
+                    wake.complete(Completion {
+                        publisher_id: id,
+                        ids: confirmed,
+                        error: (c != code::OK).then_some(c),
+                    })
+                });
+                match &self.ctx.stream_replicas {
+                    Some(s) => s.forward(&p.log, p.reference.as_deref(), &pending, done),
+                    None => done(code::STREAM_NOT_AVAILABLE),
+                }
+                continue;
+            }
             let mut confirmed = Vec::with_capacity(pending.len());
             let mut messages = Vec::with_capacity(pending.len());
             // Another connection may have published under the same name.
@@ -254,8 +279,27 @@ impl Conn {
                 });
             }
             if messages.is_empty() {
-                // Only duplicates: nothing to write.
-                write_confirm(&mut self.wbuf, id, &confirmed);
+                // Only duplicates: nothing to write. A leader confirms
+                // them once what its log holds is committed (they may be
+                // in a chunk a majority does not have yet).
+                match p.log.last_chunk() {
+                    Some((_, last)) if matches!(p.log.role(), StreamRole::Leader { .. }) => {
+                        let wake = self.wake.clone();
+                        p.in_flight += 1;
+                        self.outstanding += 1;
+                        p.log.on_committed(
+                            last,
+                            Box::new(move |ok| {
+                                wake.complete(Completion {
+                                    publisher_id: id,
+                                    ids: confirmed,
+                                    error: (!ok).then_some(code::STREAM_NOT_AVAILABLE),
+                                })
+                            }),
+                        );
+                    }
+                    _ => write_confirm(&mut self.wbuf, id, &confirmed),
+                }
                 continue;
             }
             if p.log.is_deleted() {

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use bytes::BufMut;
-use warren_core::queue::{StreamLog, StreamRole, StreamWaiter};
+use warren_core::queue::{StreamLog, StreamWaiter};
 use warren_log::bloom::Matcher;
 use warren_log::{Reader, Start};
 use warren_stream::command::{begin_frame, end_frame, key, Command, OffsetSpec};
@@ -36,6 +36,9 @@ pub struct Subscription {
     filter: Option<Matcher>,
     /// Its single-active-consumer group.
     sac: Option<super::sac::GroupKey>,
+    /// The stream's epoch when it subscribed: a new leader ends it with
+    /// MetadataUpdate, as RabbitMQ's restarted members do.
+    pub epoch: u64,
 }
 
 fn start_of(spec: OffsetSpec) -> Start {
@@ -104,6 +107,7 @@ impl Conn {
             return self.respond(key::SUBSCRIBE, correlation_id, code::PRECONDITION_FAILED);
         }
         let filter = matcher(properties);
+        let epoch = log.role().epoch();
         let reader = if sac {
             None
         } else {
@@ -137,6 +141,7 @@ impl Conn {
                 offset,
                 filter,
                 sac: group.clone(),
+                epoch,
             },
         );
         self.respond(key::SUBSCRIBE, correlation_id, code::OK);
@@ -287,7 +292,7 @@ impl Conn {
         let dead: Vec<u8> = self
             .subscriptions
             .iter()
-            .filter(|(_, s)| s.log.is_deleted())
+            .filter(|(_, s)| s.log.is_deleted() || s.log.role().epoch() != s.epoch)
             .map(|(&id, _)| id)
             .collect();
         for id in dead {
@@ -299,9 +304,9 @@ impl Conn {
             self.remove_subscription(id);
         }
         self.publishers.retain(|_, p| {
-            // A leader that lost its office writes no more: its
-            // publishers are told to look for the new one.
-            let deleted = p.log.is_deleted() || matches!(p.log.role(), StreamRole::Replica { .. });
+            // A new leader (a new epoch): publishers are told to look
+            // for it, as RabbitMQ's are when the writer they used goes.
+            let deleted = p.log.is_deleted() || p.log.role().epoch() != p.epoch;
             if deleted && !gone.contains(&p.stream) {
                 gone.push(p.stream.clone());
             }

@@ -11,6 +11,7 @@
 //! (and readable anywhere) once a majority of the members has it.
 
 pub mod coordinator;
+pub mod forward;
 pub mod leader;
 pub mod outbox;
 pub mod registry;
@@ -61,6 +62,8 @@ pub struct Streams {
     elections: Mutex<HashMap<(String, String), coordinator::Election>>,
     /// `stream_status` requests to other members.
     asks: status::Asks,
+    /// Publishes handed to leaders on other nodes.
+    writes: forward::Writes,
 }
 
 impl Streams {
@@ -73,6 +76,7 @@ impl Streams {
             logs: Mutex::new(HashMap::new()),
             elections: Mutex::new(HashMap::new()),
             asks: Default::default(),
+            writes: Default::default(),
         }))
     }
 
@@ -341,6 +345,7 @@ impl Streams {
 
     pub fn down(&self, node: &str) {
         self.out.down(node);
+        self.fail_writes_to(node);
         let runs: Vec<RunRef> = self
             .runs
             .lock()
@@ -410,6 +415,26 @@ impl Streams {
             }
             (StreamMsg::Stopped { stream, tail }, _) => self.stopped(from, &stream, tail),
             (StreamMsg::Status { stream, req }, _) => self.status_asked(from, stream, req),
+            (
+                StreamMsg::Write {
+                    req,
+                    reference,
+                    publish,
+                    ..
+                },
+                Some(RunRef::Leader(l)),
+            ) => self.write_here(from, &l, req, reference, publish),
+            (StreamMsg::Write { stream, req, .. }, _) => {
+                self.out.send(
+                    from,
+                    StreamMsg::Written {
+                        stream,
+                        req,
+                        code: crate::stream::code::STREAM_NOT_AVAILABLE,
+                    },
+                );
+            }
+            (StreamMsg::Written { req, code, .. }, _) => self.written(req, code),
             (StreamMsg::StatusIs { req, row, .. }, _) => self.status_answered(req, &row),
             (m, _) => {
                 tracing::debug!(peer = %from, kind = m.kind(), "a stale stream replication message")
