@@ -1,8 +1,8 @@
 # Shared by the 3-node bench scripts (sourced, from the repository root):
 # three Warren nodes (release build, fresh data directories; AMQP on
-# 5781-5783, HTTP on 15781-15783) beside a 3-node RabbitMQ 3.10 cluster
-# (../shared/anchors/rabbitmq-cluster.sh: AMQP 5701-5703, HTTP
-# 15701-15703). Both are stopped, and their data removed, when the
+# 5781-5783, streams on 5791-5793, HTTP on 15781-15783) beside a 3-node
+# RabbitMQ 3.10 cluster (../shared/anchors/rabbitmq-cluster.sh: AMQP
+# 5701-5703, streams 5711-5713, HTTP 15701-15703). Both are stopped, and their data removed, when the
 # sourcing script exits. The caller sets OUT.
 RMQ=../shared/anchors/rabbitmq-cluster.sh
 mkdir -p "$OUT"
@@ -31,7 +31,7 @@ node_name = "warren@b$i"
 data_dir = "$OUT/data$i"
 amqp_listen = "127.0.0.1:$((5780 + i))"
 http_listen = "127.0.0.1:$((15780 + i))"
-stream_listen = "none"
+stream_listen = "127.0.0.1:$((5790 + i))"
 prometheus_listen = "none"
 
 [cluster]

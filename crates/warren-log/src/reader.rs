@@ -101,6 +101,45 @@ fn record_at(view: &View, s: &SegmentMeta, i: u64) -> Result<IndexRecord> {
     files::index_record_at(&f, &ip, i)
 }
 
+/// Append `n` bytes of `f` from `pos` to `out`, read straight into its
+/// spare capacity: zeroing the room first (`resize`) was 6 % of a
+/// replicated stream leader's CPU at 1 KB (perf), as much as the page
+/// cache copy of a consumer's read. On an error `out` is as it was.
+fn read_into(f: &File, out: &mut BytesMut, pos: u64, n: usize) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    out.reserve(n);
+    let start = out.len();
+    let spare = out.spare_capacity_mut();
+    let mut done = 0usize;
+    while done < n {
+        // SAFETY: the destination is within `spare` (at least `n` bytes
+        // after `reserve`), which pread only writes; nothing reads it
+        // before `set_len` below, and only the bytes pread wrote.
+        let r = unsafe {
+            libc::pread(
+                f.as_raw_fd(),
+                spare.as_mut_ptr().add(done).cast::<libc::c_void>(),
+                n - done,
+                (pos + done as u64) as libc::off_t,
+            )
+        };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if r == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        done += r as usize;
+    }
+    // SAFETY: the `n` bytes after `start` were written by pread above.
+    unsafe { out.set_len(start + n) };
+    Ok(())
+}
+
 impl Reader {
     /// A reader positioned as `start` says (osiris's rules: an offset
     /// starts at the chunk that holds it; a timestamp at the first chunk
@@ -328,12 +367,7 @@ impl Reader {
                 return Ok(None);
             }
             if self.whole {
-                let start = out.len();
-                out.resize(start + total as usize, 0);
-                if let Err(e) = f.read_exact_at(&mut out[start..], pos) {
-                    out.truncate(start);
-                    return Err(LogError::io(&self.view.dir, e));
-                }
+                read_into(f, out, pos, total as usize).map_err(|e| LogError::io(&self.view.dir, e))?;
                 self.pos += total;
                 return Ok(Some(header));
             }
@@ -351,15 +385,14 @@ impl Reader {
                 }
             }
             let start = out.len();
-            out.resize(start + HEADER_SIZE + header.data_length as usize, 0);
-            let read = f
-                .read_exact_at(&mut out[start..start + HEADER_SIZE], pos)
-                .and_then(|_| {
-                    f.read_exact_at(
-                        &mut out[start + HEADER_SIZE..],
-                        bloom_at + header.bloom_size as u64,
-                    )
-                });
+            let read = read_into(f, out, pos, HEADER_SIZE).and_then(|_| {
+                read_into(
+                    f,
+                    out,
+                    bloom_at + header.bloom_size as u64,
+                    header.data_length as usize,
+                )
+            });
             if let Err(e) = read {
                 out.truncate(start);
                 return Err(LogError::io(&self.view.dir, e));

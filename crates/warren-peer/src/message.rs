@@ -124,6 +124,19 @@ impl Message {
         }
     }
 
+    /// Like [`Message::encode`], but a large body that is sent as it is
+    /// (replicated chunk bytes) is not copied: the frame's head goes to
+    /// `out` and the body is returned, to be written right after it.
+    pub fn encode_split(&self, out: &mut BytesMut) -> Option<Bytes> {
+        if let Message::Stream(m) = self {
+            if let Some(body) = m.encode_head(out) {
+                return Some(body);
+            }
+        }
+        self.encode(out);
+        None
+    }
+
     /// Append this message as one frame.
     pub fn encode(&self, out: &mut BytesMut) {
         let at = begin_frame(out, self.kind());
@@ -323,6 +336,31 @@ mod tests {
             assert_eq!(&Message::decode(f).unwrap(), m);
         }
         assert!(wire.is_empty());
+    }
+
+    #[test]
+    fn a_split_frame_is_the_same_bytes_as_a_whole_one() {
+        let m = Message::Stream(crate::stream::StreamMsg::Chunks {
+            stream: crate::stream::StreamRef {
+                vhost: "/".into(),
+                name: Bytes::from_static(b"s"),
+                epoch: 2,
+            },
+            committed: Some(5),
+            bytes: Bytes::from(vec![7u8; crate::stream::SPLIT_MIN + 3]),
+        });
+        let mut whole = BytesMut::new();
+        m.encode(&mut whole);
+        let mut head = BytesMut::new();
+        let body = m.encode_split(&mut head).expect("split");
+        head.extend_from_slice(&body);
+        assert_eq!(head, whole);
+        let f = parse_frame(&mut head, FRAME_MAX).unwrap().unwrap();
+        assert_eq!(Message::decode(f).unwrap(), m);
+        // Small ones are encoded whole.
+        let mut out = BytesMut::new();
+        assert!(every_kind()[0].encode_split(&mut out).is_none());
+        assert!(!out.is_empty());
     }
 
     #[test]

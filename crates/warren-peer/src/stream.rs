@@ -39,6 +39,10 @@ pub mod kind {
     pub const WRITTEN: u8 = 0x5c;
 }
 
+/// Chunk bytes from which [`crate::Message::encode_split`] leaves them
+/// out of the encoded frame.
+pub const SPLIT_MIN: usize = 16 << 10;
+
 /// Which stream, at which epoch (the stream coordinator's count of its
 /// leaders: a message of another epoch is stale).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -259,6 +263,33 @@ impl StreamMsg {
                 out.put_u16(*code);
             }
         }
+    }
+
+    /// For `Chunks` of at least [`SPLIT_MIN`] bytes: append the frame's
+    /// head (size, kind, fields, the chunk bytes' length) to `out` and
+    /// hand back the chunk bytes, for the sender to write after it as
+    /// they are (a copy of every replicated byte into the link's buffer
+    /// was the largest user-space cost of a leader, perf). None: nothing
+    /// was appended; encode the message whole.
+    pub(crate) fn encode_head(&self, out: &mut BytesMut) -> Option<Bytes> {
+        let StreamMsg::Chunks {
+            stream,
+            committed,
+            bytes,
+        } = self
+        else {
+            return None;
+        };
+        if bytes.len() < SPLIT_MIN {
+            return None;
+        }
+        let at = crate::frame::begin_frame(out, kind::CHUNKS);
+        put_ref(out, stream);
+        put_opt(out, *committed);
+        out.put_u32(bytes.len() as u32);
+        let size = (out.len() - at - 4 + bytes.len()) as u32;
+        out[at..at + 4].copy_from_slice(&size.to_be_bytes());
+        Some(bytes.clone())
     }
 
     pub(crate) fn decode_fields(kind: u8, r: &mut Reader) -> Result<StreamMsg, CodecError> {

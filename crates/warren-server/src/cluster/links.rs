@@ -687,12 +687,15 @@ impl Cluster {
 
 /// Send what the link's queues hold, as few writes as it takes; Raft and
 /// pings first, so a busy queue protocol cannot delay an election.
+/// Replicated chunk bytes are written from their own buffers (vectored),
+/// not copied into the batch first.
 async fn write_loop(
     mut wr: impl tokio::io::AsyncWrite + Unpin,
     mut rx: mpsc::Receiver<Message>,
     mut data: mpsc::UnboundedReceiver<Message>,
 ) {
     let mut out = BytesMut::new();
+    let mut parts: Vec<bytes::Bytes> = Vec::new();
     loop {
         let m = tokio::select! {
             biased;
@@ -700,19 +703,71 @@ async fn write_loop(
             m = data.recv() => m,
         };
         let Some(m) = m else { return };
-        m.encode(&mut out);
-        while out.len() < WRITE_BATCH {
+        // Bytes queued in `parts` (bodies and the heads before them).
+        let mut size = add(m, &mut out, &mut parts);
+        while out.len() + size < WRITE_BATCH {
             if let Ok(m) = rx.try_recv() {
-                m.encode(&mut out);
+                size += add(m, &mut out, &mut parts);
             } else if let Ok(m) = data.try_recv() {
-                m.encode(&mut out);
+                size += add(m, &mut out, &mut parts);
             } else {
                 break;
             }
         }
-        if wr.write_all(&out).await.is_err() {
+        if !out.is_empty() {
+            parts.push(out.split().freeze());
+        }
+        if write_parts(&mut wr, &mut parts).await.is_err() {
             return;
         }
-        out.clear();
     }
+}
+
+/// Encode `m` into `out`, or, for a large body sent as it is, move what
+/// `out` holds and then the body to `parts`; the bytes moved.
+fn add(m: Message, out: &mut BytesMut, parts: &mut Vec<bytes::Bytes>) -> usize {
+    match m.encode_split(out) {
+        Some(body) => {
+            let head = out.split().freeze();
+            let n = head.len() + body.len();
+            parts.push(head);
+            parts.push(body);
+            n
+        }
+        None => 0,
+    }
+}
+
+/// Write every part, in order, with as few (vectored) writes as it takes.
+async fn write_parts(
+    wr: &mut (impl tokio::io::AsyncWrite + Unpin),
+    parts: &mut Vec<bytes::Bytes>,
+) -> std::io::Result<()> {
+    use bytes::Buf;
+    let mut first = 0;
+    while first < parts.len() {
+        let slices: Vec<std::io::IoSlice> = parts[first..]
+            .iter()
+            .take(64)
+            .map(|p| std::io::IoSlice::new(p))
+            .collect();
+        let mut n = wr.write_vectored(&slices).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        while n > 0 {
+            let p = &mut parts[first];
+            let k = n.min(p.len());
+            p.advance(k);
+            n -= k;
+            if p.is_empty() {
+                first += 1;
+            }
+        }
+        while first < parts.len() && parts[first].is_empty() {
+            first += 1;
+        }
+    }
+    parts.clear();
+    Ok(())
 }

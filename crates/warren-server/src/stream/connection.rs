@@ -59,6 +59,18 @@ pub struct Completion {
     pub publisher_id: u8,
     pub ids: Vec<u64>,
     pub error: Option<u16>,
+    /// What this completion ends: the chunk's time at the writer and its
+    /// confirm (`Whole`), only the writer's part (`Written`: a
+    /// replicated stream's leader appended it, the confirm waits for a
+    /// majority), or only the confirm of a chunk already `Written`.
+    pub stage: Stage,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    Whole,
+    Written,
+    Committed,
 }
 
 impl StreamWaiter for Wake {
@@ -147,6 +159,9 @@ pub struct Conn {
     pub(super) next_correlation: u32,
     /// Chunks handed to the writer and not completed yet.
     pub(super) outstanding: usize,
+    /// Chunks written on a replicated stream's leader whose confirms wait
+    /// for a majority.
+    pub(super) uncommitted: usize,
     /// Bytes of Publish frames waiting in publishers.
     pub(super) pending_bytes: usize,
 }
@@ -184,6 +199,7 @@ pub async fn serve(
         consumer_updates: HashMap::new(),
         next_correlation: 0,
         outstanding: 0,
+        uncommitted: 0,
         pending_bytes: 0,
     };
     // The registry's id, so the API and this connection agree on it.
@@ -448,6 +464,7 @@ impl Conn {
             let more = self.wants_to_deliver();
             // While the writer holds too many of our chunks, read no more.
             let may_read = self.outstanding < super::writer::MAX_OUTSTANDING
+                && self.uncommitted < super::publish::MAX_UNCOMMITTED
                 && self.pending_bytes < super::publish::MAX_PENDING_BYTES;
             tokio::select! {
                 r = self.read_more(), if may_read => r?,

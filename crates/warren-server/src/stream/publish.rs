@@ -20,8 +20,13 @@ use warren_stream::command::{key, Command};
 use warren_stream::publish::{parse_publish, Published};
 
 use super::code;
-use super::connection::{response, Completion, Conn};
+use super::connection::{response, Completion, Conn, Stage};
 use super::writer::Job;
+
+/// Chunks of a connection written on a replicated stream's leader and
+/// waiting for a majority, at most; then it reads no more until some are
+/// confirmed (the confirms' ids are held meanwhile).
+pub const MAX_UNCOMMITTED: usize = 256;
 
 /// How many publishers a connection may declare (RabbitMQ: 256, ids 0-255).
 pub const MAX_PUBLISHERS: usize = 256;
@@ -250,6 +255,7 @@ impl Conn {
                         publisher_id: id,
                         ids: confirmed,
                         error: (c != code::OK).then_some(c),
+                        stage: Stage::Whole,
                     })
                 });
                 match &self.ctx.stream_replicas {
@@ -294,6 +300,7 @@ impl Conn {
                                     publisher_id: id,
                                     ids: confirmed,
                                     error: (!ok).then_some(code::STREAM_NOT_AVAILABLE),
+                                    stage: Stage::Whole,
                                 })
                             }),
                         );
@@ -333,24 +340,42 @@ impl Conn {
                 messages,
                 delta,
                 done: Box::new(move |r| match r {
-                    // Confirmed once a majority of the stream's members
-                    // has the chunk (at once when it is not replicated).
-                    Ok(at) => log.on_committed(
-                        at.chunk_id,
-                        Box::new(move |ok| {
-                            wake.complete(Completion {
-                                publisher_id: id,
-                                ids: confirmed,
-                                error: (!ok).then_some(code::STREAM_NOT_AVAILABLE),
-                            })
-                        }),
-                    ),
+                    // Not replicated: confirmed now. A replicated stream's
+                    // leader: the writer's part is done (the next chunk
+                    // may go), the confirm waits for a majority.
+                    Ok(at) if matches!(log.role(), StreamRole::Leader { .. }) => {
+                        wake.complete(Completion {
+                            publisher_id: id,
+                            ids: Vec::new(),
+                            error: None,
+                            stage: Stage::Written,
+                        });
+                        let w = wake.clone();
+                        log.on_committed(
+                            at.chunk_id,
+                            Box::new(move |ok| {
+                                w.complete(Completion {
+                                    publisher_id: id,
+                                    ids: confirmed,
+                                    error: (!ok).then_some(code::STREAM_NOT_AVAILABLE),
+                                    stage: Stage::Committed,
+                                })
+                            }),
+                        );
+                    }
+                    Ok(_) => wake.complete(Completion {
+                        publisher_id: id,
+                        ids: confirmed,
+                        error: None,
+                        stage: Stage::Whole,
+                    }),
                     Err(e) => {
                         tracing::error!(stream, "cannot append to the stream log: {e}");
                         wake.complete(Completion {
                             publisher_id: id,
                             ids: confirmed,
                             error: Some(code::INTERNAL_ERROR),
+                            stage: Stage::Whole,
                         });
                     }
                 }),
@@ -361,9 +386,17 @@ impl Conn {
     /// Write the confirms (or errors) of chunks the writer finished.
     pub(super) fn write_completions(&mut self) {
         for c in self.wake.take_completions() {
-            self.outstanding = self.outstanding.saturating_sub(1);
-            if let Some(p) = self.publishers.get_mut(&c.publisher_id) {
-                p.in_flight = p.in_flight.saturating_sub(1);
+            if c.stage == Stage::Committed {
+                self.uncommitted = self.uncommitted.saturating_sub(1);
+            } else {
+                self.outstanding = self.outstanding.saturating_sub(1);
+                if let Some(p) = self.publishers.get_mut(&c.publisher_id) {
+                    p.in_flight = p.in_flight.saturating_sub(1);
+                }
+            }
+            if c.stage == Stage::Written {
+                self.uncommitted += 1;
+                continue;
             }
             match c.error {
                 None => {

@@ -174,11 +174,18 @@ impl Following {
         if !matches!(st.phase, Phase::Streaming) {
             return;
         }
-        st.partial.extend_from_slice(&bytes);
+        // Whole chunks are written from the frame's bytes; only a chunk
+        // cut by the frame's end is copied, to wait for its rest.
+        let mut buf = if st.partial.is_empty() {
+            bytes
+        } else {
+            st.partial.extend_from_slice(&bytes);
+            st.partial.split().freeze()
+        };
         let mut wrote = None;
         let mut failed = None;
-        while st.partial.len() >= HEADER_SIZE {
-            let h = match ChunkHeader::parse(&st.partial[..HEADER_SIZE]) {
+        while buf.len() >= HEADER_SIZE {
+            let h = match ChunkHeader::parse(&buf[..HEADER_SIZE]) {
                 Ok(h) => h,
                 Err(e) => {
                     failed = Some(format!("a chunk header that does not parse: {e}"));
@@ -191,17 +198,20 @@ impl Following {
                 failed = Some(format!("a chunk of {total} bytes"));
                 break;
             }
-            if st.partial.len() < total {
+            if buf.len() < total {
                 break;
             }
-            match self.log.accept_chunk(&st.partial[..total]) {
+            match self.log.accept_chunk(&buf[..total]) {
                 Ok(at) => wrote = Some(at.chunk_id),
                 Err(e) => {
                     failed = Some(format!("a chunk refused: {e}"));
                     break;
                 }
             }
-            st.partial.advance(total);
+            buf.advance(total);
+        }
+        if failed.is_none() {
+            st.partial.extend_from_slice(&buf);
         }
         drop(st);
         if let Some(last) = wrote {
