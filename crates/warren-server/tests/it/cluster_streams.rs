@@ -327,3 +327,57 @@ async fn replicas_are_added_and_deleted_and_every_member_has_a_status_row() {
         .await;
     assert_eq!(q["members"].as_array().unwrap().len(), 2, "{q}");
 }
+
+/// AMQP 0-9-1 on a replicated stream from every node: a publisher with
+/// confirms on the node without a member (its publishes go to the
+/// leader's node), and consumers with an offset on each node, the one
+/// without a member reading through the queue protocol.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn amqp_0_9_1_publishes_and_consumes_a_replicated_stream_through_every_node() {
+    use futures_lite::StreamExt;
+    use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions};
+    use lapin::types::AMQPValue;
+    let (_, nodes) = three_linked().await;
+    let c1 = client_of(&nodes[0]).await;
+    let options = [("initial-cluster-size".to_string(), "2".to_string())].into();
+    let r = within(c1.create_stream("via-091", options)).await.unwrap();
+    assert_eq!(r.code(), &ResponseCode::Ok);
+    in_step(&nodes).await;
+    let (_, replicas) = members_seen(&nodes[0], "via-091", 1).await;
+    let outside = (0..3)
+        .find(|i| *i != 0 && nodes[*i].stream_port() as u32 != replicas[0])
+        .unwrap();
+
+    let (_c, ch) = nodes[outside].confirm_channel().await;
+    for i in 0..50 {
+        let confirm = within(ch.basic_publish(
+            "".into(),
+            "via-091".into(),
+            BasicPublishOptions::default(),
+            format!("a{i}").as_bytes(),
+            lapin::BasicProperties::default(),
+        ))
+        .await
+        .unwrap();
+        assert!(within(confirm).await.unwrap().is_ack(), "publish {i} confirmed");
+    }
+    for n in &nodes {
+        let (_c, ch) = n.channel().await;
+        within(ch.basic_qos(10, BasicQosOptions::default()))
+            .await
+            .unwrap();
+        let mut consumer = within(ch.basic_consume(
+            "via-091".into(),
+            "c".into(),
+            BasicConsumeOptions::default(),
+            table(&[("x-stream-offset", AMQPValue::LongLongInt(20))]),
+        ))
+        .await
+        .unwrap();
+        for i in 20..50 {
+            let d = within(consumer.next()).await.unwrap().unwrap();
+            assert_eq!(d.data, format!("a{i}").as_bytes());
+            within(d.ack(BasicAckOptions::default())).await.unwrap();
+        }
+    }
+}
