@@ -436,24 +436,7 @@ impl Log {
         let mut filter = bloom::Builder::new(self.config.filter_size);
         let mut any_filter = false;
         for m in messages {
-            match &m.entry {
-                Entry::Simple(b) => {
-                    data.put_u32(b.len() as u32 & 0x7fff_ffff);
-                    data.put_slice(b);
-                }
-                Entry::SubBatch {
-                    compression,
-                    records,
-                    uncompressed_length,
-                    body,
-                } => {
-                    data.put_u8(0x80 | ((compression & 0x07) << 4));
-                    data.put_u16(*records);
-                    data.put_u32(*uncompressed_length);
-                    data.put_u32(body.len() as u32);
-                    data.put_slice(body);
-                }
-            }
+            m.entry.encode(&mut data);
             records += m.entry.records();
             any_filter |= m.filter.is_some();
             filter.add(m.filter.as_deref());

@@ -98,6 +98,31 @@ impl Entry {
             Entry::SubBatch { records, .. } => *records as u32,
         }
     }
+
+    /// Append the entry as a chunk's data (and a Publish frame's message)
+    /// holds it: a simple entry's 4-byte length (top bit clear) and bytes;
+    /// a sub-batch's flag-and-codec byte, record count, uncompressed and
+    /// stored lengths, and bytes (PROTOCOL.adoc, "Publish").
+    pub fn encode(&self, out: &mut BytesMut) {
+        match self {
+            Entry::Simple(b) => {
+                out.put_u32(b.len() as u32 & 0x7fff_ffff);
+                out.put_slice(b);
+            }
+            Entry::SubBatch {
+                compression,
+                records,
+                uncompressed_length,
+                body,
+            } => {
+                out.put_u8(0x80 | ((compression & 0x07) << 4));
+                out.put_u16(*records);
+                out.put_u32(*uncompressed_length);
+                out.put_u32(body.len() as u32);
+                out.put_slice(body);
+            }
+        }
+    }
 }
 
 /// A parsed chunk: its header and its data entries.

@@ -45,24 +45,7 @@ pub fn encode_publish(out: &mut bytes::BytesMut, publisher_id: u8, entries: &[Pu
             }
             None => out.put_i16(-1),
         }
-        match &e.entry {
-            Entry::Simple(b) => {
-                out.put_u32(b.len() as u32);
-                out.put_slice(b);
-            }
-            Entry::SubBatch {
-                compression,
-                records,
-                uncompressed_length,
-                body,
-            } => {
-                out.put_u8(0x80 | ((compression & 0x07) << 4));
-                out.put_u16(*records);
-                out.put_u32(*uncompressed_length);
-                out.put_u32(body.len() as u32);
-                out.put_slice(body);
-            }
-        }
+        e.entry.encode(out);
     }
 }
 

@@ -192,22 +192,6 @@ fn quorum_members(ctx: &ServerCtx, d: &QueueDecl, home: &ShortStr) -> QuorumPlac
 /// [`quorum_members`] for a queue of `size` members (None: 3).
 pub(crate) fn quorum_placement(ctx: &ServerCtx, size: Option<i64>, home: &ShortStr) -> QuorumPlacement {
     let size = size.map_or(3, |n| n.clamp(1, 1 << 16) as usize);
-    let mut members = vec![home.to_string()];
-    if let Some(cluster) = &ctx.cluster {
-        let load = ctx.quorum.memberships();
-        let mut others: Vec<(bool, usize, String)> = cluster
-            .peers()
-            .into_iter()
-            .filter(|p| p.node != *home.to_str_lossy())
-            .map(|p| (!p.running, load.get(&p.node).copied().unwrap_or(0), p.node))
-            .collect();
-        if home.as_bytes() != ctx.config.node_name.as_bytes() {
-            let mine = load.get(&ctx.config.node_name).copied().unwrap_or(0);
-            others.push((false, mine, ctx.config.node_name.clone()));
-        }
-        others.sort();
-        members.extend(others.into_iter().map(|(_, _, n)| n).take(size.saturating_sub(1)));
-    }
     QuorumPlacement {
         group: loop {
             let g: u64 = rand::random();
@@ -215,32 +199,45 @@ pub(crate) fn quorum_placement(ctx: &ServerCtx, size: Option<i64>, home: &ShortS
                 break g;
             }
         },
-        members,
+        members: members_from(ctx, home, size, &ctx.quorum.memberships()),
     }
 }
 
 /// A new stream's members: `x-initial-cluster-size` of them (RabbitMQ's
 /// default: every node of the cluster; at least 1, never more than the
-/// nodes there are), the first leader (`home`) first, then the running
-/// nodes that are members of the fewest streams (by name among equals),
-/// down nodes only when running ones run out (rabbit_queue_location).
+/// nodes there are), chosen as a quorum queue's by [`members_from`],
+/// counting streams.
 fn stream_members(ctx: &ServerCtx, d: &QueueDecl, home: &ShortStr) -> Vec<String> {
-    let mut members = vec![home.to_string()];
-    let Some(cluster) = &ctx.cluster else {
-        return members;
-    };
-    let peers = cluster.peers();
+    let nodes = ctx.cluster.as_ref().map_or(1, |c| c.peers().len() + 1);
     let size = d
         .arguments
         .get("x-initial-cluster-size")
         .and_then(|v| v.as_i64())
-        .map_or(peers.len() + 1, |n| n.clamp(1, 1 << 16) as usize);
+        .map_or(nodes, |n| n.clamp(1, 1 << 16) as usize);
     let load = ctx
         .stream_replicas
         .as_ref()
         .map(|s| s.memberships())
         .unwrap_or_default();
-    let mut others: Vec<(bool, usize, String)> = peers
+    members_from(ctx, home, size, &load)
+}
+
+/// `size` members (never more than the nodes there are): the first
+/// leader (`home`) first, then the running nodes with the fewest
+/// memberships in `load` (by name among equals), down nodes only when
+/// running ones run out (rabbit_queue_location).
+fn members_from(
+    ctx: &ServerCtx,
+    home: &ShortStr,
+    size: usize,
+    load: &std::collections::HashMap<String, usize>,
+) -> Vec<String> {
+    let mut members = vec![home.to_string()];
+    let Some(cluster) = &ctx.cluster else {
+        return members;
+    };
+    let mut others: Vec<(bool, usize, String)> = cluster
+        .peers()
         .into_iter()
         .filter(|p| p.node != *home.to_str_lossy())
         .map(|p| (!p.running, load.get(&p.node).copied().unwrap_or(0), p.node))

@@ -8,7 +8,7 @@
 mod model;
 mod store;
 
-pub use store::{replace_file, Batch, Store};
+pub use store::{read_json_or_default, replace_file, Batch, Store};
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};

@@ -228,6 +228,21 @@ pub fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// The JSON value in the file at `path`, or `T`'s default when there is
+/// no such file (a node's registries, written whole by [`replace_file`]).
+pub fn read_json_or_default<T: serde::de::DeserializeOwned + Default>(path: &Path) -> std::io::Result<T> {
+    match fs::read(path) {
+        Ok(b) => serde_json::from_slice(&b).map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{}: {e}", path.display()),
+            )
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(T::default()),
+        Err(e) => Err(e),
+    }
+}
+
 impl Store {
     /// Record that every metadata log entry up to `index` is applied, in
     /// the same log as the changes applying them made (committed with

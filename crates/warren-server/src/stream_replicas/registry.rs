@@ -36,16 +36,7 @@ pub struct Registry {
 impl Registry {
     pub fn load(dir: &Path) -> std::io::Result<Registry> {
         let path = dir.join("streams.json");
-        let file: File = match std::fs::read(&path) {
-            Ok(b) => serde_json::from_slice(&b).map_err(|e| {
-                std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("{}: {e}", path.display()),
-                )
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => File::default(),
-            Err(e) => return Err(e),
-        };
+        let file: File = crate::definitions::read_json_or_default(&path)?;
         let by_name = file
             .streams
             .into_iter()

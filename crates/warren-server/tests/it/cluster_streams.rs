@@ -150,7 +150,8 @@ async fn publish_named(env: &Environment, stream: &str, name: &str, ids: std::op
 }
 
 /// The leader's node stops: the coordinator stops the others in that
-/// epoch and the longest log leads the next; a producer that comes back
+/// epoch and the longest log leads the next; a consumer's offset stored
+/// before survives it; a producer that comes back
 /// with its name publishes what it had sent again plus more, and the
 /// duplicates are not stored (its sequence survived in the replicas'
 /// logs); each member then holds every confirmed message once, in order,
@@ -165,6 +166,19 @@ async fn the_leaders_loss_elects_a_new_leader_and_nothing_confirmed_is_lost_or_d
     assert_eq!(members_seen(&nodes[1], "fo", 2).await.0, old);
     let env2 = nodes[1].stream_env().await;
     publish_named(&env2, "fo", "p1", 0..500).await;
+    // A consumer's offset stored through a replica's node (the leader
+    // writes it), seen on the other replica once replicated.
+    let c2 = client_of(&nodes[1]).await;
+    within(c2.store_offset("reader-1", "fo", 123)).await.unwrap();
+    let c3 = client_of(&nodes[2]).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while within(c3.query_offset("reader-1".into(), "fo")).await.ok() != Some(123) {
+        assert!(
+            Instant::now() < deadline,
+            "the stored offset never reached node 3"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     drop(env1);
 
     let dir = std::mem::replace(&mut nodes[0].data_dir, "/nonexistent/warren-test".into());
@@ -190,6 +204,12 @@ async fn the_leaders_loss_elects_a_new_leader_and_nothing_confirmed_is_lost_or_d
     let c2 = client_of(&nodes[1]).await;
     let seq = within(c2.query_publisher_sequence("p1", "fo")).await.unwrap();
     assert_eq!(seq, 999);
+    // The stored offset survived the failover.
+    let c3 = client_of(&nodes[2]).await;
+    assert_eq!(
+        within(c3.query_offset("reader-1".into(), "fo")).await.unwrap(),
+        123
+    );
 
     let expect: Vec<String> = (0..1000).map(|i| format!("f-{i}")).collect();
     for n in &nodes[1..] {

@@ -30,6 +30,7 @@ mod consumers;
 mod durability;
 mod errors;
 mod exchanges;
+mod faults;
 mod flow;
 mod http_api;
 mod http_connections;

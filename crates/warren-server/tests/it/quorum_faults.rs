@@ -30,16 +30,9 @@ use rand::Rng;
 use reqwest::Client;
 
 use crate::cluster::free_ports;
-use crate::cluster_kill::{get, until_all_running, write_config_via, Node};
+use crate::cluster_kill::get;
 use crate::common::*;
-use crate::proxy::Proxy;
-
-fn env_count(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use crate::faults::{declare, env_count, inflict, start_proxied};
 
 /// A connection to any node that answers, trying them from a random one.
 async fn connect_any(amqp: &[u16]) -> Option<Connection> {
@@ -206,46 +199,10 @@ async fn kill9_and_sigstop_under_load_lose_no_confirmed_message() {
     let ports = free_ports(9);
     let (cluster, rest) = ports.split_at(3);
     let (http, amqp) = rest.split_at(3);
-    // One proxy per pair (i < j: i dials j through it).
-    let mut proxies: HashMap<(usize, usize), Proxy> = HashMap::new();
-    for (i, j) in [(0, 1), (0, 2), (1, 2)] {
-        proxies.insert((i, j), Proxy::start(cluster[j]).await);
-    }
-    let dial = |i: usize, j: usize| proxies.get(&(i.min(j), i.max(j))).map_or(cluster[j], |p| p.port);
-    let mut nodes: Vec<Node> = (0..3)
-        .map(|i| Node {
-            name: format!("warren@p{i}"),
-            config: write_config_via(&dir, i, cluster, http, Some(amqp[i]), dial),
-            http: http[i],
-            log: dir.join(format!("node{i}.log")),
-            child: None,
-        })
-        .collect();
-    for n in nodes.iter_mut() {
-        n.spawn();
-    }
+    let (mut nodes, proxies) = start_proxied(&dir, cluster, http, Some(amqp), |_, _| {}).await;
     let c = Client::new();
-    until_all_running(&c, &nodes).await;
-    // The queue, once the metadata group has a leader.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let r = c
-            .put(nodes[0].url("/api/queues/%2F/faults"))
-            .basic_auth("guest", Some("guest"))
-            .json(&serde_json::json!({"durable": true, "arguments": {"x-queue-type": "quorum"}}))
-            .send()
-            .await
-            .unwrap();
-        if r.status().is_success() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the queue is never declared: {}",
-            r.status()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let body = serde_json::json!({"durable": true, "arguments": {"x-queue-type": "quorum"}});
+    declare(&c, &nodes[0], "/api/queues/%2F/faults", body).await;
     let tally = Arc::new(Mutex::new(Tally::default()));
     let stop_publishing = Arc::new(AtomicBool::new(false));
     let stop_consuming = Arc::new(AtomicBool::new(false));
@@ -255,33 +212,11 @@ async fn kill9_and_sigstop_under_load_lose_no_confirmed_message() {
 
     let mut minority_confirmed = 0usize;
     for cycle in 0..kills + pauses + partitions {
-        let victim = rand::thread_rng().gen_range(0..3);
-        if cycle < kills {
-            nodes[victim].kill9();
-            tokio::time::sleep(Duration::from_millis(rand::thread_rng().gen_range(500..2500))).await;
-            nodes[victim].spawn();
-        } else if cycle >= kills + pauses {
-            let cut = |on: bool| {
-                for ((i, j), p) in &proxies {
-                    if *i == victim || *j == victim {
-                        p.blackhole(on);
-                    }
-                }
-            };
-            cut(true);
-            // Past the failure detector's 1 s, so the majority has seen it
-            // go; then a publisher of the cut-off node's own.
-            tokio::time::sleep(Duration::from_millis(1500)).await;
-            minority_confirmed += minority_publishes(amqp[victim], Duration::from_millis(3500)).await;
-            cut(false);
-        } else {
-            let pid = nodes[victim].child.as_ref().unwrap().id() as i32;
-            unsafe { libc::kill(pid, libc::SIGSTOP) };
-            tokio::time::sleep(Duration::from_secs(3)).await;
-            unsafe { libc::kill(pid, libc::SIGCONT) };
-        }
-        until_all_running(&c, &nodes).await;
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        let (victim, confirmed) = inflict(cycle, kills, pauses, &mut nodes, &proxies, |v| {
+            minority_publishes(amqp[v], Duration::from_millis(3500))
+        })
+        .await;
+        minority_confirmed += confirmed;
         let t = tally.lock();
         eprintln!(
             "cycle {cycle} (node {victim}): {} confirmed, {} nacked, {} received",

@@ -29,16 +29,8 @@ use rand::Rng;
 use reqwest::Client;
 
 use crate::cluster::free_ports;
-use crate::cluster_kill::{until_all_running, write_config_via, Node};
 use crate::common::*;
-use crate::proxy::Proxy;
-
-fn env_count(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use crate::faults::{declare, env_count, inflict, start_proxied};
 
 async fn env_of(port: u16, pinned: bool) -> Option<Environment> {
     tokio::time::timeout(
@@ -158,52 +150,17 @@ async fn kill9_sigstop_and_partitions_under_a_stream_producer_lose_and_double_no
     let ports = free_ports(9);
     let (cluster, rest) = ports.split_at(3);
     let (http, stream) = rest.split_at(3);
-    let mut proxies: HashMap<(usize, usize), Proxy> = HashMap::new();
-    for (i, j) in [(0, 1), (0, 2), (1, 2)] {
-        proxies.insert((i, j), Proxy::start(cluster[j]).await);
-    }
-    let dial = |i: usize, j: usize| proxies.get(&(i.min(j), i.max(j))).map_or(cluster[j], |p| p.port);
-    let mut nodes: Vec<Node> = (0..3)
-        .map(|i| {
-            let config = write_config_via(&dir, i, cluster, http, None, dial);
-            let text = std::fs::read_to_string(&config).unwrap().replace(
-                "stream_listen = \"none\"",
-                &format!("stream_listen = \"127.0.0.1:{}\"", stream[i]),
-            );
-            std::fs::write(&config, text).unwrap();
-            Node {
-                name: format!("warren@p{i}"),
-                config,
-                http: http[i],
-                log: dir.join(format!("node{i}.log")),
-                child: None,
-            }
-        })
-        .collect();
-    for n in nodes.iter_mut() {
-        n.spawn();
-    }
-    let c = Client::new();
-    until_all_running(&c, &nodes).await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let r = c
-            .put(nodes[0].url("/api/queues/%2F/sfaults"))
-            .basic_auth("guest", Some("guest"))
-            .json(&serde_json::json!({"durable": true, "arguments": {"x-queue-type": "stream"}}))
-            .send()
-            .await
-            .unwrap();
-        if r.status().is_success() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the stream is never declared: {}",
-            r.status()
+    let (mut nodes, proxies) = start_proxied(&dir, cluster, http, None, |i, config| {
+        let text = std::fs::read_to_string(config).unwrap().replace(
+            "stream_listen = \"none\"",
+            &format!("stream_listen = \"127.0.0.1:{}\"", stream[i]),
         );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        std::fs::write(config, text).unwrap();
+    })
+    .await;
+    let c = Client::new();
+    let body = serde_json::json!({"durable": true, "arguments": {"x-queue-type": "stream"}});
+    declare(&c, &nodes[0], "/api/queues/%2F/sfaults", body).await;
     let tally = Arc::new(Mutex::new(Tally::default()));
     let stop = Arc::new(AtomicBool::new(false));
     let p = tokio::spawn(publisher(stream.to_vec(), tally.clone(), stop.clone()));
@@ -211,31 +168,11 @@ async fn kill9_sigstop_and_partitions_under_a_stream_producer_lose_and_double_no
 
     let mut minority_confirmed = 0usize;
     for cycle in 0..kills + pauses + partitions {
-        let victim = rand::thread_rng().gen_range(0..3);
-        if cycle < kills {
-            nodes[victim].kill9();
-            tokio::time::sleep(Duration::from_millis(rand::thread_rng().gen_range(500..2500))).await;
-            nodes[victim].spawn();
-        } else if cycle >= kills + pauses {
-            let cut = |on: bool| {
-                for ((i, j), p) in &proxies {
-                    if *i == victim || *j == victim {
-                        p.blackhole(on);
-                    }
-                }
-            };
-            cut(true);
-            tokio::time::sleep(Duration::from_millis(1500)).await;
-            minority_confirmed += minority_publishes(stream[victim], Duration::from_millis(3500)).await;
-            cut(false);
-        } else {
-            let pid = nodes[victim].child.as_ref().unwrap().id() as i32;
-            unsafe { libc::kill(pid, libc::SIGSTOP) };
-            tokio::time::sleep(Duration::from_secs(3)).await;
-            unsafe { libc::kill(pid, libc::SIGCONT) };
-        }
-        until_all_running(&c, &nodes).await;
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        let (victim, confirmed) = inflict(cycle, kills, pauses, &mut nodes, &proxies, |v| {
+            minority_publishes(stream[v], Duration::from_millis(3500))
+        })
+        .await;
+        minority_confirmed += confirmed;
         let t = tally.lock();
         eprintln!(
             "cycle {cycle} (node {victim}): {} confirmed, {} batches unconfirmed",
