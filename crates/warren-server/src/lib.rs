@@ -522,7 +522,9 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
                 Arc::new(move |entries| cluster::command::Command::apply_entries(&applier, entries));
             let (b, me) = (broker.clone(), config.node_name.clone());
             let t = table.clone();
-            let take: cluster::meta::TakeFn = Arc::new(move || cluster::snapshot::take(&b, &me, &t));
+            let sr = stream_replicas.clone();
+            let take: cluster::meta::TakeFn =
+                Arc::new(move || cluster::snapshot::take(&b, &me, &t, sr.as_deref()));
             let dir = config.data_dir.join("raft");
             let interval = config.cluster.as_ref().map_or(4096, |s| s.snapshot_interval);
             let meta = cluster::meta::Meta::start(

@@ -71,8 +71,14 @@ pub fn definitions(broker: &Broker, me: &str) -> Definitions {
 }
 
 /// [`definitions`], encoded for a Raft snapshot.
-pub fn take(broker: &Broker, me: &str, table: &super::nodes::NodeTable) -> Vec<u8> {
+pub fn take(
+    broker: &Broker,
+    me: &str,
+    table: &super::nodes::NodeTable,
+    streams: Option<&crate::stream_replicas::Streams>,
+) -> Vec<u8> {
     let mut d = definitions(broker, me);
+    d.warren_stream_placements = streams.map(|s| s.placements()).unwrap_or_default();
     // The nodes that joined (the configured ones every node numbers alike).
     let first = table.bootstrap();
     d.warren_cluster_nodes = table
@@ -105,6 +111,20 @@ fn key<T: Serialize>(t: &T) -> String {
     serde_json::to_string(t).expect("definitions encode")
 }
 
+/// A queue's key, without its node for a stream: the node a snapshot
+/// names is the taker's, and a member here holds it with none; who holds
+/// a stream is its placement's, which the snapshot carries (applied by
+/// `Streams::settle_placements`), so a member keeps its log.
+fn queue_key(d: &crate::definitions::QueueDef) -> String {
+    let stream = d.arguments.get("x-queue-type").and_then(|v| v.as_str()) == Some("stream");
+    if stream {
+        let mut d = d.clone();
+        d.node = None;
+        return key(&d);
+    }
+    key(d)
+}
+
 /// Make this node's metadata the snapshot's (see the module's notes).
 pub fn install(a: &Applier, data: &[u8]) -> Result<(), String> {
     let want = decode(data)?;
@@ -116,7 +136,11 @@ pub fn install(a: &Applier, data: &[u8]) -> Result<(), String> {
             broker.delete_vhost(&vh.name);
         }
     }
-    let queues: HashSet<String> = want.queues.iter().map(key).collect();
+    // Placements first: the queues made below are members by them.
+    if let Some(s) = &a.streams {
+        s.install_placements(&want.warren_stream_placements)?;
+    }
+    let queues: HashSet<String> = want.queues.iter().map(queue_key).collect();
     let exchanges: HashSet<String> = want.exchanges.iter().map(key).collect();
     let bindings: HashSet<String> = want.bindings.iter().map(key).collect();
     let policies: HashSet<(&str, &str)> = want
@@ -127,7 +151,7 @@ pub fn install(a: &Applier, data: &[u8]) -> Result<(), String> {
     for vh in broker.vhosts() {
         for q in vh.queues() {
             let home = q.home.as_ref().unwrap_or(&me);
-            if !queues.contains(&key(&queue_def(&vh.name, &decl_of(&q), Some(home))))
+            if !queues.contains(&queue_key(&queue_def(&vh.name, &decl_of(&q), Some(home))))
                 && vh.remove_queue_if_same(&q)
             {
                 vh.destroy_queue(&q);
@@ -150,6 +174,9 @@ pub fn install(a: &Applier, data: &[u8]) -> Result<(), String> {
         }
     }
     definitions::restore_at(broker, &want, None, &a.node);
+    if let Some(s) = &a.streams {
+        s.settle_placements(broker).map_err(|e| e.to_string())?;
+    }
     exact_users_and_limits(broker, &want);
     for n in &want.warren_cluster_nodes {
         if a.table.put(n.clone()) {

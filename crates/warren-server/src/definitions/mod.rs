@@ -34,6 +34,10 @@ pub struct Definitions {
     /// metadata snapshot, never in an export.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warren_cluster_nodes: Vec<crate::cluster::nodes::ClusterNode>,
+    /// On a cluster, every replicated stream's members, leader and epoch
+    /// (`stream_replicas::registry`); only in a metadata snapshot.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warren_stream_placements: Vec<crate::stream_replicas::registry::Placement>,
     #[serde(default)]
     pub vhosts: Vec<VHostDef>,
     #[serde(default)]

@@ -149,6 +149,73 @@ impl Streams {
         n
     }
 
+    /// Every placement (a metadata snapshot carries them).
+    pub fn placements(&self) -> Vec<Placement> {
+        self.registry.lock().all().cloned().collect()
+    }
+
+    /// A metadata snapshot is installed: the placements are exactly its,
+    /// before its queues are made (see [`Streams::settle_placements`]).
+    pub fn install_placements(&self, want: &[Placement]) -> Result<(), String> {
+        let have = self.placements();
+        let mut reg = self.registry.lock();
+        for p in &have {
+            if !want.iter().any(|w| w.vhost == p.vhost && w.name == p.name) {
+                reg.remove(&p.vhost, &p.name).map_err(|e| e.to_string())?;
+            }
+        }
+        for p in want {
+            if reg.get(&p.vhost, &p.name) != Some(p) {
+                reg.put(p.clone()).map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// After a snapshot's queues are made: each stream held here takes up
+    /// the role its placement gives (a member that was not becomes one,
+    /// one that no longer is lets its log go), as `set_members` does for
+    /// a change applied in order.
+    pub fn settle_placements(&self, broker: &warren_core::Broker) -> Result<(), BrokerError> {
+        for p in self.placements() {
+            let Some(vh) = broker.vhost(&p.vhost) else {
+                continue;
+            };
+            let Some(q) = vh.find_queue(p.name.as_bytes()) else {
+                continue;
+            };
+            let member = p.members.contains(&self.node);
+            let leader = p.leader.clone().unwrap_or_else(|| p.members[0].clone());
+            match (q.home.is_none(), member) {
+                (false, true) => {
+                    vh.rehome_queue(&q, None)?;
+                }
+                (true, false) => {
+                    let key = (p.vhost.clone(), p.name.clone());
+                    if let Some(r) = self.runs.lock().remove(&key) {
+                        r.stop();
+                    }
+                    self.logs.lock().remove(&key);
+                    vh.rehome_queue(&q, Some(ShortStr::from(leader.as_str())))?;
+                    if let Some(log) = q.stream() {
+                        log.discard();
+                    }
+                }
+                (true, true) => {
+                    if let Some(log) = self.local_log(&p.vhost, &p.name) {
+                        self.take_role(&log);
+                    }
+                }
+                (false, false) => {
+                    if q.home.as_deref() != Some(leader.as_bytes()) {
+                        vh.rehome_queue(&q, Some(ShortStr::from(leader.as_str())))?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// A stream is placed (a declare applied): noted before its queue is
     /// made, so a member makes a member's log.
     pub fn placed(&self, p: Placement) -> Result<(), String> {

@@ -268,3 +268,90 @@ async fn a_node_back_after_the_log_was_compacted_catches_up_from_a_snapshot() {
         assert!(names(b, "/api/queues").await.contains(&"after".into()));
     }
 }
+
+/// Replicated streams across a snapshot: node 3 is away while a new
+/// stream is declared and the log is compacted; back, it installs the
+/// leader's state, which carries the streams' placements: it holds the
+/// new stream as a member (and fills its log from the leader), and keeps
+/// its member of the stream it had, with what that held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_back_from_a_snapshot_keeps_and_gains_its_stream_members() {
+    use rabbitmq_stream_client::types::OffsetSpecification;
+    let ports = free_ports(3);
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        nodes.push(start(i, &ports, None).await);
+    }
+    meta_leader(&nodes).await;
+    crate::cluster::all_linked(&nodes).await;
+    let stream_body = json!({"durable": true, "arguments": {"x-queue-type": "stream"}});
+    ok(
+        &nodes[0],
+        Method::PUT,
+        "/api/queues/%2F/kept",
+        Some(stream_body.clone()),
+    )
+    .await;
+    let old: Vec<String> = (0..100).map(|i| format!("k{i}")).collect();
+    crate::stream::publish(&nodes[0].stream_env().await, "kept", old.clone()).await;
+    let before = meta(&nodes[0]).applied_index();
+    until_applied(&nodes[2], before).await;
+    let dir3 = std::mem::replace(&mut nodes[2].data_dir, "/nonexistent/warren-test".into());
+    nodes[2].stop().await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (a, b) = (meta(&nodes[0]).leader(), meta(&nodes[1]).leader());
+        if a.is_some() && a == b && a != Some(node_name(2)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no leader of two: {a:?} {b:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    ok(
+        &nodes[0],
+        Method::PUT,
+        "/api/queues/%2F/gained",
+        Some(stream_body),
+    )
+    .await;
+    let new: Vec<String> = (0..50).map(|i| format!("g{i}")).collect();
+    crate::stream::publish(&nodes[0].stream_env().await, "gained", new.clone()).await;
+    for i in 0..3 * INTERVAL {
+        ok(
+            &nodes[0],
+            Method::PUT,
+            &format!("/api/queues/%2F/f-{i:03}"),
+            Some(json!({"durable": true})),
+        )
+        .await;
+    }
+    let last = meta(&nodes[0]).applied_index();
+    until_applied(&nodes[1], last).await;
+
+    nodes[2] = start(2, &ports, Some(dir3)).await;
+    until_applied(&nodes[2], last).await;
+    let installed = wal_records(&nodes[2].data_dir)
+        .iter()
+        .any(|r| matches!(r, Record::Snapshot(0, _)));
+    assert!(installed, "node 3 caught up from a snapshot");
+    // Node 3's own members, read through consumers pinned to it.
+    for (name, want) in [("kept", &old), ("gained", &new)] {
+        let env = rabbitmq_stream_client::Environment::builder()
+            .host("127.0.0.1")
+            .port(nodes[2].stream_port())
+            .load_balancer_mode(true)
+            .build()
+            .await
+            .unwrap();
+        let got = crate::stream::consume(&env, name, OffsetSpecification::First, want.len()).await;
+        assert_eq!(
+            &got.into_iter().map(|(_, b)| b).collect::<Vec<_>>(),
+            want,
+            "{name}"
+        );
+        let (_, q) = nodes[2]
+            .http(Method::GET, &format!("/api/queues/%2F/{name}"), None)
+            .await;
+        assert_eq!(q["members"].as_array().map(|m| m.len()), Some(3), "{name}: {q}");
+    }
+}
