@@ -1,4 +1,5 @@
-//! AMQP 1.0 on a quorum queue of three nodes (issue 17), with the real
+//! AMQP 1.0 on a quorum queue of three nodes (issue 17; and on a
+//! replicated stream, issue 18, last test), with the real
 //! fe2o3-amqp client: a sender on one node gets `accepted` once a
 //! majority has each message; a receiver on another consumes in order
 //! within its link credit; its outcomes act as RabbitMQ 4's do on a
@@ -144,4 +145,74 @@ async fn amqp_1_0_sends_and_receives_on_a_quorum_queue_across_nodes() {
     assert_eq!(depth(&ch1, "qq").await, 0);
     let _ = within(ssession.end()).await;
     let _ = within(sconn.close()).await;
+}
+
+/// AMQP 1.0 on a replicated stream of three nodes (issue 18): a sender
+/// on a replica's node gets `accepted` once the leader has a majority of
+/// each message; receivers on every node read the stream from the first
+/// offset (the `rabbitmq:stream-offset-spec` filter) from their own
+/// node's member.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn amqp_1_0_sends_to_and_reads_a_replicated_stream_on_every_node() {
+    use fe2o3_amqp::types::messaging::Source;
+    use fe2o3_amqp::types::primitives::{Symbol, Value};
+    use serde_amqp::described::Described;
+    use serde_amqp::descriptor::Descriptor;
+    let (_ports, nodes) = three_linked().await;
+    let (_c1, ch1) = channel(&nodes[0]).await;
+    let mut args = lapin::types::FieldTable::default();
+    args.insert("x-queue-type".into(), s("stream"));
+    within(ch1.queue_declare(
+        "rs10".into(),
+        lapin::options::QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        args,
+    ))
+    .await
+    .unwrap();
+    in_step(&nodes).await;
+
+    let mut sconn = within(Connection::open("s", url(&nodes[1]).as_str()))
+        .await
+        .unwrap();
+    let mut ssession = within(Session::begin(&mut sconn)).await.unwrap();
+    let mut sender = within(Sender::attach(&mut ssession, "s", "/queues/rs10"))
+        .await
+        .unwrap();
+    for i in 0..10 {
+        let outcome = within(sender.send(Data::from(format!("r{i}").into_bytes())))
+            .await
+            .unwrap();
+        assert!(outcome.is_accepted(), "{outcome:?}");
+    }
+    within(sender.close()).await.unwrap();
+
+    for (k, n) in nodes.iter().enumerate() {
+        let mut rconn = within(Connection::open("r", url(n).as_str())).await.unwrap();
+        let mut rsession = within(Session::begin(&mut rconn)).await.unwrap();
+        let first = Described {
+            descriptor: Descriptor::Name(Symbol::from("rabbitmq:stream-offset-spec")),
+            value: Value::String("first".into()),
+        };
+        let source = Source::builder()
+            .address("/queues/rs10")
+            .add_to_filter("rabbitmq:stream-offset-spec", Some(first))
+            .build();
+        let mut receiver = within(Receiver::builder().name("r").source(source).attach(&mut rsession))
+            .await
+            .unwrap();
+        for i in 0..10 {
+            let got: AnyDelivery = within(receiver.recv()).await.unwrap();
+            assert!(
+                body_of(&got).contains(&bytes(&format!("r{i}"))),
+                "node {}: {}",
+                k + 1,
+                body_of(&got)
+            );
+            within(receiver.accept(&got)).await.unwrap();
+        }
+        within(receiver.close()).await.unwrap();
+    }
 }
