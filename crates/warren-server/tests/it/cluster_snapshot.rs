@@ -66,6 +66,38 @@ fn wal_records(dir: &std::path::Path) -> Vec<Record> {
     warren_raft::wal::scan(&bytes).unwrap().0
 }
 
+/// Node 3 stops once it has applied everything so far (that index is
+/// returned, with its data directory), and the other two agree on a
+/// leader among themselves.
+async fn stop_third(nodes: &mut [Broker]) -> (u64, std::path::PathBuf) {
+    let before = meta(&nodes[0]).applied_index();
+    until_applied(&nodes[2], before).await;
+    let dir3 = std::mem::replace(&mut nodes[2].data_dir, "/nonexistent/warren-test".into());
+    nodes[2].stop().await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (a, b) = (meta(&nodes[0]).leader(), meta(&nodes[1]).leader());
+        if a.is_some() && a == b && a != Some(node_name(2)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no leader of two: {a:?} {b:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (before, dir3)
+}
+
+/// Node 3 started again on `dir3`: it applies up to `last`, by installing
+/// a snapshot (the log it missed was compacted).
+async fn back_from_snapshot(ports: &[u16], dir3: std::path::PathBuf, last: u64) -> Broker {
+    let node = start(2, ports, Some(dir3)).await;
+    until_applied(&node, last).await;
+    let installed = wal_records(&node.data_dir)
+        .iter()
+        .any(|r| matches!(r, Record::Snapshot(0, _)));
+    assert!(installed, "node 3 caught up from a snapshot");
+    node
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_back_after_the_log_was_compacted_catches_up_from_a_snapshot() {
     let ports = free_ports(3);
@@ -120,21 +152,7 @@ async fn a_node_back_after_the_log_was_compacted_catches_up_from_a_snapshot() {
         .unwrap();
     }
     conn.close(200, "bye".into()).await.unwrap();
-    let before = meta(&nodes[0]).applied_index();
-    until_applied(&nodes[2], before).await;
-
-    let dir3 = std::mem::replace(&mut nodes[2].data_dir, "/nonexistent/warren-test".into());
-    nodes[2].stop().await;
-    // The two that are left agree on a leader among themselves.
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let (a, b) = (meta(&nodes[0]).leader(), meta(&nodes[1]).leader());
-        if a.is_some() && a == b && a != Some(node_name(2)) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "no leader of two: {a:?} {b:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let (before, dir3) = stop_third(&mut nodes).await;
     ok(&nodes[0], Method::DELETE, "/api/queues/%2F/gone", None).await;
     ok(&nodes[1], Method::DELETE, "/api/exchanges/%2F/x-gone", None).await;
     ok(&nodes[0], Method::DELETE, "/api/users/olduser", None).await;
@@ -191,12 +209,7 @@ async fn a_node_back_after_the_log_was_compacted_catches_up_from_a_snapshot() {
         );
     }
 
-    nodes[2] = start(2, &ports, Some(dir3)).await;
-    until_applied(&nodes[2], last).await;
-    let installed = wal_records(&nodes[2].data_dir)
-        .iter()
-        .any(|r| matches!(r, Record::Snapshot(0, _)));
-    assert!(installed, "node 3 caught up from a snapshot");
+    nodes[2] = back_from_snapshot(&ports, dir3, last).await;
 
     let deadline = Instant::now() + Duration::from_secs(10);
     for path in [
@@ -294,19 +307,7 @@ async fn a_node_back_from_a_snapshot_keeps_and_gains_its_stream_members() {
     .await;
     let old: Vec<String> = (0..100).map(|i| format!("k{i}")).collect();
     crate::stream::publish(&nodes[0].stream_env().await, "kept", old.clone()).await;
-    let before = meta(&nodes[0]).applied_index();
-    until_applied(&nodes[2], before).await;
-    let dir3 = std::mem::replace(&mut nodes[2].data_dir, "/nonexistent/warren-test".into());
-    nodes[2].stop().await;
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let (a, b) = (meta(&nodes[0]).leader(), meta(&nodes[1]).leader());
-        if a.is_some() && a == b && a != Some(node_name(2)) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "no leader of two: {a:?} {b:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let (_, dir3) = stop_third(&mut nodes).await;
     ok(
         &nodes[0],
         Method::PUT,
@@ -328,12 +329,7 @@ async fn a_node_back_from_a_snapshot_keeps_and_gains_its_stream_members() {
     let last = meta(&nodes[0]).applied_index();
     until_applied(&nodes[1], last).await;
 
-    nodes[2] = start(2, &ports, Some(dir3)).await;
-    until_applied(&nodes[2], last).await;
-    let installed = wal_records(&nodes[2].data_dir)
-        .iter()
-        .any(|r| matches!(r, Record::Snapshot(0, _)));
-    assert!(installed, "node 3 caught up from a snapshot");
+    nodes[2] = back_from_snapshot(&ports, dir3, last).await;
     // Node 3's own members, read through consumers pinned to it.
     for (name, want) in [("kept", &old), ("gained", &new)] {
         let env = rabbitmq_stream_client::Environment::builder()
