@@ -20,6 +20,7 @@
 //!  12 enqueue  as 11, then key_len u16, the key, then the message (a deduplication key)
 //!  13 settle_dlx n u32, n ids u64 (at-least-once dead letters every target has)
 //!  14 set_config  config (as in a version 4 state), dlx_at_least_once u8
+//!  15 dequeue_next consumer u64, settled u8 (the next message to serve)
 //! header = id u64, size u32, expires_at u64 (0: none), delivery_count u32, acquired_count u32,
 //!          priority u8 (version 3)
 //! state  = version u8 (3), delivery_limit u32 (0: none, else limit + 1),
@@ -115,6 +116,11 @@ pub fn encode(c: &Command, out: &mut Vec<u8>) {
             out.push(10);
             out.extend_from_slice(&consumer.to_le_bytes());
             out.extend_from_slice(&id.to_le_bytes());
+            out.push(*settled as u8);
+        }
+        Command::DequeueNext { consumer, settled } => {
+            out.push(15);
+            out.extend_from_slice(&consumer.to_le_bytes());
             out.push(*settled as u8);
         }
         Command::SetConfig(c) => {
@@ -239,6 +245,10 @@ pub fn decode(index: u64, b: &[u8]) -> Result<(Command, &[u8]), CodecError> {
             settled: r.u8()? != 0,
         },
         13 => Command::SettleDlx { ids: r.ids()? },
+        15 => Command::DequeueNext {
+            consumer: r.u64()?,
+            settled: r.u8()? != 0,
+        },
         14 => {
             r.v3 = true;
             let mut c = r.config()?;
@@ -583,6 +593,10 @@ mod tests {
                 consumer: 4,
                 id: 17,
                 settled: true,
+            },
+            Command::DequeueNext {
+                consumer: 4,
+                settled: false,
             },
         ];
         for c in cs {

@@ -161,6 +161,12 @@ pub enum Command {
         id: MsgId,
         settled: bool,
     },
+    /// basic.get as RabbitMQ's quorum queues apply it: the next message
+    /// to serve, if any, goes to `consumer` (the getting node's) or,
+    /// `settled` (no-ack), leaves the queue; [`Effect::Dequeued`] names
+    /// it. Applied in log order, a get sees what the same client did
+    /// before it (its publishes, its requeues).
+    DequeueNext { consumer: ConsumerId, settled: bool },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,6 +202,13 @@ pub enum Effect {
     },
     /// A purge dropped this many messages.
     Purged(u64),
+    /// A `DequeueNext` took this message for `consumer` (`settled`: it
+    /// has left the queue; its body goes once answered).
+    Dequeued {
+        consumer: ConsumerId,
+        header: Header,
+        settled: bool,
+    },
     /// These messages left the queue with nothing for the leader to do
     /// (settled, purged): every member drops their bodies.
     Dropped(Vec<MsgId>),
@@ -628,6 +641,28 @@ impl Fifo {
                     self.ready -= 1;
                     self.ready_bytes -= h.size as u64;
                     h.acquired_count += 1;
+                    if settled {
+                        out.push(Effect::Dropped(vec![id]));
+                    } else {
+                        // Held like a consumer's delivery, but not served:
+                        // it is not in the service order.
+                        self.consumers
+                            .entry(consumer)
+                            .or_default()
+                            .checked_out
+                            .insert(id, h);
+                    }
+                }
+            }
+            Command::DequeueNext { consumer, settled } => {
+                if let Some(mut h) = self.pop_next() {
+                    h.acquired_count += 1;
+                    let id = h.id;
+                    out.push(Effect::Dequeued {
+                        consumer,
+                        header: h.clone(),
+                        settled,
+                    });
                     if settled {
                         out.push(Effect::Dropped(vec![id]));
                     } else {

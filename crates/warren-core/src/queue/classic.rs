@@ -17,7 +17,7 @@ use crate::message::MessageRef;
 use super::consumer::{Consumer, ConsumerInfo, ConsumerSpec, FlowWaiter};
 use super::paging::{Paging, Stored};
 use super::{
-    Ctx, Entry, Overflow, PublishOutcome, QueueConfig, QueueStats, QueueType, Reason, Settle, Ticket,
+    Answer, Ctx, Entry, Overflow, PublishOutcome, QueueConfig, QueueStats, QueueType, Reason, Settle, Ticket,
 };
 
 /// Ready messages above which a queue with consumers asks publishers to
@@ -87,6 +87,22 @@ impl ClassicQueue {
     /// The level holding the next message to deliver: the highest non-empty.
     fn head_level(&self) -> Option<usize> {
         (0..self.ready.len()).rev().find(|&l| !self.ready[l].is_empty())
+    }
+
+    /// basic.get: the next ready message and how many remain.
+    fn take_next(&mut self, ctx: &mut Ctx, no_ack: bool) -> Option<(Entry, u64)> {
+        self.last_used = ctx.now;
+        self.expire_heads(ctx);
+        self.refill(ctx);
+        let e = self.pop_ready()?;
+        if no_ack {
+            ctx.queue.memory.sub(e.message.memory_size());
+            self.paging.forget(&e);
+        } else {
+            self.paging.delivered(&e);
+            self.unacked += 1;
+        }
+        Some((e, self.total_ready()))
     }
 
     fn pop_ready(&mut self) -> Option<Entry> {
@@ -380,19 +396,8 @@ impl QueueType for ClassicQueue {
         self.pump(ctx);
     }
 
-    fn get(&mut self, ctx: &mut Ctx, no_ack: bool) -> Option<(Entry, u64)> {
-        self.last_used = ctx.now;
-        self.expire_heads(ctx);
-        self.refill(ctx);
-        let e = self.pop_ready()?;
-        if no_ack {
-            ctx.queue.memory.sub(e.message.memory_size());
-            self.paging.forget(&e);
-        } else {
-            self.paging.delivered(&e);
-            self.unacked += 1;
-        }
-        Some((e, self.total_ready()))
+    fn get(&mut self, ctx: &mut Ctx, no_ack: bool) -> Answer<Option<(Entry, u64)>> {
+        Answer::Now(self.take_next(ctx, no_ack))
     }
 
     fn pump(&mut self, ctx: &mut Ctx) {
@@ -419,7 +424,7 @@ impl QueueType for ClassicQueue {
         true
     }
 
-    fn purge(&mut self, ctx: &mut Ctx) -> u64 {
+    fn purge(&mut self, ctx: &mut Ctx) -> Answer<u64> {
         let mut n = self.ready_count;
         for level in &mut self.ready {
             for e in level.drain(..) {
@@ -431,7 +436,7 @@ impl QueueType for ClassicQueue {
         self.ready_count = 0;
         self.ready_bytes = 0;
         self.resume_publishers();
-        n
+        Answer::Now(n)
     }
 
     fn expire(&mut self, ctx: &mut Ctx) {

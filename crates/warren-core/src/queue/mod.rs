@@ -9,6 +9,7 @@
 //! its own small lock); nothing holding a sink's lock calls a queue, and no
 //! code holds two queue locks at once.
 
+mod answer;
 mod args;
 mod classic;
 mod consumer;
@@ -38,6 +39,7 @@ use crate::message::MessageRef;
 use crate::policy::{effective_arguments, Policy};
 use crate::stats::{MessageCounters, Stat};
 
+pub use answer::{promise, Answer, Later, Promise};
 pub use args::{
     leader_locator_balanced, parse_max_age, Overflow, QueueConfig, QueueKind, QuorumArgs, StreamArgs,
     EQUIVALENCE_ARGS,
@@ -202,8 +204,9 @@ pub trait QueueType: Send + std::fmt::Debug {
     fn cancel(&mut self, ctx: &mut Ctx, consumer_id: u64) -> bool;
     /// Settle deliveries made to `consumer_id` (None for basic.get).
     fn settle(&mut self, ctx: &mut Ctx, consumer_id: Option<u64>, entries: Vec<Entry>, how: Settle);
-    /// basic.get: the next message and how many remain ready.
-    fn get(&mut self, ctx: &mut Ctx, no_ack: bool) -> Option<(Entry, u64)>;
+    /// basic.get: the next message and how many remain ready (a quorum
+    /// queue's comes once its dequeue is applied).
+    fn get(&mut self, ctx: &mut Ctx, no_ack: bool) -> Answer<Option<(Entry, u64)>>;
     /// Deliver what can be delivered (after credit or sink room frees up).
     fn pump(&mut self, ctx: &mut Ctx);
     /// An AMQP 1.0 drain of `consumer_id` that another node must answer
@@ -214,7 +217,7 @@ pub trait QueueType: Send + std::fmt::Debug {
         false
     }
     /// Drop all ready messages; how many went.
-    fn purge(&mut self, ctx: &mut Ctx) -> u64;
+    fn purge(&mut self, ctx: &mut Ctx) -> Answer<u64>;
     /// Expire what is due at `ctx.now`.
     fn expire(&mut self, ctx: &mut Ctx);
     /// When `expire` next has something to do.
@@ -736,15 +739,21 @@ impl Queue {
         self.with(|q, ctx| q.settle(ctx, consumer_id, entries, how)).1
     }
 
-    pub fn get(self: &Arc<Self>, no_ack: bool) -> (Option<(Entry, u64)>, Effects) {
+    /// basic.get (counted once answered; see [`QueueType::get`]).
+    pub fn get(self: &Arc<Self>, no_ack: bool) -> (Answer<Option<(Entry, u64)>>, Effects) {
         let r = self.with(|q, ctx| q.get(ctx, no_ack));
-        if let Some((e, _)) = &r.0 {
-            self.count(if no_ack { Stat::GetNoAck } else { Stat::Get }, 1);
-            if e.redelivered {
-                self.count(Stat::Redeliver, 1);
-            }
+        if let Answer::Now(Some((e, _))) = &r.0 {
+            self.count_get(e, no_ack);
         }
         r
+    }
+
+    /// A get answered: counted here and broker-wide.
+    pub fn count_get(&self, e: &Entry, no_ack: bool) {
+        self.count(if no_ack { Stat::GetNoAck } else { Stat::Get }, 1);
+        if e.redelivered {
+            self.count(Stat::Redeliver, 1);
+        }
     }
 
     pub fn pump(self: &Arc<Self>) -> Effects {
@@ -756,7 +765,7 @@ impl Queue {
         self.with(|q, ctx| q.drain(ctx, consumer_id)).0
     }
 
-    pub fn purge(self: &Arc<Self>) -> (u64, Effects) {
+    pub fn purge(self: &Arc<Self>) -> (Answer<u64>, Effects) {
         self.with(|q, ctx| q.purge(ctx))
     }
 

@@ -47,7 +47,7 @@ use warren_fifo::codec;
 use warren_fifo::{Command, DeadLetterReason, Effect, Fifo, MsgId};
 
 use super::consumer::Consumer;
-use super::{Ctx, Entry, FlowWaiter, RemoteConfirm, Settle};
+use super::{Ctx, Entry, FlowWaiter, Promise, RemoteConfirm, Settle};
 use crate::message::MessageRef;
 use crate::queue::dead_letter::Reason;
 pub use crate::queue::quorum_bodies::ToSync;
@@ -172,6 +172,29 @@ struct Local {
     settling: BTreeMap<MsgId, Settling>,
 }
 
+/// A get or purge of this node's clients, proposed and waiting to be
+/// applied (answered then, in the log's order).
+#[derive(Debug)]
+enum Waiting {
+    Get {
+        no_ack: bool,
+        promise: Promise<Option<(Entry, u64)>>,
+        at: Instant,
+    },
+    Purge {
+        promise: Promise<u64>,
+        at: Instant,
+    },
+}
+
+impl Waiting {
+    fn at(&self) -> Instant {
+        match self {
+            Waiting::Get { at, .. } | Waiting::Purge { at, .. } => *at,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Settling {
     Ack,
@@ -204,9 +227,9 @@ pub struct QuorumQueue {
     /// answer may still be to come, oldest first (answered ones leave
     /// from the front as more are sent).
     sent: VecDeque<Arc<RemoteConfirm>>,
-    /// Messages a basic.get here has taken whose Dequeue is not applied
-    /// yet (the next get must not take them again).
-    dequeuing: std::collections::HashSet<MsgId>,
+    /// This node's gets and purges waiting to be applied, by the sequence
+    /// number their entries are tagged with.
+    answers: HashMap<u64, Waiting>,
     /// At-least-once dead-lettering, while this member leads.
     dlx: super::quorum_dlx::DlxWorker,
     /// Settings this leader proposed (`SetConfig`) and has yet to apply.
@@ -255,7 +278,7 @@ impl QuorumQueue {
                 .map_or(0, |d| d.as_nanos() as u64)
                 .wrapping_mul(0x9E37_79B9_7F4A_7C15),
             sent: VecDeque::new(),
-            dequeuing: std::collections::HashSet::new(),
+            answers: HashMap::new(),
             dlx: Default::default(),
             config_asked: None,
         }
@@ -465,7 +488,15 @@ impl QuorumQueue {
         // consumers are let go (what they hold goes back) and, seeing
         // themselves let go, attach again.
         self.nack_all();
+        let asked = !self.answers.is_empty();
+        // Their entries may be in the snapshot: not answered here. What a
+        // get among them took goes back with the getter.
+        self.answers.clear();
         self.fifo = fifo;
+        if asked {
+            let getter = self.getter();
+            self.propose(0, &Command::Cancel { consumer: getter });
+        }
         if self.role == Role::Leader {
             self.dlx.clear();
             let now = Instant::now();
@@ -522,7 +553,6 @@ impl QuorumQueue {
             }
         }
         if role != Role::Leader {
-            self.dequeuing.clear();
             self.dlx.clear();
         } else if was != Role::Leader {
             // A new leader sends every discard again (at least once).
@@ -606,9 +636,6 @@ impl QuorumQueue {
                 );
             }
         }
-        if let Command::Dequeue { id, .. } = &command {
-            self.dequeuing.remove(id);
-        }
         // This node's consumers: settlements applied are no longer
         // pending; a Cancel they did not ask for (the leader let them go)
         // is answered by attaching again.
@@ -646,7 +673,7 @@ impl QuorumQueue {
             _ => {}
         }
         let consumers_changed = matches!(command, Command::Consume { .. } | Command::Cancel { .. });
-        let effects = self.fifo.apply(command);
+        let mut effects = self.fifo.apply(command);
         if consumers_changed {
             // x-expires counts from when the last consumer went.
             let any = self.fifo.consumers().keys().any(|c| !is_getter(*c));
@@ -679,9 +706,85 @@ impl QuorumQueue {
             if let Some((c, _)) = self.confirms.remove(&seq) {
                 c.resolve(!refused);
                 self.resume_publishers();
+            } else if let Some(w) = self.answers.remove(&seq) {
+                self.answer(ctx, w, &mut effects);
             }
         }
         self.effects(ctx, effects);
+    }
+
+    /// This node's get or purge is applied: its asker hears what it did.
+    /// A get's message is taken out of `effects` (what is left there of
+    /// this node's gets is what no one waits for any more).
+    fn answer(&mut self, ctx: &mut Ctx, w: Waiting, effects: &mut Vec<Effect>) {
+        match w {
+            Waiting::Purge { promise, .. } => {
+                let n = effects
+                    .iter()
+                    .find_map(|e| match e {
+                        Effect::Purged(n) => Some(*n),
+                        _ => None,
+                    })
+                    .unwrap_or(0);
+                let _ = promise.keep(n);
+            }
+            Waiting::Get { no_ack, promise, .. } => {
+                let getter = self.getter();
+                let at = effects
+                    .iter()
+                    .position(|e| matches!(e, Effect::Dequeued { consumer, .. } if *consumer == getter));
+                let Some(at) = at else {
+                    let _ = promise.keep(None);
+                    return;
+                };
+                let Effect::Dequeued { header: h, .. } = effects.remove(at) else {
+                    unreachable!("found above")
+                };
+                let Some(mut message) = self.bodies.get(h.id) else {
+                    // Lost (a segment record found corrupt): settled, so
+                    // it holds nothing.
+                    tracing::error!(
+                        group = self.group,
+                        id = h.id,
+                        "a quorum queue message without its body, dropped"
+                    );
+                    let _ = promise.keep(None);
+                    if !no_ack {
+                        self.propose(
+                            0,
+                            &Command::Settle {
+                                consumer: getter,
+                                ids: vec![h.id],
+                            },
+                        );
+                    }
+                    return;
+                };
+                if h.delivery_count > 0 {
+                    message = with_delivery_count(&message, h.delivery_count);
+                }
+                let entry = Entry {
+                    seq: h.id,
+                    message,
+                    redelivered: h.acquired_count > 1,
+                    delivery_count: h.delivery_count,
+                    expires_at: None,
+                    stored: false,
+                };
+                ctx.queue.count_get(&entry, no_ack);
+                if promise.keep(Some((entry, self.fifo.ready() as u64))).is_err() && !no_ack {
+                    // The asker is gone (its channel closed): back it goes.
+                    self.propose(
+                        0,
+                        &Command::Return {
+                            consumer: getter,
+                            ids: vec![h.id],
+                            failed: false,
+                        },
+                    );
+                }
+            }
+        }
     }
 
     fn effects(&mut self, ctx: &mut Ctx, effects: Vec<Effect>) {
@@ -753,6 +856,23 @@ impl QuorumQueue {
                     }
                 }
                 Effect::Purged(_) => {}
+                Effect::Dequeued {
+                    consumer,
+                    header,
+                    settled: false,
+                } if consumer == self.getter() => {
+                    // Taken for a get of this node that no one waits for
+                    // any more (it timed out): back it goes.
+                    self.propose(
+                        0,
+                        &Command::Return {
+                            consumer,
+                            ids: vec![header.id],
+                            failed: false,
+                        },
+                    );
+                }
+                Effect::Dequeued { .. } => {}
                 Effect::Rejected(id) | Effect::Duplicate(id) => {
                     self.bodies.take(id, false);
                 }
@@ -866,11 +986,14 @@ impl QuorumQueue {
             }
         }
         self.resume_publishers();
+        // Gets and purges too: their askers hear nothing was done (a get
+        // applied later gives its message back).
+        self.answers.retain(|_, w| w.at().elapsed() <= after);
     }
 
-    /// Are publishes of this node waiting to apply?
+    /// Are publishes, gets or purges of this node waiting to apply?
     pub fn has_pending(&self) -> bool {
-        !self.confirms.is_empty()
+        !self.confirms.is_empty() || !self.answers.is_empty()
     }
 
     /// Let paused publishers go once nothing holds them back.

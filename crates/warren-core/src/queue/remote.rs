@@ -13,7 +13,8 @@ use std::time::Instant;
 use warren_amqp091::ShortStr;
 
 use super::{
-    ConsumerInfo, ConsumerSpec, Ctx, Entry, FlowWaiter, PublishOutcome, QueueStats, QueueType, Settle, Ticket,
+    Answer, ConsumerInfo, ConsumerSpec, Ctx, Entry, FlowWaiter, PublishOutcome, QueueStats, QueueType,
+    Settle, Ticket,
 };
 use crate::error::BrokerError;
 use crate::message::MessageRef;
@@ -80,8 +81,8 @@ impl QueueType for RemoteQueue {
 
     /// basic.get needs an answer from the home: the front ends ask the
     /// cluster for it (asynchronously) instead of calling this.
-    fn get(&mut self, _ctx: &mut Ctx, _no_ack: bool) -> Option<(Entry, u64)> {
-        None
+    fn get(&mut self, _ctx: &mut Ctx, _no_ack: bool) -> Answer<Option<(Entry, u64)>> {
+        Answer::Now(None)
     }
 
     fn pump(&mut self, ctx: &mut Ctx) {
@@ -95,8 +96,8 @@ impl QueueType for RemoteQueue {
     }
 
     /// As `get`: the front ends ask the home.
-    fn purge(&mut self, _ctx: &mut Ctx) -> u64 {
-        0
+    fn purge(&mut self, _ctx: &mut Ctx) -> Answer<u64> {
+        Answer::Now(0)
     }
 
     fn expire(&mut self, _ctx: &mut Ctx) {}

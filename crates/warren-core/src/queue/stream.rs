@@ -35,7 +35,7 @@ use super::consumer::{Consumer, ConsumerInfo};
 use super::stream_cache::CacheTrim;
 use super::stream_member::StreamRole;
 use super::{
-    ConsumerSpec, Ctx, DeliverySink, Entry, FlowWaiter, PublishOutcome, QueueStats, QueueType, Settle,
+    Answer, ConsumerSpec, Ctx, DeliverySink, Entry, FlowWaiter, PublishOutcome, QueueStats, QueueType, Settle,
 };
 use super::{RemoteConfirm, Ticket};
 use crate::error::BrokerError;
@@ -609,8 +609,8 @@ impl QueueType for StreamQueue {
         self.pump(ctx);
     }
 
-    fn get(&mut self, _ctx: &mut Ctx, _no_ack: bool) -> Option<(Entry, u64)> {
-        None
+    fn get(&mut self, _ctx: &mut Ctx, _no_ack: bool) -> Answer<Option<(Entry, u64)>> {
+        Answer::Now(None)
     }
 
     fn pump(&mut self, ctx: &mut Ctx) {
@@ -647,8 +647,8 @@ impl QueueType for StreamQueue {
         }
     }
 
-    fn purge(&mut self, _ctx: &mut Ctx) -> u64 {
-        0
+    fn purge(&mut self, _ctx: &mut Ctx) -> Answer<u64> {
+        Answer::Now(0)
     }
 
     fn expire(&mut self, _ctx: &mut Ctx) {}

@@ -120,7 +120,7 @@ fn round_robin_and_requeue_to_original_position() {
     q.settle(Some(1), vec![da[0].entry.clone()], Settle::Requeue);
     q.settle(Some(2), vec![db[0].entry.clone()], Settle::Requeue);
     let mut order = vec![];
-    while let (Some((e, _)), _) = q.get(true) {
+    while let (super::Answer::Now(Some((e, _))), _) = q.get(true) {
         order.push((num(&e), e.redelivered));
     }
     assert_eq!(order, vec![(0, true), (1, true), (2, false), (3, false)]);

@@ -449,6 +449,10 @@ fn random_command_sequences_keep_the_invariants() {
                     now += rng.gen_range(0..100);
                     Command::Tick { now }
                 }
+                97 if rng.gen_bool(0.5) => Command::DequeueNext {
+                    consumer: 9,
+                    settled: rng.gen_bool(0.5),
+                },
                 97 => {
                     // A get of a waiting message (or of one that is not).
                     let waiting: Vec<MsgId> = f.waiting_ids().collect();
@@ -506,6 +510,9 @@ fn random_command_sequences_keep_the_invariants() {
                 Command::Dequeue {
                     id, settled: true, ..
                 } if f.waiting_ids().any(|w| w == *id) => vec![*id],
+                Command::DequeueNext { settled: true, .. } => {
+                    f.served().next().map(|h| h.id).into_iter().collect()
+                }
                 _ => Vec::new(),
             };
             let cancelled = matches!(c, Command::Cancel { .. });
@@ -588,6 +595,11 @@ fn random_command_sequences_keep_the_invariants() {
                         }
                     }
                     Effect::Purged(_) => {}
+                    Effect::Dequeued { header, .. } => {
+                        // The head it was (ids of one level served in order).
+                        assert!(live.contains(&header.id), "seed {seed} step {step}");
+                        assert!(header.acquired_count >= 1, "seed {seed} step {step}");
+                    }
                     Effect::Dropped(ids) => dropped.extend(ids),
                     Effect::Rejected(id) => {
                         assert!(reject_publish, "seed {seed} step {step}");
@@ -681,6 +693,50 @@ fn random_command_sequences_keep_the_invariants() {
             );
         }
     }
+}
+
+/// What a DequeueNext took: (id, settled, acquired count, delivery count).
+fn dequeued(effects: &[Effect]) -> Option<(MsgId, bool, u32, u32)> {
+    effects.iter().find_map(|e| match e {
+        Effect::Dequeued { header, settled, .. } => {
+            Some((header.id, *settled, header.acquired_count, header.delivery_count))
+        }
+        _ => None,
+    })
+}
+
+#[test]
+fn a_dequeue_takes_the_next_message_to_serve_and_a_failed_return_counts() {
+    let mut f = Fifo::new(Config::default());
+    // Empty: nothing taken, no effect.
+    assert!(f
+        .apply(Command::DequeueNext {
+            consumer: 9,
+            settled: false
+        })
+        .is_empty());
+    for id in 1..=3 {
+        f.apply(enq(id, 10));
+    }
+    let got = f.apply(Command::DequeueNext {
+        consumer: 9,
+        settled: false,
+    });
+    assert_eq!(dequeued(&got), Some((1, false, 1, 0)));
+    assert_eq!((f.ready(), f.checked_out()), (2, 1));
+    // A failed return (basic.reject): back first, counted.
+    f.apply(Command::Return {
+        consumer: 9,
+        ids: vec![1],
+        failed: true,
+    });
+    let got = f.apply(Command::DequeueNext {
+        consumer: 9,
+        settled: true,
+    });
+    assert_eq!(dequeued(&got), Some((1, true, 2, 1)));
+    assert!(got.contains(&Effect::Dropped(vec![1])));
+    assert_eq!((f.ready(), f.checked_out()), (2, 0));
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use warren_amqp091::frame::{write_body, write_content_header_raw, write_method};
 use warren_amqp091::methods::*;
 use warren_amqp091::{Method, ShortStr};
-use warren_core::queue::{ConsumerSpec, DeliverySink, Entry, Queue, Settle};
+use warren_core::queue::{Answer, ConsumerSpec, DeliverySink, Entry, Queue, Settle};
 use warren_core::{Access, BrokerError, Resource};
 
 use super::channel::{Channel, ChannelState, ConsumerRec, Unacked};
@@ -279,7 +279,18 @@ pub fn basic_get(conn: &mut Conn, ch: &mut Channel, m: BasicGet) -> Result<()> {
     }
     let (got, effects) = q.get(m.no_ack);
     conn.apply(&q, effects);
-    get_ok(conn, ch, q, m.no_ack, got);
+    match got {
+        Answer::Now(got) => get_ok(conn, ch, q, m.no_ack, got),
+        // A quorum queue's, once its dequeue is applied; the channel's
+        // later methods wait for it.
+        later => {
+            let work = async move { Ok(later.wait().await.flatten()) };
+            super::declare::after_cluster(conn, ch, BASIC_GET, work, move |conn, ch, got| {
+                get_ok(conn, ch, q, m.no_ack, got);
+                Ok(())
+            });
+        }
+    }
     Ok(())
 }
 

@@ -9,7 +9,7 @@
 use warren_amqp091::methods::*;
 use warren_amqp091::ShortStr;
 use warren_core::exchange::{Binding, Destination};
-use warren_core::queue::Queue;
+use warren_core::queue::{Answer, Queue};
 use warren_core::vhost::{ExchangeDecl, QueueDecl};
 use warren_core::{Access, BrokerError, Resource};
 
@@ -345,7 +345,17 @@ pub fn queue_purge(conn: &mut Conn, ch: &mut Channel, m: QueuePurge) -> Result<(
     }
     let (n, effects) = q.purge();
     conn.apply(&q, effects);
-    purge_ok(conn, ch.id, m.no_wait, n);
+    match n {
+        Answer::Now(n) => purge_ok(conn, ch.id, m.no_wait, n),
+        // A quorum queue's, once applied.
+        later => {
+            let work = async move { Ok(later.wait().await.unwrap_or(0)) };
+            after_cluster(conn, ch, QUEUE_PURGE, work, move |conn, ch, n| {
+                purge_ok(conn, ch.id, m.no_wait, n);
+                Ok(())
+            });
+        }
+    }
     Ok(())
 }
 

@@ -189,6 +189,8 @@ struct Conn {
     /// Settlements waiting for fsync, in order.
     unsynced: VecDeque<(u16, u32, Outcome, Vec<Ticket>)>,
     wake: Arc<SyncWake>,
+    /// Management responses wait for an answer (a purge's).
+    replies_waiting: bool,
     /// A resource alarm closed our incoming windows.
     blocked: bool,
     /// Where queues leave deliveries for this connection's receivers.
@@ -233,6 +235,7 @@ pub async fn serve(
         settles: Vec::new(),
         unsynced: VecDeque::new(),
         wake: Arc::new(SyncWake::default()),
+        replies_waiting: false,
         blocked: false,
         outbox: Outbox::new(),
         consumers: HashMap::new(),
@@ -957,6 +960,7 @@ impl Conn {
     /// dispositions over contiguous ids; top up credit and windows.
     fn after_batch(&mut self) {
         self.drain_outbox();
+        self.send_waiting_replies();
         while let Some((out, id, outcome, tickets)) = self.unsynced.front() {
             if let Some(t) = tickets.iter().find(|t| !t.is_done()) {
                 // Woken when it may be done (next sync round, or the

@@ -67,8 +67,20 @@ impl Response {
 #[derive(Debug, Default)]
 pub struct Outcome {
     pub response: Option<Response>,
+    /// When set, the response comes from it instead (a purge a quorum
+    /// queue, or a queue's home node, answers once done).
+    pub later: Option<LaterResponse>,
     pub exclusive: Option<Arc<Queue>>,
     pub created: Option<Arc<Queue>>,
+}
+
+/// A response that comes once something else has answered.
+pub struct LaterResponse(pub std::pin::Pin<Box<dyn std::future::Future<Output = Response> + Send>>);
+
+impl std::fmt::Debug for LaterResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LaterResponse")
+    }
 }
 
 /// Read a request. RabbitMQ takes the sections in any order (some clients
@@ -167,9 +179,8 @@ pub fn handle(
         ("DELETE", ["queues", q, "messages"]) => match decode(q) {
             Ok(name) => match vh.queue(name.as_bytes(), connection) {
                 Ok(queue) => {
-                    let (n, effects) = queue.purge();
-                    vh.apply(&queue, effects, &mut |_| {});
-                    Response::new(200, message_count(n))
+                    out.later = Some(purge(ctx, vh, queue));
+                    Response::new(200, Value::Null)
                 }
                 Err(e) => broker_error(e),
             },
@@ -199,6 +210,22 @@ pub fn handle(
     };
     out.response = Some(response);
     out
+}
+
+/// `DELETE /queues/:q/messages`: the count once purged, by the queue's
+/// home node when another node leads it, else here (a quorum queue's
+/// once its purge is applied, after the connection's earlier commands).
+fn purge(ctx: &Arc<ServerCtx>, vh: &Arc<VHost>, queue: Arc<Queue>) -> LaterResponse {
+    let done = |r: Result<u64, BrokerError>| match r {
+        Ok(n) => Response::new(200, message_count(n)),
+        Err(e) => broker_error(e),
+    };
+    if let (Some(home), Some(client)) = (queue.forward_home(), ctx.queue_client.clone()) {
+        return LaterResponse(Box::pin(async move { done(client.purge(&queue, &home).await) }));
+    }
+    let (n, effects) = queue.purge();
+    vh.apply(&queue, effects, &mut |_| {});
+    LaterResponse(Box::pin(async move { done(Ok(n.wait().await.unwrap_or(0))) }))
 }
 
 /// The permission a queue or exchange request needs, as the same operation

@@ -32,7 +32,7 @@ use tokio::sync::Notify;
 use warren_amqp091::{FieldTable, ShortStr};
 use warren_core::queue::QueueStats;
 use warren_core::queue::{
-    ConsumerSpec, Delivery, DeliverySink, Effects, Entry, FlowWaiter, PublishOutcome, Queue, Settle,
+    Answer, ConsumerSpec, Delivery, DeliverySink, Effects, Entry, FlowWaiter, PublishOutcome, Queue, Settle,
     SyncWaiter, Ticket, REMOTE_OWNER,
 };
 use warren_core::{Broker, BrokerError, VHost};
@@ -171,14 +171,17 @@ pub struct QueueHost {
     broker: Arc<Broker>,
     timers: Arc<Timers>,
     peers: Mutex<HashMap<String, Arc<Peer>>>,
+    /// Itself, for answers given once a queue has them.
+    me: Weak<QueueHost>,
 }
 
 impl QueueHost {
     pub fn new(broker: Arc<Broker>, timers: Arc<Timers>) -> Arc<QueueHost> {
-        let host = Arc::new(QueueHost {
+        let host = Arc::new_cyclic(|me| QueueHost {
             broker,
             timers,
             peers: Mutex::new(HashMap::new()),
+            me: me.clone(),
         });
         let me = Arc::downgrade(&host);
         tokio::spawn(async move {
@@ -518,42 +521,75 @@ impl QueueHost {
                     let (got, e) = q.get(no_ack);
                     self.apply(&q, e);
                     match got {
-                        None => Self::answer(&p, req, Ok(0)),
-                        Some((entry, remaining)) => {
-                            let handle = {
-                                let mut h = p.next_handle.lock();
-                                *h += 1;
-                                *h
-                            };
-                            let message = wire_message(&entry.message);
-                            let redelivered = entry.redelivered;
-                            if !no_ack {
-                                p.gets.lock().insert(handle, (q.clone(), entry));
-                            }
-                            Self::send(
-                                &p,
-                                QueueMsg::Got {
-                                    req,
-                                    handle,
-                                    redelivered,
-                                    remaining,
-                                    message,
-                                },
-                            );
+                        Answer::Now(got) => self.got(&p, req, &q, no_ack, got),
+                        // A quorum queue's, once applied (the link's later
+                        // messages are handled meanwhile: their commands
+                        // are proposed after the get's).
+                        later => {
+                            let me = self.me.clone();
+                            tokio::spawn(async move {
+                                let got = later.wait().await.flatten();
+                                if let Some(me) = me.upgrade() {
+                                    me.got(&p, req, &q, no_ack, got);
+                                }
+                            });
                         }
                     }
                 }
             },
-            QueueMsg::Purge { req, vhost, queue } => {
-                let r = self.local_queue(&vhost, &queue).map(|(_, q)| {
+            QueueMsg::Purge { req, vhost, queue } => match self.local_queue(&vhost, &queue) {
+                Err(e) => Self::answer(&p, req, Err(e)),
+                Ok((_, q)) => {
                     let (n, e) = q.purge();
                     self.apply(&q, e);
-                    n
-                });
-                Self::answer(&p, req, r);
-            }
+                    match n {
+                        Answer::Now(n) => Self::answer(&p, req, Ok(n)),
+                        later => {
+                            tokio::spawn(async move {
+                                Self::answer(&p, req, Ok(later.wait().await.unwrap_or(0)));
+                            });
+                        }
+                    }
+                }
+            },
             other => {
                 tracing::warn!(peer = %from, kind = other.kind(), "a client node's queue message sent to a home; ignored")
+            }
+        }
+    }
+
+    /// Answer a client node's basic.get. A message not no-ack is held for
+    /// its settle; should the peer be gone, it goes back.
+    fn got(&self, p: &Arc<Peer>, req: u64, q: &Arc<Queue>, no_ack: bool, got: Option<(Entry, u64)>) {
+        let Some((entry, remaining)) = got else {
+            Self::answer(p, req, Ok(0));
+            return;
+        };
+        let handle = {
+            let mut h = p.next_handle.lock();
+            *h += 1;
+            *h
+        };
+        let message = wire_message(&entry.message);
+        let redelivered = entry.redelivered;
+        if !no_ack {
+            p.gets.lock().insert(handle, (q.clone(), entry));
+        }
+        let gone = p
+            .link
+            .send(Message::Queue(QueueMsg::Got {
+                req,
+                handle,
+                redelivered,
+                remaining,
+                message,
+            }))
+            .is_err();
+        let current = self.peers.lock().values().any(|x| Arc::ptr_eq(x, p));
+        if gone || !current {
+            if let Some((q, entry)) = p.gets.lock().remove(&handle) {
+                let e = q.settle(None, vec![entry], Settle::Requeue);
+                self.apply(&q, e);
             }
         }
     }

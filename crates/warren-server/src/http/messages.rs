@@ -239,7 +239,9 @@ pub async fn get(
     for _ in 0..count {
         let (got, effects) = q.get(false);
         vh.apply(&q, effects, &mut |q| timers.arm(&vh, q));
-        let Some((entry, remaining)) = got else { break };
+        let Some((entry, remaining)) = got.wait().await.flatten() else {
+            break;
+        };
         out.push(got_json(&entry, remaining, base64, truncate));
         taken.push(entry);
     }

@@ -643,8 +643,10 @@ pub async fn purge_queue(
     let vh = visible(&ctx, &who, &vhost)?;
     who.check(&vhost, Access::Read, Resource::Queue, &name)?;
     let q = vh.queue(name.as_bytes(), 0).map_err(|_| ApiError::NotFound)?;
-    let (_, effects) = q.purge();
+    let (n, effects) = q.purge();
     vh.apply(&q, effects, &mut |_| {});
+    // A quorum queue's purge is done once applied.
+    n.wait().await;
     Ok(StatusCode::NO_CONTENT)
 }
 

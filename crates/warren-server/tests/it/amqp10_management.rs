@@ -36,18 +36,23 @@ impl Node {
             .await
             .unwrap();
         let mut session = within(Session::begin(&mut conn)).await.unwrap();
-        let sender = within(Sender::attach(&mut session, "requests", "/management"))
+        let node = Node::on_session(&mut session).await;
+        (conn, session, node)
+    }
+
+    /// The link pair on a session the caller has.
+    pub(crate) async fn on_session(session: &mut SessionHandle<()>) -> Node {
+        let sender = within(Sender::attach(session, "requests", "/management"))
             .await
             .unwrap();
-        let receiver = within(Receiver::attach(&mut session, "responses", "/management"))
+        let receiver = within(Receiver::attach(session, "responses", "/management"))
             .await
             .unwrap();
-        let node = Node {
+        Node {
             sender,
             receiver,
             next_id: 0,
-        };
-        (conn, session, node)
+        }
     }
 
     pub(crate) async fn request(&mut self, method: &str, path: &str, body: Value) -> (String, Value) {

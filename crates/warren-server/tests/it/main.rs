@@ -46,6 +46,7 @@ mod proxy;
 mod queues;
 mod quorum;
 mod quorum_faults;
+mod quorum_order;
 mod raw;
 mod reply_to;
 mod restart;

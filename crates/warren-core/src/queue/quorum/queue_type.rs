@@ -12,10 +12,10 @@ use warren_amqp091::{FieldValue, ShortStr};
 use warren_fifo::{codec, Command};
 
 use super::super::{
-    now_ms, ConsumerInfo, ConsumerSpec, Ctx, Entry, FlowWaiter, PublishOutcome, QueueStats, QueueType,
-    RemoteConfirm, Settle, Ticket,
+    now_ms, promise, Answer, ConsumerInfo, ConsumerSpec, Ctx, Entry, FlowWaiter, PublishOutcome, QueueStats,
+    QueueType, RemoteConfirm, Settle, Ticket,
 };
-use super::{encode_message, is_getter, with_delivery_count, Consumer, Local, QuorumQueue, Role};
+use super::{encode_message, is_getter, Consumer, Local, QuorumQueue, Role, Waiting};
 use crate::error::BrokerError;
 use crate::message::MessageRef;
 
@@ -143,45 +143,30 @@ impl QueueType for QuorumQueue {
         self.ids_command(consumer_id, &entries, how);
     }
 
-    /// basic.get on the leader: the first waiting message not already
-    /// taken by a get, answered at once; a Dequeue of that message is
-    /// proposed, which holds it for this node's getter (or settles it,
-    /// no-ack). Should the leader fail before it commits, the message
-    /// stays in the queue and is delivered again (at least once). A
-    /// consumer served between the answer and the Dequeue may get it too;
-    /// the Dequeue then finds it gone and does nothing.
-    fn get(&mut self, _ctx: &mut Ctx, no_ack: bool) -> Option<(Entry, u64)> {
-        if self.role != Role::Leader {
-            return None;
-        }
-        let h = self
-            .fifo
-            .served()
-            .find(|h| !self.dequeuing.contains(&h.id))?
-            .clone();
-        let mut message = self.bodies.get(h.id)?;
-        if h.delivery_count > 0 {
-            message = with_delivery_count(&message, h.delivery_count);
-        }
-        self.dequeuing.insert(h.id);
-        let c = Command::Dequeue {
+    /// basic.get, as RabbitMQ's quorum queues do it: a dequeue of the
+    /// next message is proposed (a follower's goes to the leader like any
+    /// proposal) and answered once applied here, so it comes after every
+    /// command this node's clients sent before it (their publishes, their
+    /// requeues) and sees what they did. The message is held under this
+    /// node's getter (or, no-ack, leaves the queue).
+    fn get(&mut self, _ctx: &mut Ctx, no_ack: bool) -> Answer<Option<(Entry, u64)>> {
+        let (promise, answer) = promise();
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let c = Command::DequeueNext {
             consumer: self.getter(),
-            id: h.id,
             settled: no_ack,
         };
-        self.propose(0, &c);
-        let remaining = (self.fifo.ready() - self.dequeuing.len().min(self.fifo.ready())) as u64;
-        Some((
-            Entry {
-                seq: h.id,
-                message,
-                redelivered: h.acquired_count > 0,
-                delivery_count: h.delivery_count,
-                expires_at: None,
-                stored: false,
+        self.propose(seq, &c);
+        self.answers.insert(
+            seq,
+            Waiting::Get {
+                no_ack,
+                promise,
+                at: Instant::now(),
             },
-            remaining,
-        ))
+        );
+        answer
     }
 
     fn pump(&mut self, ctx: &mut Ctx) {
@@ -193,16 +178,20 @@ impl QueueType for QuorumQueue {
         false
     }
 
-    /// On the leader (a follower's front end asks the leader's node).
-    fn purge(&mut self, _ctx: &mut Ctx) -> u64 {
-        if matches!(self.role, Role::Follower(_)) {
-            return 0;
-        }
-        // Messages a get took whose Dequeue is not applied yet are not
-        // the purge's.
-        let n = self.fifo.ready().saturating_sub(self.dequeuing.len()) as u64;
-        self.propose(0, &Command::Purge);
-        n
+    /// As `get`: answered once applied, with the count it dropped.
+    fn purge(&mut self, _ctx: &mut Ctx) -> Answer<u64> {
+        let (promise, answer) = promise();
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.propose(seq, &Command::Purge);
+        self.answers.insert(
+            seq,
+            Waiting::Purge {
+                promise,
+                at: Instant::now(),
+            },
+        );
+        answer
     }
 
     fn expire(&mut self, ctx: &mut Ctx) {

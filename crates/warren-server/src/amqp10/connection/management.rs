@@ -7,9 +7,12 @@
 //! without reading slows itself down, not the broker.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
+use parking_lot::Mutex;
 use warren_amqp10::performative::{AmqpError, Attach, Flow};
+use warren_core::queue::SyncWaiter;
 
 use super::receive::write_transfer;
 use super::{Conn, Failure};
@@ -27,7 +30,15 @@ pub(super) struct Responder {
     pub name: String,
     pub delivery_count: u32,
     pub credit: u32,
-    pub pending: VecDeque<Bytes>,
+    pub pending: VecDeque<Reply>,
+}
+
+/// A response in its place in the order: ready, or to be filled in by a
+/// task once the answer is known (a purge the queue answers once done).
+#[derive(Debug)]
+pub(super) enum Reply {
+    Ready(Bytes),
+    Waiting(Arc<Mutex<Option<Bytes>>>),
 }
 
 impl Conn {
@@ -152,7 +163,26 @@ impl Conn {
                 if let Some(q) = done.created.filter(|q| q.needs_timer()) {
                     self.ctx.timers.arm(&vh, &q);
                 }
-                if let Some(r) = done.response {
+                if let Some(later) = done.later {
+                    let slot = Arc::new(Mutex::new(None));
+                    let (filled, wake, id) = (slot.clone(), self.wake.clone(), req.message_id.clone());
+                    tokio::spawn(async move {
+                        let r = later.0.await;
+                        let mut out = BytesMut::new();
+                        management::encode(id.as_ref(), &r, &mut out);
+                        *filled.lock() = Some(out.freeze());
+                        wake.synced();
+                    });
+                    self.replies_waiting = true;
+                    if let Some(r) = self
+                        .sessions
+                        .get_mut(&channel)
+                        .and_then(|s| s.responders.get_mut(&responder))
+                    {
+                        r.pending.push_back(Reply::Waiting(slot));
+                    }
+                    return Ok(());
+                } else if let Some(r) = done.response {
                     tracing::debug!(method = %req.method, path = %req.path, status = r.status, "management request");
                     management::encode(req.message_id.as_ref(), &r, &mut out);
                 }
@@ -170,10 +200,26 @@ impl Conn {
             .get_mut(&channel)
             .and_then(|s| s.responders.get_mut(&responder))
         {
-            r.pending.push_back(out.freeze());
+            r.pending.push_back(Reply::Ready(out.freeze()));
         }
         self.send_responses(channel);
         Ok(())
+    }
+
+    /// Woken: responses that were waiting for an answer go if it came.
+    pub(super) fn send_waiting_replies(&mut self) {
+        if !self.replies_waiting {
+            return;
+        }
+        let channels: Vec<u16> = self.sessions.keys().copied().collect();
+        for channel in channels {
+            self.send_responses(channel);
+        }
+        self.replies_waiting = self.sessions.values().any(|s| {
+            s.responders
+                .values()
+                .any(|r| r.pending.iter().any(|p| matches!(p, Reply::Waiting(_))))
+        });
     }
 
     /// A flow for a response link: credit (§2.6.7), drain and echo.
@@ -229,8 +275,17 @@ impl Conn {
                 if r.credit == 0 {
                     break;
                 }
-                let Some(payload) = r.pending.pop_front() else {
-                    break;
+                let payload = match r.pending.front() {
+                    None => break,
+                    Some(Reply::Ready(_)) => match r.pending.pop_front() {
+                        Some(Reply::Ready(b)) => b,
+                        _ => unreachable!("looked at above"),
+                    },
+                    Some(Reply::Waiting(slot)) => {
+                        let Some(b) = slot.lock().take() else { break };
+                        r.pending.pop_front();
+                        b
+                    }
                 };
                 r.credit -= 1;
                 r.delivery_count = r.delivery_count.wrapping_add(1);
