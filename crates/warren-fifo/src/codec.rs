@@ -21,6 +21,9 @@
 //!  13 settle_dlx n u32, n ids u64 (at-least-once dead letters every target has)
 //!  14 set_config  config (as in a version 4 state), dlx_at_least_once u8
 //!  15 dequeue_next consumer u64, settled u8 (the next message to serve)
+//!  16 return_as consumer u64, failed u8, id u64, then the message's new
+//!     properties (the rest; a modified outcome's annotations merged in):
+//!     a return of one message, which every member stores anew
 //! header = id u64, size u32, expires_at u64 (0: none), delivery_count u32, acquired_count u32,
 //!          priority u8 (version 3)
 //! state  = version u8 (3), delivery_limit u32 (0: none, else limit + 1),
@@ -170,6 +173,17 @@ pub fn encode_enqueue(
     }
 }
 
+/// A return of message `id` whose properties become `properties` (an
+/// AMQP 1.0 modified outcome's annotations merged in): decoded as a
+/// [`Command::Return`] with the properties as what follows it.
+pub fn encode_return_as(consumer: u64, id: MsgId, failed: bool, properties: &[u8], out: &mut Vec<u8>) {
+    out.push(16);
+    out.extend_from_slice(&consumer.to_le_bytes());
+    out.push(failed as u8);
+    out.extend_from_slice(&id.to_le_bytes());
+    out.extend_from_slice(properties);
+}
+
 fn ids_command(kind: u8, consumer: u64, failed: Option<bool>, ids: &[MsgId], out: &mut Vec<u8>) {
     out.push(kind);
     out.extend_from_slice(&consumer.to_le_bytes());
@@ -185,10 +199,11 @@ fn ids_command(kind: u8, consumer: u64, failed: Option<bool>, ids: &[MsgId], out
 /// A command from an entry at Raft index `index`, and what follows it (an
 /// enqueue's message; empty otherwise).
 /// Is `b` (an encoded command) one of a consumer's: consume, credit,
-/// settle, return, discard or cancel? No enqueue waits for these, so a
-/// leader may propose them ahead of enqueues waiting for their turn.
+/// settle, return (with new properties too), discard or cancel? No
+/// enqueue waits for these, so a leader may propose them ahead of
+/// enqueues waiting for their turn.
 pub fn is_consumer_command(b: &[u8]) -> bool {
-    b.first().is_some_and(|k| (3..=8).contains(k))
+    b.first().is_some_and(|k| (3..=8).contains(k) || *k == 16)
 }
 
 pub fn decode(index: u64, b: &[u8]) -> Result<(Command, &[u8]), CodecError> {
@@ -245,6 +260,11 @@ pub fn decode(index: u64, b: &[u8]) -> Result<(Command, &[u8]), CodecError> {
             settled: r.u8()? != 0,
         },
         13 => Command::SettleDlx { ids: r.ids()? },
+        16 => Command::Return {
+            consumer: r.u64()?,
+            failed: r.u8()? != 0,
+            ids: vec![r.u64()?],
+        },
         15 => Command::DequeueNext {
             consumer: r.u64()?,
             settled: r.u8()? != 0,
@@ -544,6 +564,27 @@ mod tests {
         encode(&Command::Purge, &mut other);
         assert!(!is_consumer_command(&other));
         assert!(!is_consumer_command(&[]));
+    }
+
+    #[test]
+    fn a_return_with_new_properties_reads_as_a_return_and_what_follows() {
+        let mut b = Vec::new();
+        encode_return_as(7, 42, true, b"props", &mut b);
+        assert!(is_consumer_command(&b));
+        let (c, rest) = decode(1, &b).unwrap();
+        assert_eq!(
+            c,
+            Command::Return {
+                consumer: 7,
+                ids: vec![42],
+                failed: true
+            }
+        );
+        assert_eq!(rest, b"props");
+        // Cut short: an error, never a panic.
+        for n in 0..b.len() - 5 {
+            assert!(decode(1, &b[..n]).is_err(), "{n}");
+        }
     }
 
     use super::*;

@@ -23,6 +23,7 @@ pub mod stream_replicas;
 pub mod timers;
 pub mod tls;
 pub mod transport;
+pub mod version;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

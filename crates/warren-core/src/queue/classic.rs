@@ -312,6 +312,7 @@ impl QueueType for ClassicQueue {
             delivery_count: 0,
             expires_at: ttl.map(|t| ctx.now + Duration::from_millis(t)),
             stored,
+            annotated: false,
         });
         self.pump(ctx);
         // TTL 0: delivered only if a consumer took it at once; otherwise it

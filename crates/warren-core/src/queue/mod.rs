@@ -74,6 +74,10 @@ pub struct Entry {
     pub expires_at: Option<Instant>,
     /// Written to the queue's store (so leaving the queue is recorded there).
     pub stored: bool,
+    /// A modified outcome merged annotations into `message`: a queue
+    /// that keeps its messages apart from the entry (a quorum queue's
+    /// members) stores the new properties when it takes it back.
+    pub annotated: bool,
 }
 
 /// How a delivery is settled (0-9-1 basic.ack / basic.reject / basic.nack).

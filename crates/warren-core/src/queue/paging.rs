@@ -204,6 +204,7 @@ impl Paging {
                 delivery_count: 0,
                 expires_at: deadline(ctx.now, wall, m.expires_at_ms),
                 stored: true,
+                annotated: false,
             });
         }
     }

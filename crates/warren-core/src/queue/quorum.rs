@@ -48,7 +48,7 @@ use warren_fifo::{Command, DeadLetterReason, Effect, Fifo, MsgId};
 
 use super::consumer::Consumer;
 use super::{Ctx, Entry, FlowWaiter, Promise, RemoteConfirm, Settle};
-use crate::message::MessageRef;
+use crate::message::{Message, MessageRef};
 use crate::queue::dead_letter::Reason;
 pub use crate::queue::quorum_bodies::ToSync;
 use crate::queue::quorum_bodies::{encode_message, Bodies};
@@ -672,6 +672,19 @@ impl QuorumQueue {
             }
             _ => {}
         }
+        if let (Command::Return { consumer, ids, .. }, false) = (&command, rest.is_empty()) {
+            // A return with new properties (a modified outcome's
+            // annotations): every member stores the message anew.
+            let held = self
+                .fifo
+                .consumer(*consumer)
+                .is_some_and(|c| ids.iter().all(|id| c.checked_out.contains_key(id)));
+            if held {
+                for id in ids {
+                    self.reannotate(*id, Bytes::copy_from_slice(rest));
+                }
+            }
+        }
         let consumers_changed = matches!(command, Command::Consume { .. } | Command::Cancel { .. });
         let mut effects = self.fifo.apply(command);
         if consumers_changed {
@@ -711,6 +724,25 @@ impl QuorumQueue {
             }
         }
         self.effects(ctx, effects);
+    }
+
+    /// Message `id` takes new properties (kept in its body, as every
+    /// member keeps it).
+    fn reannotate(&mut self, id: MsgId, properties: Bytes) {
+        let Some(old) = self.bodies.take(id, true) else {
+            return;
+        };
+        let mut m = Message::clone(&old);
+        m.raw_properties = properties;
+        let mut raw = Vec::with_capacity(m.memory_size());
+        encode_message(&m, &mut raw);
+        if let Err(e) = self.bodies.insert(id, Bytes::from(raw)) {
+            tracing::error!(
+                group = self.group,
+                id,
+                "a re-annotated message that does not decode: {e}"
+            );
+        }
     }
 
     /// This node's get or purge is applied: its asker hears what it did.
@@ -770,6 +802,7 @@ impl QuorumQueue {
                     delivery_count: h.delivery_count,
                     expires_at: None,
                     stored: false,
+                    annotated: false,
                 };
                 ctx.queue.count_get(&entry, no_ack);
                 if promise.keep(Some((entry, self.fifo.ready() as u64))).is_err() && !no_ack {
@@ -839,6 +872,7 @@ impl QuorumQueue {
                         delivery_count: header.delivery_count,
                         expires_at: None,
                         stored: false,
+                        annotated: false,
                     });
                 }
                 Effect::DeadLetter { header, reason } => {
@@ -1091,7 +1125,23 @@ impl QuorumQueue {
         if let Some(l) = consumer_id.and_then(|id| self.locals.get_mut(&id)) {
             l.settling.extend(settling.iter().copied());
         }
-        for c in settle_commands(consumer, &settling) {
+        // Requeued with annotations merged in: each goes back with its
+        // new properties, for every member to store (RabbitMQ 4 keeps a
+        // modified outcome's x- annotations on the message).
+        let mut plain = Vec::with_capacity(settling.len());
+        for (e, s) in entries.iter().zip(settling) {
+            match s {
+                (_, Settling::Return { failed }) if e.annotated => {
+                    let mut c = Vec::with_capacity(64 + e.message.raw_properties.len());
+                    c.extend_from_slice(&self.system.node_id().to_le_bytes());
+                    c.extend_from_slice(&0u64.to_le_bytes());
+                    codec::encode_return_as(consumer, e.seq, failed, &e.message.raw_properties, &mut c);
+                    self.system.propose(self.group, c);
+                }
+                s => plain.push(s),
+            }
+        }
+        for c in settle_commands(consumer, &plain) {
             self.propose(0, &c);
         }
     }

@@ -641,6 +641,7 @@ impl QueueType for StreamQueue {
                         delivery_count: 0,
                         expires_at: None,
                         stored: false,
+                        annotated: false,
                     },
                 );
             }

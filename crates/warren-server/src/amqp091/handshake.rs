@@ -41,9 +41,9 @@ pub fn server_properties(cluster_name: &str) -> FieldTable {
     t.insert("cluster_name", longstr(cluster_name));
     t.insert("copyright", longstr("Copyright (c) the Warren authors"));
     t.insert("information", longstr("Licensed under the Apache License 2.0"));
-    t.insert("platform", longstr(&format!("Rust/{}", std::env::consts::OS)));
-    t.insert("product", longstr("Warren"));
-    t.insert("version", longstr(env!("CARGO_PKG_VERSION")));
+    t.insert("platform", longstr(crate::version::PLATFORM));
+    t.insert("product", longstr("RabbitMQ"));
+    t.insert("version", longstr(crate::version::RABBITMQ_VERSION));
     t
 }
 

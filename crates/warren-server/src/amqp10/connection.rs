@@ -36,17 +36,32 @@ use crate::ServerCtx;
 mod management;
 mod receive;
 
+/// The close a connection ended by an operator (the API's reason) or by
+/// the node's shutdown gets: RabbitMQ 4's words, which clients match on
+/// ("Connection forced") to tell it from other closes.
+fn forced_close(reason: Option<String>) -> AmqpError {
+    let description = match reason {
+        Some(r) => format!("Connection forced: \"{r}\""),
+        None => "Connection forced: shutdown".to_string(),
+    };
+    AmqpError::new(condition::INTERNAL_ERROR, description)
+}
+
+fn second_not_supported() -> AmqpError {
+    AmqpError::new(condition::NOT_IMPLEMENTED, "rcv-settle-mode second not supported")
+}
+
 /// Largest frame we accept (and announce in open).
 const MAX_FRAME: u32 = 131_072;
-/// The RabbitMQ release whose AMQP 1.0 behaviour Warren follows.
-const RABBITMQ_VERSION: &str = "4.1.0";
+use crate::version::{PLATFORM, RABBITMQ_VERSION};
 /// How long the opening sequence may take (RabbitMQ's handshake_timeout).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Conditions (AMQP 1.0 §2.8.15-2.8.17).
 mod condition {
     pub const FRAMING_ERROR: &str = "amqp:connection:framing-error";
-    pub const FORCED: &str = "amqp:connection:forced";
+    pub const INTERNAL_ERROR: &str = "amqp:internal-error";
+    pub const NOT_IMPLEMENTED: &str = "amqp:not-implemented";
     pub const DECODE_ERROR: &str = "amqp:decode-error";
     pub const UNAUTHORIZED: &str = "amqp:unauthorized-access";
     pub const RESOURCE_LIMIT: &str = "amqp:resource-limit-exceeded";
@@ -462,10 +477,7 @@ impl Conn {
                 properties: Some(Value::Map(vec![
                     (Value::symbol("product"), Value::string("RabbitMQ")),
                     (Value::symbol("version"), Value::string(RABBITMQ_VERSION)),
-                    (
-                        Value::symbol("platform"),
-                        Value::string(concat!("Warren ", env!("CARGO_PKG_VERSION"))),
-                    ),
+                    (Value::symbol("platform"), Value::string(PLATFORM)),
                 ])),
                 offered_capabilities: vec!["LINK_PAIR_V1_0".into(), "ANONYMOUS-RELAY".into()],
                 ..Default::default()
@@ -516,8 +528,7 @@ impl Conn {
                 _ = wake.notify.notified() => {}
                 _ = outbox.notify.notified() => {}
                 _ = shutdown.changed() => {
-                    let reason = self.entry.close_reason().unwrap_or_else(|| "shutdown".into());
-                    return Err(Fatal(AmqpError::new(condition::FORCED, format!("broker forced connection closure with reason '{reason}'"))));
+                    return Err(Fatal(forced_close(self.entry.close_reason())));
                 }
                 r = self.read_more() => {
                     if r.is_err() {
@@ -693,6 +704,12 @@ impl Conn {
                 format!("handle {} is already attached", a.handle),
             )));
         }
+        if a.rcv_settle_mode == Some(1) && a.snd_settle_mode != Some(1) {
+            // RabbitMQ 4 settles in mode first only: second is refused
+            // unless nothing is ever unsettled (snd-settle-mode settled).
+            self.refuse_attach(channel, a, second_not_supported());
+            return Ok(());
+        }
         let node = match a.role {
             Role::Sender => a.target.as_ref(),
             Role::Receiver => a.source.as_ref(),
@@ -768,6 +785,29 @@ impl Conn {
         );
     }
 
+    /// Refuse a link (§2.6.3): an attach with a null terminus, then at
+    /// once a detach with the error.
+    pub(super) fn refuse_attach(&mut self, channel: u16, a: Attach, e: AmqpError) {
+        let out = self.sessions.get(&channel).map_or(channel, |s| s.outgoing);
+        let (role, source, target) = match a.role {
+            Role::Sender => (Role::Receiver, a.source, None),
+            Role::Receiver => (Role::Sender, None, a.target),
+        };
+        self.send(
+            out,
+            &Performative::Attach(Attach {
+                name: a.name,
+                handle: a.handle,
+                role,
+                source,
+                target,
+                initial_delivery_count: (role == Role::Sender).then_some(0),
+                ..Default::default()
+            }),
+        );
+        self.detach_link(channel, a.handle, Some(e));
+    }
+
     /// A client's sending link: resolve and check its target, attach,
     /// and grant credit (unless an alarm is on).
     fn attach_publisher(&mut self, channel: u16, a: Attach) {
@@ -835,8 +875,9 @@ impl Conn {
     }
 
     /// Accept a client's receiving link (we send) with our settle mode,
-    /// receiver settle mode first, delivery-count from 0, its termini and
-    /// properties echoed.
+    /// its receiver settle mode echoed (second only with pre-settled
+    /// deliveries, so nothing waits on it; RabbitMQ 4 echoes it too),
+    /// delivery-count from 0, its termini and properties echoed.
     pub(super) fn accept_receiving_link(&mut self, out: u16, a: Attach, snd_settle_mode: u8) {
         self.send(
             out,
@@ -845,7 +886,7 @@ impl Conn {
                 handle: a.handle,
                 role: Role::Sender,
                 snd_settle_mode: Some(snd_settle_mode),
-                rcv_settle_mode: Some(0),
+                rcv_settle_mode: Some(a.rcv_settle_mode.unwrap_or(0)),
                 source: a.source,
                 target: a.target,
                 initial_delivery_count: Some(0),
@@ -915,6 +956,10 @@ impl Conn {
                 return Err(Fatal(e).into());
             }
             return Err(Failure::Link(t.handle, e));
+        }
+        if t.rcv_settle_mode == Some(1) && t.settled != Some(true) && t.delivery_id.is_some() {
+            // As at attach: an unsettled transfer asking for mode second.
+            return Err(Failure::Link(t.handle, second_not_supported()));
         }
         let Some((delivery_id, settled, message)) = p
             .transfer(&t, payload, max)

@@ -575,6 +575,7 @@ impl QueueClient {
                             delivery_count: 0,
                             expires_at: None,
                             stored: false,
+                            annotated: false,
                         },
                         remaining,
                     ))
@@ -671,6 +672,7 @@ impl QueueClient {
                 delivery_count: 0,
                 expires_at: None,
                 stored: false,
+                annotated: false,
             },
         });
         spec.took_credit();

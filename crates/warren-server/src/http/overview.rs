@@ -16,8 +16,7 @@ use super::auth::Authed;
 use super::error::ApiError;
 use crate::ServerCtx;
 
-/// The RabbitMQ release whose management API this one follows.
-pub const RABBITMQ_VERSION: &str = "3.10.8";
+pub use crate::version::RABBITMQ_VERSION;
 
 /// Queue counts summed over some vhosts.
 #[derive(Debug, Default)]

@@ -823,11 +823,8 @@ impl Conn {
 fn server_properties() -> Vec<(String, String)> {
     vec![
         ("product".into(), "RabbitMQ".into()),
-        ("version".into(), "4.1.0".into()),
-        (
-            "platform".into(),
-            concat!("Warren ", env!("CARGO_PKG_VERSION")).into(),
-        ),
+        ("version".into(), crate::version::RABBITMQ_VERSION.into()),
+        ("platform".into(), crate::version::PLATFORM.into()),
         ("cluster_name".into(), "warren".into()),
         ("copyright".into(), "Warren contributors".into()),
         (

@@ -307,3 +307,63 @@ async fn modified_counts_the_attempt_merges_annotations_and_can_dead_letter() {
     .await;
     assert_eq!(q.message_count(), 0);
 }
+
+/// A modified outcome's `x-` annotations stay on a quorum queue's
+/// message (every member stores it anew), with and without
+/// delivery-failed, and the next modification adds to them (RabbitMQ 4).
+#[tokio::test]
+async fn a_modified_outcomes_annotations_stay_on_a_quorum_queues_message() {
+    let b = Broker::start().await;
+    let (_c, ch) = b.confirm_channel().await;
+    within(ch.queue_declare(
+        "qq-mod".into(),
+        lapin::options::QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        table(&[("x-queue-type", s("quorum"))]),
+    ))
+    .await
+    .unwrap();
+    assert!(publish_acked(&ch, "qq-mod", b"m").await);
+    let (mut conn, mut session) = open(&b).await;
+    let mut receiver = within(Receiver::attach(&mut session, "r", "/queues/qq-mod"))
+        .await
+        .unwrap();
+    let modified = |failed: bool, key: &str, value: &str| {
+        let mut ann = OrderedMap::new();
+        ann.insert(Symbol::from(key), Value::String(value.into()));
+        Modified {
+            delivery_failed: Some(failed),
+            undeliverable_here: None,
+            message_annotations: Some(ann),
+        }
+    };
+    let d: AnyDelivery = within(receiver.recv()).await.unwrap();
+    within(receiver.modify(&d, modified(false, "x-opt-first", "one")))
+        .await
+        .unwrap();
+    let d: AnyDelivery = within(receiver.recv()).await.unwrap();
+    assert_eq!(d.message().header.as_ref().unwrap().delivery_count, 0);
+    assert_eq!(
+        annotation(d.message(), "x-opt-first"),
+        Some(&Value::String("one".into()))
+    );
+    within(receiver.modify(&d, modified(true, "x-opt-second", "two")))
+        .await
+        .unwrap();
+    let d: AnyDelivery = within(receiver.recv()).await.unwrap();
+    assert_eq!(d.message().header.as_ref().unwrap().delivery_count, 1);
+    assert_eq!(
+        annotation(d.message(), "x-opt-first"),
+        Some(&Value::String("one".into()))
+    );
+    assert_eq!(
+        annotation(d.message(), "x-opt-second"),
+        Some(&Value::String("two".into()))
+    );
+    within(receiver.accept(&d)).await.unwrap();
+    within(receiver.close()).await.unwrap();
+    let _ = within(session.end()).await;
+    let _ = within(conn.close()).await;
+}

@@ -24,6 +24,24 @@ pub struct RawReceiver {
 impl RawReceiver {
     /// Log in, open, begin, and attach a receiving link to `source`.
     pub async fn attach(port: u16, source: &str) -> RawReceiver {
+        RawReceiver::attach_with(
+            port,
+            Attach {
+                name: "r".into(),
+                handle: 0,
+                role: Role::Receiver,
+                snd_settle_mode: Some(0),
+                rcv_settle_mode: Some(0),
+                source: Some(messaging::source(source)),
+                target: Some(messaging::target("raw")),
+                ..Default::default()
+            },
+        )
+        .await
+    }
+
+    /// Log in, open, begin, and attach the link `attach` describes.
+    pub async fn attach_with(port: u16, attach: Attach) -> RawReceiver {
         let s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
         let mut r = RawReceiver {
             s,
@@ -45,16 +63,7 @@ impl RawReceiver {
             outgoing_window: 1_000_000,
             ..Default::default()
         }));
-        r.send(Performative::Attach(Attach {
-            name: "r".into(),
-            handle: 0,
-            role: Role::Receiver,
-            snd_settle_mode: Some(0),
-            rcv_settle_mode: Some(0),
-            source: Some(messaging::source(source)),
-            target: Some(messaging::target("raw")),
-            ..Default::default()
-        }));
+        r.send(Performative::Attach(attach));
         r.flush().await;
         r
     }

@@ -87,7 +87,7 @@ async fn server_properties_parse_strictly() {
     let b = Broker::start().await;
     let (conn, _ch, _rx) = open(&b).await;
     let sp = conn.server_properties();
-    assert_eq!(sp.product(), "Warren");
+    assert_eq!(sp.product(), "RabbitMQ");
     let c = sp.capabilities();
     assert!(c.publisher_confirms() && c.basic_nack() && c.consumer_cancel_notify() && c.connection_blocked());
     assert!(c.exchange_exchange_bindings() && c.per_consumer_qos() && c.consumer_priorities());

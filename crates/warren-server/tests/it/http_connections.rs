@@ -153,7 +153,7 @@ async fn a_stream_connection_shows_its_peer_properties() {
     let _ = within(consumer.handle().close()).await;
 }
 
-fn urlencode(s: &str) -> String {
+pub(crate) fn urlencode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),

@@ -8,6 +8,7 @@ mod amqp10_management;
 mod amqp10_messages;
 mod amqp10_properties;
 mod amqp10_quorum;
+mod amqp10_rabbitmq4;
 mod amqp10_raw;
 mod amqp10_session;
 mod amqprs_client;

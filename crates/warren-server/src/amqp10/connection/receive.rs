@@ -461,6 +461,7 @@ impl Modify {
         queue.memory.sub(old.memory_size());
         queue.memory.add(m.memory_size());
         entry.message = Arc::new(m);
+        entry.annotated = true;
     }
 }
 
