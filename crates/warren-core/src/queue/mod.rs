@@ -278,6 +278,9 @@ pub struct Queue {
     /// This queue's message counters (`message_stats`).
     pub counters: MessageCounters,
     global: Arc<MessageCounters>,
+    /// Declared durable though exclusive: kept as transient (it dies
+    /// with its connection), reported as declared, as RabbitMQ does.
+    asked_durable: std::sync::atomic::AtomicBool,
 }
 
 /// What sits behind a queue's lock: its type's state and its settings,
@@ -452,6 +455,7 @@ impl Queue {
             state: Locked::new(state, config, policy),
             counters: MessageCounters::default(),
             global: env.messages.clone(),
+            asked_durable: std::sync::atomic::AtomicBool::new(false),
         });
         if recovered {
             // Bring the head of the backlog into memory, so TTLs run on it.
@@ -511,6 +515,7 @@ impl Queue {
             state: Locked::new(state, config, policy),
             counters: MessageCounters::default(),
             global: env.messages.clone(),
+            asked_durable: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -568,6 +573,7 @@ impl Queue {
             state: Locked::new(state, config, policy),
             counters: MessageCounters::default(),
             global: env.messages.clone(),
+            asked_durable: std::sync::atomic::AtomicBool::new(false),
         });
         system.attach(group, Arc::downgrade(&q));
         Ok(q)
@@ -627,6 +633,7 @@ impl Queue {
             state: Locked::new(state, config, policy),
             counters: MessageCounters::default(),
             global: env.messages.clone(),
+            asked_durable: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -820,6 +827,18 @@ impl Queue {
     /// See [`QueueType::set_remote_view`].
     pub fn set_remote_view(&self, view: Option<QuorumView>) {
         self.state.lock().ty.set_remote_view(view)
+    }
+
+    /// Durable as its declaration said (an exclusive queue declared
+    /// durable says so, though it is kept as transient).
+    pub fn declared_durable(&self) -> bool {
+        self.durable || self.asked_durable.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// It was declared durable (and exclusive).
+    pub fn set_declared_durable(&self) {
+        self.asked_durable
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Count a redeclare or basic.get as use (x-expires).

@@ -98,6 +98,7 @@ impl VHost {
         home: Option<ShortStr>,
     ) -> Result<(Arc<Queue>, bool), BrokerError> {
         // An exclusive queue is never durable: it dies with its connection.
+        let asked_durable = d.durable;
         let d = QueueDecl {
             durable: d.durable && !d.exclusive,
             ..d
@@ -163,6 +164,9 @@ impl VHost {
             drop(t);
             self.destroy_queue(&q);
             return Err(e);
+        }
+        if asked_durable {
+            q.set_declared_durable();
         }
         t.queues.insert(d.name.clone(), q.clone());
         let ticket = if Self::kept_queue(&q) {

@@ -325,7 +325,7 @@ fn queue_info(vh: &VHost, node: &str, q: &Queue) -> Value {
             Value::String(q.name.to_str_lossy().into_owned()),
         ),
         (Value::string("vhost"), Value::string(&vh.name)),
-        (Value::string("durable"), Value::Bool(q.durable)),
+        (Value::string("durable"), Value::Bool(q.declared_durable())),
         (Value::string("auto_delete"), Value::Bool(q.auto_delete)),
         (
             Value::string("exclusive"),

@@ -17,7 +17,7 @@ use warren_amqp10::performative::{AmqpError, Transfer};
 use warren_core::message::Message;
 use warren_core::queue::{PublishOutcome, Queue, Ticket};
 use warren_core::stats::Stat;
-use warren_core::{Access, Grant, Resource, VHost};
+use warren_core::{Access, BrokerError, Grant, Resource, VHost};
 
 use super::address::{self, Target};
 use super::convert;
@@ -179,6 +179,7 @@ pub fn publish(
     message: &[u8],
 ) -> Result<Published, AmqpError> {
     let c = convert::from_amqp10(message).map_err(|e| AmqpError::new("amqp:decode-error", e.to_string()))?;
+    let fixed = !matches!(target, Target::PerMessage);
     let target = match target {
         Target::PerMessage => {
             let to = c.to.as_deref();
@@ -219,10 +220,11 @@ pub fn publish(
     let msg = Arc::new(msg);
     let mut queues: Vec<Arc<Queue>> = Vec::new();
     let headers = c.properties.headers.as_ref();
-    if vh
-        .route(exchange.as_bytes(), &[key.as_bytes()], headers, &mut queues)
-        .is_err()
-    {
+    if let Err(e) = vh.route(exchange.as_bytes(), &[key.as_bytes()], headers, &mut queues) {
+        if fixed {
+            // The link's exchange was deleted: RabbitMQ 4 closes the link.
+            return Err(AmqpError::new("amqp:not-found", e.to_string()));
+        }
         return Ok(Published {
             delivery_id,
             outcome: (!settled).then_some(Outcome::Released),
@@ -231,6 +233,17 @@ pub fn publish(
         });
     }
     if queues.is_empty() {
+        if let (true, Target::Queue(q)) = (fixed, &target) {
+            if let Err(BrokerError::NotFound(_)) = vh.queue(q.as_bytes(), 0) {
+                // The link's queue was deleted: RabbitMQ 4 closes the
+                // link (amqp:resource-deleted), so its publisher hears of
+                // it instead of getting released for ever.
+                return Err(AmqpError::new(
+                    "amqp:resource-deleted",
+                    format!("queue '{q}' was deleted"),
+                ));
+            }
+        }
         ctx.broker.messages.add(Stat::Unroutable, 1);
         // RabbitMQ 4 releases a message that no queue took.
         return Ok(Published {

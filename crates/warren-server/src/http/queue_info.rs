@@ -91,7 +91,7 @@ fn info<'a>(q: &'a Queue, here: &Here<'a>) -> QueueInfo<'a> {
     QueueInfo {
         name: q.name.to_str_lossy(),
         vhost: &q.vhost,
-        durable: q.durable,
+        durable: q.declared_durable(),
         auto_delete: q.auto_delete,
         exclusive: q.exclusive_owner.is_some(),
         arguments: table_to_json(&q.arguments),

@@ -244,3 +244,36 @@ async fn an_exclusive_queue_declared_through_the_node_goes_with_its_connection()
     })
     .await;
 }
+
+/// An exclusive, auto-delete queue declared durable (as RabbitMQ's AMQP
+/// 1.0 clients declare every queue) is reported as declared, by the
+/// declare's answer, a GET and the HTTP API, as RabbitMQ 4 reports it;
+/// it still goes with its connection.
+#[tokio::test]
+async fn an_exclusive_auto_delete_queue_is_reported_as_declared() {
+    let b = Broker::start().await;
+    let (mut conn, mut session, mut node) = Node::open(&b).await;
+    let decl = map(&[
+        ("durable", Value::Bool(true)),
+        ("exclusive", Value::Bool(true)),
+        ("auto_delete", Value::Bool(true)),
+    ]);
+    let (status, put) = node.request("PUT", "/queues/excl-ad", decl).await;
+    assert_eq!(status, "201");
+    for (k, v) in [("durable", true), ("exclusive", true), ("auto_delete", true)] {
+        assert_eq!(field(&put, k), Some(&Value::Bool(v)), "{k} in {put:?}");
+    }
+    assert_eq!(field(&put, "type"), Some(&Value::String("classic".into())));
+    let (status, got) = node.request("GET", "/queues/excl-ad", Value::Null).await;
+    assert_eq!(status, "200");
+    assert_eq!(got, put, "GET answers as the declare did");
+    let (_, q) = b
+        .http(reqwest::Method::GET, "/api/queues/%2F/excl-ad", None)
+        .await;
+    assert_eq!(
+        (q["durable"].as_bool(), q["exclusive"].as_bool()),
+        (Some(true), Some(true))
+    );
+    let _ = within(session.end()).await;
+    let _ = within(conn.close()).await;
+}

@@ -135,3 +135,59 @@ async fn a_connection_closed_through_the_api_hears_connection_forced() {
         Some("Connection forced: \"Closed via management plugin\"")
     );
 }
+
+/// A link whose target queue is deleted is closed with
+/// amqp:resource-deleted when it next publishes (RabbitMQ 4 closes it),
+/// instead of its messages being released for ever; one whose exchange
+/// is deleted, with amqp:not-found.
+#[tokio::test]
+async fn publishing_to_a_deleted_queue_or_exchange_closes_the_link() {
+    use fe2o3_amqp::link::SendError;
+    use fe2o3_amqp::types::messaging::Data;
+    let b = Broker::start().await;
+    let (_c, ch) = b.channel().await;
+    declare(&ch, "doomed", lapin::types::FieldTable::default()).await;
+    within(ch.exchange_declare(
+        "doomed-x".into(),
+        lapin::ExchangeKind::Fanout,
+        Default::default(),
+        Default::default(),
+    ))
+    .await
+    .unwrap();
+    let url = format!("amqp://guest:guest@127.0.0.1:{}", b.port);
+    let mut conn = within(fe2o3_amqp::Connection::open("del", url.as_str()))
+        .await
+        .unwrap();
+    let mut session = within(fe2o3_amqp::Session::begin(&mut conn)).await.unwrap();
+    let mut to_queue = within(fe2o3_amqp::Sender::attach(&mut session, "q", "/queues/doomed"))
+        .await
+        .unwrap();
+    let mut to_exchange = within(fe2o3_amqp::Sender::attach(
+        &mut session,
+        "x",
+        "/exchanges/doomed-x",
+    ))
+    .await
+    .unwrap();
+    let outcome = within(to_queue.send(Data::from(b"one".to_vec()))).await.unwrap();
+    assert!(outcome.is_accepted());
+    within(ch.queue_delete("doomed".into(), Default::default()))
+        .await
+        .unwrap();
+    within(ch.exchange_delete("doomed-x".into(), Default::default()))
+        .await
+        .unwrap();
+    let condition = |r: Result<fe2o3_amqp::types::messaging::Outcome, SendError>| match r {
+        Err(SendError::LinkStateError(e)) => format!("{e:?}"),
+        Err(e) => format!("{e:?}"),
+        Ok(o) => panic!("the link stays open: {o:?}"),
+    };
+    let e = condition(within(to_queue.send(Data::from(b"two".to_vec()))).await);
+    assert!(
+        e.contains("resource-deleted") || e.contains("ResourceDeleted"),
+        "{e}"
+    );
+    let e = condition(within(to_exchange.send(Data::from(b"two".to_vec()))).await);
+    assert!(e.contains("not-found") || e.contains("NotFound"), "{e}");
+}
