@@ -63,6 +63,10 @@ pub struct StreamLog {
     log: Mutex<Log>,
     view: Arc<View>,
     waiters: Mutex<Vec<Weak<dyn StreamWaiter>>>,
+    /// Connections with publishers or subscriptions on the stream, told
+    /// (until they go) when it is deleted or changes epoch, so they tell
+    /// their clients (MetadataUpdate) even if idle.
+    watchers: Mutex<Vec<Weak<dyn StreamWaiter>>>,
     /// The stream was deleted: publishers and readers let go.
     deleted: AtomicBool,
     /// Written since the last background sync.
@@ -120,6 +124,7 @@ impl StreamLog {
             log: Mutex::new(log),
             view,
             waiters: Mutex::new(Vec::new()),
+            watchers: Mutex::new(Vec::new()),
             deleted: AtomicBool::new(false),
             dirty: AtomicBool::new(false),
             cache_keep,
@@ -202,6 +207,24 @@ impl StreamLog {
         let mut ws = self.waiters.lock();
         if !ws.iter().any(|x| x.upgrade().is_some_and(|x| Arc::ptr_eq(&x, w))) {
             ws.push(Arc::downgrade(w));
+        }
+    }
+
+    /// Be told whenever the stream is deleted or changes epoch, for as
+    /// long as `w` lives (once per waiter; gone ones are dropped here).
+    pub fn watch(&self, w: &Arc<dyn StreamWaiter>) {
+        let mut ws = self.watchers.lock();
+        ws.retain(|x| x.strong_count() > 0);
+        if !ws.iter().any(|x| x.upgrade().is_some_and(|x| Arc::ptr_eq(&x, w))) {
+            ws.push(Arc::downgrade(w));
+        }
+    }
+
+    /// Tell the watchers (deleted, or a new epoch).
+    pub(crate) fn tell_watchers(&self) {
+        let ws: Vec<_> = self.watchers.lock().iter().filter_map(Weak::upgrade).collect();
+        for w in ws {
+            w.grown();
         }
     }
 
@@ -295,6 +318,7 @@ impl StreamLog {
     fn remove(&self) {
         self.deleted.store(true, Ordering::Release);
         self.wake();
+        self.tell_watchers();
         let dir = self.log.lock().dir().to_path_buf();
         if let Err(e) = std::fs::remove_dir_all(&dir) {
             tracing::warn!("cannot remove stream directory {}: {e}", dir.display());

@@ -102,8 +102,10 @@ impl StreamLog {
         for f in waiting.into_values().flatten() {
             f(matches!(role, StreamRole::Alone));
         }
-        // Subscriptions waiting at the end notice the new epoch.
+        // Subscriptions waiting at the end notice the new epoch, and so do
+        // connections with publishers (told to look for the leader).
         self.wake_readers();
+        self.tell_watchers();
     }
 
     /// Run `f` once chunk `chunk_id` is on a majority (at once when the

@@ -1,9 +1,11 @@
 //! Publishers: DeclarePublisher / DeletePublisher / QueryPublisherSequence,
 //! and Publish frames. The entries of Publish frames are gathered per
-//! publisher and written as one chunk (one write, one confirm frame) once
-//! the publisher has no chunk at the writer: while the writer copies one
-//! chunk, the next gathers everything that arrives meanwhile, so chunks
-//! grow with the load (as osiris's do) and stay small when it is light.
+//! publisher and written once the publisher has no chunk at the writer:
+//! while the writer copies one, the next gathers everything that arrives
+//! meanwhile. What gathered is cut into chunks as osiris's writer batches
+//! (see [`Publisher::cut`]): small when the load is light (a consumer's
+//! credit, counted in chunks, then means a few messages), growing to
+//! thousands of entries under load.
 //! A connection stops reading while [`MAX_PENDING_BYTES`] wait. A named
 //! publisher is deduplicated: an entry whose publishing id is not above
 //! the last one stored for that name (in the log, so across reconnects and
@@ -30,6 +32,12 @@ pub const MAX_UNCOMMITTED: usize = 256;
 
 /// How many publishers a connection may declare (RabbitMQ: 256, ids 0-255).
 pub const MAX_PUBLISHERS: usize = 256;
+
+/// Entries in a chunk: at least this many may go in one (osiris's
+/// writer starts its batches at 32)...
+const MIN_CHUNK: usize = 32;
+/// ...and at most this many (its largest batch).
+const MAX_CHUNK: usize = 8192;
 
 /// Bytes of Publish frames a connection holds before it stops reading
 /// (they wait for their publisher's chunk at the writer to complete).
@@ -63,9 +71,38 @@ pub struct Publisher {
     in_flight: usize,
     /// The last publishing id stored (named publishers), cached.
     last_stored: Option<u64>,
+    /// Entries the next chunk may take (see [`Publisher::cut`]).
+    chunk: usize,
     /// The stream's epoch when it was declared (see
     /// `Conn::drop_deleted_streams`).
     pub epoch: u64,
+}
+
+impl Publisher {
+    /// Cut what gathered into chunks as osiris's writer cuts its batches:
+    /// a chunk takes at most `chunk` entries; one filled with more still
+    /// to come doubles it (up to [`MAX_CHUNK`]), and what fits in one
+    /// chunk with room to spare halves it (down to [`MIN_CHUNK`]). So
+    /// 1,000 entries in one frame on a quiet stream make chunks of 32,
+    /// 64, 128, 256, 512 and 8 entries (RabbitMQ's are alike), while a
+    /// steady flood soon writes thousands per chunk.
+    fn cut(&mut self, mut pending: Vec<Published>) -> Vec<Vec<Published>> {
+        if pending.len() < self.chunk {
+            self.chunk = (self.chunk / 2).max(MIN_CHUNK);
+            return vec![pending];
+        }
+        let mut chunks = Vec::new();
+        while !pending.is_empty() {
+            let n = self.chunk.min(pending.len());
+            let rest = pending.split_off(n);
+            chunks.push(pending);
+            pending = rest;
+            if n == self.chunk && !pending.is_empty() {
+                self.chunk = (self.chunk * 2).min(MAX_CHUNK);
+            }
+        }
+        chunks
+    }
 }
 
 impl Conn {
@@ -146,6 +183,9 @@ impl Conn {
         }
         let last_stored = reference.as_deref().and_then(|r| log.sequence(r));
         let epoch = log.role().epoch();
+        // Told when the stream goes (or changes leader), even if idle.
+        let watcher: Arc<dyn warren_core::queue::StreamWaiter> = self.wake.clone();
+        log.watch(&watcher);
         self.publishers.insert(
             publisher_id,
             Publisher {
@@ -155,6 +195,7 @@ impl Conn {
                 reference,
                 pending: Vec::new(),
                 pending_bytes: 0,
+                chunk: MIN_CHUNK,
                 in_flight: 0,
                 last_stored,
                 epoch,
@@ -227,9 +268,9 @@ impl Conn {
         }
     }
 
-    /// Write each publisher's pending entries as one chunk and confirm
-    /// them (duplicates included), or report why not: publishers with no
-    /// chunk at the writer, or all with `now` (the writer keeps order).
+    /// Write each publisher's pending entries as chunks and confirm them
+    /// (duplicates included), or report why not: publishers with no chunk
+    /// at the writer, or all with `now` (the writer keeps order).
     pub(super) fn flush_publishers(&mut self, now: bool) {
         let ids: Vec<u8> = self
             .publishers
@@ -243,144 +284,156 @@ impl Conn {
             };
             let pending = std::mem::take(&mut p.pending);
             self.pending_bytes -= std::mem::take(&mut p.pending_bytes);
-            if let StreamRole::Replica { .. } = p.log.role() {
-                // This node's member is a replica: the leader writes
-                // (and deduplicates), and answers once committed.
-                let confirmed: Vec<u64> = pending.iter().map(|e| e.publishing_id).collect();
-                let wake = self.wake.clone();
-                p.in_flight += 1;
-                self.outstanding += 1;
-                let done: crate::stream_replicas::forward::WriteDone = Box::new(move |c| {
+            for chunk in p.cut(pending) {
+                self.write_chunk(id, chunk);
+            }
+        }
+    }
+
+    /// One chunk of publisher `id`'s entries: to the writer (or, on a
+    /// replica's node, to the leader), confirmed when written (committed,
+    /// replicated).
+    fn write_chunk(&mut self, id: u8, pending: Vec<Published>) {
+        let Some(p) = self.publishers.get_mut(&id) else {
+            return;
+        };
+        if let StreamRole::Replica { .. } = p.log.role() {
+            // This node's member is a replica: the leader writes
+            // (and deduplicates), and answers once committed.
+            let confirmed: Vec<u64> = pending.iter().map(|e| e.publishing_id).collect();
+            let wake = self.wake.clone();
+            p.in_flight += 1;
+            self.outstanding += 1;
+            let done: crate::stream_replicas::forward::WriteDone = Box::new(move |c| {
+                wake.complete(Completion {
+                    publisher_id: id,
+                    ids: confirmed,
+                    error: (c != code::OK).then_some(c),
+                    stage: Stage::Whole,
+                })
+            });
+            match &self.ctx.stream_replicas {
+                Some(s) => s.forward(&p.log, p.reference.as_deref(), &pending, done),
+                None => done(code::STREAM_NOT_AVAILABLE),
+            }
+            return;
+        }
+        let mut confirmed = Vec::with_capacity(pending.len());
+        let mut messages = Vec::with_capacity(pending.len());
+        // Another connection may have published under the same name.
+        let mut last = match (&p.reference, p.last_stored) {
+            (Some(r), cached) => cached.max(p.log.sequence(r)),
+            (None, _) => None,
+        };
+        for e in pending {
+            confirmed.push(e.publishing_id);
+            if p.reference.is_some() && last.is_some_and(|l| e.publishing_id <= l) {
+                continue; // a duplicate: confirmed, not stored again
+            }
+            if p.reference.is_some() {
+                last = Some(e.publishing_id);
+            }
+            messages.push(Message {
+                entry: e.entry,
+                filter: e.filter.filter(|f| !f.is_empty()),
+            });
+        }
+        if messages.is_empty() {
+            // Only duplicates: nothing to write. A leader confirms
+            // them once what its log holds is committed (they may be
+            // in a chunk a majority does not have yet).
+            match p.log.last_chunk() {
+                Some((_, last)) if matches!(p.log.role(), StreamRole::Leader { .. }) => {
+                    let wake = self.wake.clone();
+                    p.in_flight += 1;
+                    self.outstanding += 1;
+                    p.log.on_committed(
+                        last,
+                        Box::new(move |ok| {
+                            wake.complete(Completion {
+                                publisher_id: id,
+                                ids: confirmed,
+                                error: (!ok).then_some(code::STREAM_NOT_AVAILABLE),
+                                stage: Stage::Whole,
+                            })
+                        }),
+                    );
+                }
+                _ => write_confirm(&mut self.wbuf, id, &confirmed),
+            }
+            return;
+        }
+        if p.log.is_deleted() {
+            let errors = confirmed
+                .into_iter()
+                .map(|i| (i, code::STREAM_DOES_NOT_EXIST))
+                .collect();
+            Command::PublishError {
+                publisher_id: id,
+                errors,
+            }
+            .encode(&mut self.wbuf);
+            return;
+        }
+        let delta = Delta {
+            sequences: match (&p.reference, last) {
+                (Some(r), Some(l)) => vec![(r.clone(), l)],
+                _ => Vec::new(),
+            },
+            offsets: Vec::new(),
+        };
+        // The next batch deduplicates against what this one will store.
+        p.last_stored = last;
+        let wake = self.wake.clone();
+        let stream = p.stream.clone();
+        let log = p.log.clone();
+        p.in_flight += 1;
+        self.outstanding += 1;
+        self.ctx.stream_writer.submit(Job {
+            log: p.log.clone(),
+            messages,
+            delta,
+            done: Box::new(move |r| match r {
+                // Not replicated: confirmed now. A replicated stream's
+                // leader: the writer's part is done (the next chunk
+                // may go), the confirm waits for a majority.
+                Ok(at) if matches!(log.role(), StreamRole::Leader { .. }) => {
+                    wake.complete(Completion {
+                        publisher_id: id,
+                        ids: Vec::new(),
+                        error: None,
+                        stage: Stage::Written,
+                    });
+                    let w = wake.clone();
+                    log.on_committed(
+                        at.chunk_id,
+                        Box::new(move |ok| {
+                            w.complete(Completion {
+                                publisher_id: id,
+                                ids: confirmed,
+                                error: (!ok).then_some(code::STREAM_NOT_AVAILABLE),
+                                stage: Stage::Committed,
+                            })
+                        }),
+                    );
+                }
+                Ok(_) => wake.complete(Completion {
+                    publisher_id: id,
+                    ids: confirmed,
+                    error: None,
+                    stage: Stage::Whole,
+                }),
+                Err(e) => {
+                    tracing::error!(stream, "cannot append to the stream log: {e}");
                     wake.complete(Completion {
                         publisher_id: id,
                         ids: confirmed,
-                        error: (c != code::OK).then_some(c),
+                        error: Some(code::INTERNAL_ERROR),
                         stage: Stage::Whole,
-                    })
-                });
-                match &self.ctx.stream_replicas {
-                    Some(s) => s.forward(&p.log, p.reference.as_deref(), &pending, done),
-                    None => done(code::STREAM_NOT_AVAILABLE),
+                    });
                 }
-                continue;
-            }
-            let mut confirmed = Vec::with_capacity(pending.len());
-            let mut messages = Vec::with_capacity(pending.len());
-            // Another connection may have published under the same name.
-            let mut last = match (&p.reference, p.last_stored) {
-                (Some(r), cached) => cached.max(p.log.sequence(r)),
-                (None, _) => None,
-            };
-            for e in pending {
-                confirmed.push(e.publishing_id);
-                if p.reference.is_some() && last.is_some_and(|l| e.publishing_id <= l) {
-                    continue; // a duplicate: confirmed, not stored again
-                }
-                if p.reference.is_some() {
-                    last = Some(e.publishing_id);
-                }
-                messages.push(Message {
-                    entry: e.entry,
-                    filter: e.filter.filter(|f| !f.is_empty()),
-                });
-            }
-            if messages.is_empty() {
-                // Only duplicates: nothing to write. A leader confirms
-                // them once what its log holds is committed (they may be
-                // in a chunk a majority does not have yet).
-                match p.log.last_chunk() {
-                    Some((_, last)) if matches!(p.log.role(), StreamRole::Leader { .. }) => {
-                        let wake = self.wake.clone();
-                        p.in_flight += 1;
-                        self.outstanding += 1;
-                        p.log.on_committed(
-                            last,
-                            Box::new(move |ok| {
-                                wake.complete(Completion {
-                                    publisher_id: id,
-                                    ids: confirmed,
-                                    error: (!ok).then_some(code::STREAM_NOT_AVAILABLE),
-                                    stage: Stage::Whole,
-                                })
-                            }),
-                        );
-                    }
-                    _ => write_confirm(&mut self.wbuf, id, &confirmed),
-                }
-                continue;
-            }
-            if p.log.is_deleted() {
-                let errors = confirmed
-                    .into_iter()
-                    .map(|i| (i, code::STREAM_DOES_NOT_EXIST))
-                    .collect();
-                Command::PublishError {
-                    publisher_id: id,
-                    errors,
-                }
-                .encode(&mut self.wbuf);
-                continue;
-            }
-            let delta = Delta {
-                sequences: match (&p.reference, last) {
-                    (Some(r), Some(l)) => vec![(r.clone(), l)],
-                    _ => Vec::new(),
-                },
-                offsets: Vec::new(),
-            };
-            // The next batch deduplicates against what this one will store.
-            p.last_stored = last;
-            let wake = self.wake.clone();
-            let stream = p.stream.clone();
-            let log = p.log.clone();
-            p.in_flight += 1;
-            self.outstanding += 1;
-            self.ctx.stream_writer.submit(Job {
-                log: p.log.clone(),
-                messages,
-                delta,
-                done: Box::new(move |r| match r {
-                    // Not replicated: confirmed now. A replicated stream's
-                    // leader: the writer's part is done (the next chunk
-                    // may go), the confirm waits for a majority.
-                    Ok(at) if matches!(log.role(), StreamRole::Leader { .. }) => {
-                        wake.complete(Completion {
-                            publisher_id: id,
-                            ids: Vec::new(),
-                            error: None,
-                            stage: Stage::Written,
-                        });
-                        let w = wake.clone();
-                        log.on_committed(
-                            at.chunk_id,
-                            Box::new(move |ok| {
-                                w.complete(Completion {
-                                    publisher_id: id,
-                                    ids: confirmed,
-                                    error: (!ok).then_some(code::STREAM_NOT_AVAILABLE),
-                                    stage: Stage::Committed,
-                                })
-                            }),
-                        );
-                    }
-                    Ok(_) => wake.complete(Completion {
-                        publisher_id: id,
-                        ids: confirmed,
-                        error: None,
-                        stage: Stage::Whole,
-                    }),
-                    Err(e) => {
-                        tracing::error!(stream, "cannot append to the stream log: {e}");
-                        wake.complete(Completion {
-                            publisher_id: id,
-                            ids: confirmed,
-                            error: Some(code::INTERNAL_ERROR),
-                            stage: Stage::Whole,
-                        });
-                    }
-                }),
-            });
-        }
+            }),
+        });
     }
 
     /// Write the confirms (or errors) of chunks the writer finished.

@@ -130,6 +130,8 @@ impl Conn {
             .iter()
             .find(|(k, _)| k == "super-stream")
             .and_then(|(_, s)| self.partition_index(s, stream));
+        let watcher: Arc<dyn StreamWaiter> = self.wake.clone();
+        log.watch(&watcher);
         self.subscriptions.insert(
             subscription_id,
             Subscription {

@@ -54,5 +54,6 @@ mod restart;
 mod stream;
 mod stream_faults;
 mod stream_filter;
+mod stream_rabbitmq4;
 mod tls;
 mod topic_permissions;
