@@ -8,11 +8,13 @@
 
 pub mod composite;
 pub mod error;
+pub mod filtex;
 pub mod frame;
 pub mod messaging;
 pub mod performative;
 pub mod sasl;
 pub mod serial;
+pub mod sql_filter;
 pub mod value;
 
 pub use error::CodecError;

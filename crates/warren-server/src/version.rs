@@ -7,7 +7,7 @@
 //! `platform`.
 
 /// The RabbitMQ version announced.
-pub const RABBITMQ_VERSION: &str = "4.1.0";
+pub const RABBITMQ_VERSION: &str = "4.2.0";
 
 /// What `platform` says: Warren and its version.
 pub const PLATFORM: &str = concat!("Warren ", env!("CARGO_PKG_VERSION"));

@@ -146,6 +146,15 @@ pub struct ConsumerSpec {
     /// filters in the same terms): streams read x-stream-offset,
     /// x-stream-filter and x-stream-match-unfiltered.
     pub arguments: warren_amqp091::FieldTable,
+    /// Which stored records a stream consumer gets (AMQP 1.0 filter
+    /// expressions, judged on each message after the chunk's bloom
+    /// filter); None: all.
+    pub record_filter: Option<Arc<dyn RecordFilter>>,
+}
+
+/// A stream consumer's judge of each record (a stored message's bytes).
+pub trait RecordFilter: Send + Sync + std::fmt::Debug {
+    fn matches(&self, record: &[u8]) -> bool;
 }
 
 impl ConsumerSpec {

@@ -46,7 +46,7 @@ pub use args::{
 };
 pub use classic::ClassicQueue;
 pub use consumer::{
-    ChannelLimit, ConsumerInfo, ConsumerSpec, Delivery, DeliverySink, FlowWaiter, LinkCredit,
+    ChannelLimit, ConsumerInfo, ConsumerSpec, Delivery, DeliverySink, FlowWaiter, LinkCredit, RecordFilter,
 };
 pub use dead_letter::{DeadLetter, Reason};
 pub use paging::{WINDOW_BYTES, WINDOW_MAX};

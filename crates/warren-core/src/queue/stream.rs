@@ -652,6 +652,13 @@ impl QueueType for StreamQueue {
                 let Some((offset, bytes)) = self.next_message(i) else {
                     break;
                 };
+                // AMQP 1.0 filter expressions: after the bloom filter's
+                // chunks, each message (RabbitMQ's second stage).
+                if let Some(f) = &self.consumers[i].c.spec.record_filter {
+                    if !f.matches(&bytes) {
+                        continue;
+                    }
+                }
                 let Some(message) = (codec.decode)(&bytes).map(|m| with_offset(m, offset)) else {
                     continue;
                 };

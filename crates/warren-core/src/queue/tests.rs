@@ -82,6 +82,7 @@ fn consumer(id: u64, sink: &Arc<Sink>, prefetch: u32) -> ConsumerSpec {
         channel_limit: None,
         link_credit: None,
         arguments: Default::default(),
+        record_filter: None,
     }
 }
 

@@ -143,6 +143,7 @@ pub fn basic_consume(conn: &mut Conn, ch: &mut Channel, m: BasicConsume) -> Resu
         channel_limit: (!m.no_ack).then(|| ch.limit.clone()),
         link_credit: None,
         arguments: m.arguments.clone(),
+        record_filter: None,
     };
     if q.home.is_some() {
         return consume_remote(conn, ch, q, spec, m.no_wait);

@@ -35,6 +35,7 @@ use crate::ServerCtx;
 
 mod management;
 mod receive;
+mod reply;
 
 /// The close a connection ended by an operator (the API's reason) or by
 /// the node's shutdown gets: RabbitMQ 4's words, which clients match on
@@ -120,6 +121,8 @@ struct Session {
     unsettled: BTreeMap<u32, Unsettled>,
     /// Response links of the management node, by handle.
     responders: HashMap<u32, management::Responder>,
+    /// Direct reply-to links (dynamic sources), by handle.
+    reply_links: HashMap<u32, reply::ReplyLink>,
     /// The highest handle we said we take (§2.7.1 handle-max).
     handle_max: u32,
     /// Handles we detached, waiting for the peer's detach: frames on them
@@ -137,6 +140,7 @@ impl Session {
         self.publishers.contains_key(&handle)
             || self.receivers.contains_key(&handle)
             || self.responders.contains_key(&handle)
+            || self.reply_links.contains_key(&handle)
             || self.detached.contains(&handle)
     }
 }
@@ -642,6 +646,7 @@ impl Conn {
                 held: VecDeque::new(),
                 unsettled: BTreeMap::new(),
                 responders: HashMap::new(),
+                reply_links: HashMap::new(),
                 handle_max,
                 detached: HashSet::new(),
                 just_closed: None,
@@ -670,6 +675,14 @@ impl Conn {
         };
         for h in handles {
             self.stop_receiver(channel, h);
+        }
+        let replies: Vec<u32> = self
+            .sessions
+            .get(&channel)
+            .map(|s| s.reply_links.keys().copied().collect())
+            .unwrap_or_default();
+        for h in replies {
+            self.stop_reply_link(channel, h);
         }
         self.sessions.remove(&channel);
         self.entry.close_session();
@@ -723,6 +736,7 @@ impl Conn {
             Role::Receiver if management::is_node(node.as_deref()) => {
                 self.attach_management_responses(channel, a)
             }
+            Role::Receiver if reply::is_dynamic(a.source.as_ref()) => self.attach_reply_receiver(channel, a),
             Role::Receiver => self.attach_receiver(channel, a),
         }
         Ok(())
@@ -766,6 +780,12 @@ impl Conn {
         };
         s.publishers.remove(&handle);
         s.responders.remove(&handle);
+        if s.reply_links.contains_key(&handle) {
+            self.stop_reply_link(channel, handle);
+        }
+        let Some(s) = self.sessions.get_mut(&channel) else {
+            return;
+        };
         let receiver = s.receivers.contains_key(&handle);
         if receiver {
             self.stop_receiver(channel, handle);
@@ -816,7 +836,7 @@ impl Conn {
         };
         let address = a.target.as_ref().and_then(messaging::address);
         let out = self.sessions.get(&channel).map_or(channel, |s| s.outgoing);
-        match publish::attach_target(&vh, grant, address.as_deref(), self.id) {
+        match publish::attach_target(&self.ctx, &vh, grant, address.as_deref(), self.id) {
             Ok(target) => {
                 let handle = a.handle;
                 let mut p = Publisher::new(target, a.initial_delivery_count.unwrap_or(0));

@@ -7,3 +7,4 @@ pub mod connection;
 pub mod convert;
 pub mod management;
 pub mod publish;
+pub mod source_filter;

@@ -21,6 +21,7 @@ use warren_core::{Access, BrokerError, Grant, Resource, VHost};
 
 use super::address::{self, Target};
 use super::convert;
+use crate::reply_to;
 use crate::ServerCtx;
 
 /// Credit a publishing link holds; topped up below half.
@@ -131,6 +132,7 @@ impl Publisher {
 /// Resolve a target address at attach, checking that it exists and that
 /// the user may write to it.
 pub fn attach_target(
+    ctx: &ServerCtx,
     vh: &VHost,
     grant: &Grant,
     address: Option<&str>,
@@ -138,7 +140,7 @@ pub fn attach_target(
 ) -> Result<Target, AmqpError> {
     let target = address::target(address).map_err(|e| AmqpError::new("amqp:invalid-field", e.to_string()))?;
     may_write(grant, &target)?;
-    check(vh, &target, connection)?;
+    check(ctx, vh, &target, connection)?;
     Ok(target)
 }
 
@@ -155,8 +157,20 @@ fn may_write(grant: &Grant, target: &Target) -> Result<(), AmqpError> {
         .map_err(|e| AmqpError::new("amqp:unauthorized-access", e.to_string()))
 }
 
-fn check(vh: &VHost, target: &Target, connection: u64) -> Result<(), AmqpError> {
+fn check(ctx: &ServerCtx, vh: &VHost, target: &Target, connection: u64) -> Result<(), AmqpError> {
     match target {
+        // A requester's direct reply-to name (RabbitMQ 4.2): there while
+        // its link is.
+        Target::Queue(q) if q.starts_with(reply_to::PREFIX) => {
+            if reply_to::alive_anywhere(ctx, q.as_bytes()) {
+                Ok(())
+            } else {
+                Err(AmqpError::new(
+                    "amqp:not-found",
+                    format!("no queue '{q}' in vhost '{}'", vh.name),
+                ))
+            }
+        }
         Target::Queue(q) => vh
             .queue(q.as_bytes(), connection)
             .map(|_| ())
@@ -165,6 +179,27 @@ fn check(vh: &VHost, target: &Target, connection: u64) -> Result<(), AmqpError> 
             .check_exchange(exchange.as_bytes())
             .map_err(|e| AmqpError::new("amqp:not-found", e.to_string())),
         Target::PerMessage => Ok(()),
+    }
+}
+
+/// A reply to a requester's direct reply-to name: straight to its link
+/// (here or on its node), accepted at once (RabbitMQ's volatile queue
+/// confirms on receipt); released when the requester is gone.
+fn reply(ctx: &ServerCtx, name: &str, c: convert::Converted, delivery_id: u32, settled: bool) -> Published {
+    let raw = c.properties.to_bytes();
+    let delivered = Message::from_publish("".into(), name.into(), raw, c.body)
+        .map(|(m, _)| reply_to::deliver_anywhere(ctx, name.as_bytes(), Arc::new(m)))
+        .unwrap_or(false);
+    let outcome = if delivered {
+        Outcome::Accepted
+    } else {
+        Outcome::Released
+    };
+    Published {
+        delivery_id,
+        outcome: (!settled).then_some(outcome),
+        tickets: Vec::new(),
+        flow: Vec::new(),
     }
 }
 
@@ -202,6 +237,11 @@ pub fn publish(
         }
         t => t.clone(),
     };
+    if let Target::Queue(q) = &target {
+        if q.starts_with(reply_to::PREFIX) {
+            return Ok(reply(ctx, q, c, delivery_id, settled));
+        }
+    }
     let (exchange, key) = match &target {
         Target::Queue(q) => (String::new(), q.clone()),
         Target::Exchange {

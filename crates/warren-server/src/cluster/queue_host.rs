@@ -445,6 +445,7 @@ impl QueueHost {
                         channel_limit: None,
                         link_credit: None,
                         arguments,
+                        record_filter: None,
                     };
                     let effects = q.consume(spec)?;
                     p.proxies.lock().insert(

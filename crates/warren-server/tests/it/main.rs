@@ -10,6 +10,7 @@ mod amqp10_properties;
 mod amqp10_quorum;
 mod amqp10_rabbitmq4;
 mod amqp10_raw;
+mod amqp10_reply_to;
 mod amqp10_session;
 mod amqprs_client;
 mod binary;

@@ -287,3 +287,202 @@ async fn filters_go_by_descriptor_and_only_known_ones_are_echoed() {
     let _ = within(session.end()).await;
     let _ = within(conn.close()).await;
 }
+
+/// A described map, as filter expressions are sent.
+fn filter_map(name: &str, pairs: Vec<(Value, Value)>) -> Option<Described<Value>> {
+    let mut m = fe2o3_amqp::types::primitives::OrderedMap::new();
+    for (k, v) in pairs {
+        m.insert(k, v);
+    }
+    filter(name, Value::Map(m))
+}
+
+/// RabbitMQ 4.1's filter expressions on a stream (issue 32, item 9): a
+/// properties filter and an application-properties filter, alone or
+/// together, with the `&p:` prefix and `&s:` suffix forms and numbers
+/// compared across types, and 4.2's SQL filters; each is echoed by the
+/// attach, and each receiver gets exactly the messages that match.
+#[tokio::test]
+async fn properties_and_application_properties_filters_pick_messages() {
+    use fe2o3_amqp::types::messaging::{ApplicationProperties, Properties};
+    let b = Broker::start().await;
+    let env = b.stream_env().await;
+    within(env.stream_creator().create("orders")).await.unwrap();
+    let url = format!("amqp://guest:guest@127.0.0.1:{}", b.port);
+    let mut conn = within(Connection::open("filtex", url.as_str())).await.unwrap();
+    let mut session = within(Session::begin(&mut conn)).await.unwrap();
+    let mut sender = within(Sender::attach(&mut session, "s", "/queues/orders"))
+        .await
+        .unwrap();
+    for (subject, region) in [
+        (Some("order.created"), "eu"),
+        (Some("order.deleted"), "us"),
+        (None, "eu"),
+    ] {
+        for i in 0..10i64 {
+            let mut p = Properties::builder();
+            if let Some(s) = subject {
+                p = p.subject(s);
+            }
+            let m = AmqpMessage::builder()
+                .properties(p.build())
+                .application_properties(
+                    ApplicationProperties::builder()
+                        .insert("region", region)
+                        .insert("n", i)
+                        .build(),
+                )
+                .data(format!("{}-{region}-{i}", subject.unwrap_or("none")).into_bytes())
+                .build();
+            assert!(within(sender.send(m)).await.unwrap().is_accepted());
+        }
+    }
+    let consume = |name: &'static str, filters: Vec<(&'static str, Option<Described<Value>>)>| {
+        let mut s = Source::builder().address("/queues/orders").add_to_filter(
+            "offset",
+            filter("rabbitmq:stream-offset-spec", Value::String("first".into())),
+        );
+        for (label, f) in filters {
+            s = s.add_to_filter(label, f);
+        }
+        (name, s.build())
+    };
+    let prefix = filter_map(
+        "amqp:properties-filter",
+        vec![(Value::Symbol("subject".into()), Value::String("&p:order.".into()))],
+    );
+    let created = filter_map(
+        "amqp:properties-filter",
+        vec![(
+            Value::Symbol("subject".into()),
+            Value::String("&s:.created".into()),
+        )],
+    );
+    let eu = filter_map(
+        "amqp:application-properties-filter",
+        vec![(Value::String("region".into()), Value::String("eu".into()))],
+    );
+    let us = filter_map(
+        "amqp:application-properties-filter",
+        vec![(Value::String("region".into()), Value::String("us".into()))],
+    );
+    let three = filter_map(
+        "amqp:application-properties-filter",
+        vec![(Value::String("n".into()), Value::Double(3.0.into()))],
+    );
+    let cases = [
+        (consume("prefix", vec![("p", prefix)]), 20),
+        (consume("created-eu", vec![("p", created.clone()), ("a", eu)]), 10),
+        (consume("created-us", vec![("p", created), ("a", us)]), 0),
+        (consume("three", vec![("a", three)]), 3),
+        // RabbitMQ 4.2's SQL filter expressions.
+        (
+            consume(
+                "sql",
+                vec![(
+                    "sql-filter",
+                    filter(
+                        "amqp:sql-filter",
+                        Value::String("p.subject LIKE 'order.%' AND region = 'eu'".into()),
+                    ),
+                )],
+            ),
+            10,
+        ),
+        (
+            consume(
+                "sql-numbers",
+                vec![(
+                    "sql-filter",
+                    filter(
+                        "amqp:sql-filter",
+                        Value::String("n >= 8 AND (p.subject IS NULL OR region = 'us')".into()),
+                    ),
+                )],
+            ),
+            4,
+        ),
+    ];
+    for ((name, source), want) in cases {
+        let mut receiver = within(
+            Receiver::builder()
+                .name(name)
+                .source(source)
+                .credit_mode(fe2o3_amqp::link::receiver::CreditMode::Auto(100))
+                .attach(&mut session),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{name}: the filters echoed: {e:?}"));
+        let mut got = Vec::new();
+        while let Ok(Ok(d)) = tokio::time::timeout(
+            std::time::Duration::from_millis(400),
+            receiver.recv::<Body<Value>>(),
+        )
+        .await
+        {
+            got.push(format!("{:?}", d.body()));
+            within(receiver.accept(&d)).await.unwrap();
+        }
+        assert_eq!(got.len(), want, "{name}: {got:?}");
+        let _ = within(receiver.close()).await;
+    }
+    let _ = within(sender.close()).await;
+    let _ = within(session.end()).await;
+    let _ = within(conn.close()).await;
+}
+
+/// A SQL filter that does not parse, or a properties filter of the wrong
+/// type, is left out of the attach's answer (RabbitMQ does not refuse
+/// the attach; the client sees what is in force), and with both a SQL
+/// and a properties filter only the later is kept.
+#[tokio::test]
+async fn filters_not_taken_are_left_out_of_the_answer() {
+    let b = Broker::start().await;
+    let env = b.stream_env().await;
+    within(env.stream_creator().create("echo")).await.unwrap();
+    let url = format!("amqp://guest:guest@127.0.0.1:{}", b.port);
+    let mut conn = within(Connection::open("echo", url.as_str())).await.unwrap();
+    let mut session = within(Session::begin(&mut conn)).await.unwrap();
+    let sql = |e: &str| filter("amqp:sql-filter", Value::String(e.into()));
+    let subject = filter_map(
+        "amqp:properties-filter",
+        vec![(Value::Symbol("subject".into()), Value::String("x".into()))],
+    );
+    let cases = [
+        ("bad-sql", vec![("sql-filter", sql("subject = "))]),
+        ("lower-case", vec![("sql-filter", sql("a = 1 and b = 2"))]),
+        (
+            "wrong-type",
+            vec![(
+                "p",
+                filter_map(
+                    "amqp:properties-filter",
+                    vec![(Value::Symbol("subject".into()), Value::Long(1))],
+                ),
+            )],
+        ),
+        ("both", vec![("sql-filter", sql("a = 1")), ("p", subject)]),
+    ];
+    for (name, filters) in cases {
+        let mut s = Source::builder().address("/queues/echo");
+        for (label, f) in filters {
+            s = s.add_to_filter(label, f);
+        }
+        // fe2o3-amqp refuses a link whose answer lacks a filter it asked
+        // for, naming the filters missing.
+        let refused = within(
+            Receiver::builder()
+                .name(name)
+                .source(s.build())
+                .attach(&mut session),
+        )
+        .await;
+        let text = format!("{:?}", refused.err());
+        assert!(text.contains("DesiredFilterNotSupported"), "{name}: {text}");
+        if name == "both" {
+            assert!(text.contains("sql-filter") && !text.contains("\"p\""), "{text}");
+        }
+    }
+    let _ = within(session.end()).await;
+    let _ = within(conn.close()).await;
+}

@@ -16,7 +16,7 @@ use warren_core::{Access, Resource};
 
 use super::{Conn, Failure, Receiver, Unsettled};
 use crate::amqp091::outbox::OutItem;
-use crate::amqp10::{address, convert};
+use crate::amqp10::{address, convert, source_filter};
 
 impl Conn {
     /// The connection is gone: every receiving link's consumer goes, and
@@ -73,6 +73,7 @@ impl Conn {
             }
         };
         let settled = a.snd_settle_mode == Some(1);
+        let filters = source_filter::read(a.source.as_ref());
         let consumer_id = self.ctx.broker.next_id();
         let credit = Arc::new(LinkCredit::new(0));
         let spec = ConsumerSpec {
@@ -87,9 +88,10 @@ impl Conn {
             sink: self.outbox.clone(),
             channel_limit: None,
             link_credit: Some(credit.clone()),
-            arguments: a.source.as_ref().map(stream_filters).unwrap_or_default(),
+            arguments: filters.arguments,
+            record_filter: filters.expressions,
         };
-        let source = a.source.as_ref().map(with_known_filters);
+        let source = filters.source;
         self.accept_receiving_link(
             out,
             Attach {
@@ -192,6 +194,10 @@ impl Conn {
         };
         if s.responders.contains_key(&h) {
             self.responder_flow(channel, h, &f);
+            return Ok(());
+        }
+        if s.reply_links.contains_key(&h) {
+            self.reply_flow(channel, h, &f);
             return Ok(());
         }
         if let Some(r) = s.receivers.get_mut(&h) {
@@ -301,6 +307,15 @@ impl Conn {
     pub(super) fn drain_outbox(&mut self) {
         let (items, waiting) = self.outbox.drain();
         for item in items {
+            if let OutItem::Reply {
+                channel,
+                consumer_tag,
+                message,
+            } = item
+            {
+                self.send_reply(channel, &consumer_tag.to_str_lossy(), message);
+                continue;
+            }
             if let OutItem::Drained { consumer_id } = item {
                 if let Some(&(channel, handle)) = self.consumers.get(&consumer_id) {
                     self.link_replies.push((channel, handle, true));
@@ -502,112 +517,4 @@ pub(super) fn write_transfer(
         );
     }
     frames as u32
-}
-
-/// The filter names [`stream_filters`] takes.
-const KNOWN_FILTERS: [&str; 3] = [
-    "rabbitmq:stream-offset-spec",
-    "rabbitmq:stream-filter",
-    "rabbitmq:stream-match-unfiltered",
-];
-
-/// A filter's name: its descriptor when it is described (RabbitMQ reads
-/// filters so; the map's key is the client's own label, "ts filter" say),
-/// else its key. None for a code descriptor, which names no filter here.
-fn filter_name<'a>(key: &'a Value, value: &'a Value) -> Option<(&'a str, &'a Value)> {
-    match (key, value) {
-        (_, Value::Described(d, inner)) => match &**d {
-            warren_amqp10::value::Descriptor::Symbol(name) => Some((name, inner)),
-            warren_amqp10::value::Descriptor::Code(_) => None,
-        },
-        (Value::Symbol(k) | Value::String(k), other) => Some((k, other)),
-        _ => None,
-    }
-}
-
-/// The source as the attach answers it: with only the filters this
-/// broker applies (§3.5.3: the filters in the reply are the ones in
-/// force), so a client asking for one it does not know (a properties or
-/// SQL filter) learns that it was not taken.
-fn with_known_filters(source: &Value) -> Value {
-    let Some((code, Value::List(fields))) = source.as_described() else {
-        return source.clone();
-    };
-    let mut fields = fields.clone();
-    if let Some(Value::Map(filters)) = fields.get(7) {
-        let kept: Vec<(Value, Value)> = filters
-            .iter()
-            .filter(|(k, v)| filter_name(k, v).is_some_and(|(n, _)| KNOWN_FILTERS.contains(&n)))
-            .cloned()
-            .collect();
-        fields[7] = if kept.is_empty() {
-            Value::Null
-        } else {
-            Value::Map(kept)
-        };
-    }
-    Value::described(code, Value::List(fields))
-}
-
-/// A source's filters that streams understand (RabbitMQ's AMQP 1.0
-/// filters), as the consumer arguments AMQP 0-9-1 uses for the same:
-/// `rabbitmq:stream-offset-spec` (first, last, next, an offset, a
-/// timestamp, an interval such as "30m") -> x-stream-offset,
-/// `rabbitmq:stream-filter` -> x-stream-filter,
-/// `rabbitmq:stream-match-unfiltered` -> x-stream-match-unfiltered.
-fn stream_filters(source: &Value) -> warren_amqp091::FieldTable {
-    use warren_amqp091::{FieldTable, FieldValue};
-    let mut t = FieldTable::new();
-    let Some((_, Value::List(fields))) = source.as_described() else {
-        return t;
-    };
-    let Some(Value::Map(filters)) = fields.get(7) else {
-        return t;
-    };
-    for (k, v) in filters {
-        let Some((name, v)) = filter_name(k, v) else {
-            continue;
-        };
-        match (name, v) {
-            ("rabbitmq:stream-offset-spec", Value::String(s) | Value::Symbol(s)) => t.insert(
-                "x-stream-offset",
-                FieldValue::LongStr(s.clone().into_bytes().into()),
-            ),
-            ("rabbitmq:stream-offset-spec", Value::Timestamp(ms)) => {
-                t.insert("x-stream-offset", FieldValue::Timestamp((*ms / 1000) as u64))
-            }
-            ("rabbitmq:stream-offset-spec", Value::Ulong(n)) => {
-                t.insert("x-stream-offset", FieldValue::I64(*n as i64))
-            }
-            ("rabbitmq:stream-offset-spec", Value::Long(n)) => {
-                t.insert("x-stream-offset", FieldValue::I64(*n))
-            }
-            ("rabbitmq:stream-offset-spec", Value::Uint(n)) => {
-                t.insert("x-stream-offset", FieldValue::I64(*n as i64))
-            }
-            ("rabbitmq:stream-filter", Value::String(s) | Value::Symbol(s)) => t.insert(
-                "x-stream-filter",
-                FieldValue::LongStr(s.clone().into_bytes().into()),
-            ),
-            ("rabbitmq:stream-filter", Value::List(items) | Value::Array(items)) => t.insert(
-                "x-stream-filter",
-                FieldValue::Array(
-                    items
-                        .iter()
-                        .filter_map(|i| match i {
-                            Value::String(s) | Value::Symbol(s) => {
-                                Some(FieldValue::LongStr(s.clone().into_bytes().into()))
-                            }
-                            _ => None,
-                        })
-                        .collect(),
-                ),
-            ),
-            ("rabbitmq:stream-match-unfiltered", Value::Bool(b)) => {
-                t.insert("x-stream-match-unfiltered", FieldValue::Bool(*b))
-            }
-            _ => {}
-        }
-    }
-    t
 }
