@@ -565,18 +565,57 @@ fn equal(a: &Lit, b: &Lit) -> bool {
     }
 }
 
-/// Does `s` match the LIKE pattern (`%` any run, `_` one character)?
+/// Does `s` match the LIKE pattern (`%` any run, `_` one character,
+/// `escape` before either for itself)? In time proportional to the
+/// product of their lengths, whatever the pattern (no backtracking).
 fn like(s: &[char], p: &[char], escape: Option<char>) -> bool {
-    match p.first() {
-        None => s.is_empty(),
-        Some(c) if Some(*c) == escape => match p.get(1) {
-            Some(lit) => s.first() == Some(lit) && like(&s[1..], &p[2..], escape),
-            None => false,
-        },
-        Some('%') => (0..=s.len()).any(|i| like(&s[i..], &p[1..], escape)),
-        Some('_') => !s.is_empty() && like(&s[1..], &p[1..], escape),
-        Some(c) => s.first() == Some(c) && like(&s[1..], &p[1..], escape),
+    enum Part {
+        Any,
+        One,
+        Is(char),
     }
+    let mut parts = Vec::with_capacity(p.len());
+    let mut i = 0;
+    while i < p.len() {
+        match p[i] {
+            c if Some(c) == escape => match p.get(i + 1) {
+                Some(lit) => {
+                    parts.push(Part::Is(*lit));
+                    i += 1;
+                }
+                None => return false,
+            },
+            '%' => parts.push(Part::Any),
+            '_' => parts.push(Part::One),
+            c => parts.push(Part::Is(c)),
+        }
+        i += 1;
+    }
+    // at[j]: the first j characters of `s` match the parts seen so far.
+    let mut at = vec![false; s.len() + 1];
+    at[0] = true;
+    for part in &parts {
+        let mut next = vec![false; s.len() + 1];
+        match part {
+            Part::Any => {
+                let mut seen = false;
+                for j in 0..=s.len() {
+                    seen |= at[j];
+                    next[j] = seen;
+                }
+            }
+            Part::One => {
+                next[1..].copy_from_slice(&at[..s.len()]);
+            }
+            Part::Is(c) => {
+                for j in 1..=s.len() {
+                    next[j] = at[j - 1] && s[j - 1] == *c;
+                }
+            }
+        }
+        at = next;
+    }
+    at[s.len()]
 }
 
 impl Expr {
@@ -721,6 +760,9 @@ mod tests {
         for (e, want) in [
             ("properties.subject LIKE '%in_the_filter%'", true),
             ("p.subject LIKE 'in\\_the%' ESCAPE '\\'", true),
+            ("p.subject LIKE 'in_the_filter-_'", true),
+            ("p.subject LIKE '%%%filter%%-%'", true),
+            ("p.subject LIKE 'in_the_filter'", false),
             ("p.subject NOT LIKE '%in_the_filter%'", false),
             (
                 "p.subject LIKE '%in_the_filter%' AND properties.to = 'the_id' AND key = 'value'",

@@ -7,8 +7,10 @@
 //!
 //! A queue's settings are its declared `x-` arguments with the policy's
 //! merged in as RabbitMQ 3.10 merges them: for `message-ttl`, `expires`,
-//! `max-length` and `max-length-bytes` the lower of the two applies,
-//! for every other key the argument wins over the policy.
+//! `max-length`, `max-length-bytes`, `delayed-retry-min` and
+//! `delayed-retry-max` the lower of the two applies, for
+//! `delayed-retry-type` the policy wins (RabbitMQ 4.3), for every other
+//! key the argument wins over the policy.
 
 use std::sync::Arc;
 
@@ -93,6 +95,14 @@ const QUEUE_KEYS: &[(&str, Check, &str)] = &[
         "dead letter strategy",
     ),
     ("max-age", Check::MaxAge, "max age"),
+    // RabbitMQ 4.3's delayed retry of quorum queues' returns.
+    (
+        "delayed-retry-type",
+        Check::OneOf(&["all", "failed", "returned", "disabled"]),
+        "delayed retry type",
+    ),
+    ("delayed-retry-min", Check::Positive, "delayed retry minimum"),
+    ("delayed-retry-max", Check::Positive, "delayed retry maximum"),
     (
         "stream-max-segment-size-bytes",
         Check::NonNegative,
@@ -121,7 +131,18 @@ const KEPT_KEYS: &[&str] = &[
 ];
 
 /// Where the lower of the policy's value and the argument applies.
-const MIN_KEYS: &[&str] = &["message-ttl", "expires", "max-length", "max-length-bytes"];
+const MIN_KEYS: &[&str] = &[
+    "message-ttl",
+    "expires",
+    "max-length",
+    "max-length-bytes",
+    "delayed-retry-min",
+    "delayed-retry-max",
+];
+
+/// Where the policy's value wins over the argument (RabbitMQ 4.3's
+/// delayed retry type).
+const POLICY_KEYS: &[&str] = &["delayed-retry-type"];
 
 #[derive(Debug, Clone, Copy)]
 enum Check {
@@ -215,7 +236,8 @@ impl Policy {
             ApplyTo::All | ApplyTo::Queues => true,
             ApplyTo::ClassicQueues => kind == QueueKind::Classic,
             ApplyTo::Streams => kind == QueueKind::Stream,
-            ApplyTo::Exchanges | ApplyTo::QuorumQueues => false,
+            ApplyTo::QuorumQueues => kind == QueueKind::Quorum,
+            ApplyTo::Exchanges => false,
         };
         applies && self.regex.is_match(&String::from_utf8_lossy(name))
     }
@@ -265,6 +287,7 @@ pub fn effective_arguments(arguments: &FieldTable, policy: Option<&Policy>) -> F
                     merged.insert(arg.as_str(), FieldValue::I64(a.min(p)));
                 }
             }
+            Some(_) if POLICY_KEYS.contains(key) => merged.insert(arg.as_str(), pv.clone()),
             Some(_) => {}
         }
     }

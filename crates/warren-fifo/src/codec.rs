@@ -24,6 +24,12 @@
 //!  16 return_as consumer u64, failed u8, id u64, then the message's new
 //!     properties (the rest; a modified outcome's annotations merged in):
 //!     a return of one message, which every member stores anew
+//!  17 return    consumer u64, failed u8, now u64, n u32, n ids u64 (kind 6
+//!     with the proposer's time, which a delayed retry waits from)
+//!  18 return_as consumer u64, failed u8, now u64, id u64, then the
+//!     properties (kind 16 with the proposer's time)
+//! set_config, since delayed retries: then retry u8 (0 none, 1 all,
+//!     2 failed, 3 returned), min u64, max u64 (absent: none)
 //! header = id u64, size u32, expires_at u64 (0: none), delivery_count u32, acquired_count u32,
 //!          priority u8 (version 3)
 //! state  = version u8 (3), delivery_limit u32 (0: none, else limit + 1),
@@ -36,7 +42,9 @@
 //!          n u32 headers),
 //!          n u32 service order ids,
 //!          n u32 deduplication keys (key_len u16, the key, at u64) (version 3),
-//!          dlx_at_least_once u8, n u32 discards (header, reason u8) (version 4)
+//!          dlx_at_least_once u8, n u32 discards (header, reason u8) (version 4),
+//!          the delayed retry as set_config ends, n u32 delayed returns
+//!          (ready_at u64, header) (version 5)
 //! ```
 //!
 //! Version 2 states and kind 1 enqueues (written before priorities) are
@@ -48,7 +56,9 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::fifo::{Command, Config, Consumer, DeadLetterReason, Fifo, Header, Keys, Level, MsgId};
+use crate::fifo::{
+    Command, Config, Consumer, DeadLetterReason, DelayedRetry, Fifo, Header, Keys, Level, MsgId, RetryKind,
+};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CodecError {
@@ -65,7 +75,7 @@ pub enum CodecError {
 /// A header's bytes in a version 2 state; a version 3 one adds its
 /// priority.
 const HEADER_LEN: usize = 28;
-const STATE_VERSION: u8 = 4;
+const STATE_VERSION: u8 = 5;
 
 /// Append `c` (an enqueue's message goes after it: see [`encode_enqueue`]).
 pub fn encode(c: &Command, out: &mut Vec<u8>) {
@@ -104,7 +114,17 @@ pub fn encode(c: &Command, out: &mut Vec<u8>) {
             consumer,
             ids,
             failed,
-        } => ids_command(6, *consumer, Some(*failed), ids, out),
+            now,
+        } => {
+            out.push(17);
+            out.extend_from_slice(&consumer.to_le_bytes());
+            out.push(*failed as u8);
+            out.extend_from_slice(&now.to_le_bytes());
+            out.extend_from_slice(&(ids.len() as u32).to_le_bytes());
+            for id in ids {
+                out.extend_from_slice(&id.to_le_bytes());
+            }
+        }
         Command::Discard { consumer, ids } => ids_command(7, *consumer, None, ids, out),
         Command::Cancel { consumer } => {
             out.push(8);
@@ -130,6 +150,7 @@ pub fn encode(c: &Command, out: &mut Vec<u8>) {
             out.push(14);
             config(c, out);
             out.push(c.dlx_at_least_once as u8);
+            delayed_retry(c, out);
         }
         Command::SettleDlx { ids } => {
             out.push(13);
@@ -176,10 +197,18 @@ pub fn encode_enqueue(
 /// A return of message `id` whose properties become `properties` (an
 /// AMQP 1.0 modified outcome's annotations merged in): decoded as a
 /// [`Command::Return`] with the properties as what follows it.
-pub fn encode_return_as(consumer: u64, id: MsgId, failed: bool, properties: &[u8], out: &mut Vec<u8>) {
-    out.push(16);
+pub fn encode_return_as(
+    consumer: u64,
+    id: MsgId,
+    failed: bool,
+    now: u64,
+    properties: &[u8],
+    out: &mut Vec<u8>,
+) {
+    out.push(18);
     out.extend_from_slice(&consumer.to_le_bytes());
     out.push(failed as u8);
+    out.extend_from_slice(&now.to_le_bytes());
     out.extend_from_slice(&id.to_le_bytes());
     out.extend_from_slice(properties);
 }
@@ -203,7 +232,8 @@ fn ids_command(kind: u8, consumer: u64, failed: Option<bool>, ids: &[MsgId], out
 /// enqueue waits for these, so a leader may propose them ahead of
 /// enqueues waiting for their turn.
 pub fn is_consumer_command(b: &[u8]) -> bool {
-    b.first().is_some_and(|k| (3..=8).contains(k) || *k == 16)
+    b.first()
+        .is_some_and(|k| (3..=8).contains(k) || (16..=18).contains(k))
 }
 
 pub fn decode(index: u64, b: &[u8]) -> Result<(Command, &[u8]), CodecError> {
@@ -246,8 +276,21 @@ pub fn decode(index: u64, b: &[u8]) -> Result<(Command, &[u8]), CodecError> {
                 consumer,
                 failed,
                 ids: r.ids()?,
+                now: 0,
             }
         }
+        17 => Command::Return {
+            consumer: r.u64()?,
+            failed: r.u8()? != 0,
+            now: r.u64()?,
+            ids: r.ids()?,
+        },
+        18 => Command::Return {
+            consumer: r.u64()?,
+            failed: r.u8()? != 0,
+            now: r.u64()?,
+            ids: vec![r.u64()?],
+        },
         7 => Command::Discard {
             consumer: r.u64()?,
             ids: r.ids()?,
@@ -264,6 +307,7 @@ pub fn decode(index: u64, b: &[u8]) -> Result<(Command, &[u8]), CodecError> {
             consumer: r.u64()?,
             failed: r.u8()? != 0,
             ids: vec![r.u64()?],
+            now: 0,
         },
         15 => Command::DequeueNext {
             consumer: r.u64()?,
@@ -273,6 +317,9 @@ pub fn decode(index: u64, b: &[u8]) -> Result<(Command, &[u8]), CodecError> {
             r.v3 = true;
             let mut c = r.config()?;
             c.dlx_at_least_once = r.u8()? != 0;
+            if !r.b.is_empty() {
+                c.delayed_retry = r.delayed_retry()?;
+            }
             Command::SetConfig(c)
         }
         k => return Err(CodecError::Kind(k)),
@@ -325,6 +372,31 @@ pub fn encode_state(f: &Fifo, out: &mut Vec<u8>) {
         header(h, out);
         out.push(reason_code(*why));
     }
+    delayed_retry(c, out);
+    out.extend_from_slice(&(f.delayed().len() as u32).to_le_bytes());
+    for ((at, _), h) in f.delayed() {
+        out.extend_from_slice(&at.to_le_bytes());
+        header(h, out);
+    }
+}
+
+/// A config's delayed retry (see the format above).
+fn delayed_retry(c: &Config, out: &mut Vec<u8>) {
+    let (kind, min, max) = match c.delayed_retry {
+        None => (0, 0, 0),
+        Some(d) => (
+            match d.kind {
+                RetryKind::All => 1,
+                RetryKind::Failed => 2,
+                RetryKind::Returned => 3,
+            },
+            d.min_ms,
+            d.max_ms,
+        ),
+    };
+    out.push(kind);
+    out.extend_from_slice(&min.to_le_bytes());
+    out.extend_from_slice(&max.to_le_bytes());
 }
 
 /// A config as a state carries it (but for dlx_at_least_once, which a
@@ -454,8 +526,19 @@ pub fn decode_state(b: &[u8]) -> Result<(Fifo, &[u8]), CodecError> {
             discards.push_back((h, why));
         }
     }
+    let mut delayed = Vec::new();
+    if v >= 5 {
+        config.delayed_retry = r.delayed_retry()?;
+        let n = r.count(8 + HEADER_LEN + 1)?;
+        for _ in 0..n {
+            let at = r.u64()?;
+            delayed.push((at, r.header()?));
+        }
+    }
     Ok((
-        Fifo::from_parts(config, now, levels, consumers, service, keys).with_discards(discards),
+        Fifo::from_parts(config, now, levels, consumers, service, keys)
+            .with_discards(discards)
+            .with_delayed(delayed),
         r.b,
     ))
 }
@@ -511,6 +594,19 @@ impl<'a> Reader<'a> {
         let n = self.count(8)?;
         (0..n).map(|_| self.u64()).collect()
     }
+    /// A delayed retry as [`delayed_retry`] wrote it.
+    fn delayed_retry(&mut self) -> Result<Option<DelayedRetry>, CodecError> {
+        let kind = match self.u8()? {
+            0 => None,
+            1 => Some(RetryKind::All),
+            2 => Some(RetryKind::Failed),
+            3 => Some(RetryKind::Returned),
+            _ => return Err(CodecError::Inconsistent("an unknown delayed retry")),
+        };
+        let (min_ms, max_ms) = (self.u64()?, self.u64()?);
+        Ok(kind.map(|kind| DelayedRetry { kind, min_ms, max_ms }))
+    }
+
     /// A config as [`config`] wrote it (a version 2 state's lacks the
     /// version 3 fields).
     fn config(&mut self) -> Result<Config, CodecError> {
@@ -526,6 +622,7 @@ impl<'a> Reader<'a> {
             dedup_window: if self.v3 { self.u32()? } else { 0 },
             dedup_ttl: if self.v3 { some(self.u64()?) } else { None },
             dlx_at_least_once: false,
+            delayed_retry: None,
         })
     }
 
@@ -569,7 +666,7 @@ mod tests {
     #[test]
     fn a_return_with_new_properties_reads_as_a_return_and_what_follows() {
         let mut b = Vec::new();
-        encode_return_as(7, 42, true, b"props", &mut b);
+        encode_return_as(7, 42, true, 5, b"props", &mut b);
         assert!(is_consumer_command(&b));
         let (c, rest) = decode(1, &b).unwrap();
         assert_eq!(
@@ -577,7 +674,8 @@ mod tests {
             Command::Return {
                 consumer: 7,
                 ids: vec![42],
-                failed: true
+                failed: true,
+                now: 5,
             }
         );
         assert_eq!(rest, b"props");
@@ -611,6 +709,7 @@ mod tests {
                 consumer: 1,
                 ids: vec![6],
                 failed: true,
+                now: 9,
             },
             Command::Discard {
                 consumer: 2,
@@ -629,6 +728,11 @@ mod tests {
                 dedup_window: 0,
                 dedup_ttl: Some(9),
                 dlx_at_least_once: true,
+                delayed_retry: Some(DelayedRetry {
+                    kind: RetryKind::Failed,
+                    min_ms: 100,
+                    max_ms: 900,
+                }),
             }),
             Command::Dequeue {
                 consumer: 4,
@@ -644,7 +748,10 @@ mod tests {
             let mut b = Vec::new();
             encode(&c, &mut b);
             assert_eq!(decode(1, &b).unwrap(), (c.clone(), &[][..]));
-            for cut in 0..b.len() {
+            // A set_config without its delayed retry is one written before
+            // it: read as none.
+            let old = matches!(c, Command::SetConfig(_)).then(|| b.len() - 17);
+            for cut in (0..b.len()).filter(|cut| Some(*cut) != old) {
                 assert!(decode(1, &b[..cut]).is_err(), "{c:?} cut at {cut}");
             }
         }
@@ -717,13 +824,59 @@ mod tests {
         encode_state(&f, &mut again);
         assert_eq!(again[0], STATE_VERSION);
         assert_eq!(decode_state(&again).unwrap().0, f);
-        // A version 3 state (the current one without its discards) reads
-        // with none.
-        let mut v3 = again.clone();
+        // A version 4 state (the current one without its delayed retry)
+        // reads with none; a version 3 one (without its discards too) too.
+        let mut v4 = again.clone();
+        v4[0] = 4;
+        v4.truncate(v4.len() - 21);
+        assert_eq!(decode_state(&v4).unwrap(), (f.clone(), &[][..]));
+        let mut v3 = v4.clone();
         v3[0] = 3;
         v3.truncate(v3.len() - 5);
         let (g, rest) = decode_state(&v3).unwrap();
         assert!(rest.is_empty());
         assert_eq!(g, f);
+    }
+
+    #[test]
+    fn delayed_returns_and_the_retry_survive_a_snapshot_and_a_set_config() {
+        let retry = Some(crate::fifo::DelayedRetry {
+            kind: RetryKind::Returned,
+            min_ms: 500,
+            max_ms: 2_000,
+        });
+        let mut f = Fifo::new(Config {
+            delayed_retry: retry,
+            ..Config::default()
+        });
+        f.apply(Command::Enqueue {
+            id: 3,
+            size: 4,
+            now: 10,
+            expires_at: None,
+            priority: 0,
+            key: None,
+        });
+        f.apply(Command::DequeueNext {
+            consumer: 1,
+            settled: false,
+        });
+        f.apply(Command::Return {
+            consumer: 1,
+            ids: vec![3],
+            failed: false,
+            now: 1_000,
+        });
+        assert_eq!(f.delayed().len(), 1);
+        let mut b = Vec::new();
+        encode_state(&f, &mut b);
+        let (g, rest) = decode_state(&b).unwrap();
+        assert!(rest.is_empty());
+        assert_eq!(g, f);
+        assert_eq!(g.next_expiry(), Some(1_500));
+        let c = Command::SetConfig(f.config().clone());
+        let mut b = Vec::new();
+        encode(&c, &mut b);
+        assert_eq!(decode(1, &b).unwrap().0, c);
     }
 }

@@ -41,6 +41,45 @@ pub struct Config {
     /// the member): a dead-lettered message stays here, as a discard,
     /// until the leader has it in every target queue (`SettleDlx`).
     pub dlx_at_least_once: bool,
+    /// RabbitMQ 4.3's delayed retry (`x-delayed-retry-*`): returned
+    /// messages wait before they are served again.
+    pub delayed_retry: Option<DelayedRetry>,
+}
+
+/// Which returns a delayed retry holds back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryKind {
+    /// Every return.
+    All,
+    /// Failed deliveries (basic.reject, modified with delivery-failed).
+    Failed,
+    /// The others (basic.nack, released, modified without it).
+    Returned,
+}
+
+/// A delayed retry's settings, in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DelayedRetry {
+    pub kind: RetryKind,
+    pub min_ms: u64,
+    pub max_ms: u64,
+}
+
+impl DelayedRetry {
+    /// How long a return waits (RabbitMQ 4.3's rule: the minimum times
+    /// the delivery count, at least once, up to the maximum), if it does.
+    pub fn delay(&self, failed: bool, delivery_count: u32) -> Option<u64> {
+        let applies = match self.kind {
+            RetryKind::All => true,
+            RetryKind::Failed => failed,
+            RetryKind::Returned => !failed,
+        };
+        applies.then(|| {
+            self.min_ms
+                .saturating_mul(delivery_count.max(1) as u64)
+                .min(self.max_ms.max(self.min_ms))
+        })
+    }
 }
 
 /// The highest `x-max-priority` a quorum queue keeps levels for (RabbitMQ
@@ -129,11 +168,14 @@ pub enum Command {
     /// Acked: gone.
     Settle { consumer: ConsumerId, ids: Vec<MsgId> },
     /// Requeued. `failed`: the delivery counts as failed (AMQP 1.0's
-    /// modified with delivery-failed), raising its delivery count.
+    /// modified with delivery-failed), raising its delivery count. `now`:
+    /// the proposer's time, from which a delayed retry waits (0: the
+    /// latest time seen).
     Return {
         consumer: ConsumerId,
         ids: Vec<MsgId>,
         failed: bool,
+        now: u64,
     },
     /// Rejected without requeue: dead-lettered (or dropped, as the leader
     /// decides from the queue's dead-letter settings).
@@ -307,6 +349,8 @@ pub struct Fifo {
     /// At-least-once dead letters not yet in every target, oldest first.
     discards: VecDeque<(Header, DeadLetterReason)>,
     discard_bytes: u64,
+    /// Returns waiting for their delayed retry, by (ready at, id).
+    delayed: BTreeMap<(u64, MsgId), Header>,
 }
 
 impl Default for Fifo {
@@ -352,7 +396,19 @@ impl Fifo {
             now,
             discards: VecDeque::new(),
             discard_bytes: 0,
+            delayed: BTreeMap::new(),
         }
+    }
+
+    /// A snapshot's delayed returns (see `codec`).
+    pub(crate) fn with_delayed(mut self, delayed: Vec<(u64, Header)>) -> Fifo {
+        self.delayed = delayed.into_iter().map(|(at, h)| ((at, h.id), h)).collect();
+        self
+    }
+
+    /// Returns waiting for their delayed retry, by (ready at, id).
+    pub fn delayed(&self) -> &BTreeMap<(u64, MsgId), Header> {
+        &self.delayed
     }
 
     /// A snapshot's discards (see `codec`).
@@ -576,9 +632,11 @@ impl Fifo {
                 consumer,
                 ids,
                 failed,
+                now,
             } => {
+                self.now = self.now.max(now);
                 for h in self.take(consumer, &ids) {
-                    self.back(h, failed, &mut out);
+                    self.back_or_delay(h, failed, &mut out);
                 }
             }
             Command::Discard { consumer, ids } => {
@@ -677,10 +735,12 @@ impl Fifo {
                 }
             }
             Command::Purge => {
-                // What waits, and (as RabbitMQ's purge) the dead letters
-                // waiting for their targets; the count is of the former.
-                let n = self.ready() as u64;
+                // What waits (delayed returns too), and (as RabbitMQ's
+                // purge) the dead letters waiting for their targets; the
+                // count is of the former.
+                let n = (self.ready() + self.delayed.len()) as u64;
                 let mut ids: Vec<MsgId> = self.waiting_ids().collect();
+                ids.extend(std::mem::take(&mut self.delayed).into_values().map(|h| h.id));
                 ids.extend(self.discards.drain(..).map(|(h, _)| h.id));
                 self.discard_bytes = 0;
                 for l in &mut self.levels {
@@ -740,12 +800,47 @@ impl Fifo {
     /// heads expire, as RabbitMQ's queues do: a message behind one that
     /// lives longer waits its turn.
     pub fn next_expiry(&self) -> Option<u64> {
+        let delayed = self.delayed.keys().next().map(|(at, _)| *at);
         self.levels
             .iter()
             .flat_map(|l| [l.returns.front(), l.waiting.front()])
             .flatten()
             .filter_map(|h| h.expires_at)
+            .chain(delayed)
             .min()
+    }
+
+    /// A returned message goes back, or waits for its delayed retry (its
+    /// delivery limit is judged first, as RabbitMQ 4.3 judges it).
+    fn back_or_delay(&mut self, mut h: Header, failed: bool, out: &mut Vec<Effect>) {
+        let Some(retry) = self.config.delayed_retry else {
+            return self.back(h, failed, out);
+        };
+        if failed {
+            h.delivery_count += 1;
+        }
+        if self.config.delivery_limit.is_some_and(|l| h.delivery_count > l) {
+            self.dead_letter(h, DeadLetterReason::DeliveryLimit, out);
+            return;
+        }
+        match retry.delay(failed, h.delivery_count) {
+            Some(d) => {
+                self.delayed.insert((self.now.saturating_add(d), h.id), h);
+            }
+            None => self.back(h, false, out),
+        }
+    }
+
+    /// Delayed returns whose time has come go back (RabbitMQ moves them
+    /// to the returns, to be served first).
+    fn release_delayed(&mut self, out: &mut Vec<Effect>) {
+        while let Some(entry) = self.delayed.first_entry() {
+            if entry.key().0 > self.now {
+                break;
+            }
+            let h = entry.remove();
+            self.back(h, false, out);
+        }
     }
 
     /// Dead-letter the messages at the heads whose time has come.
@@ -773,6 +868,7 @@ impl Fifo {
 
     /// Hand waiting messages to consumers with credit, in turn.
     fn serve(&mut self, out: &mut Vec<Effect>) {
+        self.release_delayed(out);
         self.expire(out);
         while self.ready() > 0 {
             // With a single active consumer only the first in the service

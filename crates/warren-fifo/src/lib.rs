@@ -20,6 +20,6 @@ mod fifo;
 pub use codec::CodecError;
 
 pub use fifo::{
-    Command, Config, Consumer, ConsumerId, DeadLetterReason, Effect, Fifo, Header, Keys, Level, MsgId,
-    MAX_PRIORITY,
+    Command, Config, Consumer, ConsumerId, DeadLetterReason, DelayedRetry, Effect, Fifo, Header, Keys, Level,
+    MsgId, RetryKind, MAX_PRIORITY,
 };

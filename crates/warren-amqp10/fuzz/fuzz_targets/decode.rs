@@ -1,11 +1,13 @@
 //! Every AMQP 1.0 decoder over arbitrary bytes: frames, values,
-//! performatives, SASL, message sections. No panic, bounded work, and a
-//! decoded value re-encodes to something that decodes equal.
+//! performatives, SASL, message sections, and a receiver's filters (the
+//! SQL filter's text, property filters read from a value and judged on
+//! the bytes as a message). No panic, bounded work, and a decoded value
+//! re-encodes to something that decodes equal.
 #![no_main]
 
 use bytes::{Bytes, BytesMut};
 use libfuzzer_sys::fuzz_target;
-use warren_amqp10::{messaging, sasl::Sasl, Frame, Performative, Value};
+use warren_amqp10::{filtex, messaging, sasl::Sasl, sql_filter, Frame, Performative, Value};
 
 fuzz_target!(|data: &[u8]| {
     let mut buf = BytesMut::from(data);
@@ -19,7 +21,24 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(again.to_bytes(), v.to_bytes());
         let _ = Performative::from_value(&v);
         let _ = Sasl::from_value(&v);
+        let filter = filtex::MessageFilter {
+            properties: filtex::properties_filter(&v).unwrap_or_default(),
+            application_properties: filtex::application_properties_filter(&v).unwrap_or_default(),
+            sql: None,
+        };
+        let _ = filter.matches(s);
     }
     let _ = Performative::decode(&Bytes::copy_from_slice(data));
     let _ = messaging::sections(data);
+    if let Ok(text) = std::str::from_utf8(data) {
+        if let Ok(e) = sql_filter::parse(text) {
+            let fields = sql_filter::Fields {
+                priority: None,
+                properties: &[],
+                application: &[],
+                now_ms: 0,
+            };
+            let _ = e.matches(&fields);
+        }
+    }
 });

@@ -64,6 +64,13 @@ pub struct QuorumArgs {
     /// reject-publish and a dead-letter exchange: see
     /// [`QueueConfig::dlx_at_least_once`]).
     pub at_least_once: bool,
+    /// RabbitMQ 4.3's delayed retry: x-delayed-retry-type (all, failed,
+    /// returned, disabled), x-delayed-retry-min and -max (milliseconds).
+    /// Unchecked at declare, as RabbitMQ leaves them: what does not make
+    /// sense turns it off (see [`QuorumArgs::delayed_retry`]).
+    pub delayed_retry_type: Option<String>,
+    pub delayed_retry_min: Option<i64>,
+    pub delayed_retry_max: Option<i64>,
 }
 
 /// The deduplication window when x-cache-size is not given.
@@ -78,6 +85,26 @@ impl QuorumArgs {
             return 0;
         }
         self.dedup_size.unwrap_or(DEDUP_WINDOW).clamp(1, DEDUP_WINDOW_MAX) as u32
+    }
+
+    /// The delayed retry in force: a type other than `disabled` and a
+    /// positive minimum; the maximum is the minimum when absent, invalid
+    /// or lower (RabbitMQ 4.3's reading).
+    pub fn delayed_retry(&self) -> Option<warren_fifo::DelayedRetry> {
+        use warren_fifo::RetryKind;
+        let kind = match self.delayed_retry_type.as_deref()? {
+            "all" => RetryKind::All,
+            "failed" => RetryKind::Failed,
+            "returned" => RetryKind::Returned,
+            _ => return None,
+        };
+        let min_ms = u64::try_from(self.delayed_retry_min?).ok().filter(|m| *m > 0)?;
+        let max_ms = self
+            .delayed_retry_max
+            .and_then(|m| u64::try_from(m).ok())
+            .filter(|m| *m >= min_ms)
+            .unwrap_or(min_ms);
+        Some(warren_fifo::DelayedRetry { kind, min_ms, max_ms })
     }
 
     /// The delivery limit in force: RabbitMQ 4 defaults it to 20, and a
@@ -308,6 +335,12 @@ impl QueueConfig {
                         c.quorum.delivery_limit = Some(n)
                     }
                 }
+                "x-delayed-retry-type" => {
+                    c.quorum.delayed_retry_type =
+                        v.as_bytes().map(|b| String::from_utf8_lossy(b).into_owned())
+                }
+                "x-delayed-retry-min" => c.quorum.delayed_retry_min = v.as_i64(),
+                "x-delayed-retry-max" => c.quorum.delayed_retry_max = v.as_i64(),
                 "x-message-deduplication" => match v {
                     FieldValue::Bool(b) => c.quorum.deduplication = *b,
                     _ => return Err(invalid(&key, queue, vhost, "expected a boolean".into())),

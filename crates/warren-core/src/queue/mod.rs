@@ -128,6 +128,8 @@ pub struct QueueStats {
     /// (at-least-once), and their bytes.
     pub dlx: u64,
     pub dlx_bytes: u64,
+    /// A quorum queue's returns waiting for their delayed retry.
+    pub delayed: u64,
 }
 
 /// Bytes held by messages in all queues, for the memory alarm.

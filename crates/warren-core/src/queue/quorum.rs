@@ -813,6 +813,7 @@ impl QuorumQueue {
                             consumer: getter,
                             ids: vec![h.id],
                             failed: false,
+                            now: 0,
                         },
                     );
                 }
@@ -903,6 +904,7 @@ impl QuorumQueue {
                             consumer,
                             ids: vec![header.id],
                             failed: false,
+                            now: 0,
                         },
                     );
                 }
@@ -1135,7 +1137,14 @@ impl QuorumQueue {
                     let mut c = Vec::with_capacity(64 + e.message.raw_properties.len());
                     c.extend_from_slice(&self.system.node_id().to_le_bytes());
                     c.extend_from_slice(&0u64.to_le_bytes());
-                    codec::encode_return_as(consumer, e.seq, failed, &e.message.raw_properties, &mut c);
+                    codec::encode_return_as(
+                        consumer,
+                        e.seq,
+                        failed,
+                        super::now_ms().max(0) as u64,
+                        &e.message.raw_properties,
+                        &mut c,
+                    );
                     self.system.propose(self.group, c);
                 }
                 s => plain.push(s),
@@ -1148,7 +1157,10 @@ impl QuorumQueue {
 }
 
 /// The commands that settle `settling` for `consumer`: one per kind.
+/// Returns carry this node's time (`now`), from which a delayed retry
+/// waits.
 fn settle_commands(consumer: u64, settling: &[(MsgId, Settling)]) -> Vec<Command> {
+    let now = super::now_ms().max(0) as u64;
     let mut by: BTreeMap<(u8, bool), Vec<MsgId>> = BTreeMap::new();
     for (id, how) in settling {
         let key = match how {
@@ -1165,6 +1177,7 @@ fn settle_commands(consumer: u64, settling: &[(MsgId, Settling)]) -> Vec<Command
                 consumer,
                 ids,
                 failed,
+                now,
             },
             _ => Command::Discard { consumer, ids },
         })
@@ -1196,6 +1209,7 @@ fn fifo_config(c: &super::QueueConfig) -> warren_fifo::Config {
         dedup_window: c.quorum.dedup_window(),
         dedup_ttl: c.quorum.dedup_ttl,
         dlx_at_least_once: c.dlx_at_least_once(),
+        delayed_retry: c.quorum.delayed_retry(),
     }
 }
 

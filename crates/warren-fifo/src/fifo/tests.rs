@@ -96,6 +96,7 @@ fn returns_come_first_in_id_order_and_count_failed_deliveries() {
         consumer: 1,
         ids: vec![3, 1],
         failed: false,
+        now: 0,
     });
     let got = f.apply(Command::Credit {
         consumer: 2,
@@ -129,6 +130,7 @@ fn returns_come_first_in_id_order_and_count_failed_deliveries() {
         consumer: 1,
         ids: vec![1],
         failed: true,
+        now: 0,
     });
     let got = f.apply(Command::Credit {
         consumer: 1,
@@ -156,6 +158,7 @@ fn past_the_delivery_limit_a_message_is_dead_lettered() {
             consumer: 1,
             ids: vec![1],
             failed: true,
+            now: 0,
         });
         if round < 2 {
             assert!(out.is_empty(), "{out:?}");
@@ -178,6 +181,7 @@ fn past_the_delivery_limit_a_message_is_dead_lettered() {
             consumer: 1,
             ids: vec![2],
             failed: false,
+            now: 0,
         });
         assert!(delivered(&out).len() <= 1);
     }
@@ -241,6 +245,7 @@ fn a_prefetch_consumer_gets_credit_back_as_it_settles_and_no_ack_settles_at_once
         consumer: 1,
         ids: vec![2],
         failed: false,
+        now: 0,
     });
     assert_eq!(delivered(&got), [(1, 2, true)]);
     assert_eq!(f.consumer(1).unwrap().checked_out.len(), 2);
@@ -370,6 +375,11 @@ fn random_command_sequences_keep_the_invariants() {
             dedup_window,
             dedup_ttl: rng.gen_bool(0.5).then(|| rng.gen_range(1..100)),
             dlx_at_least_once: at_least_once,
+            delayed_retry: rng.gen_bool(0.3).then(|| DelayedRetry {
+                kind: [RetryKind::All, RetryKind::Failed, RetryKind::Returned][rng.gen_range(0..3)],
+                min_ms: rng.gen_range(1..30),
+                max_ms: rng.gen_range(1..60),
+            }),
         });
         let mut next_id = 1;
         let mut now = 0u64;
@@ -439,6 +449,7 @@ fn random_command_sequences_keep_the_invariants() {
                     consumer,
                     ids: some(&mut rng),
                     failed: rng.gen_bool(0.5),
+                    now,
                 },
                 80..=89 => Command::Discard {
                     consumer,
@@ -501,6 +512,7 @@ fn random_command_sequences_keep_the_invariants() {
             let purged: Vec<MsgId> = match &c {
                 Command::Purge => f
                     .waiting_ids()
+                    .chain(f.delayed().values().map(|h| h.id))
                     .chain(f.discards().iter().map(|(h, _)| h.id))
                     .collect(),
                 // Settings without at-least-once delete the discards.
@@ -627,9 +639,20 @@ fn random_command_sequences_keep_the_invariants() {
                 assert!(rest.is_empty());
                 assert_eq!(back, f, "seed {seed} step {step}: state round trip");
             }
-            // Every live message is in exactly one place (discards too).
+            // Every live message is in exactly one place (discards and
+            // delayed returns too).
             let mut seen: Vec<MsgId> = f.waiting_ids().collect();
             seen.extend(f.discards().iter().map(|(h, _)| h.id));
+            seen.extend(f.delayed().values().map(|h| h.id));
+            // A delayed return waits no longer than its retry's maximum.
+            if let Some(d) = f.config().delayed_retry {
+                assert!(
+                    f.delayed()
+                        .keys()
+                        .all(|(at, _)| *at <= f.now() + d.max_ms.max(d.min_ms)),
+                    "seed {seed} step {step}: delayed too long"
+                );
+            }
             assert_eq!(
                 f.discard_bytes(),
                 f.discards().iter().map(|(h, _)| h.size as u64).sum::<u64>(),
@@ -729,6 +752,7 @@ fn a_dequeue_takes_the_next_message_to_serve_and_a_failed_return_counts() {
         consumer: 9,
         ids: vec![1],
         failed: true,
+        now: 0,
     });
     let got = f.apply(Command::DequeueNext {
         consumer: 9,
@@ -737,6 +761,96 @@ fn a_dequeue_takes_the_next_message_to_serve_and_a_failed_return_counts() {
     assert_eq!(dequeued(&got), Some((1, true, 2, 1)));
     assert!(got.contains(&Effect::Dropped(vec![1])));
     assert_eq!((f.ready(), f.checked_out()), (2, 0));
+}
+
+#[test]
+fn delayed_retries_hold_returns_back_by_kind_and_delivery_count() {
+    let retry = |kind| Config {
+        delayed_retry: Some(DelayedRetry {
+            kind,
+            min_ms: 100,
+            max_ms: 250,
+        }),
+        delivery_limit: Some(3),
+        ..Config::default()
+    };
+    let mut f = Fifo::new(retry(RetryKind::Failed));
+    f.apply(enq(1, 10));
+    let take = |f: &mut Fifo| {
+        let got = f.apply(Command::DequeueNext {
+            consumer: 9,
+            settled: false,
+        });
+        dequeued(&got)
+    };
+    assert!(take(&mut f).is_some());
+    // A failed return at 1,000 waits 100 ms (count 1)...
+    f.apply(Command::Return {
+        consumer: 9,
+        ids: vec![1],
+        failed: true,
+        now: 1_000,
+    });
+    assert_eq!((f.ready(), f.delayed().len()), (0, 1));
+    assert_eq!(f.next_expiry(), Some(1_100));
+    assert!(take(&mut f).is_none(), "not served while delayed");
+    f.apply(Command::Tick { now: 1_099 });
+    assert_eq!(f.ready(), 0);
+    f.apply(Command::Tick { now: 1_100 });
+    assert_eq!((f.ready(), f.delayed().len()), (1, 0));
+    // ...the next 200 ms (count 2), then 250 (the maximum).
+    assert!(take(&mut f).is_some());
+    f.apply(Command::Return {
+        consumer: 9,
+        ids: vec![1],
+        failed: true,
+        now: 2_000,
+    });
+    assert_eq!(f.next_expiry(), Some(2_200));
+    f.apply(Command::Tick { now: 2_200 });
+    assert!(take(&mut f).is_some());
+    f.apply(Command::Return {
+        consumer: 9,
+        ids: vec![1],
+        failed: true,
+        now: 3_000,
+    });
+    assert_eq!(f.next_expiry(), Some(3_250));
+    f.apply(Command::Tick { now: 3_250 });
+    // A plain return is not held under `failed`; past the limit, a
+    // failed one is dead-lettered, not delayed.
+    assert!(take(&mut f).is_some());
+    f.apply(Command::Return {
+        consumer: 9,
+        ids: vec![1],
+        failed: false,
+        now: 4_000,
+    });
+    assert_eq!((f.ready(), f.delayed().len()), (1, 0));
+    assert!(take(&mut f).is_some());
+    let out = f.apply(Command::Return {
+        consumer: 9,
+        ids: vec![1],
+        failed: true,
+        now: 5_000,
+    });
+    assert!(out.iter().any(|e| matches!(e, Effect::DeadLetter { .. })));
+    assert_eq!(f.delayed().len(), 0);
+    // `returned` holds plain returns; a purge takes delayed ones too.
+    let mut f = Fifo::new(retry(RetryKind::Returned));
+    f.apply(enq(1, 10));
+    take(&mut f);
+    f.apply(Command::Return {
+        consumer: 9,
+        ids: vec![1],
+        failed: false,
+        now: 1_000,
+    });
+    assert_eq!(f.delayed().len(), 1);
+    let out = f.apply(Command::Purge);
+    assert!(out.contains(&Effect::Purged(1)));
+    assert!(out.contains(&Effect::Dropped(vec![1])));
+    assert_eq!(f.delayed().len(), 0);
 }
 
 #[test]
@@ -781,6 +895,7 @@ fn messages_past_their_time_go_from_the_head_as_dead_letters() {
         consumer: 1,
         ids: vec![4],
         failed: false,
+        now: 0,
     });
     assert_eq!(f.ready(), 1, "160 is still ahead of the last time seen (150)");
     assert_eq!(f.next_expiry(), Some(160));
@@ -812,6 +927,7 @@ fn priorities_are_strict_and_returns_keep_their_level() {
         consumer: 7,
         ids: vec![4, 2, 3],
         failed: false,
+        now: 0,
     });
     assert_eq!(delivered(&got), [(7, 3, true), (7, 6, false), (7, 2, true)]);
     assert_eq!(f.waiting_ids().collect::<Vec<_>>(), [4, 1, 5]);

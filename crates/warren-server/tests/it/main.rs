@@ -47,6 +47,7 @@ mod policies;
 mod proxy;
 mod queues;
 mod quorum;
+mod quorum_delayed_retry;
 mod quorum_faults;
 mod quorum_order;
 mod raw;

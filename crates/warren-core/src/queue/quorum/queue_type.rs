@@ -253,6 +253,7 @@ impl QueueType for QuorumQueue {
             ram_messages: self.bodies.in_memory().0,
             dlx: self.fifo.discards().len() as u64,
             dlx_bytes: self.fifo.discard_bytes(),
+            delayed: self.fifo.delayed().len() as u64,
         }
     }
 
