@@ -24,10 +24,11 @@
 //!  16 return_as consumer u64, failed u8, id u64, then the message's new
 //!     properties (the rest; a modified outcome's annotations merged in):
 //!     a return of one message, which every member stores anew
-//!  17 return    consumer u64, failed u8, now u64, n u32, n ids u64 (kind 6
-//!     with the proposer's time, which a delayed retry waits from)
-//!  18 return_as consumer u64, failed u8, now u64, id u64, then the
-//!     properties (kind 16 with the proposer's time)
+//!  17 return    consumer u64, failed u8, now u64, until u64, n u32, n ids
+//!     u64 (kind 6 with the proposer's time, which a delayed retry waits
+//!     from, and a time before which the message is not served, 0: none)
+//!  18 return_as consumer u64, failed u8, now u64, until u64, id u64, then
+//!     the properties (kind 16 with both times)
 //! set_config, since delayed retries: then retry u8 (0 none, 1 all,
 //!     2 failed, 3 returned), min u64, max u64 (absent: none)
 //! header = id u64, size u32, expires_at u64 (0: none), delivery_count u32, acquired_count u32,
@@ -115,11 +116,13 @@ pub fn encode(c: &Command, out: &mut Vec<u8>) {
             ids,
             failed,
             now,
+            until,
         } => {
             out.push(17);
             out.extend_from_slice(&consumer.to_le_bytes());
             out.push(*failed as u8);
             out.extend_from_slice(&now.to_le_bytes());
+            out.extend_from_slice(&until.to_le_bytes());
             out.extend_from_slice(&(ids.len() as u32).to_le_bytes());
             for id in ids {
                 out.extend_from_slice(&id.to_le_bytes());
@@ -194,21 +197,34 @@ pub fn encode_enqueue(
     }
 }
 
+/// The fields of a return with new properties.
+#[derive(Debug, Clone, Copy)]
+pub struct ReturnAs {
+    pub consumer: u64,
+    pub id: MsgId,
+    pub failed: bool,
+    /// The proposer's time.
+    pub now: u64,
+    /// Not before then (`x-opt-delivery-time`); 0: as the queue says.
+    pub until: u64,
+}
+
 /// A return of message `id` whose properties become `properties` (an
 /// AMQP 1.0 modified outcome's annotations merged in): decoded as a
 /// [`Command::Return`] with the properties as what follows it.
-pub fn encode_return_as(
-    consumer: u64,
-    id: MsgId,
-    failed: bool,
-    now: u64,
-    properties: &[u8],
-    out: &mut Vec<u8>,
-) {
+pub fn encode_return_as(r: ReturnAs, properties: &[u8], out: &mut Vec<u8>) {
+    let ReturnAs {
+        consumer,
+        id,
+        failed,
+        now,
+        until,
+    } = r;
     out.push(18);
     out.extend_from_slice(&consumer.to_le_bytes());
     out.push(failed as u8);
     out.extend_from_slice(&now.to_le_bytes());
+    out.extend_from_slice(&until.to_le_bytes());
     out.extend_from_slice(&id.to_le_bytes());
     out.extend_from_slice(properties);
 }
@@ -277,18 +293,21 @@ pub fn decode(index: u64, b: &[u8]) -> Result<(Command, &[u8]), CodecError> {
                 failed,
                 ids: r.ids()?,
                 now: 0,
+                until: 0,
             }
         }
         17 => Command::Return {
             consumer: r.u64()?,
             failed: r.u8()? != 0,
             now: r.u64()?,
+            until: r.u64()?,
             ids: r.ids()?,
         },
         18 => Command::Return {
             consumer: r.u64()?,
             failed: r.u8()? != 0,
             now: r.u64()?,
+            until: r.u64()?,
             ids: vec![r.u64()?],
         },
         7 => Command::Discard {
@@ -308,6 +327,7 @@ pub fn decode(index: u64, b: &[u8]) -> Result<(Command, &[u8]), CodecError> {
             failed: r.u8()? != 0,
             ids: vec![r.u64()?],
             now: 0,
+            until: 0,
         },
         15 => Command::DequeueNext {
             consumer: r.u64()?,
@@ -666,7 +686,17 @@ mod tests {
     #[test]
     fn a_return_with_new_properties_reads_as_a_return_and_what_follows() {
         let mut b = Vec::new();
-        encode_return_as(7, 42, true, 5, b"props", &mut b);
+        encode_return_as(
+            ReturnAs {
+                consumer: 7,
+                id: 42,
+                failed: true,
+                now: 5,
+                until: 0,
+            },
+            b"props",
+            &mut b,
+        );
         assert!(is_consumer_command(&b));
         let (c, rest) = decode(1, &b).unwrap();
         assert_eq!(
@@ -676,6 +706,7 @@ mod tests {
                 ids: vec![42],
                 failed: true,
                 now: 5,
+                until: 0,
             }
         );
         assert_eq!(rest, b"props");
@@ -710,6 +741,7 @@ mod tests {
                 ids: vec![6],
                 failed: true,
                 now: 9,
+                until: 0,
             },
             Command::Discard {
                 consumer: 2,
@@ -866,6 +898,7 @@ mod tests {
             ids: vec![3],
             failed: false,
             now: 1_000,
+            until: 0,
         });
         assert_eq!(f.delayed().len(), 1);
         let mut b = Vec::new();

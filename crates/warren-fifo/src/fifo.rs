@@ -170,12 +170,15 @@ pub enum Command {
     /// Requeued. `failed`: the delivery counts as failed (AMQP 1.0's
     /// modified with delivery-failed), raising its delivery count. `now`:
     /// the proposer's time, from which a delayed retry waits (0: the
-    /// latest time seen).
+    /// latest time seen). `until`: not served before then (a modified
+    /// outcome's `x-opt-delivery-time`, RabbitMQ 4.3), whatever the
+    /// queue's delayed retry; 0 or a time past: as the queue says.
     Return {
         consumer: ConsumerId,
         ids: Vec<MsgId>,
         failed: bool,
         now: u64,
+        until: u64,
     },
     /// Rejected without requeue: dead-lettered (or dropped, as the leader
     /// decides from the queue's dead-letter settings).
@@ -633,10 +636,11 @@ impl Fifo {
                 ids,
                 failed,
                 now,
+                until,
             } => {
                 self.now = self.now.max(now);
                 for h in self.take(consumer, &ids) {
-                    self.back_or_delay(h, failed, &mut out);
+                    self.back_or_delay(h, failed, until, &mut out);
                 }
             }
             Command::Discard { consumer, ids } => {
@@ -812,10 +816,10 @@ impl Fifo {
 
     /// A returned message goes back, or waits for its delayed retry (its
     /// delivery limit is judged first, as RabbitMQ 4.3 judges it).
-    fn back_or_delay(&mut self, mut h: Header, failed: bool, out: &mut Vec<Effect>) {
-        let Some(retry) = self.config.delayed_retry else {
+    fn back_or_delay(&mut self, mut h: Header, failed: bool, until: u64, out: &mut Vec<Effect>) {
+        if self.config.delayed_retry.is_none() && until <= self.now {
             return self.back(h, failed, out);
-        };
+        }
         if failed {
             h.delivery_count += 1;
         }
@@ -823,9 +827,17 @@ impl Fifo {
             self.dead_letter(h, DeadLetterReason::DeliveryLimit, out);
             return;
         }
-        match retry.delay(failed, h.delivery_count) {
-            Some(d) => {
-                self.delayed.insert((self.now.saturating_add(d), h.id), h);
+        let at = if until > self.now {
+            Some(until)
+        } else {
+            self.config
+                .delayed_retry
+                .and_then(|r| r.delay(failed, h.delivery_count))
+                .map(|d| self.now.saturating_add(d))
+        };
+        match at {
+            Some(at) => {
+                self.delayed.insert((at, h.id), h);
             }
             None => self.back(h, false, out),
         }

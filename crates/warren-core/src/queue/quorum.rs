@@ -814,6 +814,7 @@ impl QuorumQueue {
                             ids: vec![h.id],
                             failed: false,
                             now: 0,
+                            until: 0,
                         },
                     );
                 }
@@ -905,6 +906,7 @@ impl QuorumQueue {
                             ids: vec![header.id],
                             failed: false,
                             now: 0,
+                            until: 0,
                         },
                     );
                 }
@@ -1137,14 +1139,14 @@ impl QuorumQueue {
                     let mut c = Vec::with_capacity(64 + e.message.raw_properties.len());
                     c.extend_from_slice(&self.system.node_id().to_le_bytes());
                     c.extend_from_slice(&0u64.to_le_bytes());
-                    codec::encode_return_as(
+                    let r = codec::ReturnAs {
                         consumer,
-                        e.seq,
+                        id: e.seq,
                         failed,
-                        super::now_ms().max(0) as u64,
-                        &e.message.raw_properties,
-                        &mut c,
-                    );
+                        now: super::now_ms().max(0) as u64,
+                        until: delivery_time(&e.message).unwrap_or(0),
+                    };
+                    codec::encode_return_as(r, &e.message.raw_properties, &mut c);
                     self.system.propose(self.group, c);
                 }
                 s => plain.push(s),
@@ -1178,6 +1180,7 @@ fn settle_commands(consumer: u64, settling: &[(MsgId, Settling)]) -> Vec<Command
                 ids,
                 failed,
                 now,
+                until: 0,
             },
             _ => Command::Discard { consumer, ids },
         })
@@ -1210,6 +1213,16 @@ fn fifo_config(c: &super::QueueConfig) -> warren_fifo::Config {
         dedup_ttl: c.quorum.dedup_ttl,
         dlx_at_least_once: c.dlx_at_least_once(),
         delayed_retry: c.quorum.delayed_retry(),
+    }
+}
+
+/// When a modified outcome asked for the message to come back
+/// (`x-opt-delivery-time`, milliseconds since the epoch, RabbitMQ 4.3):
+/// not before then, whatever the queue's delayed retry says.
+fn delivery_time(m: &MessageRef) -> Option<u64> {
+    match m.headers()?.get("x-opt-delivery-time")? {
+        FieldValue::Timestamp(s) => s.checked_mul(1000),
+        v => v.as_i64().and_then(|ms| u64::try_from(ms).ok()),
     }
 }
 

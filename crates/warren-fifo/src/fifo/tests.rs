@@ -97,6 +97,7 @@ fn returns_come_first_in_id_order_and_count_failed_deliveries() {
         ids: vec![3, 1],
         failed: false,
         now: 0,
+        until: 0,
     });
     let got = f.apply(Command::Credit {
         consumer: 2,
@@ -131,6 +132,7 @@ fn returns_come_first_in_id_order_and_count_failed_deliveries() {
         ids: vec![1],
         failed: true,
         now: 0,
+        until: 0,
     });
     let got = f.apply(Command::Credit {
         consumer: 1,
@@ -159,6 +161,7 @@ fn past_the_delivery_limit_a_message_is_dead_lettered() {
             ids: vec![1],
             failed: true,
             now: 0,
+            until: 0,
         });
         if round < 2 {
             assert!(out.is_empty(), "{out:?}");
@@ -182,6 +185,7 @@ fn past_the_delivery_limit_a_message_is_dead_lettered() {
             ids: vec![2],
             failed: false,
             now: 0,
+            until: 0,
         });
         assert!(delivered(&out).len() <= 1);
     }
@@ -246,6 +250,7 @@ fn a_prefetch_consumer_gets_credit_back_as_it_settles_and_no_ack_settles_at_once
         ids: vec![2],
         failed: false,
         now: 0,
+        until: 0,
     });
     assert_eq!(delivered(&got), [(1, 2, true)]);
     assert_eq!(f.consumer(1).unwrap().checked_out.len(), 2);
@@ -450,6 +455,7 @@ fn random_command_sequences_keep_the_invariants() {
                     ids: some(&mut rng),
                     failed: rng.gen_bool(0.5),
                     now,
+                    until: 0,
                 },
                 80..=89 => Command::Discard {
                     consumer,
@@ -753,6 +759,7 @@ fn a_dequeue_takes_the_next_message_to_serve_and_a_failed_return_counts() {
         ids: vec![1],
         failed: true,
         now: 0,
+        until: 0,
     });
     let got = f.apply(Command::DequeueNext {
         consumer: 9,
@@ -790,6 +797,7 @@ fn delayed_retries_hold_returns_back_by_kind_and_delivery_count() {
         ids: vec![1],
         failed: true,
         now: 1_000,
+        until: 0,
     });
     assert_eq!((f.ready(), f.delayed().len()), (0, 1));
     assert_eq!(f.next_expiry(), Some(1_100));
@@ -805,6 +813,7 @@ fn delayed_retries_hold_returns_back_by_kind_and_delivery_count() {
         ids: vec![1],
         failed: true,
         now: 2_000,
+        until: 0,
     });
     assert_eq!(f.next_expiry(), Some(2_200));
     f.apply(Command::Tick { now: 2_200 });
@@ -814,6 +823,7 @@ fn delayed_retries_hold_returns_back_by_kind_and_delivery_count() {
         ids: vec![1],
         failed: true,
         now: 3_000,
+        until: 0,
     });
     assert_eq!(f.next_expiry(), Some(3_250));
     f.apply(Command::Tick { now: 3_250 });
@@ -825,6 +835,7 @@ fn delayed_retries_hold_returns_back_by_kind_and_delivery_count() {
         ids: vec![1],
         failed: false,
         now: 4_000,
+        until: 0,
     });
     assert_eq!((f.ready(), f.delayed().len()), (1, 0));
     assert!(take(&mut f).is_some());
@@ -833,6 +844,7 @@ fn delayed_retries_hold_returns_back_by_kind_and_delivery_count() {
         ids: vec![1],
         failed: true,
         now: 5_000,
+        until: 0,
     });
     assert!(out.iter().any(|e| matches!(e, Effect::DeadLetter { .. })));
     assert_eq!(f.delayed().len(), 0);
@@ -845,12 +857,49 @@ fn delayed_retries_hold_returns_back_by_kind_and_delivery_count() {
         ids: vec![1],
         failed: false,
         now: 1_000,
+        until: 0,
     });
     assert_eq!(f.delayed().len(), 1);
     let out = f.apply(Command::Purge);
     assert!(out.contains(&Effect::Purged(1)));
     assert!(out.contains(&Effect::Dropped(vec![1])));
     assert_eq!(f.delayed().len(), 0);
+}
+
+#[test]
+fn a_return_asked_to_wait_waits_without_a_delayed_retry() {
+    let mut f = Fifo::new(Config::default());
+    f.apply(enq(1, 10));
+    let take = |f: &mut Fifo| {
+        let got = f.apply(Command::DequeueNext {
+            consumer: 9,
+            settled: false,
+        });
+        dequeued(&got)
+    };
+    assert!(take(&mut f).is_some());
+    // x-opt-delivery-time 500 ms on: held until then.
+    f.apply(Command::Return {
+        consumer: 9,
+        ids: vec![1],
+        failed: false,
+        now: 1_000,
+        until: 1_500,
+    });
+    assert_eq!((f.ready(), f.delayed().len()), (0, 1));
+    assert_eq!(f.next_expiry(), Some(1_500));
+    f.apply(Command::Tick { now: 1_500 });
+    assert_eq!(f.ready(), 1);
+    // A time already past: back at once.
+    assert!(take(&mut f).is_some());
+    f.apply(Command::Return {
+        consumer: 9,
+        ids: vec![1],
+        failed: false,
+        now: 2_000,
+        until: 1_900,
+    });
+    assert_eq!((f.ready(), f.delayed().len()), (1, 0));
 }
 
 #[test]
@@ -896,6 +945,7 @@ fn messages_past_their_time_go_from_the_head_as_dead_letters() {
         ids: vec![4],
         failed: false,
         now: 0,
+        until: 0,
     });
     assert_eq!(f.ready(), 1, "160 is still ahead of the last time seen (150)");
     assert_eq!(f.next_expiry(), Some(160));
@@ -928,6 +978,7 @@ fn priorities_are_strict_and_returns_keep_their_level() {
         ids: vec![4, 2, 3],
         failed: false,
         now: 0,
+        until: 0,
     });
     assert_eq!(delivered(&got), [(7, 3, true), (7, 6, false), (7, 2, true)]);
     assert_eq!(f.waiting_ids().collect::<Vec<_>>(), [4, 1, 5]);

@@ -162,3 +162,44 @@ async fn amqp_1_0_modified_and_released_wait_under_all() {
     let _ = within(session.end()).await;
     let _ = within(conn.close()).await;
 }
+
+/// A modified outcome's `x-opt-delivery-time` (RabbitMQ 4.3) holds the
+/// message back until then, on a queue with no delayed retry.
+#[tokio::test]
+async fn a_modified_outcome_can_name_when_the_message_comes_back() {
+    use fe2o3_amqp::types::primitives::{OrderedMap, Symbol};
+    let b = Broker::start().await;
+    let (_c, ch) = b.confirm_channel().await;
+    declare_with(&ch, "tq", &[]).await;
+    assert!(publish_acked(&ch, "tq", b"m").await);
+    let url = format!("amqp://guest:guest@127.0.0.1:{}", b.port);
+    let mut conn = within(Connection::open("when", url.as_str())).await.unwrap();
+    let mut session = within(Session::begin(&mut conn)).await.unwrap();
+    let mut receiver = within(Receiver::attach(&mut session, "r", "/queues/tq"))
+        .await
+        .unwrap();
+    let d = within(receiver.recv::<Body<Value>>()).await.unwrap();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let mut ann = OrderedMap::new();
+    ann.insert(Symbol::from("x-opt-delivery-time"), Value::Long(now_ms + 500));
+    let start = Instant::now();
+    let modified = Modified {
+        delivery_failed: Some(false),
+        undeliverable_here: None,
+        message_annotations: Some(ann),
+    };
+    within(receiver.modify(&d, modified)).await.unwrap();
+    let d = within(receiver.recv::<Body<Value>>()).await.unwrap();
+    assert!(
+        start.elapsed() >= Duration::from_millis(450),
+        "{:?}",
+        start.elapsed()
+    );
+    within(receiver.accept(&d)).await.unwrap();
+    let _ = within(receiver.close()).await;
+    let _ = within(session.end()).await;
+    let _ = within(conn.close()).await;
+}
