@@ -699,43 +699,23 @@ impl Fifo {
                             .and_then(|at| line.remove(at))
                     })
                 });
-                if let Some(mut h) = found {
+                if let Some(h) = found {
                     self.ready -= 1;
                     self.ready_bytes -= h.size as u64;
-                    h.acquired_count += 1;
-                    if settled {
-                        out.push(Effect::Dropped(vec![id]));
-                    } else {
-                        // Held like a consumer's delivery, but not served:
-                        // it is not in the service order.
-                        self.consumers
-                            .entry(consumer)
-                            .or_default()
-                            .checked_out
-                            .insert(id, h);
-                    }
+                    self.got(consumer, h, settled, &mut out);
                 }
             }
             Command::DequeueNext { consumer, settled } => {
-                if let Some(mut h) = self.pop_next() {
-                    h.acquired_count += 1;
-                    let id = h.id;
+                if let Some(h) = self.pop_next() {
+                    // As it is once taken (acquired once more).
+                    let mut header = h.clone();
+                    header.acquired_count += 1;
                     out.push(Effect::Dequeued {
                         consumer,
-                        header: h.clone(),
+                        header,
                         settled,
                     });
-                    if settled {
-                        out.push(Effect::Dropped(vec![id]));
-                    } else {
-                        // Held like a consumer's delivery, but not served:
-                        // it is not in the service order.
-                        self.consumers
-                            .entry(consumer)
-                            .or_default()
-                            .checked_out
-                            .insert(id, h);
-                    }
+                    self.got(consumer, h, settled, &mut out);
                 }
             }
             Command::Purge => {
@@ -812,6 +792,22 @@ impl Fifo {
             .filter_map(|h| h.expires_at)
             .chain(delayed)
             .min()
+    }
+
+    /// A basic.get took `h`: held for `consumer` like a consumer's
+    /// delivery but not served (it is not in the service order), or,
+    /// `settled`, gone.
+    fn got(&mut self, consumer: ConsumerId, mut h: Header, settled: bool, out: &mut Vec<Effect>) {
+        h.acquired_count += 1;
+        if settled {
+            out.push(Effect::Dropped(vec![h.id]));
+        } else {
+            self.consumers
+                .entry(consumer)
+                .or_default()
+                .checked_out
+                .insert(h.id, h);
+        }
     }
 
     /// A returned message goes back, or waits for its delayed retry (its

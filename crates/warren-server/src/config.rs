@@ -193,7 +193,9 @@ pub struct Config {
     /// Most connections served at once; more wait in the accept queue.
     pub max_connections: usize,
     /// AMQP 1.0: accept SASL ANONYMOUS (and no SASL at all) as the default
-    /// user. Off by default.
+    /// user, which a loopback user (guest) is only from loopback. On by
+    /// default, as RabbitMQ 4 offers ANONYMOUS (its AMQP 1.0 clients log
+    /// in so when given no credentials).
     pub amqp10_anonymous: bool,
     /// The RabbitMQ Stream protocol listener (RabbitMQ's port 5552).
     pub stream_listen: Listen,
@@ -252,7 +254,7 @@ impl Default for Config {
             memory_high_watermark_bytes: 0,
             disk_free_limit_bytes: 50_000_000,
             max_connections: 100_000,
-            amqp10_anonymous: false,
+            amqp10_anonymous: true,
             stream_listen: Listen::at("0.0.0.0:5552"),
             stream_advertised_host: None,
             stream_advertised_port: None,

@@ -160,8 +160,17 @@ fn attempt(
                 .authenticate_external(&name, loopback)
                 .map_err(|e| refused(&name, e.to_string()))
         }
+        // RabbitMQ 4's anonymous login: as the default user (its
+        // anonymous_login_user, guest), which a loopback user is only
+        // from loopback.
         "ANONYMOUS" => {
             let name = &ctx.config.default_user;
+            if !loopback && broker.config.loopback_users.iter().any(|u| u == name) {
+                return Err(refused(
+                    name,
+                    format!("user '{name}' can only connect via localhost (ANONYMOUS)"),
+                ));
+            }
             broker
                 .user(name)
                 .ok_or_else(|| refused(name, "the default user does not exist".into()))

@@ -734,6 +734,26 @@ fn dequeued(effects: &[Effect]) -> Option<(MsgId, bool, u32, u32)> {
     })
 }
 
+/// basic.get by consumer 9, held: what it took.
+fn get_held(f: &mut Fifo) -> Option<(MsgId, bool, u32, u32)> {
+    dequeued(&f.apply(Command::DequeueNext {
+        consumer: 9,
+        settled: false,
+    }))
+}
+
+/// Consumer 9 gives message 1 back at `now`, not to be served before
+/// `until`.
+fn give_back(f: &mut Fifo, failed: bool, now: u64, until: u64) -> Vec<Effect> {
+    f.apply(Command::Return {
+        consumer: 9,
+        ids: vec![1],
+        failed,
+        now,
+        until,
+    })
+}
+
 #[test]
 fn a_dequeue_takes_the_next_message_to_serve_and_a_failed_return_counts() {
     let mut f = Fifo::new(Config::default());
@@ -783,82 +803,39 @@ fn delayed_retries_hold_returns_back_by_kind_and_delivery_count() {
     };
     let mut f = Fifo::new(retry(RetryKind::Failed));
     f.apply(enq(1, 10));
-    let take = |f: &mut Fifo| {
-        let got = f.apply(Command::DequeueNext {
-            consumer: 9,
-            settled: false,
-        });
-        dequeued(&got)
-    };
-    assert!(take(&mut f).is_some());
+    assert!(get_held(&mut f).is_some());
     // A failed return at 1,000 waits 100 ms (count 1)...
-    f.apply(Command::Return {
-        consumer: 9,
-        ids: vec![1],
-        failed: true,
-        now: 1_000,
-        until: 0,
-    });
+    give_back(&mut f, true, 1_000, 0);
     assert_eq!((f.ready(), f.delayed().len()), (0, 1));
     assert_eq!(f.next_expiry(), Some(1_100));
-    assert!(take(&mut f).is_none(), "not served while delayed");
+    assert!(get_held(&mut f).is_none(), "not served while delayed");
     f.apply(Command::Tick { now: 1_099 });
     assert_eq!(f.ready(), 0);
     f.apply(Command::Tick { now: 1_100 });
     assert_eq!((f.ready(), f.delayed().len()), (1, 0));
     // ...the next 200 ms (count 2), then 250 (the maximum).
-    assert!(take(&mut f).is_some());
-    f.apply(Command::Return {
-        consumer: 9,
-        ids: vec![1],
-        failed: true,
-        now: 2_000,
-        until: 0,
-    });
+    assert!(get_held(&mut f).is_some());
+    give_back(&mut f, true, 2_000, 0);
     assert_eq!(f.next_expiry(), Some(2_200));
     f.apply(Command::Tick { now: 2_200 });
-    assert!(take(&mut f).is_some());
-    f.apply(Command::Return {
-        consumer: 9,
-        ids: vec![1],
-        failed: true,
-        now: 3_000,
-        until: 0,
-    });
+    assert!(get_held(&mut f).is_some());
+    give_back(&mut f, true, 3_000, 0);
     assert_eq!(f.next_expiry(), Some(3_250));
     f.apply(Command::Tick { now: 3_250 });
     // A plain return is not held under `failed`; past the limit, a
     // failed one is dead-lettered, not delayed.
-    assert!(take(&mut f).is_some());
-    f.apply(Command::Return {
-        consumer: 9,
-        ids: vec![1],
-        failed: false,
-        now: 4_000,
-        until: 0,
-    });
+    assert!(get_held(&mut f).is_some());
+    give_back(&mut f, false, 4_000, 0);
     assert_eq!((f.ready(), f.delayed().len()), (1, 0));
-    assert!(take(&mut f).is_some());
-    let out = f.apply(Command::Return {
-        consumer: 9,
-        ids: vec![1],
-        failed: true,
-        now: 5_000,
-        until: 0,
-    });
+    assert!(get_held(&mut f).is_some());
+    let out = give_back(&mut f, true, 5_000, 0);
     assert!(out.iter().any(|e| matches!(e, Effect::DeadLetter { .. })));
     assert_eq!(f.delayed().len(), 0);
     // `returned` holds plain returns; a purge takes delayed ones too.
     let mut f = Fifo::new(retry(RetryKind::Returned));
     f.apply(enq(1, 10));
-    take(&mut f);
-    f.apply(Command::Return {
-        consumer: 9,
-        ids: vec![1],
-        failed: false,
-        now: 1_000,
-        until: 0,
-    });
+    get_held(&mut f);
+    give_back(&mut f, false, 1_000, 0);
     assert_eq!(f.delayed().len(), 1);
     let out = f.apply(Command::Purge);
     assert!(out.contains(&Effect::Purged(1)));
@@ -870,35 +847,16 @@ fn delayed_retries_hold_returns_back_by_kind_and_delivery_count() {
 fn a_return_asked_to_wait_waits_without_a_delayed_retry() {
     let mut f = Fifo::new(Config::default());
     f.apply(enq(1, 10));
-    let take = |f: &mut Fifo| {
-        let got = f.apply(Command::DequeueNext {
-            consumer: 9,
-            settled: false,
-        });
-        dequeued(&got)
-    };
-    assert!(take(&mut f).is_some());
+    assert!(get_held(&mut f).is_some());
     // x-opt-delivery-time 500 ms on: held until then.
-    f.apply(Command::Return {
-        consumer: 9,
-        ids: vec![1],
-        failed: false,
-        now: 1_000,
-        until: 1_500,
-    });
+    give_back(&mut f, false, 1_000, 1_500);
     assert_eq!((f.ready(), f.delayed().len()), (0, 1));
     assert_eq!(f.next_expiry(), Some(1_500));
     f.apply(Command::Tick { now: 1_500 });
     assert_eq!(f.ready(), 1);
     // A time already past: back at once.
-    assert!(take(&mut f).is_some());
-    f.apply(Command::Return {
-        consumer: 9,
-        ids: vec![1],
-        failed: false,
-        now: 2_000,
-        until: 1_900,
-    });
+    assert!(get_held(&mut f).is_some());
+    give_back(&mut f, false, 2_000, 1_900);
     assert_eq!((f.ready(), f.delayed().len()), (1, 0));
 }
 

@@ -79,29 +79,40 @@ pub struct Publisher {
 }
 
 impl Publisher {
-    /// Cut what gathered into chunks as osiris's writer cuts its batches:
-    /// a chunk takes at most `chunk` entries; one filled with more still
-    /// to come doubles it (up to [`MAX_CHUNK`]), and what fits in one
-    /// chunk with room to spare halves it (down to [`MIN_CHUNK`]). So
-    /// 1,000 entries in one frame on a quiet stream make chunks of 32,
-    /// 64, 128, 256, 512 and 8 entries (RabbitMQ's are alike), while a
-    /// steady flood soon writes thousands per chunk.
-    fn cut(&mut self, mut pending: Vec<Published>) -> Vec<Vec<Published>> {
-        if pending.len() < self.chunk {
+    /// The next chunk of what gathered, cut as osiris's writer cuts its
+    /// batches: at most `chunk` entries; a chunk filled with more still
+    /// waiting doubles it (up to [`MAX_CHUNK`]), and one that takes all
+    /// with room to spare halves it (down to [`MIN_CHUNK`]). So 1,000
+    /// entries in one frame on a quiet stream make chunks of 32, 64, 128,
+    /// 256, 512 and 8 entries (RabbitMQ's are alike), while a steady
+    /// flood soon writes thousands per chunk. One chunk at a time: the
+    /// next is cut once this one is written, as before, so a publisher
+    /// never has two chunks under way (a failed one could otherwise be
+    /// passed by the next, and its resent messages taken for duplicates).
+    /// Returns the entries and the bytes of frames they stand for.
+    fn next_chunk(&mut self) -> (Vec<Published>, usize) {
+        let all = self.pending.len();
+        if all < self.chunk {
             self.chunk = (self.chunk / 2).max(MIN_CHUNK);
-            return vec![pending];
+            return (
+                std::mem::take(&mut self.pending),
+                std::mem::take(&mut self.pending_bytes),
+            );
         }
-        let mut chunks = Vec::new();
-        while !pending.is_empty() {
-            let n = self.chunk.min(pending.len());
-            let rest = pending.split_off(n);
-            chunks.push(pending);
-            pending = rest;
-            if n == self.chunk && !pending.is_empty() {
-                self.chunk = (self.chunk * 2).min(MAX_CHUNK);
-            }
+        let rest = self.pending.split_off(self.chunk);
+        let taken = std::mem::replace(&mut self.pending, rest);
+        if !self.pending.is_empty() {
+            self.chunk = (self.chunk * 2).min(MAX_CHUNK);
         }
-        chunks
+        // Frames are not cut with their entries: their bytes go pro rata.
+        let bytes = if self.pending.is_empty() {
+            std::mem::take(&mut self.pending_bytes)
+        } else {
+            let b = self.pending_bytes * taken.len() / all;
+            self.pending_bytes -= b;
+            b
+        };
+        (taken, bytes)
     }
 }
 
@@ -279,13 +290,14 @@ impl Conn {
             .map(|(&id, _)| id)
             .collect();
         for id in ids {
-            let Some(p) = self.publishers.get_mut(&id) else {
-                continue;
-            };
-            let pending = std::mem::take(&mut p.pending);
-            self.pending_bytes -= std::mem::take(&mut p.pending_bytes);
-            for chunk in p.cut(pending) {
+            // One chunk; with `now` (the writer keeps order), all of them.
+            while let Some(p) = self.publishers.get_mut(&id).filter(|p| !p.pending.is_empty()) {
+                let (chunk, bytes) = p.next_chunk();
+                self.pending_bytes -= bytes;
                 self.write_chunk(id, chunk);
+                if !now {
+                    break;
+                }
             }
         }
     }
@@ -456,11 +468,18 @@ impl Conn {
                     self.ctx.broker.messages.add(Stat::Confirm, c.ids.len() as u64);
                     write_confirm(&mut self.wbuf, c.publisher_id, &c.ids)
                 }
-                Some(code) => Command::PublishError {
-                    publisher_id: c.publisher_id,
-                    errors: c.ids.into_iter().map(|i| (i, code)).collect(),
+                Some(code) => {
+                    // What this publisher last stored may not be stored:
+                    // the next deduplication asks the log again.
+                    if let Some(p) = self.publishers.get_mut(&c.publisher_id) {
+                        p.last_stored = None;
+                    }
+                    Command::PublishError {
+                        publisher_id: c.publisher_id,
+                        errors: c.ids.into_iter().map(|i| (i, code)).collect(),
+                    }
+                    .encode(&mut self.wbuf)
                 }
-                .encode(&mut self.wbuf),
             }
         }
     }

@@ -191,3 +191,39 @@ async fn publishing_to_a_deleted_queue_or_exchange_closes_the_link() {
     let e = condition(within(to_exchange.send(Data::from(b"two".to_vec()))).await);
     assert!(e.contains("not-found") || e.contains("NotFound"), "{e}");
 }
+
+/// SASL ANONYMOUS is offered by default, as RabbitMQ 4 offers it (its
+/// AMQP 1.0 clients log in so when given no credentials): from loopback
+/// it logs in as the default user, who may then work in vhost `/`.
+#[tokio::test]
+async fn sasl_anonymous_logs_in_as_the_default_user_by_default() {
+    use fe2o3_amqp::sasl_profile::SaslProfile;
+    let b = Broker::start().await;
+    let mut conn = within(
+        fe2o3_amqp::Connection::builder()
+            .container_id("anonymous")
+            .sasl_profile(SaslProfile::Anonymous)
+            .open(format!("amqp://127.0.0.1:{}", b.port).as_str()),
+    )
+    .await
+    .expect("an ANONYMOUS login");
+    let mut session = within(fe2o3_amqp::Session::begin(&mut conn)).await.unwrap();
+    let mut node = crate::amqp10_management::Node::on_session(&mut session).await;
+    let decl =
+        crate::amqp10_management::map(&[("durable", fe2o3_amqp::types::primitives::Value::Bool(true))]);
+    assert_eq!(node.request("PUT", "/queues/anon-q", decl).await.0, "201");
+    let (_, list) = b.http(Method::GET, "/api/connections", None).await;
+    let c = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["protocol"] == "AMQP 1.0")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (c["user"].as_str(), c["auth_mechanism"].as_str()),
+        (Some("guest"), Some("ANONYMOUS"))
+    );
+    let _ = within(session.end()).await;
+    let _ = within(conn.close()).await;
+}

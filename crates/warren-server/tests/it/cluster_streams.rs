@@ -219,8 +219,25 @@ async fn the_leaders_loss_elects_a_new_leader_and_nothing_confirmed_is_lost_or_d
         assert_eq!(texts, expect);
     }
 
-    // The old leader returns as a replica and catches up.
+    // The old leader returns as a replica and catches up. Its consumer
+    // waits until it knows the new epoch's leader: one subscribed while it
+    // still took itself for the old leader is ended by the new epoch (a
+    // MetadataUpdate, which rabbitmq-stream-client's consumers ignore,
+    // so it would wait for ever).
     nodes[0] = start_node("itest", "s3cret", 0, &ports, Some(dir)).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let client = client_of(&nodes[0]).await;
+        let md = within(client.metadata(vec!["fo".to_string()])).await.unwrap();
+        if md.get("fo").is_some_and(|m| m.leader.port == leader) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node 1 never learned the new leader: {md:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let env = env_on(&nodes[0]).await;
     let got = crate::stream::consume(&env, "fo", OffsetSpecification::First, 1000).await;
     let texts: Vec<String> = got.into_iter().map(|(_, b)| b).collect();

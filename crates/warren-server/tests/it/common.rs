@@ -209,3 +209,16 @@ pub fn s(v: &str) -> lapin::types::AMQPValue {
 pub fn i(v: i64) -> lapin::types::AMQPValue {
     lapin::types::AMQPValue::LongLongInt(v)
 }
+
+/// A delivery's x-delivery-count header, as a number.
+pub fn delivery_count(d: &lapin::message::Delivery) -> Option<i64> {
+    d.properties
+        .headers()
+        .as_ref()
+        .and_then(|h| h.inner().get("x-delivery-count").cloned())
+        .and_then(|v| match v {
+            lapin::types::AMQPValue::LongLongInt(n) => Some(n),
+            lapin::types::AMQPValue::LongInt(n) => Some(n as i64),
+            _ => None,
+        })
+}

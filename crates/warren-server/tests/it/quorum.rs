@@ -210,17 +210,7 @@ async fn requeued_messages_carry_their_delivery_count_and_past_the_limit_are_dea
     ))
     .await
     .unwrap();
-    let count = |d: &lapin::message::Delivery| -> Option<i64> {
-        d.properties
-            .headers()
-            .as_ref()
-            .and_then(|h| h.inner().get("x-delivery-count").cloned())
-            .and_then(|v| match v {
-                AMQPValue::LongLongInt(n) => Some(n),
-                AMQPValue::LongInt(n) => Some(n as i64),
-                _ => None,
-            })
-    };
+    let count = delivery_count;
     let d = within(consumer.next()).await.unwrap().unwrap();
     assert!(!d.redelivered);
     assert_eq!(count(&d), None);

@@ -9,8 +9,10 @@
 
 use std::time::{Duration, Instant};
 
+use fe2o3_amqp::connection::ConnectionHandle;
+use fe2o3_amqp::session::SessionHandle;
 use fe2o3_amqp::types::messaging::{Body, Modified};
-use fe2o3_amqp::types::primitives::Value;
+use fe2o3_amqp::types::primitives::{Symbol, Value};
 use fe2o3_amqp::{Connection, Receiver, Session};
 use lapin::options::*;
 use lapin::types::AMQPValue;
@@ -35,6 +37,26 @@ fn retry(kind: &str, min: i64, max: i64) -> Vec<(&'static str, AMQPValue)> {
         ("x-delayed-retry-min", AMQPValue::LongLongInt(min)),
         ("x-delayed-retry-max", AMQPValue::LongLongInt(max)),
     ]
+}
+
+/// A 1.0 receiver on `queue`, with its connection and session.
+async fn receiver_on(b: &Broker, queue: &str) -> (ConnectionHandle<()>, SessionHandle<()>, Receiver) {
+    let url = format!("amqp://guest:guest@127.0.0.1:{}", b.port);
+    let mut conn = within(Connection::open("retry", url.as_str())).await.unwrap();
+    let mut session = within(Session::begin(&mut conn)).await.unwrap();
+    let receiver = within(Receiver::attach(&mut session, "r", format!("/queues/{queue}")))
+        .await
+        .unwrap();
+    (conn, session, receiver)
+}
+
+/// The modified outcome without delivery-failed, with `annotations`.
+fn modified(annotations: Option<fe2o3_amqp::types::primitives::OrderedMap<Symbol, Value>>) -> Modified {
+    Modified {
+        delivery_failed: Some(false),
+        undeliverable_here: None,
+        message_annotations: annotations,
+    }
 }
 
 /// basic.get until a message comes (every 10 ms, 5 s at most): how long
@@ -127,21 +149,11 @@ async fn amqp_1_0_modified_and_released_wait_under_all() {
     let (_c, ch) = b.confirm_channel().await;
     declare_with(&ch, "aq", &retry("all", 500, 5_000)).await;
     assert!(publish_acked(&ch, "aq", b"m").await);
-    let url = format!("amqp://guest:guest@127.0.0.1:{}", b.port);
-    let mut conn = within(Connection::open("retry", url.as_str())).await.unwrap();
-    let mut session = within(Session::begin(&mut conn)).await.unwrap();
-    let mut receiver = within(Receiver::attach(&mut session, "r", "/queues/aq"))
-        .await
-        .unwrap();
+    let (mut conn, mut session, mut receiver) = receiver_on(&b, "aq").await;
     let d = within(receiver.recv::<Body<Value>>()).await.unwrap();
     // Modified without delivery-failed: held 500 ms.
     let start = Instant::now();
-    let modified = Modified {
-        delivery_failed: Some(false),
-        undeliverable_here: None,
-        message_annotations: None,
-    };
-    within(receiver.modify(&d, modified)).await.unwrap();
+    within(receiver.modify(&d, modified(None))).await.unwrap();
     let d = within(receiver.recv::<Body<Value>>()).await.unwrap();
     assert!(
         start.elapsed() >= Duration::from_millis(480),
@@ -167,17 +179,12 @@ async fn amqp_1_0_modified_and_released_wait_under_all() {
 /// message back until then, on a queue with no delayed retry.
 #[tokio::test]
 async fn a_modified_outcome_can_name_when_the_message_comes_back() {
-    use fe2o3_amqp::types::primitives::{OrderedMap, Symbol};
+    use fe2o3_amqp::types::primitives::OrderedMap;
     let b = Broker::start().await;
     let (_c, ch) = b.confirm_channel().await;
     declare_with(&ch, "tq", &[]).await;
     assert!(publish_acked(&ch, "tq", b"m").await);
-    let url = format!("amqp://guest:guest@127.0.0.1:{}", b.port);
-    let mut conn = within(Connection::open("when", url.as_str())).await.unwrap();
-    let mut session = within(Session::begin(&mut conn)).await.unwrap();
-    let mut receiver = within(Receiver::attach(&mut session, "r", "/queues/tq"))
-        .await
-        .unwrap();
+    let (mut conn, mut session, mut receiver) = receiver_on(&b, "tq").await;
     let d = within(receiver.recv::<Body<Value>>()).await.unwrap();
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -186,12 +193,7 @@ async fn a_modified_outcome_can_name_when_the_message_comes_back() {
     let mut ann = OrderedMap::new();
     ann.insert(Symbol::from("x-opt-delivery-time"), Value::Long(now_ms + 500));
     let start = Instant::now();
-    let modified = Modified {
-        delivery_failed: Some(false),
-        undeliverable_here: None,
-        message_annotations: Some(ann),
-    };
-    within(receiver.modify(&d, modified)).await.unwrap();
+    within(receiver.modify(&d, modified(Some(ann)))).await.unwrap();
     let d = within(receiver.recv::<Body<Value>>()).await.unwrap();
     assert!(
         start.elapsed() >= Duration::from_millis(450),

@@ -45,18 +45,6 @@ async fn get(ch: &Channel, queue: &str) -> Option<lapin::message::BasicGetMessag
         .unwrap()
 }
 
-fn delivery_count(d: &lapin::message::Delivery) -> Option<i64> {
-    d.properties
-        .headers()
-        .as_ref()
-        .and_then(|h| h.inner().get("x-delivery-count").cloned())
-        .and_then(|v| match v {
-            AMQPValue::LongLongInt(n) => Some(n),
-            AMQPValue::LongInt(n) => Some(n as i64),
-            _ => None,
-        })
-}
-
 /// Publish, get, reject and get again, then publish and purge, each at
 /// once after the last on one channel: every step sees the one before.
 pub async fn commands_apply_in_the_order_sent(ch: &Channel, queue: &str) {

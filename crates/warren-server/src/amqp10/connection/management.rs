@@ -230,11 +230,7 @@ impl Conn {
         let Some(r) = s.responders.get_mut(&handle) else {
             return;
         };
-        let theirs = f.delivery_count.unwrap_or(r.delivery_count);
-        let ahead = theirs
-            .wrapping_add(f.link_credit.unwrap_or(0))
-            .wrapping_sub(r.delivery_count);
-        r.credit = if ahead < 1 << 31 { ahead } else { 0 };
+        r.credit = sender_credit(r.delivery_count, f);
         self.send_responses(channel);
         let Some(r) = self
             .sessions
@@ -296,6 +292,18 @@ impl Conn {
                 s.remote_incoming_window = s.remote_incoming_window.saturating_sub(frames);
             }
         }
+    }
+}
+
+/// A sending link's credit after the receiver's flow (§2.6.7: its
+/// delivery-count plus link-credit, less ours; none if that is behind).
+pub(super) fn sender_credit(ours: u32, f: &Flow) -> u32 {
+    let theirs = f.delivery_count.unwrap_or(ours);
+    let ahead = theirs.wrapping_add(f.link_credit.unwrap_or(0)).wrapping_sub(ours);
+    if ahead < 1 << 31 {
+        ahead
+    } else {
+        0
     }
 }
 

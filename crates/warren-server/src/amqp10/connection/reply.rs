@@ -134,11 +134,7 @@ impl Conn {
         else {
             return;
         };
-        let theirs = f.delivery_count.unwrap_or(r.delivery_count);
-        let ahead = theirs
-            .wrapping_add(f.link_credit.unwrap_or(0))
-            .wrapping_sub(r.delivery_count);
-        r.credit = if ahead < 1 << 31 { ahead } else { 0 };
+        r.credit = super::management::sender_credit(r.delivery_count, f);
         if f.drain {
             r.delivery_count = r.delivery_count.wrapping_add(r.credit);
             r.credit = 0;
