@@ -33,19 +33,6 @@ async fn declare_classic(ch: &Channel, name: &str) {
     .unwrap();
 }
 
-/// Wait until `queue`, seen through `ch`, holds `n` ready messages.
-async fn until_depth(ch: &Channel, queue: &str, n: u32) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let d = depth(ch, queue).await;
-        if d == n {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{queue} holds {d}, not {n}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 fn reason(r: &str) -> Option<AMQPValue> {
     Some(AMQPValue::LongString(r.into()))
 }

@@ -173,6 +173,19 @@ pub async fn depth(ch: &Channel, q: &str) -> u32 {
     .message_count()
 }
 
+/// Wait until `queue`, seen through `ch`, holds `n` ready messages.
+pub async fn until_depth(ch: &Channel, queue: &str, n: u32) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let d = depth(ch, queue).await;
+        if d == n {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{queue} holds {d}, not {n}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 /// Await `f` briefly, expecting nothing to happen.
 pub async fn nothing_within<T: std::fmt::Debug>(ms: u64, f: impl Future<Output = T>) {
     if let Ok(v) = tokio::time::timeout(Duration::from_millis(ms), f).await {

@@ -49,6 +49,7 @@ mod queues;
 mod quorum;
 mod quorum_delayed_retry;
 mod quorum_faults;
+mod quorum_kill;
 mod quorum_order;
 mod raw;
 mod reply_to;
