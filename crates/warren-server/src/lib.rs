@@ -1,29 +1,10 @@
-//! The Warren broker as a library: configuration, the listener and the
-//! protocol front ends, wired to a [`warren_core::Broker`]. `main.rs` is a
-//! thin shell over [`start`]; tests start brokers in-process the same way.
+//! The Warren broker as a library: [`start`] builds a node from its
+//! [`Config`], binds the listeners and wires the front ends
+//! (`warren-node`) and the management API (`warren-management`) to a
+//! [`warren_core::Broker`]. `main.rs` is a thin shell over it; tests start
+//! brokers in-process the same way.
 
-pub mod amqp091;
-pub mod amqp10;
-pub mod cluster;
-pub mod config;
-pub mod connections;
-pub mod definitions;
-pub mod disk_monitor;
-pub mod http;
-pub mod limits;
 pub mod listener;
-pub mod oauth2;
-pub mod quorum;
-pub mod reply_to;
-pub mod sasl;
-pub mod sniff;
-pub mod stats_sampler;
-pub mod stream;
-pub mod stream_replicas;
-pub mod timers;
-pub mod tls;
-pub mod transport;
-pub mod version;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -31,140 +12,13 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use warren_core::{Broker, BrokerConfig, User};
+use warren_node::{
+    amqp10, cluster, config, connections, definitions, disk_monitor, oauth2, quorum, reply_to, sasl,
+    stats_sampler, stream, stream_replicas, timers, tls, Listeners, ServerCtx,
+};
 use warren_store::Storage;
 
-pub use config::{Cli, Config, LogFormat};
-
-/// What every connection task shares.
-pub struct ServerCtx {
-    pub broker: Arc<Broker>,
-    pub config: Arc<Config>,
-    pub timers: Arc<timers::Timers>,
-    pub replies: Arc<reply_to::Registry>,
-    /// Single-active-consumer groups of stream subscriptions.
-    pub stream_sac: stream::sac::Coordinator,
-    /// Appends publishers' chunks off their connections' tasks.
-    pub stream_writer: stream::writer::Writer,
-    /// Open client connections, every protocol.
-    pub connections: connections::Registry,
-    /// Where definitions are kept (imports batch their saves through it).
-    pub definitions: Arc<definitions::Store>,
-    /// The addresses the listeners are bound to (a configured port 0 is
-    /// the one the OS chose).
-    pub listeners: Listeners,
-    /// The TLS configuration of the AMQP and stream TLS listeners.
-    pub tls: Option<Arc<tls::Tls>>,
-    /// The HTTPS listeners' (management API and Prometheus).
-    pub https_tls: Option<Arc<tls::Tls>>,
-    /// Login attempts, every protocol (Prometheus).
-    pub auth: sasl::AuthStats,
-    /// OAuth 2 token checks, when `auth_backends` names oauth2.
-    pub oauth2: Option<Arc<oauth2::Verifier>>,
-    /// The other nodes and the links to them, on a node with `[cluster]`
-    /// settings.
-    pub cluster: Option<Arc<cluster::Cluster>>,
-    /// The metadata Raft group, with `cluster`.
-    pub meta: Option<Arc<cluster::meta::Meta>>,
-    /// This node's side of queues whose home is another node, with
-    /// `cluster` (gets, purges and consume answers wait on it).
-    pub queue_client: Option<Arc<cluster::queue_client::QueueClient>>,
-    /// The cluster's nodes and their Raft ids, with `cluster`.
-    pub node_table: Option<Arc<cluster::nodes::NodeTable>>,
-    /// Notified when the node must start again (it joined a cluster, see
-    /// `cluster::join`); the binary restarts it in place.
-    pub restart: Arc<tokio::sync::Notify>,
-    /// When this node started (its uptime in `/api/nodes`).
-    pub started: std::time::Instant,
-    /// The node's quorum queue groups.
-    pub quorum: Arc<quorum::Quorum>,
-    /// Replicated streams' placements and replication, with `cluster`.
-    pub stream_replicas: Option<Arc<stream_replicas::Streams>>,
-}
-
-impl ServerCtx {
-    /// What this node applies metadata commands with.
-    pub fn applier(&self) -> cluster::command::Applier {
-        cluster::command::Applier {
-            broker: self.broker.clone(),
-            timers: self.timers.clone(),
-            definitions: self.definitions.clone(),
-            node: self.config.node_name.clone(),
-            table: self.node_table.clone().unwrap_or_default(),
-            quorum: self.quorum.clone(),
-            streams: self.stream_replicas.clone(),
-        }
-    }
-
-    /// Where the management API answers from (see `http::queue_info`).
-    pub fn here(&self) -> http::queue_info::Here<'_> {
-        http::queue_info::Here {
-            node: &self.config.node_name,
-            streams: self.stream_replicas.as_deref(),
-        }
-    }
-
-    /// Read the TLS certificate, key and CA files again: new connections
-    /// get them, open ones keep their session.
-    /// OAuth 2 signing keys are read again too.
-    pub fn reload_tls(&self) -> Result<(), String> {
-        if let Some(o) = &self.oauth2 {
-            if let Err(e) = o.reload() {
-                tracing::error!("OAuth 2 key reload failed, the previous keys stay: {e}");
-                return Err(e.to_string());
-            }
-            tracing::info!("OAuth 2 signing keys reloaded");
-        }
-        if self.tls.is_none() && self.https_tls.is_none() {
-            if self.oauth2.is_some() {
-                return Ok(());
-            }
-            return Err("TLS is not configured (ssl_options.certfile, ssl_options.keyfile)".into());
-        }
-        for t in self.tls.iter().chain(&self.https_tls) {
-            if let Err(e) = t.reload() {
-                tracing::error!("TLS reload failed, the previous certificates stay: {e}");
-                return Err(e.to_string());
-            }
-        }
-        tracing::info!("TLS certificates and keys reloaded");
-        Ok(())
-    }
-}
-
-/// Where each listener is bound (None: not listening).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Listeners {
-    pub amqp: Option<SocketAddr>,
-    pub amqps: Option<SocketAddr>,
-    pub stream: Option<SocketAddr>,
-    pub stream_tls: Option<SocketAddr>,
-    pub http: Option<SocketAddr>,
-    pub https: Option<SocketAddr>,
-    pub prometheus: Option<SocketAddr>,
-    pub prometheus_tls: Option<SocketAddr>,
-    /// The inter-node listener, on a node with `[cluster]` settings.
-    pub clustering: Option<SocketAddr>,
-}
-
-impl Listeners {
-    /// The listeners as RabbitMQ names their protocols.
-    pub fn named(&self) -> Vec<(&'static str, SocketAddr)> {
-        [
-            ("amqp", self.amqp),
-            ("amqp/ssl", self.amqps),
-            ("stream", self.stream),
-            ("stream/ssl", self.stream_tls),
-            ("http", self.http),
-            ("https", self.https),
-            ("http/prometheus", self.prometheus),
-            ("https/prometheus", self.prometheus_tls),
-            ("clustering", self.clustering),
-        ]
-        .into_iter()
-        .filter_map(|(n, a)| a.map(|a| (n, a)))
-        .collect()
-    }
-}
+pub use warren_node::{Cli, Config, LogFormat};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -609,14 +463,14 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let handshake = Duration::from_millis(config.ssl_handshake_timeout);
     let http_listener = |tcp: tokio::net::TcpListener, with_tls: bool| {
         let l = match (&https_tls, with_tls) {
-            (Some(t), true) => http::listener::HttpListener::tls(tcp, t.clone(), handshake),
-            _ => http::listener::HttpListener::plain(tcp),
+            (Some(t), true) => warren_management::listener::HttpListener::tls(tcp, t.clone(), handshake),
+            _ => warren_management::listener::HttpListener::plain(tcp),
         };
         l.expect("a bound listener has an address")
     };
     for (bound, with_tls) in [(http, false), (https, true)] {
         if let Some((tcp, _)) = bound {
-            tasks.push(tokio::spawn(http::serve(
+            tasks.push(tokio::spawn(warren_management::serve(
                 http_listener(tcp, with_tls),
                 ctx.clone(),
                 rx.clone(),
@@ -625,7 +479,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     }
     for (bound, with_tls) in [(prom, false), (prom_tls, true)] {
         if let Some((tcp, _)) = bound {
-            tasks.push(tokio::spawn(http::metrics::serve(
+            tasks.push(tokio::spawn(warren_management::metrics::serve(
                 http_listener(tcp, with_tls),
                 ctx.clone(),
                 rx.clone(),

@@ -11,13 +11,12 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
-use crate::amqp091::connection;
-use crate::amqp10;
-use crate::sniff::{self, Protocol};
-use crate::tls::io::TlsIo;
-use crate::tls::Tls;
-use crate::transport::Transport;
-use crate::ServerCtx;
+use warren_node::amqp091::connection;
+use warren_node::amqp10;
+use warren_node::sniff::{self, Protocol};
+use warren_node::tls::Tls;
+use warren_node::transport::Transport;
+use warren_node::ServerCtx;
 
 /// A peer that sends no protocol header in this long is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -63,7 +62,7 @@ pub async fn accept_loop(
                         None => Transport::Plain(stream),
                         Some(tls) => {
                             let timeout = Duration::from_millis(ctx.config.ssl_handshake_timeout);
-                            match handshake(&tls, stream, peer, timeout).await {
+                            match Transport::accept_tls(&tls, stream, peer, timeout).await {
                                 Some(t) => {
                                     if let Some(info) = t.tls_info() {
                                         entry.set_tls(info);
@@ -76,7 +75,7 @@ pub async fn accept_loop(
                     };
                     let mut stream = stream;
                     if port == Port::Stream {
-                        crate::stream::connection::serve(stream, peer, ctx, rx, entry).await;
+                        warren_node::stream::connection::serve(stream, peer, ctx, rx, entry).await;
                     } else {
                         // Both AMQP protocols share the port: the header decides.
                         match sniff::sniff(&mut stream, HANDSHAKE_TIMEOUT).await {
@@ -107,35 +106,4 @@ pub async fn accept_loop(
         while tasks.join_next().await.is_some() {}
     })
     .await;
-}
-
-/// The TLS handshake with a newly accepted client, within `timeout`. A
-/// failure is logged once with the peer's address and what went wrong
-/// (a plain-text client, an unknown CA, an expired certificate...); the
-/// socket and its buffers go with the task.
-pub async fn handshake(
-    tls: &Tls,
-    tcp: tokio::net::TcpStream,
-    peer: std::net::SocketAddr,
-    timeout: Duration,
-) -> Option<Transport> {
-    let session = match tls.session() {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!(peer = %peer, "cannot start a TLS session: {e}");
-            return None;
-        }
-    };
-    let mut io = Box::new(TlsIo::new(tcp, session));
-    match tokio::time::timeout(timeout, io.handshake()).await {
-        Ok(Ok(())) => Some(Transport::Tls(io)),
-        Ok(Err(e)) => {
-            tracing::warn!(peer = %peer, "TLS handshake failed: {e}");
-            None
-        }
-        Err(_) => {
-            tracing::warn!(peer = %peer, "TLS handshake timed out after {} ms", timeout.as_millis());
-            None
-        }
-    }
 }

@@ -122,7 +122,7 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
 /// SIGHUP reads the TLS certificate, key and CA files again (new
 /// connections get them; open ones keep theirs).
 #[cfg(unix)]
-fn reload_on_sighup(ctx: std::sync::Arc<warren_server::ServerCtx>) {
+fn reload_on_sighup(ctx: std::sync::Arc<warren_node::ServerCtx>) {
     use tokio::signal::unix::{signal, SignalKind};
     let Ok(mut hup) = signal(SignalKind::hangup()) else {
         return;
@@ -136,7 +136,7 @@ fn reload_on_sighup(ctx: std::sync::Arc<warren_server::ServerCtx>) {
 }
 
 #[cfg(not(unix))]
-fn reload_on_sighup(_ctx: std::sync::Arc<warren_server::ServerCtx>) {}
+fn reload_on_sighup(_ctx: std::sync::Arc<warren_node::ServerCtx>) {}
 
 #[cfg(not(unix))]
 fn shutdown_signal() -> impl std::future::Future<Output = ()> {

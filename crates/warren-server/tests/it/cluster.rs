@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
-use warren_server::cluster::{ClusterSettings, PeerConfig};
-use warren_server::config::Listen;
+use warren_node::cluster::{ClusterSettings, PeerConfig};
+use warren_node::config::Listen;
 
 use crate::common::*;
 
@@ -239,7 +239,7 @@ async fn wrong_secrets_other_clusters_and_garbage_stay_out() {
     assert_eq!(running(&a).await, view(0, &[true, false, false]));
 }
 
-pub(crate) fn meta(b: &Broker) -> std::sync::Arc<warren_server::cluster::meta::Meta> {
+pub(crate) fn meta(b: &Broker) -> std::sync::Arc<warren_node::cluster::meta::Meta> {
     b.running
         .as_ref()
         .unwrap()
@@ -291,7 +291,7 @@ pub(crate) async fn until_applied(b: &Broker, index: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_metadata_log_commits_on_a_majority_and_a_returning_node_catches_up() {
-    use warren_server::cluster::meta::MetaError;
+    use warren_node::cluster::meta::MetaError;
     let ports = free_ports(3);
     let mut nodes = start_three(&ports).await;
     let l = meta_leader(&nodes).await;

@@ -61,7 +61,7 @@ impl Issuer {
         let dir = self.dir.clone();
         Broker::start_with(move |c| {
             c.auth_backends = vec!["oauth2".into(), "internal".into()];
-            c.auth_oauth2 = Some(warren_server::oauth2::OAuth2Settings {
+            c.auth_oauth2 = Some(warren_node::oauth2::OAuth2Settings {
                 resource_server_id: "rabbitmq".into(),
                 signing_keys: [
                     ("rsa".to_string(), dir.join("rsa.pem")),

@@ -14,7 +14,7 @@ use amqprs::BasicProperties;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use warren_server::tls::{SslOptions, Verify};
+use warren_node::tls::{SslOptions, Verify};
 use warren_server::Config;
 
 use crate::common::*;
@@ -40,7 +40,7 @@ fn external_by_cn(c: &mut Config) {
     c.ssl_options.verify = Verify::VerifyPeer;
     c.ssl_options.fail_if_no_peer_cert = true;
     c.auth_mechanisms = vec!["PLAIN".into(), "AMQPLAIN".into(), "EXTERNAL".into()];
-    c.ssl_cert_login_from = warren_server::tls::peer::LoginFrom::CommonName;
+    c.ssl_cert_login_from = warren_node::tls::peer::LoginFrom::CommonName;
 }
 
 impl Broker {
@@ -508,7 +508,7 @@ async fn streams_over_tls_advertise_the_tls_port() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_listeners_can_be_turned_off() {
     let pki = Pki::new();
-    let none = warren_server::config::Listen::NONE;
+    let none = warren_node::config::Listen::NONE;
     let b = tls_broker(&pki, |c| {
         c.stream_listen = none;
         c.http_listen = none;
@@ -540,7 +540,7 @@ async fn plain_listeners_can_be_turned_off() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn external_logs_in_by_subject_alternative_name() {
-    use warren_server::tls::peer::{LoginFrom, SanType as LoginSan};
+    use warren_node::tls::peer::{LoginFrom, SanType as LoginSan};
     let pki = Pki::new();
     let b = tls_broker(&pki, |c| {
         external_by_cn(c);

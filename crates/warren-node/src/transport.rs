@@ -18,6 +18,7 @@ use tokio::net::TcpStream;
 
 use crate::tls::io::TlsIo;
 use crate::tls::peer::TlsInfo;
+use crate::tls::Tls;
 
 pub enum Transport {
     Plain(TcpStream),
@@ -25,6 +26,37 @@ pub enum Transport {
 }
 
 impl Transport {
+    /// The TLS handshake with a newly accepted client, within `timeout`.
+    /// A failure is logged once with the peer's address and what went
+    /// wrong (a plain-text client, an unknown CA, an expired
+    /// certificate...); the socket and its buffers go with the task.
+    pub async fn accept_tls(
+        tls: &Tls,
+        tcp: TcpStream,
+        peer: SocketAddr,
+        timeout: Duration,
+    ) -> Option<Transport> {
+        let session = match tls.session() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(peer = %peer, "cannot start a TLS session: {e}");
+                return None;
+            }
+        };
+        let mut io = Box::new(TlsIo::new(tcp, session));
+        match tokio::time::timeout(timeout, io.handshake()).await {
+            Ok(Ok(())) => Some(Transport::Tls(io)),
+            Ok(Err(e)) => {
+                tracing::warn!(peer = %peer, "TLS handshake failed: {e}");
+                None
+            }
+            Err(_) => {
+                tracing::warn!(peer = %peer, "TLS handshake timed out after {} ms", timeout.as_millis());
+                None
+            }
+        }
+    }
+
     pub fn tcp(&self) -> &TcpStream {
         match self {
             Transport::Plain(s) => s,

@@ -16,9 +16,9 @@ use super::conns::{find, visible};
 use super::error::ApiError;
 use super::objects::visible as visible_vhost;
 use super::objects::{listing, ListQuery};
-use crate::connections::{ChannelInfo, Entry};
-use crate::definitions::table_to_json;
-use crate::ServerCtx;
+use warren_node::connections::{ChannelInfo, Entry};
+use warren_node::definitions::table_to_json;
+use warren_node::ServerCtx;
 
 type ApiResult<T> = Result<T, ApiError>;
 

@@ -35,8 +35,8 @@ impl From<BrokerError> for ApiError {
 }
 
 /// A metadata change the cluster could not commit: 503 with the reason.
-impl From<crate::cluster::meta::MetaError> for ApiError {
-    fn from(e: crate::cluster::meta::MetaError) -> ApiError {
+impl From<warren_node::cluster::meta::MetaError> for ApiError {
+    fn from(e: warren_node::cluster::meta::MetaError) -> ApiError {
         ApiError::Unavailable(e.to_string())
     }
 }

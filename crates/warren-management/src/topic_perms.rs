@@ -5,8 +5,8 @@
 //! `.../{exchange}` (DELETE, as RabbitMQ 4 has it), and the lists by user
 //! and by vhost. Administrators only, as for ordinary permissions.
 
-use crate::cluster::command::{self, Command};
 use std::sync::Arc;
+use warren_node::cluster::command::{self, Command};
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -17,7 +17,7 @@ use warren_core::{TopicPermission, User};
 use super::auth::Authed;
 use super::error::ApiError;
 use super::objects::{body, required};
-use crate::ServerCtx;
+use warren_node::ServerCtx;
 
 type Ctx = State<Arc<ServerCtx>>;
 type ApiResult<T> = Result<T, ApiError>;

@@ -21,12 +21,12 @@ use warren_core::{Access, Permission, Resource, User};
 
 use super::auth::Authed;
 use super::error::ApiError;
-use super::queue_info::{queue_json, queue_listing};
-use crate::amqp10::management::percent_encode;
-use crate::cluster::command::{self, Command};
-use crate::cluster::topology;
-use crate::definitions::{json_to_table, table_to_json};
-use crate::ServerCtx;
+use super::queue_info::{queue_json, queue_listing, Here};
+use warren_node::amqp10::management::percent_encode;
+use warren_node::cluster::command::{self, Command};
+use warren_node::cluster::topology;
+use warren_node::definitions::{json_to_table, table_to_json};
+use warren_node::ServerCtx;
 
 type Ctx = State<Arc<ServerCtx>>;
 type ApiResult<T> = Result<T, ApiError>;
@@ -238,7 +238,7 @@ fn user_json(u: &User) -> Value {
         "password_hash": u.password_hash,
         "hashing_algorithm": "rabbit_password_hashing_sha256",
         "tags": u.tags,
-        "limits": crate::limits::to_json(&u.limits),
+        "limits": warren_node::limits::to_json(&u.limits),
     })
 }
 
@@ -302,7 +302,7 @@ pub async fn put_user(
     };
     // RabbitMQ's put_user takes a user's limits too, when the body has them.
     let limits = match m.get("limits") {
-        Some(v) => Some(crate::limits::parse(LimitsOf::User, v).map_err(ApiError::BadRequest)?),
+        Some(v) => Some(warren_node::limits::parse(LimitsOf::User, v).map_err(ApiError::BadRequest)?),
         None => None,
     };
     let c = Command::PutUser {
@@ -572,7 +572,7 @@ pub async fn delete_exchange(
 // ---- queues ----
 
 pub async fn queues(State(ctx): Ctx, who: Authed, Query(q): Query<ListQuery>) -> ApiResult<Response> {
-    queue_listing(&visible_vhosts(&ctx, &who), &q, &ctx.here())
+    queue_listing(&visible_vhosts(&ctx, &who), &q, &Here::of(&ctx))
 }
 
 pub async fn queues_in(
@@ -581,7 +581,7 @@ pub async fn queues_in(
     Path(vhost): Path<String>,
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Response> {
-    queue_listing(&[visible(&ctx, &who, &vhost)?], &q, &ctx.here())
+    queue_listing(&[visible(&ctx, &who, &vhost)?], &q, &Here::of(&ctx))
 }
 
 pub async fn queue(
@@ -592,7 +592,7 @@ pub async fn queue(
     let vh = visible(&ctx, &who, &vhost)?;
     // Exclusive queues are listed too, as RabbitMQ lists them.
     let q = vh.find_queue(name.as_bytes()).ok_or(ApiError::NotFound)?;
-    Ok(Json(queue_json(&q, &ctx.here())))
+    Ok(Json(queue_json(&q, &Here::of(&ctx))))
 }
 
 pub async fn put_queue(

@@ -10,8 +10,8 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, Semaphore};
 
-use crate::tls::Tls;
-use crate::transport::Transport;
+use warren_node::tls::Tls;
+use warren_node::transport::Transport;
 
 /// TLS handshakes in progress at once on one HTTP listener.
 const MAX_HANDSHAKES: usize = 256;
@@ -56,7 +56,9 @@ impl HttpListener {
                 };
                 let (tls, tx) = (tls.clone(), tx.clone());
                 tokio::spawn(async move {
-                    if let Some(t) = crate::listener::handshake(&tls, sock, peer, timeout).await {
+                    if let Some(t) =
+                        warren_node::transport::Transport::accept_tls(&tls, sock, peer, timeout).await
+                    {
                         let _ = tx.send((t, peer)).await;
                     }
                     drop(permit);

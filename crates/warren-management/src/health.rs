@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use super::auth::Authed;
 use super::error::ApiError;
-use crate::ServerCtx;
+use warren_node::ServerCtx;
 
 fn ok(v: Value) -> Response {
     Json(v).into_response()

@@ -14,9 +14,9 @@ use warren_core::queue::QueueKind;
 
 use super::auth::Authed;
 use super::error::ApiError;
-use crate::cluster::command::{self, Command};
-use crate::stream_replicas::registry::Placement;
-use crate::ServerCtx;
+use warren_node::cluster::command::{self, Command};
+use warren_node::stream_replicas::registry::Placement;
+use warren_node::ServerCtx;
 
 type Ctx = State<Arc<ServerCtx>>;
 

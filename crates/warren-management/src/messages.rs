@@ -21,8 +21,8 @@ use warren_core::{Access, Message, Resource};
 use super::auth::Authed;
 use super::error::ApiError;
 use super::objects::visible;
-use crate::definitions::{json_to_table, table_to_json};
-use crate::ServerCtx;
+use warren_node::definitions::{json_to_table, table_to_json};
+use warren_node::ServerCtx;
 
 type ApiResult<T> = Result<T, ApiError>;
 

@@ -18,7 +18,7 @@ use warren_core::VHost;
 use super::error::ApiError;
 use super::message_stats;
 use super::objects::{listing, paginate, ListQuery};
-use crate::definitions::table_to_json;
+use warren_node::definitions::table_to_json;
 
 #[derive(Serialize)]
 struct QueueInfo<'a> {
@@ -81,7 +81,17 @@ fn memory_estimate(s: &QueueStats) -> u64 {
 #[derive(Clone, Copy)]
 pub struct Here<'a> {
     pub node: &'a str,
-    pub streams: Option<&'a crate::stream_replicas::Streams>,
+    pub streams: Option<&'a warren_node::stream_replicas::Streams>,
+}
+
+impl<'a> Here<'a> {
+    /// This node, as `ctx` knows it.
+    pub fn of(ctx: &'a warren_node::ServerCtx) -> Here<'a> {
+        Here {
+            node: &ctx.config.node_name,
+            streams: ctx.stream_replicas.as_deref(),
+        }
+    }
 }
 
 fn info<'a>(q: &'a Queue, here: &Here<'a>) -> QueueInfo<'a> {

@@ -3,8 +3,8 @@
 //! tagged `policymaker` or `administrator` may read or change them, and a
 //! policymaker only in the vhosts it has permissions on.
 
-use crate::cluster::command::{self, Command};
 use std::sync::Arc;
+use warren_node::cluster::command::{self, Command};
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -15,8 +15,8 @@ use warren_core::VHost;
 use super::auth::Authed;
 use super::error::ApiError;
 use super::objects::{listing, visible, ListQuery};
-use crate::definitions::PolicyDef;
-use crate::ServerCtx;
+use warren_node::definitions::PolicyDef;
+use warren_node::ServerCtx;
 
 type Ctx = State<Arc<ServerCtx>>;
 type ApiResult<T> = Result<T, ApiError>;

@@ -475,7 +475,7 @@ fn args_token(t: &FieldTable) -> String {
 
 /// Percent-encode all but RFC 3986's unreserved characters (a path
 /// segment or a query value).
-pub(crate) fn percent_encode(s: &str) -> String {
+pub fn percent_encode(s: &str) -> String {
     let mut out = String::new();
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {

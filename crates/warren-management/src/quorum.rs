@@ -14,8 +14,8 @@ use serde_json::{json, Value};
 
 use super::auth::Authed;
 use super::error::ApiError;
-use crate::quorum::membership::{self, MembershipError, Selection};
-use crate::ServerCtx;
+use warren_node::quorum::membership::{self, MembershipError, Selection};
+use warren_node::ServerCtx;
 
 type Ctx = State<Arc<ServerCtx>>;
 

@@ -14,9 +14,9 @@ use serde_json::Value;
 use super::auth::Authed;
 use super::error::ApiError;
 use super::overview::RABBITMQ_VERSION;
-use crate::cluster::command::{self, Command};
-use crate::definitions::{snapshot, Definitions};
-use crate::ServerCtx;
+use warren_node::cluster::command::{self, Command};
+use warren_node::definitions::{snapshot, Definitions};
+use warren_node::ServerCtx;
 
 fn with_versions(d: &Definitions) -> Result<Value, ApiError> {
     let mut v = serde_json::to_value(d).map_err(|e| ApiError::Internal(e.to_string()))?;
@@ -131,7 +131,7 @@ async fn import_here(ctx: &Arc<ServerCtx>, mut d: Definitions) -> Result<(), Api
     d.warren_cluster_nodes.clear();
     let me = ctx.config.node_name.clone();
     if ctx.meta.is_none() {
-        crate::definitions::apply_at(&ctx.broker, &ctx.timers, &ctx.definitions, &d, None, &me);
+        warren_node::definitions::apply_at(&ctx.broker, &ctx.timers, &ctx.definitions, &d, None, &me);
         return Ok(());
     }
     // New quorum queues get their groups here, as a declare through this
@@ -151,7 +151,7 @@ async fn import_here(ctx: &Arc<ServerCtx>, mut d: Definitions) -> Result<(), Api
                 .arguments
                 .get("x-quorum-initial-group-size")
                 .and_then(|v| v.as_i64());
-            let p = crate::cluster::topology::quorum_placement(ctx, size, &home);
+            let p = warren_node::cluster::topology::quorum_placement(ctx, size, &home);
             (q.vhost.clone(), q.name.clone(), p)
         })
         .collect();

@@ -4,8 +4,8 @@
 //! (compared): listings hold only what has limits, as
 //! `[{"vhost": V, "value": {...}}]` or `[{"user": U, "value": {...}}]`.
 
-use crate::cluster::command::{self, Command};
 use std::sync::Arc;
+use warren_node::cluster::command::{self, Command};
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -16,8 +16,8 @@ use warren_core::limits::{Limits, LimitsOf};
 use super::auth::Authed;
 use super::error::ApiError;
 use super::objects::body;
-use crate::limits::{parse_one, to_json};
-use crate::ServerCtx;
+use warren_node::limits::{parse_one, to_json};
+use warren_node::ServerCtx;
 
 type ApiResult<T> = Result<T, ApiError>;
 type Ctx = State<Arc<ServerCtx>>;

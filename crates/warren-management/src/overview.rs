@@ -14,9 +14,9 @@ use warren_core::vhost::{QueueDecl, VHost};
 
 use super::auth::Authed;
 use super::error::ApiError;
-use crate::ServerCtx;
+use warren_node::ServerCtx;
 
-pub use crate::version::RABBITMQ_VERSION;
+pub use warren_node::version::RABBITMQ_VERSION;
 
 /// Queue counts summed over some vhosts.
 #[derive(Debug, Default)]
@@ -106,7 +106,7 @@ pub async fn nodes(State(ctx): State<Arc<ServerCtx>>, _who: Authed) -> Json<Valu
 
 /// Another node as `/api/nodes` shows it: whether its link is up, and
 /// the figures and alarms it last reported over it.
-fn peer_json(p: &crate::cluster::PeerStatus) -> Value {
+fn peer_json(p: &warren_node::cluster::PeerStatus) -> Value {
     let mut v = json!({
         "name": p.node,
         "type": "disc",
@@ -166,7 +166,7 @@ pub async fn forget_node(
             "node '{name}' is running: stop it before forgetting it"
         )));
     }
-    meta.forget(&name, crate::cluster::command::COMMIT_TIMEOUT)
+    meta.forget(&name, warren_node::cluster::command::COMMIT_TIMEOUT)
         .await?;
     Ok(axum::http::StatusCode::NO_CONTENT)
 }
@@ -198,7 +198,7 @@ pub async fn join_cluster(
             others.join(", ")
         )));
     }
-    let joined = crate::cluster::join::ask(cluster, node, address)
+    let joined = warren_node::cluster::join::ask(cluster, node, address)
         .await
         .map_err(|e| ApiError::BadRequest(format!("could not join: {e}")))?;
     let id = joined.id;
@@ -316,8 +316,8 @@ pub async fn aliveness(
         auto_delete: false,
         arguments: FieldTable::new(),
     };
-    crate::cluster::topology::declare_queue(&ctx, &vh, decl, 0, true).await?;
+    warren_node::cluster::topology::declare_queue(&ctx, &vh, decl, 0, true).await?;
     vh.queue(name.as_bytes(), 0)?;
-    crate::cluster::topology::delete_queue(&ctx, &vh, &name, false, false, 0).await?;
+    warren_node::cluster::topology::delete_queue(&ctx, &vh, &name, false, false, 0).await?;
     Ok(Json(json!({"status": "ok"})))
 }

@@ -190,7 +190,7 @@ fn quorum_members(ctx: &ServerCtx, d: &QueueDecl, home: &ShortStr) -> QuorumPlac
 }
 
 /// [`quorum_members`] for a queue of `size` members (None: 3).
-pub(crate) fn quorum_placement(ctx: &ServerCtx, size: Option<i64>, home: &ShortStr) -> QuorumPlacement {
+pub fn quorum_placement(ctx: &ServerCtx, size: Option<i64>, home: &ShortStr) -> QuorumPlacement {
     let size = size.map_or(3, |n| n.clamp(1, 1 << 16) as usize);
     QuorumPlacement {
         group: loop {

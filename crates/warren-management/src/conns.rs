@@ -15,8 +15,8 @@ use serde_json::{json, Value};
 use super::auth::Authed;
 use super::error::ApiError;
 use super::objects::{listing, visible as visible_vhost, ListQuery};
-use crate::connections::Entry;
-use crate::ServerCtx;
+use warren_node::connections::Entry;
+use warren_node::ServerCtx;
 
 /// A connection object with RabbitMQ's fields: on a TLS connection `ssl`
 /// is true with the session's protocol, cipher and the client

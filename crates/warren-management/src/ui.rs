@@ -1,4 +1,4 @@
-//! The management web UI: three static files (`crates/warren-server/ui/`)
+//! The management web UI: three static files (`crates/warren-management/ui/`)
 //! compiled into the binary and served from the API's port, so the UI
 //! needs no install step and always matches the API it calls. It is plain
 //! HTML and JavaScript talking to `/api/*` with basic auth.
@@ -6,9 +6,9 @@
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::response::IntoResponse;
 
-const INDEX: &str = include_str!("../../ui/index.html");
-const APP_JS: &str = include_str!("../../ui/app.js");
-const APP_CSS: &str = include_str!("../../ui/app.css");
+const INDEX: &str = include_str!("../ui/index.html");
+const APP_JS: &str = include_str!("../ui/app.js");
+const APP_CSS: &str = include_str!("../ui/app.css");
 
 fn asset(kind: &'static str, body: &'static str) -> impl IntoResponse {
     // no-cache: a browser revalidates, so an upgraded broker's UI is used.

@@ -51,7 +51,7 @@ use tokio::sync::watch;
 use tower_http::normalize_path::NormalizePathLayer;
 use tower_layer::Layer;
 
-use crate::ServerCtx;
+use warren_node::ServerCtx;
 
 /// The largest request body taken (RabbitMQ: 20 MB).
 pub const MAX_BODY: usize = 20_000_000;
@@ -293,7 +293,7 @@ pub async fn serve(listener: HttpListener, ctx: Arc<ServerCtx>, mut shutdown: wa
     };
     // tap_io: axum hands a listener's own address type to ConnectInfo
     // only through its TapIo wrapper.
-    let listener = listener.tap_io(|_: &mut crate::transport::Transport| {});
+    let listener = listener.tap_io(|_: &mut warren_node::transport::Transport| {});
     if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
         tracing::error!("management HTTP listener failed: {e}");
     }

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use super::auth::Authed;
 use super::error::ApiError;
-use crate::ServerCtx;
+use warren_node::ServerCtx;
 
 type ApiResult<T> = Result<T, ApiError>;
 

@@ -17,7 +17,7 @@ use warren_core::exchange::Destination;
 use warren_core::{Access, Grant, Permission, Resource, User, VHost};
 
 use super::error::ApiError;
-use crate::ServerCtx;
+use warren_node::ServerCtx;
 
 /// The logged-in user.
 pub struct Authed {
@@ -148,9 +148,10 @@ impl FromRequestParts<Arc<ServerCtx>> for Authed {
                 .as_ref()
                 .ok_or(ApiError::NotAuthorized("Not_Authorized"))?;
             let user = match o.verify(token.trim()) {
-                Ok(v) => {
-                    crate::oauth2::with_vhost_permissions(crate::oauth2::user(v, &ctx.broker), &ctx.broker)
-                }
+                Ok(v) => warren_node::oauth2::with_vhost_permissions(
+                    warren_node::oauth2::user(v, &ctx.broker),
+                    &ctx.broker,
+                ),
                 Err(e) => {
                     tracing::warn!("HTTP API login refused: {e}");
                     return Err(ApiError::NotAuthorized("Login failed"));
@@ -171,10 +172,10 @@ impl FromRequestParts<Arc<ServerCtx>> for Authed {
             .extensions
             .get::<ConnectInfo<SocketAddr>>()
             .is_none_or(|c| c.0.ip().is_loopback());
-        let user = crate::sasl::password(ctx, &name, &password, loopback)
+        let user = warren_node::sasl::password(ctx, &name, &password, loopback)
             .map_err(|_| ApiError::NotAuthorized("Login failed"))?;
         // A token as the password: its scopes as per-vhost permissions.
-        let user = crate::oauth2::with_vhost_permissions(user, &ctx.broker);
+        let user = warren_node::oauth2::with_vhost_permissions(user, &ctx.broker);
         if !user.tags.iter().any(|t| TAGS.contains(&t.as_str())) {
             return Err(ApiError::NotAuthorized("Not management user"));
         }

@@ -16,7 +16,7 @@ use axum::Router;
 use warren_core::queue::QueueStats;
 use warren_core::stats::{MessageCounters, Stat};
 
-use crate::ServerCtx;
+use warren_node::ServerCtx;
 
 const TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
