@@ -22,10 +22,10 @@ use warren_core::{Access, Permission, Resource, User};
 use super::auth::Authed;
 use super::error::ApiError;
 use super::queue_info::{queue_json, queue_listing, Here};
-use warren_node::amqp10::management::percent_encode;
 use warren_node::cluster::command::{self, Command};
 use warren_node::cluster::topology;
 use warren_node::definitions::{json_to_table, table_to_json};
+use warren_node::uri::percent_encode;
 use warren_node::ServerCtx;
 
 type Ctx = State<Arc<ServerCtx>>;

@@ -14,6 +14,10 @@ use serde::{Deserialize, Deserializer};
 use crate::tls::peer::{LoginFrom, SanType};
 use crate::tls::SslOptions;
 
+/// A node's name when none is configured (a queue's leader and replica
+/// on one node, as the API and the AMQP 1.0 management node report them).
+pub const DEFAULT_NODE_NAME: &str = "warren@localhost";
+
 /// A listener's address, or `none` for no listener (RabbitMQ's
 /// `listeners.tcp = none`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -225,7 +229,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             data_dir: PathBuf::from("warren-data"),
-            node_name: crate::amqp10::management::NODE.into(),
+            node_name: DEFAULT_NODE_NAME.into(),
             cluster: None,
             amqp_listen: Listen::at("0.0.0.0:5672"),
             amqps_listen: Listen::at("0.0.0.0:5671"),

@@ -1,10 +1,12 @@
-//! A Warren node's parts below its wiring: the protocol front ends, the
-//! cluster and replication, definitions, TLS and authentication, and the
-//! [`ServerCtx`] every connection task shares. `warren-server` wires them
-//! into a running node; `warren-management` serves the HTTP API over them.
+//! What a Warren node's front ends share: the [`ServerCtx`] every
+//! connection task holds, configuration, the connections registry,
+//! transport and TLS, SASL and OAuth 2, definitions, timers and limits;
+//! and the cluster and replication (links, the metadata Raft log, the
+//! node table, remote queues, quorum groups, stream replicas). The front
+//! ends (`warren-front-*`) and the management API (`warren-management`)
+//! stand on it; `warren-server` wires them into a running node. Nothing
+//! here imports a front end.
 
-pub mod amqp091;
-pub mod amqp10;
 pub mod cluster;
 pub mod config;
 pub mod connections;
@@ -12,16 +14,17 @@ pub mod definitions;
 pub mod disk_monitor;
 pub mod limits;
 pub mod oauth2;
+pub mod outbox;
 pub mod quorum;
 pub mod reply_to;
 pub mod sasl;
 pub mod sniff;
 pub mod stats_sampler;
-pub mod stream;
 pub mod stream_replicas;
 pub mod timers;
 pub mod tls;
 pub mod transport;
+pub mod uri;
 pub mod version;
 
 use std::net::SocketAddr;
@@ -37,10 +40,6 @@ pub struct ServerCtx {
     pub config: Arc<Config>,
     pub timers: Arc<timers::Timers>,
     pub replies: Arc<reply_to::Registry>,
-    /// Single-active-consumer groups of stream subscriptions.
-    pub stream_sac: stream::sac::Coordinator,
-    /// Appends publishers' chunks off their connections' tasks.
-    pub stream_writer: stream::writer::Writer,
     /// Open client connections, every protocol.
     pub connections: connections::Registry,
     /// Where definitions are kept (imports batch their saves through it).

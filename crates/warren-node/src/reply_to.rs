@@ -20,7 +20,7 @@ use rand::RngCore;
 use warren_amqp091::ShortStr;
 use warren_core::message::MessageRef;
 
-use crate::amqp091::outbox::Outbox;
+use crate::outbox::Outbox;
 use std::sync::Arc;
 
 pub const PSEUDO_QUEUE: &str = "amq.rabbitmq.reply-to";

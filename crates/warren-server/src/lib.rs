@@ -1,6 +1,6 @@
 //! The Warren broker as a library: [`start`] builds a node from its
 //! [`Config`], binds the listeners and wires the front ends
-//! (`warren-node`) and the management API (`warren-management`) to a
+//! (`warren-front-*`) and the management API (`warren-management`) to a
 //! [`warren_core::Broker`]. `main.rs` is a thin shell over it; tests start
 //! brokers in-process the same way.
 
@@ -12,9 +12,11 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use warren_core::{Broker, BrokerConfig, User};
+use warren_front_amqp10 as amqp10;
+use warren_front_stream as stream;
 use warren_node::{
-    amqp10, cluster, config, connections, definitions, disk_monitor, oauth2, quorum, reply_to, sasl,
-    stats_sampler, stream, stream_replicas, timers, tls, Listeners, ServerCtx,
+    cluster, config, connections, definitions, disk_monitor, oauth2, quorum, reply_to, sasl, stats_sampler,
+    stream_replicas, timers, tls, Listeners, ServerCtx,
 };
 use warren_store::Storage;
 
@@ -427,8 +429,6 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         config: Arc::new(config.clone()),
         timers,
         replies,
-        stream_sac: stream::sac::Coordinator::default(),
-        stream_writer: stream::writer::Writer::start(),
         connections: connections::Registry::default(),
         definitions: store.clone(),
         listeners,
@@ -460,6 +460,8 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         oauth2::spawn_expiry(ctx.connections.clone(), rx.clone());
     }
     let mut tasks = Vec::new();
+    // The stream front end's node-wide parts, for its listeners.
+    let streams = Arc::new(stream::Shared::default());
     let handshake = Duration::from_millis(config.ssl_handshake_timeout);
     let http_listener = |tcp: tokio::net::TcpListener, with_tls: bool| {
         let l = match (&https_tls, with_tls) {
@@ -497,6 +499,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             tasks.push(tokio::spawn(listener::accept_loop(
                 tcp,
                 ctx.clone(),
+                streams.clone(),
                 rx.clone(),
                 port,
                 tls,

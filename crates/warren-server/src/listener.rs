@@ -11,8 +11,8 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
-use warren_node::amqp091::connection;
-use warren_node::amqp10;
+use warren_front_amqp091::connection;
+use warren_front_amqp10 as amqp10;
 use warren_node::sniff::{self, Protocol};
 use warren_node::tls::Tls;
 use warren_node::transport::Transport;
@@ -33,6 +33,7 @@ pub enum Port {
 pub async fn accept_loop(
     tcp: TcpListener,
     ctx: Arc<ServerCtx>,
+    streams: Arc<warren_front_stream::Shared>,
     mut shutdown: watch::Receiver<bool>,
     port: Port,
     tls: Option<Arc<Tls>>,
@@ -56,6 +57,7 @@ pub async fn accept_loop(
                 // the management API.
                 let reg = ctx.connections.register(ctx.broker.next_id(), peer, local);
                 let tls = tls.clone();
+                let streams = streams.clone();
                 tasks.spawn(async move {
                     let (rx, entry) = (reg.shutdown.clone(), reg.entry.clone());
                     let stream = match tls {
@@ -75,7 +77,7 @@ pub async fn accept_loop(
                     };
                     let mut stream = stream;
                     if port == Port::Stream {
-                        warren_node::stream::connection::serve(stream, peer, ctx, rx, entry).await;
+                        warren_front_stream::connection::serve(stream, peer, ctx, streams, rx, entry).await;
                     } else {
                         // Both AMQP protocols share the port: the header decides.
                         match sniff::sniff(&mut stream, HANDSHAKE_TIMEOUT).await {

@@ -56,6 +56,9 @@ pub mod code {
     pub const ACCESS_REFUSED: u16 = 0x10;
     pub const PRECONDITION_FAILED: u16 = 0x11;
     pub const PUBLISHER_DOES_NOT_EXIST: u16 = 0x12;
+    pub const OFFSET_NOT_FOUND: u16 = 0x13;
+    /// A QueryOffset's answer when no offset is stored (the same value).
+    pub const NO_OFFSET: u16 = 0x13;
 }
 
 /// Where a subscription starts (Subscribe's OffsetSpecification).

@@ -23,7 +23,7 @@ use warren_stream::publish::{encode_publish, parse_publish, Published};
 
 use super::leader::Leading;
 use super::Streams;
-use crate::stream::code;
+use warren_stream::command::code;
 
 /// Told the outcome of a forwarded chunk: a stream protocol code.
 pub type WriteDone = Box<dyn FnOnce(u16) + Send>;

@@ -497,7 +497,7 @@ impl Streams {
                     StreamMsg::Written {
                         stream,
                         req,
-                        code: crate::stream::code::STREAM_NOT_AVAILABLE,
+                        code: warren_stream::command::code::STREAM_NOT_AVAILABLE,
                     },
                 );
             }

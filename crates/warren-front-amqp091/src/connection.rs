@@ -23,10 +23,10 @@ use warren_core::{Access, BrokerError, Grant, Resource, User, VHost};
 
 use super::channel::{self, Channel, ChannelState, Unacked};
 use super::error::{AmqpError, Result};
-use super::outbox::Outbox;
 use super::{consume, handshake, publish};
-use crate::transport::Transport;
-use crate::ServerCtx;
+use warren_node::outbox::Outbox;
+use warren_node::transport::Transport;
+use warren_node::ServerCtx;
 
 /// Stop reading while this much output waits for the socket.
 const WBUF_HIGH: usize = 256 << 10;
@@ -71,7 +71,7 @@ pub struct ClientCaps {
 pub struct Conn {
     pub id: u64,
     /// Its entry in the connection registry (management API).
-    pub entry: Arc<crate::connections::Entry>,
+    pub entry: Arc<warren_node::connections::Entry>,
     pub ctx: Arc<ServerCtx>,
     pub peer: SocketAddr,
     pub wbuf: BytesMut,
@@ -106,7 +106,7 @@ pub struct Conn {
     pub flow_queues: Vec<Arc<Queue>>,
     /// What start-ok said (mechanism, client properties), kept until
     /// connection.open records the login.
-    pub hello: Option<Box<crate::connections::Login>>,
+    pub hello: Option<Box<warren_node::connections::Login>>,
     /// A method waiting for the cluster (see [`Pending`]).
     pub pending: Option<Pending>,
 }
@@ -233,7 +233,7 @@ pub async fn serve(
     peer: SocketAddr,
     ctx: Arc<ServerCtx>,
     mut shutdown: watch::Receiver<bool>,
-    entry: Arc<crate::connections::Entry>,
+    entry: Arc<warren_node::connections::Entry>,
 ) {
     let _ = stream.set_nodelay(true);
 

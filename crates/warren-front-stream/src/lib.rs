@@ -15,10 +15,11 @@ pub mod subscribe;
 pub mod upkeep;
 pub mod writer;
 
-/// Stream protocol response codes we send that `warren_stream` does not
-/// name (PROTOCOL.adoc, "Response Codes").
-pub mod code {
-    pub use warren_stream::command::code::*;
-    pub const OFFSET_NOT_FOUND: u16 = 0x13;
-    pub const NO_OFFSET: u16 = 0x13;
+/// What the stream front end's connections share on a node.
+#[derive(Default)]
+pub struct Shared {
+    /// Single-active-consumer groups of stream subscriptions.
+    pub sac: sac::Coordinator,
+    /// Appends publishers' chunks off their connections' tasks.
+    pub writer: writer::Writer,
 }

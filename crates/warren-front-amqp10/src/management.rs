@@ -28,13 +28,12 @@ use warren_core::{Access, Grant, Resource};
 use warren_core::{BrokerError, VHost};
 
 use super::{address, convert};
-use crate::cluster::topology;
-use crate::ServerCtx;
+use warren_node::cluster::topology;
+use warren_node::uri::percent_encode;
+use warren_node::ServerCtx;
 
 /// The node's address.
 pub const ADDRESS: &str = "/management";
-/// The node name reported as a queue's leader and replica (one node).
-pub const NODE: &str = "warren@localhost";
 
 /// A request, as read from its message.
 #[derive(Debug)]
@@ -473,20 +472,6 @@ fn args_token(t: &FieldTable) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(h.finish().to_be_bytes())
 }
 
-/// Percent-encode all but RFC 3986's unreserved characters (a path
-/// segment or a query value).
-pub fn percent_encode(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 fn location(source: &str, b: &Binding) -> String {
     let (kind, dest) = match &b.destination {
         Destination::Queue(q) => ("dstq", q),
@@ -644,7 +629,7 @@ mod tests {
 
     #[test]
     fn percent_encoding_round_trips_through_locations() {
-        assert_eq!(percent_encode("a b/c"), "a%20b%2Fc");
+        assert_eq!(warren_node::uri::percent_encode("a b/c"), "a%20b%2Fc");
         let b = Binding {
             destination: Destination::Queue("q 1".into()),
             routing_key: "k".into(),

@@ -17,8 +17,8 @@ use super::channel::Channel;
 use super::connection::{Conn, Finish};
 use super::error::{AmqpError, Result};
 use super::generated_name;
-use crate::cluster::topology;
-use crate::reply_to;
+use warren_node::cluster::topology;
+use warren_node::reply_to;
 
 /// Is this node part of a cluster (topology changes go through it)?
 fn clustered(conn: &Conn) -> bool {
@@ -408,7 +408,7 @@ pub(super) fn remote_home_up(conn: &Conn, q: &Queue) -> Result<()> {
     if let (Some(home), Some(client)) = (&q.home, &conn.ctx.queue_client) {
         let home = home.to_str_lossy();
         if !client.is_up(&home) {
-            return Err(crate::cluster::queue_client::home_down(q, &home).into());
+            return Err(warren_node::cluster::queue_client::home_down(q, &home).into());
         }
     }
     Ok(())

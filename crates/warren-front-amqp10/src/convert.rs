@@ -123,7 +123,7 @@ pub fn field_value(v: &Value) -> Option<FieldValue> {
 /// management API shows a connection's client properties.
 pub fn json_map(v: &Value) -> serde_json::Map<String, serde_json::Value> {
     match field_value(v) {
-        Some(FieldValue::Table(t)) => crate::definitions::table_to_json(&t),
+        Some(FieldValue::Table(t)) => warren_node::definitions::table_to_json(&t),
         _ => Default::default(),
     }
 }

@@ -16,7 +16,7 @@ use super::connection::Conn;
 use super::error::{AmqpError, Result};
 use super::publish::{PendingPublish, TxState};
 use super::{consume, declare, publish};
-use crate::connections::ChannelInfo;
+use warren_node::connections::ChannelInfo;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChannelState {

@@ -15,8 +15,8 @@ use warren_core::queue::{ConsumerSpec, Effects, Entry, LinkCredit, Queue, Settle
 use warren_core::{Access, Resource};
 
 use super::{Conn, Failure, Receiver, Unsettled};
-use crate::amqp091::outbox::OutItem;
-use crate::amqp10::{address, convert, source_filter};
+use crate::{address, convert, source_filter};
+use warren_node::outbox::OutItem;
 
 impl Conn {
     /// The connection is gone: every receiving link's consumer goes, and

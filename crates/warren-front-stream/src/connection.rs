@@ -18,11 +18,11 @@ use warren_stream::command::{begin_frame, end_frame, key, parse_frame, Command, 
 use warren_stream::wire::{put_pairs, put_string, Reader};
 use warren_stream::CodecError;
 
-use super::code;
 use super::publish::Publisher;
 use super::subscribe::Subscription;
-use crate::connections::Login;
-use crate::ServerCtx;
+use warren_node::connections::Login;
+use warren_node::ServerCtx;
+use warren_stream::command::code;
 
 /// Frames before Open may be at most this large.
 const OPENING_FRAME_MAX: u32 = 8192;
@@ -128,12 +128,14 @@ impl From<CodecError> for Stop {
 }
 
 pub struct Conn {
-    pub(super) stream: crate::transport::Transport,
+    pub(super) stream: warren_node::transport::Transport,
     pub(super) peer: SocketAddr,
     pub(super) local: SocketAddr,
     /// Its entry in the connection registry (management API).
-    pub(super) entry: Arc<crate::connections::Entry>,
+    pub(super) entry: Arc<warren_node::connections::Entry>,
     pub(super) ctx: Arc<ServerCtx>,
+    /// The stream front end's node-wide parts.
+    pub(super) shared: Arc<super::Shared>,
     pub(super) rbuf: BytesMut,
     pub(super) wbuf: BytesMut,
     pub(super) frame_max: u32,
@@ -167,11 +169,12 @@ pub struct Conn {
 }
 
 pub async fn serve(
-    stream: crate::transport::Transport,
+    stream: warren_node::transport::Transport,
     peer: SocketAddr,
     ctx: Arc<ServerCtx>,
+    shared: Arc<super::Shared>,
     mut shutdown: watch::Receiver<bool>,
-    entry: Arc<crate::connections::Entry>,
+    entry: Arc<warren_node::connections::Entry>,
 ) {
     let _ = stream.set_nodelay(true);
     let local = stream.local_addr().unwrap_or(peer);
@@ -181,6 +184,7 @@ pub async fn serve(
         local,
         entry,
         ctx,
+        shared,
         rbuf: BytesMut::with_capacity(8192),
         wbuf: BytesMut::new(),
         frame_max: OPENING_FRAME_MAX,
@@ -303,7 +307,11 @@ impl Conn {
                     );
                 }
                 Command::SaslHandshake { correlation_id } => {
-                    let mechs = crate::sasl::offered(&self.ctx, crate::sasl::Proto::Stream, self.entry.tls());
+                    let mechs = warren_node::sasl::offered(
+                        &self.ctx,
+                        warren_node::sasl::Proto::Stream,
+                        self.entry.tls(),
+                    );
                     let mut rest = BytesMut::new();
                     rest.put_i32(mechs.len() as i32);
                     for m in mechs {
@@ -322,9 +330,15 @@ impl Conn {
                     mechanism,
                     data,
                 } => {
-                    let proto = crate::sasl::Proto::Stream;
-                    match crate::sasl::login(&self.ctx, proto, &mechanism, &data, self.peer, self.entry.tls())
-                    {
+                    let proto = warren_node::sasl::Proto::Stream;
+                    match warren_node::sasl::login(
+                        &self.ctx,
+                        proto,
+                        &mechanism,
+                        &data,
+                        self.peer,
+                        self.entry.tls(),
+                    ) {
                         Ok(u) => {
                             self.user = Some(u);
                             auth_mechanism = mechanism;
@@ -508,12 +522,19 @@ impl Conn {
     /// user, typically with a fresh OAuth 2 token before the old one
     /// expires; the new login's expiry and permissions replace the old.
     fn reauthenticate(&mut self, mechanism: &str, data: &[u8]) -> u16 {
-        let proto = crate::sasl::Proto::Stream;
+        let proto = warren_node::sasl::Proto::Stream;
         let (Some(current), Some(vh)) = (self.user.as_ref(), self.vhost.as_ref()) else {
             return code::AUTHENTICATION_FAILURE;
         };
         let (name, vhost) = (current.name.clone(), vh.name.clone());
-        let fresh = match crate::sasl::login(&self.ctx, proto, mechanism, data, self.peer, self.entry.tls()) {
+        let fresh = match warren_node::sasl::login(
+            &self.ctx,
+            proto,
+            mechanism,
+            data,
+            self.peer,
+            self.entry.tls(),
+        ) {
             Ok(u) if u.name == name => u,
             Ok(u) => {
                 tracing::warn!(peer = %self.peer, "re-authentication as '{}' refused: the connection is '{name}'s", u.name);
@@ -521,7 +542,7 @@ impl Conn {
             }
             Err(_) => return code::AUTHENTICATION_FAILURE,
         };
-        match crate::sasl::renew(&self.ctx, &self.entry, &fresh, &vhost) {
+        match warren_node::sasl::renew(&self.ctx, &self.entry, &fresh, &vhost) {
             Ok(grant) => {
                 self.grant = Some(grant);
                 self.user = Some(fresh);
@@ -823,8 +844,8 @@ impl Conn {
 fn server_properties() -> Vec<(String, String)> {
     vec![
         ("product".into(), "RabbitMQ".into()),
-        ("version".into(), crate::version::RABBITMQ_VERSION.into()),
-        ("platform".into(), crate::version::PLATFORM.into()),
+        ("version".into(), warren_node::version::RABBITMQ_VERSION.into()),
+        ("platform".into(), warren_node::version::PLATFORM.into()),
         ("cluster_name".into(), "warren".into()),
         ("copyright".into(), "Warren contributors".into()),
         (

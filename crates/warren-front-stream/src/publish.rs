@@ -21,9 +21,9 @@ use warren_log::{Delta, Message};
 use warren_stream::command::{key, Command};
 use warren_stream::publish::{parse_publish, Published};
 
-use super::code;
 use super::connection::{response, Completion, Conn, Stage};
 use super::writer::Job;
+use warren_stream::command::code;
 
 /// Chunks of a connection written on a replicated stream's leader and
 /// waiting for a majority, at most; then it reads no more until some are
@@ -316,7 +316,7 @@ impl Conn {
             let wake = self.wake.clone();
             p.in_flight += 1;
             self.outstanding += 1;
-            let done: crate::stream_replicas::forward::WriteDone = Box::new(move |c| {
+            let done: warren_node::stream_replicas::forward::WriteDone = Box::new(move |c| {
                 wake.complete(Completion {
                     publisher_id: id,
                     ids: confirmed,
@@ -401,7 +401,7 @@ impl Conn {
         let log = p.log.clone();
         p.in_flight += 1;
         self.outstanding += 1;
-        self.ctx.stream_writer.submit(Job {
+        self.shared.writer.submit(Job {
             log: p.log.clone(),
             messages,
             delta,

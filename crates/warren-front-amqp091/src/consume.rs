@@ -18,8 +18,8 @@ use super::channel::{Channel, ChannelState, ConsumerRec, Unacked};
 use super::connection::Conn;
 use super::error::{AmqpError, Result};
 use super::generated_name;
-use super::outbox::OutItem;
-use crate::reply_to;
+use warren_node::outbox::OutItem;
+use warren_node::reply_to;
 
 /// How the client settled a delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,7 +194,7 @@ fn consume_remote(
     let work = async move {
         match answer.await {
             Ok(r) => r,
-            Err(_) => Err(crate::cluster::queue_client::home_down(
+            Err(_) => Err(warren_node::cluster::queue_client::home_down(
                 &queue,
                 "the queue's home",
             )),

@@ -21,8 +21,8 @@ use warren_core::{Access, BrokerError, Grant, Resource, VHost};
 
 use super::address::{self, Target};
 use super::convert;
-use crate::reply_to;
-use crate::ServerCtx;
+use warren_node::reply_to;
+use warren_node::ServerCtx;
 
 /// Credit a publishing link holds; topped up below half.
 pub const LINK_CREDIT: u32 = 500;

@@ -10,10 +10,10 @@ use warren_amqp091::{FieldTable, FieldValue, Method};
 
 use super::connection::{Conn, Phase};
 use super::error::{AmqpError, Result};
-use crate::connections::Login;
-use crate::definitions::table_to_json;
-use crate::sasl::Proto;
 use warren_core::BrokerError;
+use warren_node::connections::Login;
+use warren_node::definitions::table_to_json;
+use warren_node::sasl::Proto;
 
 fn longstr(s: &str) -> FieldValue {
     FieldValue::LongStr(Bytes::copy_from_slice(s.as_bytes()))
@@ -41,15 +41,15 @@ pub fn server_properties(cluster_name: &str) -> FieldTable {
     t.insert("cluster_name", longstr(cluster_name));
     t.insert("copyright", longstr("Copyright (c) the Warren authors"));
     t.insert("information", longstr("Licensed under the Apache License 2.0"));
-    t.insert("platform", longstr(crate::version::PLATFORM));
+    t.insert("platform", longstr(warren_node::version::PLATFORM));
     t.insert("product", longstr("RabbitMQ"));
-    t.insert("version", longstr(crate::version::RABBITMQ_VERSION));
+    t.insert("version", longstr(warren_node::version::RABBITMQ_VERSION));
     t
 }
 
 pub fn send_start(conn: &mut Conn) {
     let server_properties = server_properties(conn.ctx.config.cluster_name());
-    let mechanisms = crate::sasl::offered(&conn.ctx, Proto::Amqp091, conn.entry.tls()).join(" ");
+    let mechanisms = warren_node::sasl::offered(&conn.ctx, Proto::Amqp091, conn.entry.tls()).join(" ");
     conn.send(
         0,
         ConnectionStart {
@@ -183,10 +183,10 @@ fn update_secret(conn: &mut Conn, secret: &[u8]) -> Result<()> {
         ))
     };
     let fresh =
-        crate::oauth2::refresh(&conn.ctx, &name, &String::from_utf8_lossy(secret)).map_err(refused)?;
+        warren_node::oauth2::refresh(&conn.ctx, &name, &String::from_utf8_lossy(secret)).map_err(refused)?;
     let vhost = conn.vhost.as_ref().map(|v| v.name.clone()).unwrap_or_default();
-    let grant =
-        crate::sasl::renew(&conn.ctx, &conn.entry, &fresh, &vhost).map_err(|e| refused(e.to_string()))?;
+    let grant = warren_node::sasl::renew(&conn.ctx, &conn.entry, &fresh, &vhost)
+        .map_err(|e| refused(e.to_string()))?;
     conn.grant = Some(grant);
     conn.user = Some(fresh);
     tracing::info!(user = %name, "secret updated");
@@ -196,7 +196,7 @@ fn update_secret(conn: &mut Conn, secret: &[u8]) -> Result<()> {
 
 fn start_ok(conn: &mut Conn, ok: ConnectionStartOk) -> Result<()> {
     read_caps(conn, &ok.client_properties);
-    let result = crate::sasl::login(
+    let result = warren_node::sasl::login(
         &conn.ctx,
         Proto::Amqp091,
         &ok.mechanism.to_string(),

@@ -16,8 +16,8 @@ use warren_core::queue::SyncWaiter;
 
 use super::receive::write_transfer;
 use super::{Conn, Failure};
-use crate::amqp10::management;
-use crate::amqp10::publish::Publisher;
+use crate::management;
+use crate::publish::Publisher;
 
 /// Credit a request link holds.
 pub(super) const CREDIT: u32 = 8;
@@ -95,14 +95,14 @@ impl Conn {
             _ => return refuse("the body must be the token, as binary".into()),
         };
         let name = self.grant.as_ref().map(|g| g.user.clone()).unwrap_or_default();
-        let fresh = match crate::oauth2::refresh(&self.ctx, &name, &secret) {
+        let fresh = match warren_node::oauth2::refresh(&self.ctx, &name, &secret) {
             Ok(u) => u,
             Err(why) => {
                 tracing::warn!(user = %name, "token update refused: {why}");
                 return refuse(why);
             }
         };
-        match crate::sasl::renew(&self.ctx, &self.entry, &fresh, vhost) {
+        match warren_node::sasl::renew(&self.ctx, &self.entry, &fresh, vhost) {
             Ok(grant) => {
                 self.grant = Some(grant);
                 management::Response {

@@ -14,7 +14,7 @@ use warren_core::message::MessageRef;
 
 use super::receive::write_transfer;
 use super::Conn;
-use crate::amqp10::convert;
+use crate::convert;
 
 /// The capability a dynamic source must ask for.
 const VOLATILE_QUEUE: &str = "rabbitmq:volatile-queue";

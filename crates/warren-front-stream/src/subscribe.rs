@@ -15,8 +15,8 @@ use warren_log::bloom::Matcher;
 use warren_log::{Reader, Start};
 use warren_stream::command::{begin_frame, end_frame, key, Command, OffsetSpec};
 
-use super::code;
 use super::connection::{Conn, Stop, WRITE_HIGH};
+use warren_stream::command::code;
 
 /// How many subscriptions a connection may hold (ids 0-255).
 pub const MAX_SUBSCRIPTIONS: usize = 256;
@@ -149,8 +149,8 @@ impl Conn {
         self.respond(key::SUBSCRIBE, correlation_id, code::OK);
         if let Some(g) = group {
             if self
-                .ctx
-                .stream_sac
+                .shared
+                .sac
                 .join(g, partition, self.id, subscription_id, self.wake.clone())
             {
                 self.send_consumer_update(subscription_id, true);
@@ -202,7 +202,7 @@ impl Conn {
             return false;
         };
         if let Some(g) = &s.sac {
-            self.ctx.stream_sac.leave(g, self.id, subscription_id);
+            self.shared.sac.leave(g, self.id, subscription_id);
         }
         true
     }
@@ -352,7 +352,7 @@ impl Conn {
         if !active {
             // It stepped down; its offset answer means nothing.
             if let Some(g) = s.sac.clone() {
-                self.ctx.stream_sac.stepped_down(&g, self.id, id);
+                self.shared.sac.stepped_down(&g, self.id, id);
             }
             return Ok(());
         }

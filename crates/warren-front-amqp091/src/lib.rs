@@ -11,7 +11,6 @@ pub mod consume;
 pub mod declare;
 pub mod error;
 pub mod handshake;
-pub mod outbox;
 pub mod publish;
 
 use base64::Engine;

@@ -21,7 +21,7 @@ use super::channel::{AfterSync, Channel, SyncedReply, Unacked};
 use super::connection::Conn;
 use super::consume::{self, How};
 use super::error::{AmqpError, Result};
-use crate::reply_to;
+use warren_node::reply_to;
 
 /// RabbitMQ's hard cap on a message body, whatever max_message_size says.
 const HARD_MAX_BODY: u64 = 512 << 20;

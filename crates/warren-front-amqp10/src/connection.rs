@@ -28,10 +28,10 @@ use warren_core::{Grant, User, VHost};
 use warren_store::SyncWaiter;
 
 use super::publish::{self, Publisher};
-use crate::amqp091::outbox::Outbox;
+use warren_node::outbox::Outbox;
 
-use crate::connections::Login;
-use crate::ServerCtx;
+use warren_node::connections::Login;
+use warren_node::ServerCtx;
 
 mod management;
 mod receive;
@@ -54,7 +54,7 @@ fn second_not_supported() -> AmqpError {
 
 /// Largest frame we accept (and announce in open).
 const MAX_FRAME: u32 = 131_072;
-use crate::version::{PLATFORM, RABBITMQ_VERSION};
+use warren_node::version::{PLATFORM, RABBITMQ_VERSION};
 /// How long the opening sequence may take (RabbitMQ's handshake_timeout).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -180,10 +180,10 @@ impl SyncWaiter for SyncWake {
 }
 
 struct Conn {
-    stream: crate::transport::Transport,
+    stream: warren_node::transport::Transport,
     peer: SocketAddr,
     /// Its entry in the connection registry (management API).
-    entry: Arc<crate::connections::Entry>,
+    entry: Arc<warren_node::connections::Entry>,
     ctx: Arc<ServerCtx>,
     rbuf: BytesMut,
     wbuf: BytesMut,
@@ -227,11 +227,11 @@ struct Conn {
 }
 
 pub async fn serve(
-    stream: crate::transport::Transport,
+    stream: warren_node::transport::Transport,
     peer: SocketAddr,
     ctx: Arc<ServerCtx>,
     mut shutdown: watch::Receiver<bool>,
-    entry: Arc<crate::connections::Entry>,
+    entry: Arc<warren_node::connections::Entry>,
 ) {
     let _ = stream.set_nodelay(true);
     let mut c = Conn {
@@ -348,7 +348,8 @@ impl Conn {
         let mut auth_mechanism = "none".to_string();
         let user = if &h == SASL_HEADER {
             self.wbuf.extend_from_slice(SASL_HEADER);
-            let mechs = crate::sasl::offered(&self.ctx, crate::sasl::Proto::Amqp10, self.entry.tls());
+            let mechs =
+                warren_node::sasl::offered(&self.ctx, warren_node::sasl::Proto::Amqp10, self.entry.tls());
             let m = Sasl::Mechanisms(mechs.into_iter().map(String::from).collect())
                 .to_value()
                 .to_bytes();
@@ -495,9 +496,9 @@ impl Conn {
 
     /// A SASL login (refusals are logged and counted there).
     fn authenticate(&self, mechanism: &str, response: Option<&[u8]>) -> Option<User> {
-        let proto = crate::sasl::Proto::Amqp10;
+        let proto = warren_node::sasl::Proto::Amqp10;
         let response = response.unwrap_or_default();
-        crate::sasl::login(&self.ctx, proto, mechanism, response, self.peer, self.entry.tls()).ok()
+        warren_node::sasl::login(&self.ctx, proto, mechanism, response, self.peer, self.entry.tls()).ok()
     }
 
     async fn run(&mut self, shutdown: &mut watch::Receiver<bool>) -> Result<(), Fatal> {

@@ -14,10 +14,10 @@ use warren_core::BrokerError;
 use warren_stream::command::key;
 use warren_stream::wire::put_string;
 
-use super::code;
 use super::connection::{ext_key, response, Conn};
 use super::publish::StreamNodes;
-use crate::cluster::topology;
+use warren_node::cluster::topology;
+use warren_stream::command::code;
 
 /// The binding argument that orders a super stream's partitions.
 const PARTITION_ORDER: &str = "x-stream-partition-order";
