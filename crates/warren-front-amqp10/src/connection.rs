@@ -7,6 +7,11 @@
 //! the queue itself counts (`LinkCredit`), so deliveries in flight can
 //! never exceed what the receiver granted; drain and echo are answered
 //! after the deliveries already counted have gone out.
+//!
+//! The connection's parts, each an `impl Conn` of its own: the opening
+//! ([`handshake`]: SASL, header, open), sending links ([`publishing`]),
+//! receiving links ([`receive`]), the management node's link pair
+//! ([`management`]) and direct reply-to ([`reply`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
@@ -18,22 +23,20 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{watch, Notify};
 use warren_amqp10::frame::{write_frame, write_heartbeat, FrameType, MIN_MAX_FRAME_SIZE};
 use warren_amqp10::messaging::{self, Outcome};
-use warren_amqp10::performative::{
-    AmqpError, Attach, Begin, Close, Detach, Disposition, End, Flow, Open, Role, Transfer,
-};
-use warren_amqp10::sasl::{self, Sasl};
-use warren_amqp10::{CodecError, Frame, Performative, Value, AMQP_HEADER, SASL_HEADER};
+use warren_amqp10::performative::{AmqpError, Attach, Begin, Close, Detach, Disposition, End, Flow, Role};
+use warren_amqp10::{CodecError, Frame, Performative};
 use warren_core::queue::{Delivery, Entry, FlowWaiter, LinkCredit, Queue, Ticket};
-use warren_core::{Grant, User, VHost};
+use warren_core::{Grant, VHost};
 use warren_store::SyncWaiter;
 
 use super::publish::{self, Publisher};
 use warren_node::outbox::Outbox;
 
-use warren_node::connections::Login;
 use warren_node::ServerCtx;
 
+mod handshake;
 mod management;
+mod publishing;
 mod receive;
 mod reply;
 
@@ -54,7 +57,6 @@ fn second_not_supported() -> AmqpError {
 
 /// Largest frame we accept (and announce in open).
 const MAX_FRAME: u32 = 131_072;
-use warren_node::version::{PLATFORM, RABBITMQ_VERSION};
 /// How long the opening sequence may take (RabbitMQ's handshake_timeout).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -336,169 +338,6 @@ impl Conn {
         let mut body = BytesMut::new();
         p.encode(&mut body);
         write_frame(&mut self.wbuf, FrameType::Amqp, channel, &[&body]);
-    }
-
-    /// SASL (§5.3), then the AMQP header and open. Returns the user, or
-    /// None when the peer gave up or failed to authenticate (already told).
-    async fn handshake(&mut self) -> Result<Option<User>, Fatal> {
-        let Ok(h) = self.header().await else {
-            return Ok(None);
-        };
-        let anonymous = self.ctx.config.amqp10_anonymous;
-        let mut auth_mechanism = "none".to_string();
-        let user = if &h == SASL_HEADER {
-            self.wbuf.extend_from_slice(SASL_HEADER);
-            let mechs =
-                warren_node::sasl::offered(&self.ctx, warren_node::sasl::Proto::Amqp10, self.entry.tls());
-            let m = Sasl::Mechanisms(mechs.into_iter().map(String::from).collect())
-                .to_value()
-                .to_bytes();
-            write_frame(&mut self.wbuf, FrameType::Sasl, 0, &[&m]);
-            if self.flush().await.is_err() {
-                return Ok(None);
-            }
-            let Some(f) = self.frame(MIN_MAX_FRAME_SIZE * 8).await? else {
-                return Ok(None);
-            };
-            let mut s = &f.body[..];
-            let init = Sasl::from_value(&Value::decode(&mut s)?)?;
-            let user = match init {
-                Sasl::Init {
-                    mechanism,
-                    initial_response,
-                    ..
-                } => {
-                    let user = self.authenticate(&mechanism, initial_response.as_deref());
-                    auth_mechanism = mechanism;
-                    user
-                }
-                _ => None,
-            };
-            let code = if user.is_some() { sasl::OK } else { sasl::AUTH };
-            let o = Sasl::Outcome { code }.to_value().to_bytes();
-            write_frame(&mut self.wbuf, FrameType::Sasl, 0, &[&o]);
-            if self.flush().await.is_err() {
-                return Ok(None);
-            }
-            let Some(user) = user else {
-                return Ok(None);
-            };
-            let Ok(h) = self.header().await else {
-                return Ok(None);
-            };
-            if &h != AMQP_HEADER {
-                self.wbuf.extend_from_slice(AMQP_HEADER);
-                let _ = self.flush().await;
-                return Ok(None);
-            }
-            user
-        } else if anonymous {
-            // No SASL layer: allowed only where anonymous logins are.
-            match self.authenticate("ANONYMOUS", None) {
-                Some(u) => u,
-                None => return Ok(None),
-            }
-        } else {
-            // §5.3.1: a server that requires SASL answers with its header.
-            self.wbuf.extend_from_slice(SASL_HEADER);
-            let _ = self.flush().await;
-            return Ok(None);
-        };
-        self.wbuf.extend_from_slice(AMQP_HEADER);
-        if self.flush().await.is_err() {
-            return Ok(None);
-        }
-        let Some(f) = self.frame(MIN_MAX_FRAME_SIZE * 8).await? else {
-            return Ok(None);
-        };
-        let (p, _) = Performative::decode(&f.body)?;
-        let Performative::Open(open) = p else {
-            return Err(Fatal(AmqpError::new(condition::ILLEGAL_STATE, "expected open")));
-        };
-        let vhost = open
-            .hostname
-            .as_deref()
-            .and_then(|h| h.strip_prefix("vhost:"))
-            .unwrap_or(&self.ctx.config.default_vhost)
-            .to_string();
-        let (vh, grant) = self
-            .ctx
-            .broker
-            .open_vhost(&user, &vhost, Some(&open.container_id))
-            .map_err(|e| Fatal(AmqpError::new(condition::UNAUTHORIZED, e.to_string())))?;
-        self.vhost = Some(vh);
-        self.grant = Some(grant);
-        self.peer_max_frame = open.max_frame_size.unwrap_or(u32::MAX).max(MIN_MAX_FRAME_SIZE);
-        self.channel_max = open
-            .channel_max
-            .unwrap_or(u16::MAX)
-            .min(self.ctx.config.channel_max);
-        let user_limits = self.ctx.broker.user_limits(&user.name);
-        let vhost_limits = self.vhost.as_ref().map(|v| v.limits()).unwrap_or_default();
-        self.entry
-            .logged_in(
-                Login {
-                    protocol: "AMQP 1.0",
-                    user: user.name.clone(),
-                    vhost: vhost.clone(),
-                    auth_mechanism,
-                    client_properties: open
-                        .properties
-                        .as_ref()
-                        .map(super::convert::json_map)
-                        .unwrap_or_default(),
-                    frame_max: self.peer_max_frame.min(MAX_FRAME),
-                    channel_max: self.channel_max as u32,
-                    timeout: self.ctx.config.heartbeat as u32,
-                    container_id: Some(open.container_id.clone()),
-                },
-                &vhost_limits,
-                &user_limits,
-            )
-            .map_err(|l| {
-                Fatal(AmqpError::new(
-                    condition::RESOURCE_LIMIT,
-                    l.text(&user.name, &vhost),
-                ))
-            })?;
-        self.entry.set_expiry(user.token.as_ref().map(|t| t.expires_at));
-        self.token_login = user.token.is_some();
-        self.send_idle = open
-            .idle_time_out
-            .filter(|&ms| ms > 0)
-            .map(|ms| Duration::from_millis(ms as u64 / 2));
-        let idle = self.ctx.config.heartbeat as u32 * 1000;
-        self.send(
-            0,
-            &Performative::Open(Open {
-                container_id: "warren".into(),
-                max_frame_size: Some(MAX_FRAME),
-                channel_max: Some(self.channel_max),
-                idle_time_out: (idle > 0).then_some(idle),
-                // RabbitMQ's own AMQP 1.0 clients refuse a broker whose
-                // product is not "RabbitMQ" at version 4 or later: Warren
-                // names the RabbitMQ version whose behaviour it follows,
-                // and itself under "platform".
-                properties: Some(Value::Map(vec![
-                    (Value::symbol("product"), Value::string("RabbitMQ")),
-                    (Value::symbol("version"), Value::string(RABBITMQ_VERSION)),
-                    (Value::symbol("platform"), Value::string(PLATFORM)),
-                ])),
-                offered_capabilities: vec!["LINK_PAIR_V1_0".into(), "ANONYMOUS-RELAY".into()],
-                ..Default::default()
-            }),
-        );
-        if self.flush().await.is_err() {
-            return Ok(None);
-        }
-        Ok(Some(user))
-    }
-
-    /// A SASL login (refusals are logged and counted there).
-    fn authenticate(&self, mechanism: &str, response: Option<&[u8]>) -> Option<User> {
-        let proto = warren_node::sasl::Proto::Amqp10;
-        let response = response.unwrap_or_default();
-        warren_node::sasl::login(&self.ctx, proto, mechanism, response, self.peer, self.entry.tls()).ok()
     }
 
     async fn run(&mut self, shutdown: &mut watch::Receiver<bool>) -> Result<(), Fatal> {
@@ -829,94 +668,6 @@ impl Conn {
         self.detach_link(channel, a.handle, Some(e));
     }
 
-    /// A client's sending link: resolve and check its target, attach,
-    /// and grant credit (unless an alarm is on).
-    fn attach_publisher(&mut self, channel: u16, a: Attach) {
-        let (Some(vh), Some(grant)) = (self.vhost.clone(), self.grant.as_ref()) else {
-            return;
-        };
-        let address = a.target.as_ref().and_then(messaging::address);
-        let out = self.sessions.get(&channel).map_or(channel, |s| s.outgoing);
-        match publish::attach_target(&self.ctx, &vh, grant, address.as_deref(), self.id) {
-            Ok(target) => {
-                let handle = a.handle;
-                let mut p = Publisher::new(target, a.initial_delivery_count.unwrap_or(0));
-                self.accept_sending_link(
-                    out,
-                    Attach {
-                        properties: None,
-                        ..a
-                    },
-                );
-                if !self.blocked {
-                    p.credit = publish::LINK_CREDIT;
-                }
-                let (credit, dc) = (p.credit, p.delivery_count);
-                if let Some(s) = self.sessions.get_mut(&channel) {
-                    s.publishers.insert(handle, p);
-                }
-                self.send_flow(channel, Some((handle, dc, credit)));
-            }
-            Err(e) => {
-                // §2.6.3: refusing a link is an attach with a null
-                // terminus followed at once by a detach with the error.
-                self.send(
-                    out,
-                    &Performative::Attach(Attach {
-                        name: a.name,
-                        handle: a.handle,
-                        role: Role::Receiver,
-                        source: a.source,
-                        ..Default::default()
-                    }),
-                );
-                self.detach_link(channel, a.handle, Some(e));
-            }
-        }
-    }
-
-    /// Accept a client's sending link (we receive): its settle mode echoed,
-    /// receiver settle mode first, its termini and properties echoed.
-    pub(super) fn accept_sending_link(&mut self, out: u16, a: Attach) {
-        self.send(
-            out,
-            &Performative::Attach(Attach {
-                name: a.name,
-                handle: a.handle,
-                role: Role::Receiver,
-                snd_settle_mode: a.snd_settle_mode,
-                rcv_settle_mode: Some(0),
-                source: a.source,
-                target: a.target,
-                max_message_size: Some(self.ctx.config.max_message_size),
-                properties: a.properties,
-                ..Default::default()
-            }),
-        );
-    }
-
-    /// Accept a client's receiving link (we send) with our settle mode,
-    /// its receiver settle mode echoed (second only with pre-settled
-    /// deliveries, so nothing waits on it; RabbitMQ 4 echoes it too),
-    /// delivery-count from 0, its termini and properties echoed.
-    pub(super) fn accept_receiving_link(&mut self, out: u16, a: Attach, snd_settle_mode: u8) {
-        self.send(
-            out,
-            &Performative::Attach(Attach {
-                name: a.name,
-                handle: a.handle,
-                role: Role::Sender,
-                snd_settle_mode: Some(snd_settle_mode),
-                rcv_settle_mode: Some(a.rcv_settle_mode.unwrap_or(0)),
-                source: a.source,
-                target: a.target,
-                initial_delivery_count: Some(0),
-                properties: a.properties,
-                ..Default::default()
-            }),
-        );
-    }
-
     /// A flow for the session on `channel`, with a link's (handle,
     /// delivery-count, credit) if given.
     fn send_flow(&mut self, channel: u16, link: Option<(u32, u32, u32)>) {
@@ -935,91 +686,6 @@ impl Conn {
         };
         let out = s.outgoing;
         self.send(out, &Performative::Flow(f));
-    }
-
-    fn transfer(&mut self, channel: u16, t: Transfer, payload: Bytes) -> Result<(), Failure> {
-        let (Some(vh), Some(grant)) = (self.vhost.clone(), self.grant.clone()) else {
-            return Ok(());
-        };
-        let max = self.ctx.config.max_message_size;
-        let Some(s) = self.sessions.get_mut(&channel) else {
-            return Ok(());
-        };
-        s.next_incoming_id = s.next_incoming_id.wrapping_add(1);
-        // §2.5.6. While an alarm holds the window at 0 this still counts
-        // down what we had granted before: transfers the peer sent before
-        // it saw the closed window were within the rules.
-        if s.incoming_window == 0 {
-            return Err(Failure::Session(AmqpError::new(
-                "amqp:session:window-violation",
-                "transfer beyond the incoming window",
-            )));
-        }
-        s.incoming_window -= 1;
-        let out = s.outgoing;
-        if s.detached.contains(&t.handle) {
-            return Ok(()); // sent before the peer saw our detach
-        }
-        let Some(p) = s.publishers.get_mut(&t.handle) else {
-            return Err(Failure::Session(AmqpError::new(
-                "amqp:session:unattached-handle",
-                format!("transfer on handle {} which is not attached", t.handle),
-            )));
-        };
-        if p.credit == 0 && t.delivery_id.is_some() {
-            let e = AmqpError::new(
-                "amqp:link:transfer-limit-exceeded",
-                "transfer without link credit",
-            );
-            // Under an alarm the peer was told to stop: one that sends on
-            // past its credit is disconnected (seed 000, point 22).
-            if self.blocked {
-                return Err(Fatal(e).into());
-            }
-            return Err(Failure::Link(t.handle, e));
-        }
-        if t.rcv_settle_mode == Some(1) && t.settled != Some(true) && t.delivery_id.is_some() {
-            // As at attach: an unsettled transfer asking for mode second.
-            return Err(Failure::Link(t.handle, second_not_supported()));
-        }
-        let Some((delivery_id, settled, message)) = p
-            .transfer(&t, payload, max)
-            .map_err(|e| Failure::Link(t.handle, e))?
-        else {
-            return Ok(());
-        };
-        if let Some(name) = p.management.clone() {
-            self.management_request(channel, t.handle, &name, &message)?;
-            // RabbitMQ's clients send requests settled; others get them
-            // accepted (the answer is the response message).
-            if !settled {
-                self.settles.push((out, delivery_id, Outcome::Accepted));
-            }
-            return Ok(());
-        }
-        let target = p.target.clone();
-        let published = publish::publish(&self.ctx, &vh, &grant, &target, delivery_id, settled, &message)
-            .map_err(|e| Failure::Link(t.handle, e))?;
-        if let Some(p) = self
-            .sessions
-            .get_mut(&channel)
-            .and_then(|s| s.publishers.get_mut(&t.handle))
-        {
-            for q in &published.flow {
-                if !p.throttled_by.iter().any(|x| Arc::ptr_eq(x, q)) {
-                    p.throttled_by.push(q.clone());
-                }
-            }
-        }
-        if let Some(outcome) = published.outcome {
-            if published.tickets.is_empty() && self.unsynced.is_empty() {
-                self.settles.push((out, delivery_id, outcome));
-            } else {
-                self.unsynced
-                    .push_back((out, delivery_id, outcome, published.tickets));
-            }
-        }
-        Ok(())
     }
 
     /// After a batch of frames: settle what is on disk, merged into

@@ -89,7 +89,7 @@ pub enum Message {
         ok: bool,
         body: Bytes,
     },
-    /// The queue protocol ([`crate::queue`]): kinds 0x40 to 0x4b.
+    /// The queue protocol ([`crate::queue`]): kinds 0x40 to 0x4f.
     Queue(QueueMsg),
     /// The stream replication protocol ([`crate::stream`]): kinds 0x50
     /// to 0x5c.

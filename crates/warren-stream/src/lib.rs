@@ -1,8 +1,8 @@
 //! The RabbitMQ Stream protocol as bytes (rabbitmq-server's
 //! deps/rabbitmq_stream/docs/PROTOCOL.adoc): primitive types ([`wire`]),
 //! frames and commands ([`command`]), and osiris chunks ([`chunk`]), the
-//! unit of storage and of delivery. No I/O; shared by warren-perf today and
-//! by the broker's stream front end to come. Decoders never trust a length
+//! unit of storage and of delivery. No I/O; shared by the broker's stream
+//! front end and warren-perf. Decoders never trust a length
 //! or count beyond the bytes present.
 
 pub mod chunk;

@@ -1,5 +1,5 @@
 //! A stream's member on this node when the stream is replicated over a
-//! cluster (issue 18): whether it leads (its writer appends, and confirms
+//! cluster: whether it leads (its writer appends, and confirms
 //! once a majority of the members has a chunk, osiris_writer's committed
 //! chunk id) or follows a leader (its log takes the leader's chunks
 //! verbatim, and its consumers read no further than what the leader says

@@ -4,8 +4,7 @@
 //! `warren_peer` messages both ways. Each link pings every
 //! `ping_interval`; a peer silent for `down_after` is down, its link is
 //! closed and the dialler tries again. This is the node-pair failure
-//! detector the Raft groups will rely on instead of heartbeats of their
-//! own.
+//! detector the Raft groups rely on instead of heartbeats of their own.
 //!
 //! A link's outgoing messages go through two channels to its writer task,
 //! which sends whatever has queued in one write: a bounded one for Raft,

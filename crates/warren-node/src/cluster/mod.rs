@@ -1,5 +1,5 @@
-//! The cluster: several Warren nodes that are one broker. Built in steps
-//! (issue 16). What exists: the `[cluster]` settings (`settings.rs`), the
+//! The cluster: several Warren nodes that are one broker. Its parts: the
+//! `[cluster]` settings (`settings.rs`), the
 //! inter-node handshake (`link.rs`, inside TLS with `link_tls.rs`), the
 //! links between nodes with their
 //! failure detector (`links.rs`), which `/api/nodes` reports, and the

@@ -1,4 +1,4 @@
-//! Quorum queues' Raft groups on this node (issue 17): one group per
+//! Quorum queues' Raft groups on this node: one group per
 //! quorum queue, all driven by one thread over one write-ahead log
 //! (`warren_raft::RaftNode` in `DATA_DIR/quorum/`), separate from the
 //! metadata group's, as RabbitMQ keeps its quorum queues in a Ra system

@@ -1,4 +1,4 @@
-//! Replicated streams on this node (issue 18): which streams it is a
+//! Replicated streams on this node: which streams it is a
 //! member of and in what role, as the metadata log placed them
 //! (`registry.rs`, every node holding every stream's placement, the role
 //! of RabbitMQ's stream coordinator), and the replication between a
