@@ -1,4 +1,6 @@
-//! Channel state (0-9-1 §2.2.2, the channel class) and method dispatch.
+//! Channel state (0-9-1 §2.2.2, the channel class): what a channel holds
+//! between methods (its consumers and unacknowledged deliveries, confirms,
+//! a publish whose content is still arriving, a transaction's buffer).
 //! A channel is open, or closing after the server sent channel.close and
 //! waits for close-ok (0-9-1 §4.2.6: everything else is then discarded).
 
@@ -9,14 +11,16 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use warren_amqp091::methods::*;
-use warren_amqp091::{Method, ShortStr};
+use warren_amqp091::ShortStr;
 use warren_core::queue::{ChannelLimit, Entry, Queue, Ticket};
 
-use super::connection::Conn;
-use super::error::{AmqpError, Result};
-use super::publish::{PendingPublish, TxState};
-use super::{consume, declare, publish};
+use bytes::{Bytes, BytesMut};
+use warren_amqp091::FieldTable;
+use warren_core::message::Message;
+use warren_core::queue::Settle;
 use warren_node::connections::ChannelInfo;
+
+use crate::error::{AmqpError, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChannelState {
@@ -145,92 +149,103 @@ impl Channel {
     }
 }
 
-/// Handle one method on an open channel.
-pub fn dispatch(conn: &mut Conn, ch: &mut Channel, m: Method) -> Result<()> {
-    let (class_id, method_id) = (m.class_id(), m.method_id());
-    if ch.pending.is_some() {
-        return Err(AmqpError::new(
-            505,
-            "expected content header for class 60, got non content header frame instead",
-        ));
-    }
-    let r = match m {
-        Method::ChannelOpen(_) => Err(AmqpError::new(504, "second 'channel.open' seen")),
-        Method::ChannelFlow(f) => {
-            if f.active {
-                conn.send(ch.id, ChannelFlowOk { active: true });
-                Ok(())
-            } else {
-                Err(AmqpError::new(540, "active=false"))
-            }
-        }
-        Method::ChannelFlowOk(_) => Ok(()),
-        Method::ExchangeDeclare(m) => declare::exchange_declare(conn, ch, m),
-        Method::ExchangeDelete(m) => declare::exchange_delete(conn, ch, m),
-        Method::ExchangeBind(m) => declare::exchange_bind(conn, ch, m),
-        Method::ExchangeUnbind(m) => declare::exchange_unbind(conn, ch, m),
-        Method::QueueDeclare(m) => declare::queue_declare(conn, ch, m),
-        Method::QueueBind(m) => declare::queue_bind(conn, ch, m),
-        Method::QueueUnbind(m) => declare::queue_unbind(conn, ch, m),
-        Method::QueuePurge(m) => declare::queue_purge(conn, ch, m),
-        Method::QueueDelete(m) => declare::queue_delete(conn, ch, m),
-        Method::BasicQos(m) => consume::basic_qos(conn, ch, m),
-        Method::BasicConsume(m) => consume::basic_consume(conn, ch, m),
-        Method::BasicCancel(m) => consume::basic_cancel(conn, ch, m),
-        Method::BasicPublish(m) => publish::basic_publish(conn, ch, m),
-        Method::BasicGet(m) => consume::basic_get(conn, ch, m),
-        Method::BasicAck(m) => consume::settle(conn, ch, m.delivery_tag, m.multiple, consume::How::Ack),
-        Method::BasicNack(m) => consume::settle(
-            conn,
-            ch,
-            m.delivery_tag,
-            m.multiple,
-            consume::How::reject(m.requeue),
-        ),
-        Method::BasicReject(m) => {
-            let how = if m.requeue {
-                consume::How::RequeueFailed
-            } else {
-                consume::How::Discard
-            };
-            consume::settle(conn, ch, m.delivery_tag, false, how)
-        }
-        Method::BasicRecover(m) => consume::basic_recover(conn, ch, m.requeue, true),
-        Method::BasicRecoverAsync(m) => consume::basic_recover(conn, ch, m.requeue, false),
-        Method::TxSelect(_) => publish::tx_select(conn, ch),
-        Method::TxCommit(_) => publish::tx_commit(conn, ch),
-        Method::TxRollback(_) => publish::tx_rollback(conn, ch),
-        Method::ConfirmSelect(m) => {
-            if ch.tx.is_some() {
-                Err(AmqpError::new(406, "cannot switch from tx to confirm mode"))
-            } else {
-                ch.confirm = true;
-                if !m.nowait {
-                    conn.send(ch.id, ConfirmSelectOk {});
-                }
-                Ok(())
-            }
-        }
-        // Methods only a server sends, or connection methods on a channel.
-        _ => Err(AmqpError::new(503, "unimplemented method")),
-    };
-    r.map_err(|e| e.on(class_id, method_id))
+/// How the client settled a delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum How {
+    Ack,
+    Requeue,
+    /// basic.reject with requeue: the consumer says processing failed,
+    /// which counts towards a quorum queue's delivery limit (RabbitMQ
+    /// 4.3's reading; basic.nack's requeue does not count).
+    RequeueFailed,
+    Discard,
 }
 
-/// Release everything a channel holds: cancel its consumers (first, so
-/// requeued messages do not come straight back to them), then requeue its
-/// unacknowledged messages and forget its direct reply-to name.
-pub fn cleanup(conn: &mut Conn, ch: &mut Channel) {
-    ch.pending = None;
-    ch.tx = None;
-    for (_, rec) in ch.consumers.drain() {
-        let (_, effects) = rec.queue.cancel(rec.id);
-        conn.apply(&rec.queue, effects);
+impl How {
+    pub fn reject(requeue: bool) -> How {
+        if requeue {
+            How::Requeue
+        } else {
+            How::Discard
+        }
     }
-    let unacked: Vec<Unacked> = ch.unacked.drain(..).collect();
-    consume::settle_entries(conn, unacked, warren_core::queue::Settle::Requeue);
-    if let Some((name, _)) = ch.reply_consumer.take() {
-        conn.ctx.replies.unregister(&name);
+
+    pub(crate) fn settle(self) -> Settle {
+        match self {
+            How::Ack => Settle::Ack,
+            How::Requeue | How::RequeueFailed => Settle::Requeue,
+            How::Discard => Settle::Discard,
+        }
     }
-    ch.confirms.clear();
+}
+
+#[derive(Debug)]
+pub struct PendingPublish {
+    pub(crate) method: BasicPublish,
+    /// Body size and raw properties, once the header frame arrived.
+    pub(crate) header: Option<(u64, Bytes)>,
+    pub(crate) body: Body,
+}
+
+#[derive(Debug)]
+pub(crate) enum Body {
+    Empty,
+    /// One body frame: kept as a slice of the read buffer, no copy.
+    One(Bytes),
+    Many(BytesMut),
+}
+
+impl Body {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Body::Empty => 0,
+            Body::One(b) => b.len(),
+            Body::Many(b) => b.len(),
+        }
+    }
+
+    pub(crate) fn push(&mut self, part: Bytes) {
+        *self = match std::mem::replace(self, Body::Empty) {
+            Body::Empty => Body::One(part),
+            Body::One(first) => {
+                let mut m = BytesMut::with_capacity(first.len() + part.len());
+                m.extend_from_slice(&first);
+                m.extend_from_slice(&part);
+                Body::Many(m)
+            }
+            Body::Many(mut m) => {
+                m.extend_from_slice(&part);
+                Body::Many(m)
+            }
+        }
+    }
+
+    /// The body as its own allocation. A single frame is copied out of the
+    /// read buffer: a slice would pin the whole buffer (64 KiB) for as long
+    /// as the message sits in a queue.
+    pub(crate) fn freeze(self) -> Bytes {
+        match self {
+            Body::Empty => Bytes::new(),
+            Body::One(b) => Bytes::copy_from_slice(&b),
+            Body::Many(m) => m.freeze(),
+        }
+    }
+}
+
+/// A publish held back by a transaction until tx.commit.
+#[derive(Debug)]
+pub struct TxPublish {
+    pub(crate) exchange: ShortStr,
+    pub(crate) keys: Vec<ShortStr>,
+    pub(crate) headers: Option<FieldTable>,
+    pub(crate) message: Arc<Message>,
+    pub(crate) mandatory: bool,
+}
+
+#[derive(Debug, Default)]
+pub struct TxState {
+    pub publishes: Vec<TxPublish>,
+    /// Settlements taken out of the unacked list, applied on commit and put
+    /// back on rollback.
+    pub settles: Vec<(Unacked, How)>,
 }

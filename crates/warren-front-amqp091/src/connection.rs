@@ -14,16 +14,15 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use tokio::sync::watch;
 use warren_amqp091::constants::PRECONDITION_FAILED;
-use warren_amqp091::frame::{write_heartbeat, write_method};
+use warren_amqp091::frame::write_heartbeat;
 use warren_amqp091::methods::*;
-use warren_amqp091::{CodecError, FieldTable, Frame, FrameType, Method, ShortStr, PROTOCOL_HEADER};
-use warren_core::exchange::Binding;
-use warren_core::queue::{Effects, Queue};
-use warren_core::{Access, BrokerError, Grant, Resource, User, VHost};
+use warren_amqp091::{CodecError, Frame, FrameType, Method, PROTOCOL_HEADER};
+use warren_core::BrokerError;
 
-use super::channel::{self, Channel, ChannelState, Unacked};
+use super::channel::{Channel, ChannelState, Unacked};
+use super::conn::{ClientCaps, Conn, Finish, Pending, Phase};
 use super::error::{AmqpError, Result};
-use super::{consume, handshake, publish};
+use super::{consume, dispatch, handshake, publish};
 use warren_node::outbox::Outbox;
 use warren_node::transport::Transport;
 use warren_node::ServerCtx;
@@ -42,169 +41,6 @@ const PAUSED_READ_MAX: usize = 1 << 20;
 const YIELD_AFTER: usize = 32 << 10;
 /// How long to wait for close-ok after sending connection.close.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(3);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Phase {
-    /// Waiting for the 8-octet protocol header.
-    Header,
-    /// connection.start sent; waiting for start-ok.
-    StartOk,
-    /// connection.tune sent; waiting for tune-ok.
-    TuneOk,
-    /// Waiting for connection.open.
-    Open,
-    Running,
-    /// We sent connection.close; only close-ok (or close) matters now.
-    Closing,
-    Done,
-}
-
-/// What the client said it can do (client-properties.capabilities).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct ClientCaps {
-    pub consumer_cancel_notify: bool,
-    pub connection_blocked: bool,
-    pub authentication_failure_close: bool,
-}
-
-/// Connection state that method handlers use; channels live beside it.
-pub struct Conn {
-    pub id: u64,
-    /// Its entry in the connection registry (management API).
-    pub entry: Arc<warren_node::connections::Entry>,
-    pub ctx: Arc<ServerCtx>,
-    pub peer: SocketAddr,
-    pub wbuf: BytesMut,
-    pub phase: Phase,
-    pub frame_max: u32,
-    pub channel_max: u16,
-    pub heartbeat: u16,
-    /// The shortest queue-specific consumer timeout (ms) among this
-    /// connection's deliveries so far (its check runs at least as often
-    /// as a quarter of it).
-    pub shortest_timeout: Option<u64>,
-    pub vhost: Option<Arc<VHost>>,
-    pub user: Option<User>,
-    /// The user's permissions in `vhost`, as they were at connection.open.
-    pub grant: Option<Grant>,
-    pub outbox: Arc<Outbox>,
-    pub caps: ClientCaps,
-    /// Exclusive queues this connection declared (deleted when it closes).
-    pub exclusive: Vec<Arc<Queue>>,
-    /// Exclusive declares sent to the cluster and not answered yet: if
-    /// the connection ends first, its teardown looks for their queues.
-    pub exclusive_pending: u32,
-    /// Has this connection published? Only publishers are blocked by alarms.
-    pub published: bool,
-    /// connection.blocked sent and reading paused for the memory alarm.
-    pub blocked: bool,
-    /// Channels with confirms waiting for [`publish::flush_confirms`].
-    pub confirm_dirty: Vec<u16>,
-    /// Channels with replies waiting for fsync ([`publish::release_synced`]).
-    pub sync_channels: Vec<u16>,
-    /// Queues that asked this publisher to pause (flow control).
-    pub flow_queues: Vec<Arc<Queue>>,
-    /// What start-ok said (mechanism, client properties), kept until
-    /// connection.open records the login.
-    pub hello: Option<Box<warren_node::connections::Login>>,
-    /// A method waiting for the cluster (see [`Pending`]).
-    pub pending: Option<Pending>,
-}
-
-/// What finishes a method once the cluster has answered: its reply, and
-/// whatever else the connection must note (an exclusive queue).
-pub type Finish = Box<dyn FnOnce(&mut Conn, &mut Channel) -> Result<()> + Send>;
-
-/// A method waiting for the cluster: a topology change proposed to the
-/// metadata group, until a majority has it. The connection handles no
-/// more input meanwhile (its later frames may depend on the change, as a
-/// queue.bind on the queue just declared does), but goes on writing
-/// deliveries and confirms.
-pub struct Pending {
-    pub channel: u16,
-    pub work: std::pin::Pin<Box<dyn std::future::Future<Output = Finish> + Send>>,
-}
-
-impl Conn {
-    /// Finish the current method on `channel` once `work` is done.
-    pub fn wait_for(
-        &mut self,
-        channel: u16,
-        work: impl std::future::Future<Output = Finish> + Send + 'static,
-    ) {
-        self.pending = Some(Pending {
-            channel,
-            work: Box::pin(work),
-        });
-    }
-}
-
-impl Conn {
-    /// Queue a method frame for writing.
-    pub fn send(&mut self, channel: u16, m: impl Into<Method>) {
-        write_method(&mut self.wbuf, channel, &m.into());
-    }
-
-    pub fn vhost(&self) -> Result<Arc<VHost>> {
-        self.vhost
-            .clone()
-            .ok_or_else(|| AmqpError::new(504, "connection not open"))
-    }
-
-    /// The permission check every operation on a named resource makes
-    /// first (access-control guide; a refusal is 403, a channel error).
-    pub fn check(&self, access: Access, kind: Resource, name: &ShortStr) -> Result<()> {
-        Ok(self.grant()?.check(access, kind, &name.to_str_lossy())?)
-    }
-
-    pub fn grant(&self) -> Result<&Grant> {
-        self.grant
-            .as_ref()
-            .ok_or_else(|| AmqpError::new(504, "connection not open"))
-    }
-
-    /// [`Grant::check_bind`]: write on the destination, read on the
-    /// source, and read on the binding key when the source is a topic
-    /// exchange with a topic permission.
-    pub fn check_bind(&self, source: &ShortStr, b: &Binding) -> Result<()> {
-        let vh = self.vhost()?;
-        Ok(self
-            .grant()?
-            .check_bind(&vh, &source.to_str_lossy(), &b.destination, &b.routing_key)?)
-    }
-
-    /// [`Grant::check_declare`]: configure, and the dead letter or
-    /// alternate exchange's checks.
-    pub fn check_declare(&self, kind: Resource, name: &ShortStr, args: &FieldTable) -> Result<()> {
-        Ok(self.grant()?.check_declare(kind, &name.to_str_lossy(), args)?)
-    }
-
-    /// Carry out a queue call's effects (dead letters, auto-delete, timers).
-    pub fn apply(&self, queue: &Arc<Queue>, effects: Effects) {
-        if effects.dead_letters.is_empty() && !effects.delete_queue && !effects.arm_timer {
-            return;
-        }
-        let Some(vh) = self.vhost.as_ref() else { return };
-        let timers = &self.ctx.timers;
-        vh.apply(queue, effects, &mut |q| timers.arm(vh, q));
-    }
-
-    /// Note a queue's request to pause publishing (applied after the batch).
-    pub fn flow(&mut self, queue: &Arc<Queue>) {
-        if !self.flow_queues.iter().any(|q| Arc::ptr_eq(q, queue)) {
-            self.flow_queues.push(queue.clone());
-        }
-    }
-
-    /// Before tune-ok, frames are limited to the spec minimum (0-9-1 §4.2.3).
-    fn inbound_frame_max(&self) -> u32 {
-        if self.phase < Phase::Open {
-            4096
-        } else {
-            self.frame_max
-        }
-    }
-}
 
 struct Driver {
     conn: Conn,
@@ -836,14 +672,14 @@ impl Driver {
         match m {
             Method::ChannelClose(_) => {
                 if let Some(mut ch) = self.remove_channel(id) {
-                    channel::cleanup(&mut self.conn, &mut ch);
+                    dispatch::cleanup(&mut self.conn, &mut ch);
                 }
                 self.conn.send(id, ChannelCloseOk {});
                 Ok(())
             }
             Method::ChannelCloseOk(_) => Ok(()),
             m => {
-                let r = channel::dispatch(&mut self.conn, ch, m);
+                let r = dispatch::dispatch(&mut self.conn, ch, m);
                 self.channel_result(id, r)
             }
         }
@@ -863,7 +699,7 @@ impl Driver {
             Err(e) => {
                 tracing::debug!(peer = %self.conn.peer, channel = id, "channel error: {}", e.text);
                 if let Some(ch) = self.channels.get_mut(&id) {
-                    channel::cleanup(&mut self.conn, ch);
+                    dispatch::cleanup(&mut self.conn, ch);
                     ch.state = ChannelState::Closing;
                 }
                 self.conn.send(
@@ -924,7 +760,7 @@ impl Driver {
     fn teardown_channels(&mut self) {
         let mut channels: Vec<Channel> = self.channels.drain().map(|(_, c)| c).collect();
         for ch in &mut channels {
-            channel::cleanup(&mut self.conn, ch);
+            dispatch::cleanup(&mut self.conn, ch);
         }
     }
 

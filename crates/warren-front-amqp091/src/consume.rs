@@ -14,42 +14,12 @@ use warren_amqp091::{Method, ShortStr};
 use warren_core::queue::{Answer, ConsumerSpec, DeliverySink, Entry, Queue, Settle};
 use warren_core::{Access, BrokerError, Resource};
 
-use super::channel::{Channel, ChannelState, ConsumerRec, Unacked};
-use super::connection::Conn;
+use super::channel::{Channel, ChannelState, ConsumerRec, How, Unacked};
 use super::error::{AmqpError, Result};
 use super::generated_name;
+use crate::conn::Conn;
 use warren_node::outbox::OutItem;
 use warren_node::reply_to;
-
-/// How the client settled a delivery.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum How {
-    Ack,
-    Requeue,
-    /// basic.reject with requeue: the consumer says processing failed,
-    /// which counts towards a quorum queue's delivery limit (RabbitMQ
-    /// 4.3's reading; basic.nack's requeue does not count).
-    RequeueFailed,
-    Discard,
-}
-
-impl How {
-    pub fn reject(requeue: bool) -> How {
-        if requeue {
-            How::Requeue
-        } else {
-            How::Discard
-        }
-    }
-
-    fn settle(self) -> Settle {
-        match self {
-            How::Ack => Settle::Ack,
-            How::Requeue | How::RequeueFailed => Settle::Requeue,
-            How::Discard => Settle::Discard,
-        }
-    }
-}
 
 pub fn basic_qos(conn: &mut Conn, ch: &mut Channel, m: BasicQos) -> Result<()> {
     if m.prefetch_size != 0 {
@@ -184,7 +154,7 @@ fn consume_remote(
             "a queue of another node on a node with no cluster",
         ));
     };
-    super::declare::remote_home_up(conn, &q)?;
+    crate::conn::remote_home_up(conn, &q)?;
     let (id, tag) = (spec.id, spec.tag.clone());
     q.consume(spec)?;
     let Some(answer) = client.consume_answer(id) else {
@@ -200,7 +170,7 @@ fn consume_remote(
             )),
         }
     };
-    super::declare::after_cluster(conn, ch, BASIC_CONSUME, work, move |conn, ch, ()| {
+    crate::conn::after_cluster(conn, ch, BASIC_CONSUME, work, move |conn, ch, ()| {
         let timeout = custom_timeout(conn, ch, &q);
         ch.consumers.insert(
             tag.clone(),
@@ -263,7 +233,7 @@ pub fn basic_get(conn: &mut Conn, ch: &mut Channel, m: BasicGet) -> Result<()> {
     conn.check(Access::Read, Resource::Queue, &name)?;
     let q = conn.vhost()?.queue(&name, conn.id)?;
     if let Some(home) = q.forward_home() {
-        super::declare::remote_home_up(conn, &q)?;
+        crate::conn::remote_home_up(conn, &q)?;
         let Some(client) = conn.ctx.queue_client.clone() else {
             return Err(AmqpError::new(
                 541,
@@ -272,7 +242,7 @@ pub fn basic_get(conn: &mut Conn, ch: &mut Channel, m: BasicGet) -> Result<()> {
         };
         let queue = q.clone();
         let work = async move { client.get(&queue, &home, m.no_ack).await };
-        super::declare::after_cluster(conn, ch, BASIC_GET, work, move |conn, ch, got| {
+        crate::conn::after_cluster(conn, ch, BASIC_GET, work, move |conn, ch, got| {
             get_ok(conn, ch, q, m.no_ack, got);
             Ok(())
         });
@@ -286,7 +256,7 @@ pub fn basic_get(conn: &mut Conn, ch: &mut Channel, m: BasicGet) -> Result<()> {
         // later methods wait for it.
         later => {
             let work = async move { Ok(later.wait().await.flatten()) };
-            super::declare::after_cluster(conn, ch, BASIC_GET, work, move |conn, ch, got| {
+            crate::conn::after_cluster(conn, ch, BASIC_GET, work, move |conn, ch, got| {
                 get_ok(conn, ch, q, m.no_ack, got);
                 Ok(())
             });

@@ -9,38 +9,20 @@
 use warren_amqp091::methods::*;
 use warren_amqp091::ShortStr;
 use warren_core::exchange::{Binding, Destination};
-use warren_core::queue::{Answer, Queue};
+use warren_core::queue::Answer;
 use warren_core::vhost::{ExchangeDecl, QueueDecl};
 use warren_core::{Access, BrokerError, Resource};
 
 use super::channel::Channel;
-use super::connection::{Conn, Finish};
-use super::error::{AmqpError, Result};
+use super::error::Result;
 use super::generated_name;
+use crate::conn::{after_cluster, remote_home_up, Conn};
 use warren_node::cluster::topology;
 use warren_node::reply_to;
 
 /// Is this node part of a cluster (topology changes go through it)?
 fn clustered(conn: &Conn) -> bool {
     conn.ctx.meta.is_some()
-}
-
-/// Do `work` through the cluster, then `reply` with what it gave; an
-/// error is the method's (`method`: its class and method ids).
-pub(super) fn after_cluster<T: Send + 'static>(
-    conn: &mut Conn,
-    ch: &Channel,
-    method: (u16, u16),
-    work: impl std::future::Future<Output = std::result::Result<T, BrokerError>> + Send + 'static,
-    reply: impl FnOnce(&mut Conn, &mut Channel, T) -> Result<()> + Send + 'static,
-) {
-    conn.wait_for(ch.id, async move {
-        let r = work.await;
-        Box::new(move |conn: &mut Conn, ch: &mut Channel| {
-            let v = r.map_err(|e| AmqpError::from(e).on(method.0, method.1))?;
-            reply(conn, ch, v)
-        }) as Finish
-    });
 }
 
 // Class and method ids (0-9-1 spec): the methods that can wait.
@@ -400,16 +382,4 @@ fn queue_deleted(conn: &mut Conn, ch: &mut Channel, name: &ShortStr, n: u64, no_
             },
         );
     }
-}
-
-/// A queue whose home node cannot be reached answers 404, as RabbitMQ's
-/// do (its record is there; the queue is not).
-pub(super) fn remote_home_up(conn: &Conn, q: &Queue) -> Result<()> {
-    if let (Some(home), Some(client)) = (&q.home, &conn.ctx.queue_client) {
-        let home = home.to_str_lossy();
-        if !client.is_up(&home) {
-            return Err(warren_node::cluster::queue_client::home_down(q, &home).into());
-        }
-    }
-    Ok(())
 }

@@ -8,8 +8,8 @@ use bytes::Bytes;
 use warren_amqp091::methods::*;
 use warren_amqp091::{FieldTable, FieldValue, Method};
 
-use super::connection::{Conn, Phase};
 use super::error::{AmqpError, Result};
+use crate::conn::{Conn, Phase};
 use warren_core::BrokerError;
 use warren_node::connections::Login;
 use warren_node::definitions::table_to_json;

@@ -1,14 +1,19 @@
 //! The AMQP 0-9-1 front end. One task per connection ([`connection`]) owns
 //! the socket, the handshake and every channel's state; channels are plain
-//! structs inside it ([`channel`]), not tasks. Method handlers are grouped
-//! by what they touch: [`declare`] (exchanges, queues, bindings),
-//! [`publish`] (content assembly, routing, confirms, returns, tx) and
-//! [`consume`] (consumers, deliveries, acks, basic.get).
+//! structs inside it ([`channel`]), not tasks. The connection's state as
+//! handlers see it is [`conn::Conn`]; [`dispatch`] hands each method to its
+//! handler, grouped by what it touches: [`handshake`] (the connection
+//! class), [`declare`] (exchanges, queues, bindings), [`publish`] (content
+//! assembly, routing, confirms, returns, tx) and [`consume`] (consumers,
+//! deliveries, acks, basic.get). Handlers import the state below them
+//! (`conn`, `channel`, `error`), never the task or the dispatcher.
 
 pub mod channel;
+pub mod conn;
 pub mod connection;
 pub mod consume;
 pub mod declare;
+pub mod dispatch;
 pub mod error;
 pub mod handshake;
 pub mod publish;

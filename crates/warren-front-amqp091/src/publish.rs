@@ -8,7 +8,7 @@
 use ahash::AHashMap as HashMap;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use warren_amqp091::frame::{write_body, write_content_header_raw, write_method};
 use warren_amqp091::methods::*;
 use warren_amqp091::{ContentHeader, FieldTable, FieldValue, Method, ShortStr};
@@ -17,85 +17,14 @@ use warren_core::queue::{PublishOutcome, SyncWaiter, Ticket};
 use warren_core::stats::Stat;
 use warren_core::{Access, Resource};
 
-use super::channel::{AfterSync, Channel, SyncedReply, Unacked};
-use super::connection::Conn;
-use super::consume::{self, How};
+use super::channel::{AfterSync, Body, Channel, PendingPublish, SyncedReply, TxPublish, TxState};
+use super::consume;
 use super::error::{AmqpError, Result};
+use crate::conn::Conn;
 use warren_node::reply_to;
 
 /// RabbitMQ's hard cap on a message body, whatever max_message_size says.
 const HARD_MAX_BODY: u64 = 512 << 20;
-
-#[derive(Debug)]
-pub struct PendingPublish {
-    method: BasicPublish,
-    /// Body size and raw properties, once the header frame arrived.
-    header: Option<(u64, Bytes)>,
-    body: Body,
-}
-
-#[derive(Debug)]
-enum Body {
-    Empty,
-    /// One body frame: kept as a slice of the read buffer, no copy.
-    One(Bytes),
-    Many(BytesMut),
-}
-
-impl Body {
-    fn len(&self) -> usize {
-        match self {
-            Body::Empty => 0,
-            Body::One(b) => b.len(),
-            Body::Many(b) => b.len(),
-        }
-    }
-
-    fn push(&mut self, part: Bytes) {
-        *self = match std::mem::replace(self, Body::Empty) {
-            Body::Empty => Body::One(part),
-            Body::One(first) => {
-                let mut m = BytesMut::with_capacity(first.len() + part.len());
-                m.extend_from_slice(&first);
-                m.extend_from_slice(&part);
-                Body::Many(m)
-            }
-            Body::Many(mut m) => {
-                m.extend_from_slice(&part);
-                Body::Many(m)
-            }
-        }
-    }
-
-    /// The body as its own allocation. A single frame is copied out of the
-    /// read buffer: a slice would pin the whole buffer (64 KiB) for as long
-    /// as the message sits in a queue.
-    fn freeze(self) -> Bytes {
-        match self {
-            Body::Empty => Bytes::new(),
-            Body::One(b) => Bytes::copy_from_slice(&b),
-            Body::Many(m) => m.freeze(),
-        }
-    }
-}
-
-/// A publish held back by a transaction until tx.commit.
-#[derive(Debug)]
-pub struct TxPublish {
-    exchange: ShortStr,
-    keys: Vec<ShortStr>,
-    headers: Option<FieldTable>,
-    message: Arc<Message>,
-    mandatory: bool,
-}
-
-#[derive(Debug, Default)]
-pub struct TxState {
-    pub publishes: Vec<TxPublish>,
-    /// Settlements taken out of the unacked list, applied on commit and put
-    /// back on rollback.
-    pub settles: Vec<(Unacked, How)>,
-}
 
 pub fn basic_publish(conn: &mut Conn, ch: &mut Channel, m: BasicPublish) -> Result<()> {
     if m.immediate {
