@@ -15,7 +15,7 @@ use warren_core::queue::QueueKind;
 use super::auth::Authed;
 use super::error::ApiError;
 use warren_node::cluster::command::{self, Command};
-use warren_node::stream_replicas::registry::Placement;
+use warren_node::definitions::records::Placement;
 use warren_node::ServerCtx;
 
 type Ctx = State<Arc<ServerCtx>>;

@@ -2,7 +2,10 @@
 //! header (AMQP 0-9-1 §4.2.2; AMQP 1.0 §2.2 and §5.3.2), before any byte
 //! is consumed, so the chosen front end reads the header itself.
 
+use std::io;
 use std::time::Duration;
+
+use bytes::BytesMut;
 
 use tokio::net::TcpStream;
 use warren_amqp10::{AMQP_HEADER, SASL_HEADER};
@@ -27,7 +30,7 @@ const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 /// None if the peer went away or stayed silent.
 pub async fn sniff(stream: &mut Transport, timeout: Duration) -> Option<Protocol> {
     let mut head = [0u8; 8];
-    let n = stream.peek_head(&mut head, timeout).await?;
+    let n = peek_head(stream, &mut head, timeout).await?;
     if n < 8 && could_be_header(&head[..n]) {
         return None;
     }
@@ -73,5 +76,40 @@ pub async fn peek(stream: &TcpStream, head: &mut [u8; 8], timeout: Duration) -> 
             return None;
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// The first `buf.len()` bytes of the stream, left to be read again
+/// (AMQP's protocol header picks the front end). None if the peer went
+/// away, stayed silent for `timeout`, or sent fewer bytes that match
+/// no 1.0 header (then `buf` holds what came).
+async fn peek_head(stream: &mut Transport, buf: &mut [u8; 8], timeout: Duration) -> Option<usize> {
+    match stream {
+        Transport::Plain(s) => peek(s, buf, timeout).await,
+        Transport::Tls(t) => {
+            let deadline = tokio::time::Instant::now() + timeout;
+            let mut got = BytesMut::new();
+            while got.len() < buf.len() {
+                let room = buf.len() - got.len();
+                match t.try_read_buf(&mut got, room) {
+                    Ok(0) => break,
+                    Ok(_) => {
+                        if !could_be_header(&got) {
+                            break;
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        match tokio::time::timeout_at(deadline, t.tcp.readable()).await {
+                            Ok(Ok(())) => {}
+                            _ => break,
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+            t.unread(&got);
+            buf[..got.len()].copy_from_slice(&got);
+            (!got.is_empty()).then_some(got.len())
+        }
     }
 }

@@ -129,41 +129,6 @@ impl Transport {
             Transport::Tls(t) => t.flush_tls(),
         }
     }
-
-    /// The first `buf.len()` bytes of the stream, left to be read again
-    /// (AMQP's protocol header picks the front end). False if the peer went
-    /// away, stayed silent for `timeout`, or sent fewer bytes that match
-    /// none of `prefixes` (then `buf` holds what came).
-    pub async fn peek_head(&mut self, buf: &mut [u8; 8], timeout: Duration) -> Option<usize> {
-        match self {
-            Transport::Plain(s) => crate::sniff::peek(s, buf, timeout).await,
-            Transport::Tls(t) => {
-                let deadline = tokio::time::Instant::now() + timeout;
-                let mut got = BytesMut::new();
-                while got.len() < buf.len() {
-                    let room = buf.len() - got.len();
-                    match t.try_read_buf(&mut got, room) {
-                        Ok(0) => break,
-                        Ok(_) => {
-                            if !crate::sniff::could_be_header(&got) {
-                                break;
-                            }
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                            match tokio::time::timeout_at(deadline, t.tcp.readable()).await {
-                                Ok(Ok(())) => {}
-                                _ => break,
-                            }
-                        }
-                        Err(_) => break,
-                    }
-                }
-                t.unread(&got);
-                buf[..got.len()].copy_from_slice(&got);
-                (!got.is_empty()).then_some(got.len())
-            }
-        }
-    }
 }
 
 impl AsyncRead for Transport {

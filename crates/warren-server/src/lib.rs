@@ -325,7 +325,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             let mut settings = settings.clone();
             for n in table.all() {
                 if n.name != config.node_name && !settings.peers.iter().any(|p| p.node == n.name) {
-                    settings.peers.push(cluster::PeerConfig {
+                    settings.peers.push(config::cluster::PeerConfig {
                         node: n.name,
                         address: n.address,
                     });

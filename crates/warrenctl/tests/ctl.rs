@@ -327,11 +327,11 @@ async fn cluster_status_lists_disk_and_running_nodes() {
     let _ = std::fs::remove_dir_all(&dir);
     let mut config = warren_server::Config::loopback(dir.clone());
     config.node_name = "warren@a".into();
-    config.cluster = Some(warren_node::cluster::ClusterSettings {
+    config.cluster = Some(warren_node::config::cluster::ClusterSettings {
         name: "ctl".into(),
         secret: Some("s".into()),
         listen: warren_node::config::Listen(Some("127.0.0.1:0".parse().unwrap())),
-        peers: vec![warren_node::cluster::PeerConfig {
+        peers: vec![warren_node::config::cluster::PeerConfig {
             node: "warren@b".into(),
             // Nobody listens there.
             address: "127.0.0.1:9".into(),

@@ -441,7 +441,7 @@ impl Command {
                 if let (Some(members), Some(streams)) = (stream, &a.streams) {
                     if vh.find_queue(queue.name.as_bytes()).is_none() {
                         streams
-                            .placed(crate::stream_replicas::registry::Placement {
+                            .placed(crate::definitions::records::Placement {
                                 vhost: queue.vhost.clone(),
                                 name: queue.name.clone(),
                                 members: members.clone(),
@@ -540,7 +540,7 @@ impl Command {
                 Ok(Outcome::Done)
             }
             Command::AddNode { node, address, id } => {
-                let n = super::nodes::ClusterNode {
+                let n = crate::definitions::records::ClusterNode {
                     name: node.clone(),
                     address: address.clone(),
                     id: *id,

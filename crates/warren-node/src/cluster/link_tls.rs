@@ -12,29 +12,17 @@
 //! hand-written TLS I/O of the client listeners (`tls/io.rs`, written for
 //! many connections' memory) buys nothing here.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use rustls::pki_types::ServerName;
 use rustls::server::WebPkiClientVerifier;
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
-use serde::Deserialize;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
+use crate::config::cluster::LinkTlsSettings;
 use crate::tls::{provider, read_certs, read_key};
-
-/// `[cluster.tls]`.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct LinkTlsSettings {
-    /// This node's certificate (chain), for server and client auth.
-    pub certfile: PathBuf,
-    pub keyfile: PathBuf,
-    /// The CA every node's certificate must chain to.
-    pub cacertfile: PathBuf,
-}
 
 /// Either end of a link: a TCP stream, or a TLS session over one.
 pub trait LinkStream: AsyncRead + AsyncWrite + Unpin + Send + 'static {}

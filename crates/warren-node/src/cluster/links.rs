@@ -31,7 +31,7 @@ use warren_peer::{parse_frame, Message, FRAME_MAX};
 
 use super::link::{accept, dial, Identity, LinkError};
 use super::link_tls::{LinkStream, LinkTls};
-use super::settings::ClusterSettings;
+use crate::config::cluster::ClusterSettings;
 
 /// Messages queued for a link's writer before senders wait.
 const LINK_QUEUE: usize = 1024;

@@ -23,9 +23,7 @@ pub mod nodes;
 pub mod queue_client;
 pub mod queue_host;
 pub mod queues;
-pub mod settings;
 pub mod snapshot;
 pub mod topology;
 
 pub use links::{Cluster, PeerStatus};
-pub use settings::{ClusterSettings, PeerConfig};

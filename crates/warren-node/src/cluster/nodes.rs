@@ -18,15 +18,7 @@ use std::path::{Path, PathBuf};
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 
-/// One node of the cluster.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClusterNode {
-    pub name: String,
-    /// host:port of its inter-node listener.
-    pub address: String,
-    /// Its Raft id in the metadata group.
-    pub id: u64,
-}
+use crate::definitions::records::ClusterNode;
 
 /// Names to ids and back, for the nodes this node knows of, and the
 /// metadata group's first voters. Shared by the metadata driver (which
@@ -177,7 +169,7 @@ impl Joined {
 pub fn at_start(
     me: &str,
     listen: &str,
-    peers: &[super::PeerConfig],
+    peers: &[crate::config::cluster::PeerConfig],
     joined: Option<&Joined>,
     stored: &[ClusterNode],
 ) -> NodeTable {
@@ -217,8 +209,8 @@ pub fn at_start(
 mod tests {
     use super::*;
 
-    fn peer(n: &str) -> super::super::PeerConfig {
-        super::super::PeerConfig {
+    fn peer(n: &str) -> crate::config::cluster::PeerConfig {
+        crate::config::cluster::PeerConfig {
             node: n.into(),
             address: format!("{n}:25672"),
         }

@@ -6,6 +6,7 @@
 //! a log of changes, `model` is the set the store holds in memory.
 
 mod model;
+pub mod records;
 mod store;
 
 pub use store::{read_json_or_default, replace_file, Batch, Store};
@@ -33,11 +34,11 @@ pub struct Definitions {
     /// (`cluster::nodes`); only in the store's own snapshot and in a
     /// metadata snapshot, never in an export.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub warren_cluster_nodes: Vec<crate::cluster::nodes::ClusterNode>,
+    pub warren_cluster_nodes: Vec<records::ClusterNode>,
     /// On a cluster, every replicated stream's members, leader and epoch
     /// (`stream_replicas::registry`); only in a metadata snapshot.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub warren_stream_placements: Vec<crate::stream_replicas::registry::Placement>,
+    pub warren_stream_placements: Vec<records::Placement>,
     #[serde(default)]
     pub vhosts: Vec<VHostDef>,
     #[serde(default)]

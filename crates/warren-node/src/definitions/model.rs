@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use warren_core::changes::Change;
 
+use super::records::ClusterNode;
+
 use super::{
     binding_def, exchange_def, queue_def, user_defs, BindingDef, Definitions, ExchangeDef, PermissionDef,
     PolicyDef, QueueDef, TopicPermissionDef, UserDef, VHostDef,
@@ -61,7 +63,7 @@ pub enum Record {
         index: u64,
     },
     /// On a cluster: a node joined (see `cluster::nodes`).
-    ClusterNode(crate::cluster::nodes::ClusterNode),
+    ClusterNode(ClusterNode),
     /// On a cluster: a joined node was forgotten.
     ClusterNodeForgotten {
         name: String,
@@ -185,7 +187,7 @@ pub struct Model {
     users: BTreeMap<String, UserModel>,
     vhosts: BTreeMap<String, VHostModel>,
     meta_applied: Option<u64>,
-    cluster_nodes: BTreeMap<String, crate::cluster::nodes::ClusterNode>,
+    cluster_nodes: BTreeMap<String, ClusterNode>,
 }
 
 impl Model {

@@ -252,7 +252,7 @@ impl Store {
     }
 
     /// Record a node that joined the cluster.
-    pub fn record_cluster_node(&self, node: crate::cluster::nodes::ClusterNode) -> u64 {
+    pub fn record_cluster_node(&self, node: super::records::ClusterNode) -> u64 {
         self.put(Record::ClusterNode(node))
     }
 

@@ -16,10 +16,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use warren_peer::stream::{StreamMsg, StreamRef};
 
-use super::registry::Placement;
 use super::Streams;
 use crate::cluster::command::{self, Command};
 use crate::cluster::meta::Meta;
+use crate::definitions::records::Placement;
 
 /// How often the coordinator looks for streams without a leader.
 const CHECK: Duration = Duration::from_millis(250);

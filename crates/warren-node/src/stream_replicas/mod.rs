@@ -32,9 +32,10 @@ use warren_core::BrokerError;
 use warren_peer::stream::{StreamMsg, StreamRef};
 
 use crate::cluster::links::DataSender;
+use crate::definitions::records::Placement;
 use leader::Leading;
 use outbox::Outbox;
-use registry::{Placement, Registry};
+use registry::Registry;
 use replica::Following;
 
 enum Run {

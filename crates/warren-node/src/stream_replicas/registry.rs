@@ -10,17 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Placement {
-    pub vhost: String,
-    pub name: String,
-    /// Every member, the first leader first.
-    pub members: Vec<String>,
-    /// The member that writes (None while one is being chosen).
-    pub leader: Option<String>,
-    /// One more for each new leader (the first is 1), as osiris's.
-    pub epoch: u64,
-}
+use crate::definitions::records::Placement;
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct File {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
-use warren_node::cluster::{ClusterSettings, PeerConfig};
+use warren_node::config::cluster::{ClusterSettings, PeerConfig};
 use warren_node::config::Listen;
 
 use crate::common::*;

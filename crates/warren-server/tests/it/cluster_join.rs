@@ -204,7 +204,7 @@ async fn a_lone_node_joins_a_running_cluster_and_stays_a_member() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_that_joins_after_compaction_gets_a_snapshot() {
     let ports = free_ports(4);
-    let small = |s: &mut warren_node::cluster::ClusterSettings| s.snapshot_interval = 20;
+    let small = |s: &mut warren_node::config::cluster::ClusterSettings| s.snapshot_interval = 20;
     let mut nodes = Vec::new();
     for i in 0..3 {
         nodes.push(start_node_with("itest", "s3cret", i, &ports[..3], None, small).await);

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::json;
-use warren_node::cluster::link_tls::LinkTlsSettings;
+use warren_node::config::cluster::LinkTlsSettings;
 
 use crate::cluster::{
     all_linked, free_ports, meta, meta_leader, node_name, running, start_node_with, until_applied,

@@ -14,6 +14,8 @@ use serde::{Deserialize, Deserializer};
 use crate::tls::peer::{LoginFrom, SanType};
 use crate::tls::SslOptions;
 
+pub mod cluster;
+
 /// A node's name when none is configured (a queue's leader and replica
 /// on one node, as the API and the AMQP 1.0 management node report them).
 pub const DEFAULT_NODE_NAME: &str = "warren@localhost";
@@ -132,7 +134,7 @@ pub struct Config {
     pub node_name: String,
     /// The cluster this node belongs to (`[cluster]`); none: a single
     /// node, exactly as before clustering existed.
-    pub cluster: Option<crate::cluster::ClusterSettings>,
+    pub cluster: Option<cluster::ClusterSettings>,
     pub amqp_listen: Listen,
     /// AMQP 0-9-1 and 1.0 over TLS (RabbitMQ's listeners.ssl, 5671).
     /// Listeners over TLS start only when `ssl_options` names a

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::config::Listen;
+use super::Listen;
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -31,7 +31,7 @@ pub struct ClusterSettings {
     /// (a node further behind is sent a snapshot instead of entries).
     pub snapshot_interval: u64,
     /// TLS on the links (`[cluster.tls]`); None: plain TCP.
-    pub tls: Option<super::link_tls::LinkTlsSettings>,
+    pub tls: Option<LinkTlsSettings>,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
@@ -102,4 +102,15 @@ impl ClusterSettings {
         }
         Ok(s.into_bytes())
     }
+}
+
+/// `[cluster.tls]`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LinkTlsSettings {
+    /// This node's certificate (chain), for server and client auth.
+    pub certfile: PathBuf,
+    pub keyfile: PathBuf,
+    /// The CA every node's certificate must chain to.
+    pub cacertfile: PathBuf,
 }
