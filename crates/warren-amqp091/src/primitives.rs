@@ -10,7 +10,6 @@ use std::ops::Deref;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::error::CodecError;
-use crate::table::FieldTable;
 
 /// A short string: at most 255 octets. The spec says UTF-8 for names but
 /// brokers pass the octets through, so this keeps bytes and shows them lossily.
@@ -163,10 +162,6 @@ impl Reader {
     pub fn longstr(&mut self) -> Result<Bytes, CodecError> {
         let n = self.long()? as usize;
         self.take(n, "longstr")
-    }
-
-    pub fn table(&mut self) -> Result<FieldTable, CodecError> {
-        FieldTable::decode(self, 0)
     }
 }
 

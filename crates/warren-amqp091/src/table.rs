@@ -12,6 +12,13 @@ use bytes::{BufMut, Bytes, BytesMut};
 use crate::error::CodecError;
 use crate::primitives::{put_longstr, put_shortstr, Reader, ShortStr};
 
+impl Reader {
+    /// A field table (0-9-1 §4.2.5.5), as a method's arguments carry it.
+    pub fn table(&mut self) -> Result<FieldTable, CodecError> {
+        FieldTable::decode(self, 0)
+    }
+}
+
 /// How deep tables and arrays may nest. A frame of 128 KiB could otherwise
 /// nest tens of thousands deep and overflow the decoder's stack.
 pub const MAX_DEPTH: usize = 64;

@@ -15,10 +15,10 @@
 
 use warren_amqp091::ShortStr;
 
+use crate::decl::{ExchangeDecl, QueueDecl};
 use crate::exchange::Binding;
 use crate::limits::Limits;
 use crate::policy::Policy;
-use crate::vhost::{ExchangeDecl, QueueDecl};
 use crate::User;
 
 /// One durable change. Removals carry names only: removing a queue also

@@ -1,7 +1,7 @@
 //! Warren's broker model, independent of any wire protocol and of sockets:
 //! virtual hosts, exchanges and their routing, the protocol-neutral message,
 //! and queue types behind one interface. Protocol front ends (in
-//! `warren-server`) call into this crate and carry out what it returns; code
+//! `warren-front-*`) call into this crate and carry out what it returns; code
 //! here never writes to a socket. The one I/O it does is the message
 //! store's (`warren-store`): buffered appends and reads of paged-out
 //! messages, under a queue's lock; fsync happens on the store's own thread.
@@ -9,10 +9,12 @@
 pub mod alarms;
 pub mod broker;
 pub mod changes;
+pub mod decl;
 pub mod error;
 pub mod exchange;
 pub mod limits;
 pub mod message;
+mod pattern;
 pub mod permissions;
 pub mod policy;
 pub mod queue;

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::error::{BrokerError, Result};
-use crate::permissions::Pattern;
+use crate::pattern::Pattern;
 
 /// A user's write and read patterns on one exchange of one vhost.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,9 +8,9 @@
 
 use warren_amqp091::methods::*;
 use warren_amqp091::ShortStr;
+use warren_core::decl::{ExchangeDecl, QueueDecl};
 use warren_core::exchange::{Binding, Destination};
 use warren_core::queue::Answer;
-use warren_core::vhost::{ExchangeDecl, QueueDecl};
 use warren_core::{Access, BrokerError, Resource};
 
 use super::channel::Channel;

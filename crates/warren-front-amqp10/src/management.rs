@@ -21,9 +21,9 @@ use warren_amqp091::{FieldTable, FieldValue, ShortStr};
 use warren_amqp10::composite::composite;
 use warren_amqp10::messaging::{self, AMQP_VALUE, APPLICATION_PROPERTIES, PROPERTIES};
 use warren_amqp10::Value;
+use warren_core::decl::{ExchangeDecl, QueueDecl};
 use warren_core::exchange::{Binding, Destination};
 use warren_core::queue::Queue;
-use warren_core::vhost::{ExchangeDecl, QueueDecl};
 use warren_core::{Access, Grant, Resource};
 use warren_core::{BrokerError, VHost};
 

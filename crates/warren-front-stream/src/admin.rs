@@ -7,9 +7,9 @@
 
 use bytes::{BufMut, BytesMut};
 use warren_amqp091::{FieldTable, FieldValue, ShortStr};
+use warren_core::decl::{ExchangeDecl, QueueDecl};
 use warren_core::exchange::{Binding, Destination};
 use warren_core::queue::StreamRole;
-use warren_core::vhost::{ExchangeDecl, QueueDecl};
 use warren_core::BrokerError;
 use warren_stream::command::key;
 use warren_stream::wire::put_string;

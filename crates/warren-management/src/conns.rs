@@ -14,7 +14,8 @@ use serde_json::{json, Value};
 
 use super::auth::Authed;
 use super::error::ApiError;
-use super::objects::{listing, visible as visible_vhost, ListQuery};
+use super::listing::{listing, ListQuery};
+use super::objects::visible as visible_vhost;
 use warren_node::connections::Entry;
 use warren_node::ServerCtx;
 

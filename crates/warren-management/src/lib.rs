@@ -26,6 +26,7 @@ mod error;
 mod health;
 mod limits;
 pub mod listener;
+mod listing;
 mod message_stats;
 mod messages;
 pub mod metrics;

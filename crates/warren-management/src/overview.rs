@@ -10,7 +10,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 use warren_amqp091::{FieldTable, ShortStr};
-use warren_core::vhost::{QueueDecl, VHost};
+use warren_core::decl::QueueDecl;
+use warren_core::vhost::VHost;
 
 use super::auth::Authed;
 use super::error::ApiError;

@@ -14,7 +14,8 @@ use warren_core::VHost;
 
 use super::auth::Authed;
 use super::error::ApiError;
-use super::objects::{listing, visible, ListQuery};
+use super::listing::{listing, ListQuery};
+use super::objects::visible;
 use warren_node::definitions::PolicyDef;
 use warren_node::ServerCtx;
 

@@ -16,8 +16,8 @@ use warren_core::queue::{Queue, QueueStats};
 use warren_core::VHost;
 
 use super::error::ApiError;
+use super::listing::{listing, paginate, ListQuery};
 use super::message_stats;
-use super::objects::{listing, paginate, ListQuery};
 use warren_node::definitions::table_to_json;
 
 #[derive(Serialize)]

@@ -59,7 +59,7 @@ async fn warrenctl_manages_a_broker_over_http() {
         .vhost("shop")
         .unwrap()
         .declare_queue(
-            warren_core::vhost::QueueDecl {
+            warren_core::decl::QueueDecl {
                 name: "orders".into(),
                 durable: true,
                 exclusive: false,

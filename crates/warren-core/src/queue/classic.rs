@@ -15,7 +15,9 @@ use crate::error::BrokerError;
 use crate::message::MessageRef;
 
 use super::consumer::{Consumer, ConsumerInfo, ConsumerSpec, FlowWaiter};
-use super::paging::{Paging, Stored};
+use warren_store::{QueueStore, Recovered, Storage};
+
+use super::paging::{Paging, Stored, WINDOW_BYTES, WINDOW_LOW, WINDOW_MAX};
 use super::{
     Answer, Ctx, Entry, Overflow, PublishOutcome, QueueConfig, QueueStats, QueueType, Reason, Settle, Ticket,
 };
@@ -488,5 +490,55 @@ impl QueueType for ClassicQueue {
 
     fn touch(&mut self, now: Instant) {
         self.last_used = now;
+    }
+}
+
+/// The window of ready messages kept in memory, and paging beyond it.
+impl ClassicQueue {
+    /// Take over what recovery found in the queue's store.
+    pub fn attach_recovered(&mut self, storage: Option<Arc<Storage>>, store: QueueStore, rec: &Recovered) {
+        self.next_seq = self.next_seq.max(rec.next_seq);
+        self.paging = Paging::recovered(storage, store);
+    }
+
+    /// May this queue page out (no priorities)?
+    pub(super) fn pages(&self) -> bool {
+        self.ready.len() == 1
+    }
+
+    /// Refill the window from the store when it runs low (a priority queue
+    /// takes everything at once).
+    pub(super) fn refill(&mut self, ctx: &mut Ctx) {
+        if self.paging.tail_len() == 0 {
+            return;
+        }
+        let (max, max_bytes) = if self.pages() {
+            if self.ready_count >= WINDOW_LOW {
+                return;
+            }
+            (
+                WINDOW_MAX - self.ready_count,
+                WINDOW_BYTES.saturating_sub(self.ready_bytes).max(1),
+            )
+        } else {
+            (u64::MAX, u64::MAX)
+        };
+        let mut entries = Vec::new();
+        self.paging.load(ctx, max, max_bytes, &mut entries);
+        for e in entries {
+            if e.expires_at.is_some() {
+                ctx.effects.arm_timer = true;
+            }
+            ctx.queue.memory.add(e.message.memory_size());
+            self.push_ready(e);
+        }
+    }
+
+    /// Should a new message go to the tail rather than the window?
+    pub(super) fn page_out(&self) -> bool {
+        self.pages()
+            && (self.paging.tail_len() > 0
+                || self.ready_count >= WINDOW_MAX
+                || self.ready_bytes >= WINDOW_BYTES)
     }
 }

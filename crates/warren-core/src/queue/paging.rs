@@ -10,9 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use warren_amqp091::ShortStr;
-use warren_store::{MessageRecord, QueueStore, Recovered, Storage, SyncTicket};
+use warren_store::{MessageRecord, QueueStore, Storage, SyncTicket};
 
-use super::classic::ClassicQueue;
 use super::{Ctx, Entry};
 use crate::message::{Message, MessageRef};
 
@@ -21,7 +20,7 @@ pub const WINDOW_MAX: u64 = 4096;
 /// Body bytes kept in memory before new messages are paged out.
 pub const WINDOW_BYTES: u64 = 8 << 20;
 /// The window is refilled from the store when it falls below this.
-const WINDOW_LOW: u64 = 1024;
+pub(super) const WINDOW_LOW: u64 = 1024;
 
 /// A queue's handle on the store, opened when first needed.
 #[derive(Debug, Default)]
@@ -220,53 +219,4 @@ fn deadline(now: Instant, wall_ms: u64, expires_at_ms: u64) -> Option<Instant> {
         Some(ahead) => now + Duration::from_millis(ahead),
         None => now.checked_sub(Duration::from_millis(1)).unwrap_or(now),
     })
-}
-
-impl ClassicQueue {
-    /// Take over what recovery found in the queue's store.
-    pub fn attach_recovered(&mut self, storage: Option<Arc<Storage>>, store: QueueStore, rec: &Recovered) {
-        self.next_seq = self.next_seq.max(rec.next_seq);
-        self.paging = Paging::recovered(storage, store);
-    }
-
-    /// May this queue page out (no priorities)?
-    pub(super) fn pages(&self) -> bool {
-        self.ready.len() == 1
-    }
-
-    /// Refill the window from the store when it runs low (a priority queue
-    /// takes everything at once).
-    pub(super) fn refill(&mut self, ctx: &mut Ctx) {
-        if self.paging.tail_len() == 0 {
-            return;
-        }
-        let (max, max_bytes) = if self.pages() {
-            if self.ready_count >= WINDOW_LOW {
-                return;
-            }
-            (
-                WINDOW_MAX - self.ready_count,
-                WINDOW_BYTES.saturating_sub(self.ready_bytes).max(1),
-            )
-        } else {
-            (u64::MAX, u64::MAX)
-        };
-        let mut entries = Vec::new();
-        self.paging.load(ctx, max, max_bytes, &mut entries);
-        for e in entries {
-            if e.expires_at.is_some() {
-                ctx.effects.arm_timer = true;
-            }
-            ctx.queue.memory.add(e.message.memory_size());
-            self.push_ready(e);
-        }
-    }
-
-    /// Should a new message go to the tail rather than the window?
-    pub(super) fn page_out(&self) -> bool {
-        self.pages()
-            && (self.paging.tail_len() > 0
-                || self.ready_count >= WINDOW_MAX
-                || self.ready_bytes >= WINDOW_BYTES)
-    }
 }

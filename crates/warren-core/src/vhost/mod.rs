@@ -12,6 +12,7 @@ use parking_lot::{RwLock, RwLockWriteGuard};
 use warren_amqp091::{FieldTable, FieldValue, ShortStr};
 
 use crate::changes::{Change, DefinitionsLog};
+use crate::decl::{ExchangeDecl, QueueDecl};
 use crate::error::BrokerError;
 use crate::exchange::{Binding, Destination, Exchange, ExchangeKind};
 use crate::limits::{Limits, MAX_QUEUES};
@@ -60,27 +61,6 @@ const PREDECLARED: &[(&str, ExchangeKind, bool)] = &[
     ("amq.match", ExchangeKind::Headers, false),
     ("amq.rabbitmq.trace", ExchangeKind::Topic, true),
 ];
-
-/// What an exchange.declare asks for.
-#[derive(Debug, Clone)]
-pub struct ExchangeDecl {
-    pub name: ShortStr,
-    pub kind: ShortStr,
-    pub durable: bool,
-    pub auto_delete: bool,
-    pub internal: bool,
-    pub arguments: FieldTable,
-}
-
-/// What a queue.declare asks for (the name already resolved).
-#[derive(Debug, Clone)]
-pub struct QueueDecl {
-    pub name: ShortStr,
-    pub durable: bool,
-    pub exclusive: bool,
-    pub auto_delete: bool,
-    pub arguments: FieldTable,
-}
 
 /// What an `x-local-random` exchange may be bound to (RabbitMQ 4's
 /// rabbit_exchange_type_local_random): classic queues, with an empty key.

@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use warren_amqp091::{FieldValue, ShortStr};
 
-use super::{args_equal, show, yes_no, QueueDecl, VHost};
+use super::{args_equal, show, yes_no, VHost};
 use crate::changes::Change;
+use crate::decl::QueueDecl;
 use crate::error::BrokerError;
 use crate::exchange::Destination;
 use crate::queue::{dead_letter, Effects, Queue, QueueKind, EQUIVALENCE_ARGS};

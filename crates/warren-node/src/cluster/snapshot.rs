@@ -20,8 +20,8 @@ use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 use warren_amqp091::ShortStr;
+use warren_core::decl::QueueDecl;
 use warren_core::queue::Queue;
-use warren_core::vhost::QueueDecl;
 use warren_core::{Broker, Permission, TopicPermission};
 
 use super::command::Applier;

@@ -17,9 +17,9 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use warren_amqp091::ShortStr;
+use warren_core::decl::{ExchangeDecl, QueueDecl};
 use warren_core::exchange::Binding;
 use warren_core::queue::Queue;
-use warren_core::vhost::{ExchangeDecl, QueueDecl};
 use warren_core::{BrokerError, VHost};
 
 use super::command::QuorumPlacement;

@@ -15,9 +15,10 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use warren_amqp091::{FieldTable, FieldValue, ShortStr};
+use warren_core::decl::{ExchangeDecl, QueueDecl};
 use warren_core::exchange::{Binding, Destination};
 use warren_core::policy::{Policy, PolicyError};
-use warren_core::vhost::{ExchangeDecl, QueueDecl, VHost};
+use warren_core::vhost::VHost;
 use warren_core::{Broker, Permission, TopicPermission, User};
 
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]

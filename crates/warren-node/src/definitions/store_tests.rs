@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use warren_amqp091::{FieldTable, ShortStr};
 use warren_core::changes::{Change, DefinitionsLog};
+use warren_core::decl::{ExchangeDecl, QueueDecl};
 use warren_core::exchange::{Binding, Destination};
-use warren_core::vhost::{ExchangeDecl, QueueDecl};
 
 use super::{Definitions, Model, Store};
 
