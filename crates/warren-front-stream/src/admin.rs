@@ -14,8 +14,8 @@ use warren_core::BrokerError;
 use warren_stream::command::key;
 use warren_stream::wire::put_string;
 
-use super::connection::{ext_key, response, Conn};
 use super::publish::StreamNodes;
+use crate::conn::{ext_key, response, Conn};
 use warren_node::cluster::topology;
 use warren_stream::command::code;
 

@@ -11,15 +11,13 @@ use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::{watch, Notify};
-use warren_core::queue::StreamWaiter;
-use warren_core::{Access, Grant, Resource, User, VHost};
-use warren_stream::command::{begin_frame, end_frame, key, parse_frame, Command, Response};
+use tokio::sync::watch;
+use warren_core::{Access, Resource, VHost};
+use warren_stream::command::{begin_frame, end_frame, key, parse_frame, Command};
 use warren_stream::wire::{put_pairs, put_string, Reader};
-use warren_stream::CodecError;
 
-use super::publish::Publisher;
-use super::subscribe::Subscription;
+use crate::conn::{ext_key, response, Conn, Stop};
+use crate::wake::Wake;
 use warren_node::connections::Login;
 use warren_node::ServerCtx;
 use warren_stream::command::code;
@@ -28,146 +26,6 @@ use warren_stream::command::code;
 const OPENING_FRAME_MAX: u32 = 8192;
 /// How long the opening sequence may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Stop producing deliveries while this much is waiting to be written.
-pub(super) const WRITE_HIGH: usize = 1 << 20;
-
-/// Keys the codec does not name yet (PROTOCOL.adoc, newest).
-pub(super) mod ext_key {
-    pub const ROUTE: u16 = 0x0018;
-    pub const PARTITIONS: u16 = 0x0019;
-    pub const CONSUMER_UPDATE: u16 = 0x001a;
-    pub const EXCHANGE_COMMAND_VERSIONS: u16 = 0x001b;
-    pub const STREAM_STATS: u16 = 0x001c;
-    pub const CREATE_SUPER_STREAM: u16 = 0x001d;
-    pub const DELETE_SUPER_STREAM: u16 = 0x001e;
-}
-
-/// Wakes the connection when a stream it reads has grown, or when one of
-/// its single-active-consumer subscriptions became active or must step
-/// down.
-#[derive(Default)]
-pub struct Wake {
-    pub notify: Notify,
-    /// Subscription id, and active (true) or stepping down (false).
-    activations: parking_lot::Mutex<Vec<(u8, bool)>>,
-    completions: parking_lot::Mutex<Vec<Completion>>,
-}
-
-/// A chunk the writer finished: confirm these ids (or report the error).
-#[derive(Debug)]
-pub struct Completion {
-    pub publisher_id: u8,
-    pub ids: Vec<u64>,
-    pub error: Option<u16>,
-    /// What this completion ends: the chunk's time at the writer and its
-    /// confirm (`Whole`), only the writer's part (`Written`: a
-    /// replicated stream's leader appended it, the confirm waits for a
-    /// majority), or only the confirm of a chunk already `Written`.
-    pub stage: Stage,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stage {
-    Whole,
-    Written,
-    Committed,
-}
-
-impl StreamWaiter for Wake {
-    fn grown(&self) {
-        self.notify.notify_one();
-    }
-}
-
-impl Wake {
-    /// Subscription `id` of this connection is now its group's active one.
-    pub fn activate(&self, id: u8) {
-        self.activations.lock().push((id, true));
-        self.notify.notify_one();
-    }
-
-    /// Subscription `id` of this connection must step down (a super
-    /// stream partition's group rebalanced).
-    pub fn deactivate(&self, id: u8) {
-        self.activations.lock().push((id, false));
-        self.notify.notify_one();
-    }
-
-    pub(super) fn take_activations(&self) -> Vec<(u8, bool)> {
-        std::mem::take(&mut *self.activations.lock())
-    }
-
-    /// The writer finished a chunk of this connection's.
-    pub fn complete(&self, c: Completion) {
-        self.completions.lock().push(c);
-        self.notify.notify_one();
-    }
-
-    pub(super) fn take_completions(&self) -> Vec<Completion> {
-        std::mem::take(&mut *self.completions.lock())
-    }
-}
-
-/// Why the connection ends.
-#[derive(Debug)]
-pub(super) enum Stop {
-    /// The peer went away or closed.
-    Gone,
-    /// We close it: a Close frame with this code and reason.
-    Close(u16, String),
-}
-
-impl From<CodecError> for Stop {
-    fn from(e: CodecError) -> Stop {
-        match e {
-            CodecError::FrameTooLarge { .. } => Stop::Close(code::FRAME_TOO_LARGE, e.to_string()),
-            CodecError::UnknownKey(_) => Stop::Close(code::UNKNOWN_FRAME, e.to_string()),
-            _ => Stop::Close(code::UNKNOWN_FRAME, format!("malformed frame: {e}")),
-        }
-    }
-}
-
-pub struct Conn {
-    pub(super) stream: warren_node::transport::Transport,
-    pub(super) peer: SocketAddr,
-    pub(super) local: SocketAddr,
-    /// Its entry in the connection registry (management API).
-    pub(super) entry: Arc<warren_node::connections::Entry>,
-    pub(super) ctx: Arc<ServerCtx>,
-    /// The stream front end's node-wide parts.
-    pub(super) shared: Arc<super::Shared>,
-    pub(super) rbuf: BytesMut,
-    pub(super) wbuf: BytesMut,
-    pub(super) frame_max: u32,
-    /// The frame_max agreed in Tune, in force once the connection is open.
-    frame_max_after_open: u32,
-    pub(super) heartbeat: Duration,
-    pub(super) last_recv: Instant,
-    pub(super) last_sent: Instant,
-    pub(super) vhost: Option<Arc<VHost>>,
-    pub(super) user: Option<User>,
-    /// What the user may do in `vhost`; streams are queues to permissions.
-    pub(super) grant: Option<Grant>,
-    pub(super) publishers: HashMap<u8, Publisher>,
-    pub(super) subscriptions: HashMap<u8, Subscription>,
-    pub(super) wake: Arc<Wake>,
-    /// Deliver version 2 (with the committed chunk id) if the client asked.
-    pub(super) deliver_v2: bool,
-    /// This connection's id (single-active-consumer groups name members by it).
-    pub(super) id: u64,
-    /// ConsumerUpdates we sent, by correlation id: the subscription and
-    /// whether it was told it is active.
-    pub(super) consumer_updates: HashMap<u32, (u8, bool)>,
-    pub(super) next_correlation: u32,
-    /// Chunks handed to the writer and not completed yet.
-    pub(super) outstanding: usize,
-    /// Chunks written on a replicated stream's leader whose confirms wait
-    /// for a majority.
-    pub(super) uncommitted: usize,
-    /// Bytes of Publish frames waiting in publishers.
-    pub(super) pending_bytes: usize,
-}
-
 pub async fn serve(
     stream: warren_node::transport::Transport,
     peer: SocketAddr,
@@ -220,16 +78,6 @@ pub async fn serve(
         let _ = tokio::time::timeout(Duration::from_secs(1), c.flush()).await;
     }
     c.teardown();
-}
-
-pub(super) fn response(out: &mut BytesMut, k: u16, correlation_id: u32, code: u16, rest: &[u8]) {
-    Command::Response(Response {
-        key: k,
-        correlation_id,
-        code,
-        rest: Bytes::copy_from_slice(rest),
-    })
-    .encode(out);
 }
 
 impl Conn {

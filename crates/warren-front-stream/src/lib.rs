@@ -6,13 +6,21 @@
 //! credit), and the topology commands ([`admin`]: create and delete,
 //! metadata, super streams, offsets, stats). Streams are queues of type
 //! stream in their virtual host (`warren_core::queue::stream`).
+//!
+//! The handlers work on the connection's state ([`conn::Conn`], with
+//! [`publisher`] and [`subscription`] state and what wakes it, [`wake`]);
+//! they import that state, never the task.
 
 pub mod admin;
+pub mod conn;
 pub mod connection;
 pub mod publish;
+pub mod publisher;
 pub mod sac;
 pub mod subscribe;
+pub mod subscription;
 pub mod upkeep;
+pub mod wake;
 pub mod writer;
 
 /// What the stream front end's connections share on a node.

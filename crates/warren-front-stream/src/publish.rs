@@ -21,8 +21,10 @@ use warren_log::{Delta, Message};
 use warren_stream::command::{key, Command};
 use warren_stream::publish::{parse_publish, Published};
 
-use super::connection::{response, Completion, Conn, Stage};
 use super::writer::Job;
+use crate::conn::{response, Conn};
+use crate::publisher::{Publisher, MIN_CHUNK};
+use crate::wake::{Completion, Stage};
 use warren_stream::command::code;
 
 /// Chunks of a connection written on a replicated stream's leader and
@@ -32,12 +34,6 @@ pub const MAX_UNCOMMITTED: usize = 256;
 
 /// How many publishers a connection may declare (RabbitMQ: 256, ids 0-255).
 pub const MAX_PUBLISHERS: usize = 256;
-
-/// Entries in a chunk: at least this many may go in one (osiris's
-/// writer starts its batches at 32)...
-const MIN_CHUNK: usize = 32;
-/// ...and at most this many (its largest batch).
-const MAX_CHUNK: usize = 8192;
 
 /// Bytes of Publish frames a connection holds before it stops reading
 /// (they wait for their publisher's chunk at the writer to complete).
@@ -55,65 +51,6 @@ pub(super) enum StreamNodes {
         leader: Option<String>,
         replicas: Vec<String>,
     },
-}
-
-pub struct Publisher {
-    pub stream: String,
-    pub log: Arc<StreamLog>,
-    /// The stream as a queue: its `message_stats` count what is published.
-    queue: Arc<Queue>,
-    pub reference: Option<String>,
-    /// Entries received, waiting to be written.
-    pending: Vec<Published>,
-    /// Bytes of the frames they came in.
-    pending_bytes: usize,
-    /// Chunks of this publisher at the writer.
-    in_flight: usize,
-    /// The last publishing id stored (named publishers), cached.
-    last_stored: Option<u64>,
-    /// Entries the next chunk may take (see [`Publisher::cut`]).
-    chunk: usize,
-    /// The stream's epoch when it was declared (see
-    /// `Conn::drop_deleted_streams`).
-    pub epoch: u64,
-}
-
-impl Publisher {
-    /// The next chunk of what gathered, cut as osiris's writer cuts its
-    /// batches: at most `chunk` entries; a chunk filled with more still
-    /// waiting doubles it (up to [`MAX_CHUNK`]), and one that takes all
-    /// with room to spare halves it (down to [`MIN_CHUNK`]). So 1,000
-    /// entries in one frame on a quiet stream make chunks of 32, 64, 128,
-    /// 256, 512 and 8 entries (RabbitMQ's are alike), while a steady
-    /// flood soon writes thousands per chunk. One chunk at a time: the
-    /// next is cut once this one is written, as before, so a publisher
-    /// never has two chunks under way (a failed one could otherwise be
-    /// passed by the next, and its resent messages taken for duplicates).
-    /// Returns the entries and the bytes of frames they stand for.
-    fn next_chunk(&mut self) -> (Vec<Published>, usize) {
-        let all = self.pending.len();
-        if all < self.chunk {
-            self.chunk = (self.chunk / 2).max(MIN_CHUNK);
-            return (
-                std::mem::take(&mut self.pending),
-                std::mem::take(&mut self.pending_bytes),
-            );
-        }
-        let rest = self.pending.split_off(self.chunk);
-        let taken = std::mem::replace(&mut self.pending, rest);
-        if !self.pending.is_empty() {
-            self.chunk = (self.chunk * 2).min(MAX_CHUNK);
-        }
-        // Frames are not cut with their entries: their bytes go pro rata.
-        let bytes = if self.pending.is_empty() {
-            std::mem::take(&mut self.pending_bytes)
-        } else {
-            let b = self.pending_bytes * taken.len() / all;
-            self.pending_bytes -= b;
-            b
-        };
-        (taken, bytes)
-    }
 }
 
 impl Conn {

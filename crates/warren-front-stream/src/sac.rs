@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::connection::Wake;
+use crate::wake::Wake;
 
 /// A group: vhost, stream, consumer name.
 pub type GroupKey = (String, String, String);

@@ -10,36 +10,17 @@
 use std::sync::Arc;
 
 use bytes::BufMut;
-use warren_core::queue::{StreamLog, StreamWaiter};
+use warren_core::queue::StreamWaiter;
 use warren_log::bloom::Matcher;
 use warren_log::{Reader, Start};
 use warren_stream::command::{begin_frame, end_frame, key, Command, OffsetSpec};
 
-use super::connection::{Conn, Stop, WRITE_HIGH};
+use crate::conn::{Conn, Stop, WRITE_HIGH};
+use crate::subscription::Subscription;
 use warren_stream::command::code;
 
 /// How many subscriptions a connection may hold (ids 0-255).
 pub const MAX_SUBSCRIPTIONS: usize = 256;
-
-pub struct Subscription {
-    pub stream: String,
-    pub log: Arc<StreamLog>,
-    /// None while a single active consumer waits for its turn (or for its
-    /// answer to ConsumerUpdate).
-    reader: Option<Reader>,
-    pub credit: u16,
-    /// The reader found nothing more; a wake-up will clear it.
-    at_end: bool,
-    /// Where it started, and its filter (a single active consumer starts
-    /// again when it becomes active).
-    offset: OffsetSpec,
-    filter: Option<Matcher>,
-    /// Its single-active-consumer group.
-    sac: Option<super::sac::GroupKey>,
-    /// The stream's epoch when it subscribed: a new leader ends it with
-    /// MetadataUpdate, as RabbitMQ's restarted members do.
-    pub epoch: u64,
-}
 
 fn start_of(spec: OffsetSpec) -> Start {
     match spec {
@@ -167,7 +148,7 @@ impl Conn {
         let correlation_id = self.next_correlation;
         self.next_correlation = self.next_correlation.wrapping_add(1);
         self.consumer_updates.insert(correlation_id, (id, active));
-        self.command(super::connection::ext_key::CONSUMER_UPDATE, |out| {
+        self.command(crate::conn::ext_key::CONSUMER_UPDATE, |out| {
             out.put_u32(correlation_id);
             out.put_u8(id);
             out.put_u8(u8::from(active));

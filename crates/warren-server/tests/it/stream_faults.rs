@@ -194,7 +194,19 @@ async fn kill9_sigstop_and_partitions_under_a_stream_producer_lose_and_double_no
     };
     let mut summary = Vec::new();
     for (i, port) in stream.iter().enumerate() {
-        let got = read_member(*port).await;
+        // The member hurt last may still be catching up (a healed link is
+        // found dead and dialled again first): read it again until it
+        // holds every confirmed message, for at most 30 s. One that never
+        // catches up still fails below.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let got = loop {
+            let got = read_member(*port).await;
+            let ids: std::collections::HashSet<u64> = got.iter().map(|(_, id)| *id).collect();
+            if confirmed.iter().all(|id| ids.contains(id)) || Instant::now() > deadline {
+                break got;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        };
         let mut count: HashMap<u64, u32> = HashMap::new();
         for (_, id) in &got {
             *count.entry(*id).or_insert(0) += 1;
