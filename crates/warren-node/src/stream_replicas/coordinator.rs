@@ -107,6 +107,19 @@ impl Streams {
                 self.elections.lock().remove(&key);
                 continue;
             }
+            // An election needs a majority of the members stopped. A node
+            // that reaches fewer (a metadata leader cut off from the rest,
+            // which still believes it leads) could only stop its own
+            // member, which would then wait for a new leader that never
+            // comes and take nothing from the leader once the cut heals.
+            let reachable = p
+                .members
+                .iter()
+                .filter(|m| **m == self.node || self.is_up(m))
+                .count();
+            if reachable < p.members.len() / 2 + 1 {
+                continue;
+            }
             let ask = {
                 let mut es = self.elections.lock();
                 let e = es.entry(key.clone()).or_insert_with(|| Election::new(p.epoch));
