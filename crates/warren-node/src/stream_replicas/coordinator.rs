@@ -60,6 +60,11 @@ pub fn select_leader(p: &Placement, tails: &HashMap<String, Option<(u64, u64)>>)
     best.map(|(m, _)| m.clone())
 }
 
+/// How many of a stream's members make a majority.
+fn majority(p: &Placement) -> usize {
+    p.members.len() / 2 + 1
+}
+
 pub fn stream_ref(p: &Placement) -> StreamRef {
     StreamRef {
         vhost: p.vhost.clone(),
@@ -117,7 +122,7 @@ impl Streams {
                 .iter()
                 .filter(|m| **m == self.node || self.is_up(m))
                 .count();
-            if reachable < p.members.len() / 2 + 1 {
+            if reachable < majority(&p) {
                 continue;
             }
             let ask = {
@@ -148,7 +153,7 @@ impl Streams {
             let winner = {
                 let mut es = self.elections.lock();
                 let Some(e) = es.get_mut(&key) else { continue };
-                if e.proposed || e.tails.len() < p.members.len() / 2 + 1 {
+                if e.proposed || e.tails.len() < majority(&p) {
                     continue;
                 }
                 e.proposed = true;

@@ -8,7 +8,7 @@
 use futures_lite::StreamExt;
 use lapin::options::*;
 use lapin::types::FieldTable;
-use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+use lapin::{Channel, Connection, ConnectionProperties};
 
 use crate::binary::{free_port, spawn, wait_for_line};
 use crate::common::*;
@@ -42,17 +42,7 @@ async fn what_a_consumer_held_when_its_node_was_killed_is_delivered_again() {
             .await
             .unwrap();
         for i in 0..5 {
-            let body = format!("m{i}");
-            let confirm = within(ch.basic_publish(
-                "".into(),
-                "held".into(),
-                BasicPublishOptions::default(),
-                body.as_bytes(),
-                BasicProperties::default(),
-            ))
-            .await
-            .unwrap();
-            assert!(within(confirm).await.unwrap().is_ack());
+            assert!(publish_acked(&ch, "held", format!("m{i}").as_bytes()).await);
         }
         within(ch.basic_qos(10, BasicQosOptions::default()))
             .await
