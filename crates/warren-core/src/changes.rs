@@ -19,7 +19,7 @@ use crate::decl::{ExchangeDecl, QueueDecl};
 use crate::exchange::Binding;
 use crate::limits::Limits;
 use crate::policy::Policy;
-use crate::User;
+use crate::user::User;
 
 /// One durable change. Removals carry names only: removing a queue also
 /// removes the bindings to it, and removing an exchange the bindings from

@@ -22,12 +22,14 @@ pub mod replication;
 pub mod scopes;
 pub mod stats;
 pub mod topic_permissions;
+pub mod user;
 pub mod vhost;
 
-pub use broker::{Broker, BrokerConfig, User};
+pub use broker::{Broker, BrokerConfig};
 pub use error::BrokerError;
 pub use limits::Limits;
 pub use message::Message;
 pub use permissions::{Access, Grant, Permission, Resource};
 pub use topic_permissions::{TopicAccess, TopicGrants, TopicPermission};
+pub use user::User;
 pub use vhost::VHost;

@@ -13,7 +13,18 @@ use crate::error::{BrokerError, Result};
 use crate::exchange::Destination;
 use crate::pattern::Pattern;
 use crate::topic_permissions::{TopicAccess, TopicGrants};
-use crate::vhost::VHost;
+
+/// Which exchanges are topic exchanges (a vhost knows): topic permissions
+/// apply to those alone.
+pub trait TopicExchanges {
+    fn is_topic(&self, exchange: &[u8]) -> bool;
+}
+
+impl<T: TopicExchanges + ?Sized> TopicExchanges for std::sync::Arc<T> {
+    fn is_topic(&self, exchange: &[u8]) -> bool {
+        (**self).is_topic(exchange)
+    }
+}
 
 /// Which of the three permissions an operation needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,11 +132,22 @@ impl Grant {
     /// permission when it is a topic exchange of `vh` (RabbitMQ checks
     /// the publish's own key, not CC or BCC). One branch when the user has
     /// no topic permissions in this vhost.
-    pub fn check_topic_write(&self, vh: &VHost, exchange: &[u8], routing_key: &[u8]) -> Result<()> {
+    pub fn check_topic_write(
+        &self,
+        vh: &impl TopicExchanges,
+        exchange: &[u8],
+        routing_key: &[u8],
+    ) -> Result<()> {
         self.check_topic(vh, TopicAccess::Write, exchange, routing_key)
     }
 
-    fn check_topic(&self, vh: &VHost, access: TopicAccess, exchange: &[u8], key: &[u8]) -> Result<()> {
+    fn check_topic(
+        &self,
+        vh: &impl TopicExchanges,
+        access: TopicAccess,
+        exchange: &[u8],
+        key: &[u8],
+    ) -> Result<()> {
         if self.topics.is_empty() || !vh.is_topic(exchange) {
             return Ok(());
         }
@@ -164,7 +186,13 @@ impl Grant {
     /// (queue.bind, exchange.bind, unbinding too): write on the
     /// destination, read on the source, and, when the source is a topic
     /// exchange, the read topic permission on the binding key.
-    pub fn check_bind(&self, vh: &VHost, source: &str, destination: &Destination, key: &[u8]) -> Result<()> {
+    pub fn check_bind(
+        &self,
+        vh: &impl TopicExchanges,
+        source: &str,
+        destination: &Destination,
+        key: &[u8],
+    ) -> Result<()> {
         match destination {
             Destination::Queue(q) => self.check(Access::Write, Resource::Queue, &q.to_str_lossy())?,
             Destination::Exchange(x) => self.check(Access::Write, Resource::Exchange, &x.to_str_lossy())?,

@@ -17,8 +17,7 @@ use std::sync::Arc;
 use regex::Regex;
 use warren_amqp091::{FieldTable, FieldValue};
 
-use crate::queue::parse_max_age;
-use crate::queue::QueueKind;
+use crate::queue::args::{parse_max_age, QueueKind};
 
 /// What kind of object a policy applies to (`apply-to`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,6 +11,13 @@
 //! the cluster's queue protocol, and confirms and deliveries come back
 //! through it. A single node has no hook: it removes queues at once and
 //! has no remote queues.
+//!
+//! This hook, the queue handle (`queue/mod.rs`) and the queue types that
+//! call the hook (quorum, remote, stream) import each other: the crate's
+//! one circle. The hook is handed the very queue a confirm or delivery
+//! comes back to, and the handle builds the queue types; cutting the
+//! circle would mean naming queues by id and finding them again on every
+//! remote delivery, on the message path.
 
 use std::sync::{Arc, OnceLock};
 

@@ -13,7 +13,7 @@
 //!
 //! [`TopicPermission`] is what a user holds (the sources, as definitions
 //! and the HTTP API show them); [`TopicGrants`] is a connection's compiled
-//! copy, taken with its [`crate::Grant`] at open.
+//! copy, taken with its `Grant` at open.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! resolves channel shortcuts, checks permissions (configure to declare
 //! or delete; write on the destination and read on the source to bind;
 //! read to purge), applies `nowait`, and writes replies. On a cluster a
-//! change goes through the metadata group (`cluster::topology`): the
+//! change goes through the metadata group (`warren_node::topology`): the
 //! method finishes, and replies, once a majority has it.
 
 use warren_amqp091::methods::*;
@@ -17,8 +17,8 @@ use super::channel::Channel;
 use super::error::Result;
 use super::generated_name;
 use crate::conn::{after_cluster, remote_home_up, Conn};
-use warren_node::cluster::topology;
 use warren_node::reply_to;
+use warren_node::topology;
 
 /// Is this node part of a cluster (topology changes go through it)?
 fn clustered(conn: &Conn) -> bool {
@@ -146,7 +146,7 @@ pub fn queue_declare(conn: &mut Conn, ch: &mut Channel, m: QueueDeclare) -> Resu
         let alive = if m.queue.as_bytes() == reply_to::PSEUDO_QUEUE.as_bytes() {
             ch.reply_consumer.is_some()
         } else {
-            reply_to::alive_anywhere(&conn.ctx, &m.queue)
+            conn.ctx.reply_alive(&m.queue)
         };
         if !alive {
             return Err(

@@ -49,7 +49,7 @@ pub fn server_properties(cluster_name: &str) -> FieldTable {
 
 pub fn send_start(conn: &mut Conn) {
     let server_properties = server_properties(conn.ctx.config.cluster_name());
-    let mechanisms = warren_node::sasl::offered(&conn.ctx, Proto::Amqp091, conn.entry.tls()).join(" ");
+    let mechanisms = warren_node::login::offered(&conn.ctx, Proto::Amqp091, conn.entry.tls()).join(" ");
     conn.send(
         0,
         ConnectionStart {
@@ -183,9 +183,9 @@ fn update_secret(conn: &mut Conn, secret: &[u8]) -> Result<()> {
         ))
     };
     let fresh =
-        warren_node::oauth2::refresh(&conn.ctx, &name, &String::from_utf8_lossy(secret)).map_err(refused)?;
+        warren_node::login::refresh(&conn.ctx, &name, &String::from_utf8_lossy(secret)).map_err(refused)?;
     let vhost = conn.vhost.as_ref().map(|v| v.name.clone()).unwrap_or_default();
-    let grant = warren_node::sasl::renew(&conn.ctx, &conn.entry, &fresh, &vhost)
+    let grant = warren_node::login::renew(&conn.ctx, &conn.entry, &fresh, &vhost)
         .map_err(|e| refused(e.to_string()))?;
     conn.grant = Some(grant);
     conn.user = Some(fresh);
@@ -196,7 +196,7 @@ fn update_secret(conn: &mut Conn, secret: &[u8]) -> Result<()> {
 
 fn start_ok(conn: &mut Conn, ok: ConnectionStartOk) -> Result<()> {
     read_caps(conn, &ok.client_properties);
-    let result = warren_node::sasl::login(
+    let result = warren_node::login::login(
         &conn.ctx,
         Proto::Amqp091,
         &ok.mechanism.to_string(),

@@ -199,7 +199,7 @@ fn complete(conn: &mut Conn, ch: &mut Channel) -> Result<()> {
 
     // Replies to a direct reply-to name skip queues altogether.
     if m.exchange.is_empty() && m.routing_key.starts_with(reply_to::PREFIX) {
-        let delivered = reply_to::deliver_anywhere(&conn.ctx, &m.routing_key, msg.clone());
+        let delivered = conn.ctx.deliver_reply(&m.routing_key, msg.clone());
         conn.ctx.broker.messages.add(Stat::Publish, 1);
         if !delivered {
             conn.ctx.broker.messages.add(Stat::Unroutable, 1);

@@ -28,7 +28,7 @@ use warren_core::{Access, Grant, Resource};
 use warren_core::{BrokerError, VHost};
 
 use super::{address, convert};
-use warren_node::cluster::topology;
+use warren_node::topology;
 use warren_node::uri::percent_encode;
 use warren_node::ServerCtx;
 

@@ -162,7 +162,7 @@ fn check(ctx: &ServerCtx, vh: &VHost, target: &Target, connection: u64) -> Resul
         // A requester's direct reply-to name (RabbitMQ 4.2): there while
         // its link is.
         Target::Queue(q) if q.starts_with(reply_to::PREFIX) => {
-            if reply_to::alive_anywhere(ctx, q.as_bytes()) {
+            if ctx.reply_alive(q.as_bytes()) {
                 Ok(())
             } else {
                 Err(AmqpError::new(
@@ -188,7 +188,7 @@ fn check(ctx: &ServerCtx, vh: &VHost, target: &Target, connection: u64) -> Resul
 fn reply(ctx: &ServerCtx, name: &str, c: convert::Converted, delivery_id: u32, settled: bool) -> Published {
     let raw = c.properties.to_bytes();
     let delivered = Message::from_publish("".into(), name.into(), raw, c.body)
-        .map(|(m, _)| reply_to::deliver_anywhere(ctx, name.as_bytes(), Arc::new(m)))
+        .map(|(m, _)| ctx.deliver_reply(name.as_bytes(), Arc::new(m)))
         .unwrap_or(false);
     let outcome = if delivered {
         Outcome::Accepted

@@ -16,7 +16,7 @@ use warren_stream::wire::put_string;
 
 use super::publish::StreamNodes;
 use crate::conn::{ext_key, response, Conn};
-use warren_node::cluster::topology;
+use warren_node::topology;
 use warren_stream::command::code;
 
 /// The binding argument that orders a super stream's partitions.

@@ -155,7 +155,7 @@ impl Conn {
                     );
                 }
                 Command::SaslHandshake { correlation_id } => {
-                    let mechs = warren_node::sasl::offered(
+                    let mechs = warren_node::login::offered(
                         &self.ctx,
                         warren_node::sasl::Proto::Stream,
                         self.entry.tls(),
@@ -179,7 +179,7 @@ impl Conn {
                     data,
                 } => {
                     let proto = warren_node::sasl::Proto::Stream;
-                    match warren_node::sasl::login(
+                    match warren_node::login::login(
                         &self.ctx,
                         proto,
                         &mechanism,
@@ -375,7 +375,7 @@ impl Conn {
             return code::AUTHENTICATION_FAILURE;
         };
         let (name, vhost) = (current.name.clone(), vh.name.clone());
-        let fresh = match warren_node::sasl::login(
+        let fresh = match warren_node::login::login(
             &self.ctx,
             proto,
             mechanism,
@@ -390,7 +390,7 @@ impl Conn {
             }
             Err(_) => return code::AUTHENTICATION_FAILURE,
         };
-        match warren_node::sasl::renew(&self.ctx, &self.entry, &fresh, &vhost) {
+        match warren_node::login::renew(&self.ctx, &self.entry, &fresh, &vhost) {
             Ok(grant) => {
                 self.grant = Some(grant);
                 self.user = Some(fresh);

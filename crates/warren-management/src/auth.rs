@@ -172,7 +172,7 @@ impl FromRequestParts<Arc<ServerCtx>> for Authed {
             .extensions
             .get::<ConnectInfo<SocketAddr>>()
             .is_none_or(|c| c.0.ip().is_loopback());
-        let user = warren_node::sasl::password(ctx, &name, &password, loopback)
+        let user = warren_node::login::password(ctx, &name, &password, loopback)
             .map_err(|_| ApiError::NotAuthorized("Login failed"))?;
         // A token as the password: its scopes as per-vhost permissions.
         let user = warren_node::oauth2::with_vhost_permissions(user, &ctx.broker);

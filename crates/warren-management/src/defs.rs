@@ -14,8 +14,9 @@ use serde_json::Value;
 use super::auth::Authed;
 use super::error::ApiError;
 use super::overview::RABBITMQ_VERSION;
-use warren_node::cluster::command::{self, Command};
+use warren_node::cluster::command::Command;
 use warren_node::definitions::{snapshot, Definitions};
+use warren_node::topology;
 use warren_node::ServerCtx;
 
 fn with_versions(d: &Definitions) -> Result<Value, ApiError> {
@@ -151,11 +152,11 @@ async fn import_here(ctx: &Arc<ServerCtx>, mut d: Definitions) -> Result<(), Api
                 .arguments
                 .get("x-quorum-initial-group-size")
                 .and_then(|v| v.as_i64());
-            let p = warren_node::cluster::topology::quorum_placement(ctx, size, &home);
+            let p = warren_node::topology::quorum_placement(ctx, size, &home);
             (q.vhost.clone(), q.name.clone(), p)
         })
         .collect();
-    command::run(
+    topology::run(
         ctx,
         Command::Import {
             definitions: Box::new(d),

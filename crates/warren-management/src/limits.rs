@@ -5,7 +5,8 @@
 //! `[{"vhost": V, "value": {...}}]` or `[{"user": U, "value": {...}}]`.
 
 use std::sync::Arc;
-use warren_node::cluster::command::{self, Command};
+use warren_node::cluster::command::Command;
+use warren_node::topology;
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -76,7 +77,7 @@ pub async fn put_vhost(
     who.admin()?;
     ctx.broker.vhost(&vhost).ok_or(ApiError::NotFound)?;
     let value = value(LimitsOf::VHost, &name, b)?;
-    command::run(&ctx, Command::SetVhostLimit { vhost, name, value }).await?;
+    topology::run(&ctx, Command::SetVhostLimit { vhost, name, value }).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -87,7 +88,7 @@ pub async fn delete_vhost(
 ) -> ApiResult<StatusCode> {
     who.admin()?;
     ctx.broker.vhost(&vhost).ok_or(ApiError::NotFound)?;
-    command::run(&ctx, Command::ClearVhostLimit { vhost, name }).await?;
+    topology::run(&ctx, Command::ClearVhostLimit { vhost, name }).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -123,7 +124,7 @@ pub async fn put_user(
     who.admin()?;
     let value = value(LimitsOf::User, &name, b)?;
     ctx.broker.user(&user).ok_or(ApiError::NotFound)?;
-    command::run(&ctx, Command::SetUserLimit { user, name, value }).await?;
+    topology::run(&ctx, Command::SetUserLimit { user, name, value }).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -134,6 +135,6 @@ pub async fn delete_user(
 ) -> ApiResult<StatusCode> {
     who.admin()?;
     ctx.broker.user(&user).ok_or(ApiError::NotFound)?;
-    command::run(&ctx, Command::ClearUserLimit { user, name }).await?;
+    topology::run(&ctx, Command::ClearUserLimit { user, name }).await?;
     Ok(StatusCode::NO_CONTENT)
 }

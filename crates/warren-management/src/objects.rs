@@ -24,9 +24,9 @@ use super::auth::Authed;
 use super::error::ApiError;
 use super::listing::{listing, ListQuery};
 use super::queue_info::{queue_json, queue_listing, Here};
-use warren_node::cluster::command::{self, Command};
-use warren_node::cluster::topology;
+use warren_node::cluster::command::Command;
 use warren_node::definitions::{json_to_table, table_to_json};
+use warren_node::topology;
 use warren_node::uri::percent_encode;
 use warren_node::ServerCtx;
 
@@ -130,7 +130,7 @@ pub async fn put_vhost(State(ctx): Ctx, who: Authed, Path(vhost): Path<String>) 
         name: vhost,
         creator: who.user.name.clone(),
     };
-    command::run(&ctx, c).await?;
+    topology::run(&ctx, c).await?;
     Ok(if existed {
         StatusCode::NO_CONTENT
     } else {
@@ -143,7 +143,7 @@ pub async fn delete_vhost(State(ctx): Ctx, who: Authed, Path(vhost): Path<String
     if ctx.broker.vhost(&vhost).is_none() {
         return Err(ApiError::NotFound);
     }
-    command::run(&ctx, Command::DeleteVhost { name: vhost }).await?;
+    topology::run(&ctx, Command::DeleteVhost { name: vhost }).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -228,7 +228,7 @@ pub async fn put_user(
         tags,
         limits,
     };
-    command::run(&ctx, c).await?;
+    topology::run(&ctx, c).await?;
     Ok(if existing.is_some() {
         StatusCode::NO_CONTENT
     } else {
@@ -241,7 +241,7 @@ pub async fn delete_user(State(ctx): Ctx, who: Authed, Path(name): Path<String>)
     if ctx.broker.user(&name).is_none() {
         return Err(ApiError::NotFound);
     }
-    command::run(&ctx, Command::DeleteUser { name }).await?;
+    topology::run(&ctx, Command::DeleteUser { name }).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -344,7 +344,7 @@ pub async fn put_permission(
         write,
         read,
     };
-    command::run(&ctx, c).await?;
+    topology::run(&ctx, c).await?;
     Ok(if created {
         StatusCode::CREATED
     } else {
@@ -365,7 +365,7 @@ pub async fn delete_permission(
     if !has {
         return Err(ApiError::NotFound);
     }
-    command::run(&ctx, Command::DeletePermission { user, vhost }).await?;
+    topology::run(&ctx, Command::DeletePermission { user, vhost }).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -317,8 +317,8 @@ pub async fn aliveness(
         auto_delete: false,
         arguments: FieldTable::new(),
     };
-    warren_node::cluster::topology::declare_queue(&ctx, &vh, decl, 0, true).await?;
+    warren_node::topology::declare_queue(&ctx, &vh, decl, 0, true).await?;
     vh.queue(name.as_bytes(), 0)?;
-    warren_node::cluster::topology::delete_queue(&ctx, &vh, &name, false, false, 0).await?;
+    warren_node::topology::delete_queue(&ctx, &vh, &name, false, false, 0).await?;
     Ok(Json(json!({"status": "ok"})))
 }

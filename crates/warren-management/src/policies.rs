@@ -4,7 +4,8 @@
 //! policymaker only in the vhosts it has permissions on.
 
 use std::sync::Arc;
-use warren_node::cluster::command::{self, Command};
+use warren_node::cluster::command::Command;
+use warren_node::topology;
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -123,7 +124,7 @@ pub async fn put_policy(
     };
     def.to_policy().map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let replaced = vh.policies().iter().any(|p| p.name == name);
-    command::run(&ctx, Command::PutPolicy(def)).await?;
+    topology::run(&ctx, Command::PutPolicy(def)).await?;
     Ok(if replaced {
         StatusCode::NO_CONTENT
     } else {
@@ -140,6 +141,6 @@ pub async fn delete_policy(
     if !vh.policies().iter().any(|p| p.name == name) {
         return Err(ApiError::NotFound);
     }
-    command::run(&ctx, Command::DeletePolicy { vhost, name }).await?;
+    topology::run(&ctx, Command::DeletePolicy { vhost, name }).await?;
     Ok(StatusCode::NO_CONTENT)
 }

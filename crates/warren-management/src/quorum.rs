@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use super::auth::Authed;
 use super::error::ApiError;
-use warren_node::quorum::membership::{self, MembershipError, Selection};
+use warren_node::membership::{self, MembershipError, Selection};
 use warren_node::ServerCtx;
 
 type Ctx = State<Arc<ServerCtx>>;

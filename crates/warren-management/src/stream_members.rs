@@ -14,8 +14,9 @@ use warren_core::queue::QueueKind;
 
 use super::auth::Authed;
 use super::error::ApiError;
-use warren_node::cluster::command::{self, Command};
+use warren_node::cluster::command::Command;
 use warren_node::definitions::records::Placement;
+use warren_node::topology;
 use warren_node::ServerCtx;
 
 type Ctx = State<Arc<ServerCtx>>;
@@ -54,8 +55,8 @@ async fn change(ctx: &Arc<ServerCtx>, p: &Placement, members: Vec<String>) -> Re
         name: p.name.clone(),
         members,
     };
-    match command::change(ctx, c).await {
-        Ok(command::Outcome::Refused { text, .. }) => Err(ApiError::Unavailable(text)),
+    match topology::change(ctx, c).await {
+        Ok(warren_node::cluster::command::Outcome::Refused { text, .. }) => Err(ApiError::Unavailable(text)),
         Ok(_) => Ok(()),
         Err(e) => Err(ApiError::Unavailable(e.to_string())),
     }

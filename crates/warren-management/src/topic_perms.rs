@@ -6,7 +6,8 @@
 //! and by vhost. Administrators only, as for ordinary permissions.
 
 use std::sync::Arc;
-use warren_node::cluster::command::{self, Command};
+use warren_node::cluster::command::Command;
+use warren_node::topology;
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -111,7 +112,7 @@ pub async fn put_pair(
         write,
         read,
     };
-    command::run(&ctx, c).await?;
+    topology::run(&ctx, c).await?;
     Ok(if created {
         StatusCode::CREATED
     } else {
@@ -141,7 +142,7 @@ pub async fn delete_one(
         vhost,
         exchange: Some(exchange),
     };
-    command::run(&ctx, c).await?;
+    topology::run(&ctx, c).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -164,6 +165,6 @@ pub async fn delete_pair(
         vhost,
         exchange: None,
     };
-    command::run(&ctx, c).await?;
+    topology::run(&ctx, c).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -495,7 +495,7 @@ impl Registry {
     /// Is connection `id` open, not being torn down? A cluster change
     /// that made an exclusive queue for it asks, once applied: a
     /// connection that ended meanwhile has its queue removed (see
-    /// `cluster::topology::declare_queue`).
+    /// `topology::declare_queue`).
     pub fn is_open(&self, id: u64) -> bool {
         self.get(id).is_some_and(|e| !e.ended.load(Ordering::Acquire))
     }

@@ -119,30 +119,6 @@ impl Registry {
     }
 }
 
-/// Deliver a reply wherever its consumer is: here, or across the link to
-/// its node. False when nobody takes it: no consumer here, or that node's
-/// link is down or full (a reply is then dropped, as for a consumer that
-/// is gone; the link's queue is bounded, so a flood of replies cannot
-/// grow the heap).
-pub fn deliver_anywhere(ctx: &crate::ServerCtx, name: &[u8], message: MessageRef) -> bool {
-    match ctx.replies.whose(name) {
-        Some(Whose::Node(node)) => ctx
-            .cluster
-            .as_ref()
-            .is_some_and(|c| c.send_reply(&node, name, &message)),
-        _ => ctx.replies.deliver(name, message),
-    }
-}
-
-/// Is the consumer of `name` there, on whichever node it is? For another
-/// node, whether that node is reachable (its consumers are its to know).
-pub fn alive_anywhere(ctx: &crate::ServerCtx, name: &[u8]) -> bool {
-    match ctx.replies.whose(name) {
-        Some(Whose::Node(node)) => ctx.cluster.as_ref().is_some_and(|c| c.is_up(&node)),
-        _ => ctx.replies.is_alive(name),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,7 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use crate::CodecError;
+use crate::error::CodecError;
 
 /// Largest frame once the handshake is done. A batch of Raft messages is
 /// cut to fit (the sender splits it), so this bounds what one read of a

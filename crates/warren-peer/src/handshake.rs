@@ -20,7 +20,12 @@
 use bytes::BytesMut;
 
 use crate::wire::put_name;
-use crate::{VERSION_MAX, VERSION_MIN};
+
+/// Versions of this protocol this build speaks. A later build may speak
+/// several, which is what a rolling upgrade needs: the handshake picks the
+/// highest both sides have.
+pub const VERSION_MIN: u16 = 1;
+pub const VERSION_MAX: u16 = 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {

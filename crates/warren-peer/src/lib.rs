@@ -27,10 +27,5 @@ mod wire;
 
 pub use error::CodecError;
 pub use frame::{parse_frame, Frame, FRAME_MAX, HANDSHAKE_FRAME_MAX};
+pub use handshake::{VERSION_MAX, VERSION_MIN};
 pub use message::Message;
-
-/// Versions of this protocol this build speaks. A later build may speak
-/// several, which is what a rolling upgrade needs: the handshake picks the
-/// highest both sides have.
-pub const VERSION_MIN: u16 = 1;
-pub const VERSION_MAX: u16 = 1;

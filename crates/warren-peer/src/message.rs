@@ -2,11 +2,11 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use crate::error::CodecError;
 use crate::frame::{begin_frame, end_frame, Frame};
 use crate::queue::QueueMsg;
 use crate::stream::StreamMsg;
 use crate::wire::{put_blob, put_name, Reader};
-use crate::CodecError;
 
 /// Frame kinds. Handshake kinds are below 0x10; a node accepts only those
 /// until the handshake is done, and none of them after.
@@ -34,7 +34,7 @@ pub struct RaftEnvelope {
 }
 
 /// Bytes a [`RaftEnvelope`] takes on the wire besides its message: a
-/// sender cuts batches to fit [`crate::FRAME_MAX`] with it.
+/// sender cuts batches to fit [`crate::frame::FRAME_MAX`] with it.
 pub const RAFT_ENVELOPE_OVERHEAD: usize = 12;
 
 #[derive(Debug, Clone, PartialEq, Eq)]

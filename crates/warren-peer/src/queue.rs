@@ -17,8 +17,8 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use crate::error::CodecError;
 use crate::wire::{put_blob, put_name, Reader};
-use crate::CodecError;
 
 /// Frame kinds of the queue protocol.
 pub mod kind {

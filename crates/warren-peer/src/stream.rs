@@ -18,9 +18,9 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use crate::error::CodecError;
 use crate::queue::{put_short, short};
 use crate::wire::{put_blob, put_name, Reader};
-use crate::CodecError;
 
 /// Frame kinds of the stream replication protocol.
 pub mod kind {
@@ -39,7 +39,7 @@ pub mod kind {
     pub const WRITTEN: u8 = 0x5c;
 }
 
-/// Chunk bytes from which [`crate::Message::encode_split`] leaves them
+/// Chunk bytes from which [`crate::message::Message::encode_split`] leaves them
 /// out of the encoded frame.
 pub const SPLIT_MIN: usize = 16 << 10;
 

@@ -2,7 +2,7 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use crate::CodecError;
+use crate::error::CodecError;
 
 pub struct Reader {
     b: Bytes,

@@ -171,7 +171,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     // metadata group; set before restoring, since a clustered node keeps
     // more of its topology (see warren_core::vhost).
     let removals = config.cluster.as_ref().map(|_| {
-        let r = Arc::new(cluster::topology::Removals::default());
+        let r = Arc::new(cluster::removals::Removals::default());
         let client = cluster::queue_client::QueueClient::new(&config.node_name);
         broker.replication.set(Arc::new(cluster::queues::Hook {
             removals: r.clone(),
@@ -402,9 +402,9 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             if let Some((r, _)) = &removals {
                 r.start(meta.clone());
             }
-            cluster::topology::announce_start(meta.clone(), config.node_name.clone(), rx.clone());
+            cluster::removals::announce_start(meta.clone(), config.node_name.clone(), rx.clone());
             let grace = Duration::from_millis(2 * config.cluster.as_ref().map_or(3000, |s| s.down_after));
-            cluster::topology::watch_downs(meta.clone(), c.clone(), broker.clone(), grace, rx.clone());
+            cluster::removals::watch_downs(meta.clone(), c.clone(), broker.clone(), grace, rx.clone());
             Some((c, meta, table))
         }
     };

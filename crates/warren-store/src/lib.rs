@@ -46,6 +46,7 @@
 //! queue (acked, expired, dropped, purged) and it is no longer the segment
 //! being written; an ack log file goes once every segment it speaks of has.
 
+mod error;
 pub mod queue_store;
 pub mod ranges;
 pub mod record;
@@ -61,21 +62,4 @@ pub use record::{MessageRecord, StoredMessage};
 pub use storage::Storage;
 pub use syncer::{SyncWaiter, Syncer};
 
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("message store I/O on {path}: {source}")]
-    Io { path: String, source: std::io::Error },
-    #[error("message store file {path} is not a Warren store file")]
-    BadMagic { path: String },
-}
-
-impl StoreError {
-    pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> StoreError {
-        StoreError::Io {
-            path: path.display().to_string(),
-            source,
-        }
-    }
-}
-
-pub type Result<T> = std::result::Result<T, StoreError>;
+pub use error::{Result, StoreError};

@@ -19,12 +19,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::error::{Result, StoreError};
 use crate::ranges::RangeSet;
 use crate::record::{self, MessageRecord, Parsed, StoredMessage, KIND_MESSAGE, SEGMENT_MAGIC};
 use crate::recovery;
 use crate::syncer::Syncer;
 use crate::writer::{acklog_path, segment_path, Shared};
-use crate::{Result, StoreError};
 
 /// A segment is closed once it passes this size.
 pub const SEGMENT_BYTES: u64 = 16 << 20;

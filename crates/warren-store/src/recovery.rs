@@ -9,9 +9,9 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use crate::error::{Result, StoreError};
 use crate::ranges::RangeSet;
 use crate::record::{self, Parsed, ACKLOG_MAGIC, KIND_ACKED, KIND_DELIVERED, KIND_MESSAGE, SEGMENT_MAGIC};
-use crate::{Result, StoreError};
 
 /// One segment as recovery found it.
 #[derive(Debug, Clone, Copy)]

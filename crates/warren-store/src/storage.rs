@@ -12,10 +12,10 @@ use std::sync::{Arc, Weak};
 use parking_lot::Mutex;
 use rand::RngCore;
 
+use crate::error::{Result, StoreError};
 use crate::queue_store::{QueueStore, Recovered};
 use crate::syncer::Syncer;
 use crate::writer::Shared;
-use crate::{Result, StoreError};
 
 const META: &str = "queue.meta";
 const META_MAGIC: &[u8; 8] = b"WRNQMETA";

@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::error::{Result, StoreError};
 use crate::record::{self, ACKLOG_MAGIC, KIND_ACKED, KIND_DELIVERED, SEGMENT_MAGIC};
-use crate::{Result, StoreError};
 
 /// Buffered bytes that trigger a write without waiting for a sync round.
 const WRITE_AT: usize = 1 << 20;

@@ -388,13 +388,14 @@ impl QueueConfig {
     }
 }
 
-/// Whether a new queue with `args`, under `policy`, is placed on the
+/// Whether a new queue with `args`, under a policy whose definition is
+/// `policy`, is placed on the
 /// cluster's node with the fewest queues (`balanced`; 3.x's `min-masters`,
 /// `least-leaders` and `random` mean the same in RabbitMQ 4) rather than on the node its
 /// client is connected to (`client-local`, the default). The argument
 /// wins over the policy's `queue-leader-locator` (or 3.x's
 /// `queue-master-locator`).
-pub fn leader_locator_balanced(args: &FieldTable, policy: Option<&crate::policy::Policy>) -> bool {
+pub fn leader_locator_balanced(args: &FieldTable, policy: Option<&FieldTable>) -> bool {
     let from = |t: &FieldTable, leader: &str, master: &str| {
         t.get(leader)
             .or_else(|| t.get(master))
@@ -402,13 +403,7 @@ pub fn leader_locator_balanced(args: &FieldTable, policy: Option<&crate::policy:
             .map(|b| matches!(b, b"balanced" | b"min-masters" | b"random" | b"least-leaders"))
     };
     from(args, "x-queue-leader-locator", "x-queue-master-locator")
-        .or_else(|| {
-            from(
-                &policy?.definition,
-                "queue-leader-locator",
-                "queue-master-locator",
-            )
-        })
+        .or_else(|| from(policy?, "queue-leader-locator", "queue-master-locator"))
         .unwrap_or(false)
 }
 

@@ -2,6 +2,11 @@
 //! to receive deliveries. The queue decides who gets which message and
 //! counts each consumer's unacknowledged deliveries against its prefetch;
 //! the sink only buffers (boundedly) what the queue gives it.
+//!
+//! This file imports up, from `mod.rs`, the queue handle and its entries:
+//! a delivery names the queue it comes from (the sink acks to it and
+//! asks it for more), while the handle holds the consumers. Naming the
+//! queue by id instead would cost a lookup on every delivery.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Weak};

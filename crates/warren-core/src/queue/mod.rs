@@ -10,7 +10,7 @@
 //! code holds two queue locks at once.
 
 mod answer;
-mod args;
+pub(crate) mod args;
 mod classic;
 mod consumer;
 pub mod dead_letter;
@@ -22,6 +22,7 @@ mod remote;
 pub mod stream;
 mod stream_cache;
 mod stream_compression;
+pub mod stream_log;
 pub mod stream_member;
 #[cfg(test)]
 mod tests;
@@ -52,8 +53,9 @@ pub use dead_letter::{DeadLetter, Reason};
 pub use paging::{WINDOW_BYTES, WINDOW_MAX};
 pub use quorum::{QuorumQueue, QuorumSlot, QuorumSystem, QuorumView, Role};
 pub use remote::RemoteQueue;
-pub use stream::{now_ms, StreamCodec, StreamLog, StreamQueue, StreamWaiter};
-pub use stream_member::{StreamRole, StreamSlot, StreamSystem};
+pub use stream::StreamQueue;
+pub use stream_log::{now_ms, StreamCodec, StreamLog, StreamSlot, StreamSystem, StreamWaiter};
+pub use stream_member::StreamRole;
 pub use ticket::{RemoteConfirm, Ticket};
 pub use warren_store::{Storage, SyncTicket, SyncWaiter};
 
@@ -157,7 +159,7 @@ pub struct QueueEnv {
     /// Where streams keep their logs; None: no streams.
     pub streams_dir: Option<std::path::PathBuf>,
     /// How a message routed to a stream is stored (AMQP 1.0 encoding).
-    pub stream_codec: Option<stream::StreamCodec>,
+    pub stream_codec: Option<stream_log::StreamCodec>,
     /// Bytes of each stream's newest data kept in the page cache once
     /// synced (0: no limit).
     pub stream_cache_bytes: u64,

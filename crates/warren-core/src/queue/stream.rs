@@ -4,27 +4,21 @@
 //! append-only log ([`warren_log`]) that reading does not consume.
 //!
 //! The stream protocol front end publishes and reads through
-//! [`StreamLog`] directly, chunk by chunk. Through the queue interface,
+//! [`StreamLog`](super::stream_log::StreamLog) directly, chunk by chunk. Through the queue interface,
 //! messages routed to a stream (AMQP 0-9-1, AMQP 1.0) are appended one
-//! chunk each, encoded as AMQP 1.0 by the [`StreamCodec`] the server
+//! chunk each, encoded as AMQP 1.0 by the [`StreamCodec`](super::stream_log::StreamCodec) the server
 //! provides (so stream clients read them), with the message's
 //! `x-stream-filter-value` header (a 1.0 publisher's message annotation of
 //! that name arrives as one) as the entry's filter value. Consumers through
 //! the queue interface read from an offset spec with an optional filter.
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
-
-use base64::Engine;
-use bytes::Bytes;
-use parking_lot::Mutex;
-use sha2::{Digest, Sha256};
-use warren_log::{Appended, Config as LogConfig, Delta, Log, LogError, Message as LogMessage, View};
-use warren_stream::chunk::Entry as ChunkEntry;
-
 use std::collections::VecDeque;
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+use bytes::Bytes;
+use warren_log::{Delta, Message as LogMessage};
+use warren_stream::chunk::Entry as ChunkEntry;
 
 use warren_amqp091::{BasicProperties, FieldTable, FieldValue};
 use warren_log::bloom::Matcher;
@@ -32,7 +26,7 @@ use warren_log::{Reader, Start};
 use warren_stream::chunk::Chunk;
 
 use super::consumer::{Consumer, ConsumerInfo};
-use super::stream_cache::CacheTrim;
+use super::stream_log::{now_ms, StreamCodec, StreamLog, StreamWaiter};
 use super::stream_member::StreamRole;
 use super::{
     Answer, ConsumerSpec, Ctx, DeliverySink, Entry, FlowWaiter, PublishOutcome, QueueStats, QueueType, Settle,
@@ -40,291 +34,6 @@ use super::{
 use super::{RemoteConfirm, Ticket};
 use crate::error::BrokerError;
 use crate::message::Message;
-
-/// How a stream stores routed messages and hands them to queue-interface
-/// consumers: AMQP 1.0 both ways (the server provides it, core has no
-/// AMQP 1.0 codec). `decode` yields None for bytes that are no message.
-#[derive(Debug, Clone, Copy)]
-pub struct StreamCodec {
-    pub encode: fn(&Message) -> Bytes,
-    pub decode: fn(&[u8]) -> Option<Message>,
-}
-
-/// Told once that a stream has grown (a connection with subscriptions at
-/// the end of the log). Must not block or call back into the stream.
-pub trait StreamWaiter: Send + Sync {
-    fn grown(&self);
-}
-
-/// A stream's log and who waits for it to grow.
-pub struct StreamLog {
-    pub name: String,
-    pub vhost: String,
-    log: Mutex<Log>,
-    view: Arc<View>,
-    waiters: Mutex<Vec<Weak<dyn StreamWaiter>>>,
-    /// Connections with publishers or subscriptions on the stream, told
-    /// (until they go) when it is deleted or changes epoch, so they tell
-    /// their clients (MetadataUpdate) even if idle.
-    watchers: Mutex<Vec<Weak<dyn StreamWaiter>>>,
-    /// The stream was deleted: publishers and readers let go.
-    deleted: AtomicBool,
-    /// Written since the last background sync.
-    dirty: AtomicBool,
-    /// Bytes of the newest data left in the page cache after a sync
-    /// (0: all, as the OS pleases); see [`super::stream_cache`].
-    cache_keep: u64,
-    cache: Mutex<CacheTrim>,
-    /// Its role when replicated, and publishes waiting for a majority.
-    pub(super) member: super::stream_member::Member,
-}
-
-impl std::fmt::Debug for StreamLog {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StreamLog").field("name", &self.name).finish()
-    }
-}
-
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
-/// Where the stream `name` of `vhost` keeps its log: a directory named by
-/// a hash of both (names may be long or hold any byte).
-pub fn stream_dir(root: &Path, vhost: &str, name: &str) -> PathBuf {
-    let mut h = Sha256::new();
-    h.update(vhost.as_bytes());
-    h.update([0]);
-    h.update(name.as_bytes());
-    let id = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&h.finalize()[..18]);
-    root.join(id)
-}
-
-impl StreamLog {
-    pub fn open(
-        root: &Path,
-        vhost: &str,
-        name: &str,
-        config: LogConfig,
-        cache_keep: u64,
-    ) -> Result<Arc<StreamLog>, LogError> {
-        let dir = stream_dir(root, vhost, name);
-        let log = Log::open(&dir, config)?;
-        // For people looking at the directory.
-        let _ = std::fs::write(
-            dir.join("stream.meta"),
-            format!("vhost: {vhost}\nstream: {name}\n"),
-        );
-        let view = log.view();
-        Ok(Arc::new(StreamLog {
-            name: name.to_string(),
-            vhost: vhost.to_string(),
-            log: Mutex::new(log),
-            view,
-            waiters: Mutex::new(Vec::new()),
-            watchers: Mutex::new(Vec::new()),
-            deleted: AtomicBool::new(false),
-            dirty: AtomicBool::new(false),
-            cache_keep,
-            cache: Mutex::new(CacheTrim::default()),
-            member: Default::default(),
-        }))
-    }
-
-    pub fn view(&self) -> Arc<View> {
-        self.view.clone()
-    }
-
-    /// Append one chunk and wake the readers waiting at the end.
-    pub fn append(&self, messages: &[LogMessage], delta: &Delta) -> Result<Appended, LogError> {
-        let r = self.log.lock().append(messages, delta, now_ms());
-        self.dirty.store(true, Ordering::Release);
-        self.wake();
-        r
-    }
-
-    /// Run `f` on the log without marking it written or waking readers.
-    pub(super) fn with_log_quiet<R>(&self, f: impl FnOnce(&mut Log) -> R) -> R {
-        f(&mut self.log.lock())
-    }
-
-    /// Wake the readers waiting at the end (more became readable).
-    pub fn wake_readers(&self) {
-        self.wake();
-    }
-
-    /// A replica's append: whole chunks as the leader stored them (see
-    /// [`Log::accept_chunk`]). Readers are woken by the committed chunk
-    /// moving, not by this.
-    pub fn accept_chunk(&self, chunk: &[u8]) -> Result<Appended, LogError> {
-        let r = self.log.lock().accept_chunk(chunk, now_ms());
-        self.dirty.store(true, Ordering::Release);
-        r
-    }
-
-    /// What the log holds, by epoch (see [`warren_log::overview`]).
-    pub fn overview(&self) -> Result<warren_log::Overview, LogError> {
-        warren_log::overview(&self.view)
-    }
-
-    /// Store a consumer's offset (a tracking chunk; it takes an offset).
-    pub fn store_offset(&self, reference: &str, offset: u64) -> Result<(), LogError> {
-        let d = Delta {
-            sequences: Vec::new(),
-            offsets: vec![(reference.to_string(), offset)],
-        };
-        self.log.lock().append_tracking(&d, now_ms())?;
-        self.dirty.store(true, Ordering::Release);
-        Ok(())
-    }
-
-    /// Run `f` on the log (dedup checks and appends under one lock).
-    pub fn with_log<R>(&self, f: impl FnOnce(&mut Log) -> R) -> R {
-        let r = f(&mut self.log.lock());
-        self.dirty.store(true, Ordering::Release);
-        self.wake();
-        r
-    }
-
-    pub fn stored_offset(&self, reference: &str) -> Option<u64> {
-        self.log.lock().stored_offset(reference)
-    }
-
-    pub fn sequence(&self, reference: &str) -> Option<u64> {
-        self.log.lock().sequence(reference)
-    }
-
-    /// (first offset, next offset, bytes on disk).
-    pub fn extent(&self) -> (u64, u64, u64) {
-        let l = self.log.lock();
-        (l.first_offset(), l.next_offset(), l.bytes())
-    }
-
-    /// Be told once when the log grows.
-    pub fn wait(&self, w: &Arc<dyn StreamWaiter>) {
-        let mut ws = self.waiters.lock();
-        if !ws.iter().any(|x| x.upgrade().is_some_and(|x| Arc::ptr_eq(&x, w))) {
-            ws.push(Arc::downgrade(w));
-        }
-    }
-
-    /// Be told whenever the stream is deleted or changes epoch, for as
-    /// long as `w` lives (once per waiter; gone ones are dropped here).
-    pub fn watch(&self, w: &Arc<dyn StreamWaiter>) {
-        let mut ws = self.watchers.lock();
-        ws.retain(|x| x.strong_count() > 0);
-        if !ws.iter().any(|x| x.upgrade().is_some_and(|x| Arc::ptr_eq(&x, w))) {
-            ws.push(Arc::downgrade(w));
-        }
-    }
-
-    /// Tell the watchers (deleted, or a new epoch).
-    pub(crate) fn tell_watchers(&self) {
-        let ws: Vec<_> = self.watchers.lock().iter().filter_map(Weak::upgrade).collect();
-        for w in ws {
-            w.grown();
-        }
-    }
-
-    fn wake(&self) {
-        let ws = std::mem::take(&mut *self.waiters.lock());
-        for w in ws {
-            if let Some(w) = w.upgrade() {
-                w.grown();
-            }
-        }
-    }
-
-    /// New retention and segment size (a policy changed), applied now.
-    pub fn set_config(&self, config: LogConfig) -> Result<usize, LogError> {
-        let mut log = self.log.lock();
-        log.set_config(config);
-        log.apply_retention(now_ms())
-    }
-
-    /// Apply retention now (x-max-age runs on a clock too, not only at
-    /// roll-over).
-    pub fn apply_retention(&self) -> Result<usize, LogError> {
-        self.log.lock().apply_retention(now_ms())
-    }
-
-    /// Write what the OS holds of the stream to disk (segments sealed
-    /// since the last time, then the newest), if anything was written; the
-    /// fdatasyncs run outside the log's lock, so publishers go on
-    /// meanwhile. Then what is older than the kept tail leaves the page
-    /// cache.
-    pub fn sync(&self) -> Result<(), LogError> {
-        if !self.dirty.swap(false, Ordering::AcqRel) {
-            return Ok(());
-        }
-        let (to_sync, dir) = {
-            let mut log = self.log.lock();
-            (log.to_sync()?, log.dir().to_path_buf())
-        };
-        let sealed = !to_sync.sealed.is_empty();
-        for f in to_sync.sealed.iter().chain(std::iter::once(&to_sync.newest)) {
-            f.sync(&dir)?;
-        }
-        if sealed {
-            // New segment files must be in their directory too.
-            if let Ok(d) = std::fs::File::open(&dir) {
-                let _ = d.sync_all();
-            }
-        }
-        if self.cache_keep > 0 {
-            let mut cache = self.cache.lock();
-            for f in to_sync.sealed {
-                cache.synced(f);
-            }
-            cache.synced(to_sync.newest);
-            cache.trim(self.cache_keep);
-        }
-        Ok(())
-    }
-
-    pub fn is_deleted(&self) -> bool {
-        self.deleted.load(Ordering::Acquire)
-    }
-
-    /// The first and last chunk ids (any chunk type), None when empty.
-    pub fn chunk_ids(&self) -> Option<(u64, u64)> {
-        let st = self.view.snapshot();
-        let first = st.segments.iter().find_map(|s| s.first)?;
-        let last = st.segments.iter().rev().find_map(|s| s.last)?;
-        Some((first.chunk_id, last.chunk_id))
-    }
-
-    /// What `stream_status` shows of this member: (first offset, last
-    /// offset (None when empty), segments, readers holding the log).
-    pub fn status(&self) -> (u64, Option<u64>, usize, usize) {
-        let st = self.view.snapshot();
-        let first = st
-            .segments
-            .iter()
-            .find_map(|s| s.first.map(|r| r.chunk_id))
-            .unwrap_or(st.next_offset);
-        // The log and this struct hold the view; every reader one more.
-        let readers = Arc::strong_count(&self.view).saturating_sub(2);
-        (first, st.next_offset.checked_sub(1), st.segments.len(), readers)
-    }
-
-    /// This node stops being a member: let go of its log, files and all.
-    pub fn discard(&self) {
-        self.remove();
-    }
-
-    fn remove(&self) {
-        self.deleted.store(true, Ordering::Release);
-        self.wake();
-        self.tell_watchers();
-        let dir = self.log.lock().dir().to_path_buf();
-        if let Err(e) = std::fs::remove_dir_all(&dir) {
-            tracing::warn!("cannot remove stream directory {}: {e}", dir.display());
-        }
-    }
-}
 
 /// Wakes a consumer's connection when the stream grows: it then pumps the
 /// queue, as it does when its outbox has room again.

@@ -449,16 +449,6 @@ impl VHost {
         Ok(true)
     }
 
-    /// Is `name` a topic exchange (the only kind topic permissions
-    /// check)?
-    pub fn is_topic(&self, name: &[u8]) -> bool {
-        self.topology
-            .read()
-            .exchanges
-            .get(name)
-            .is_some_and(|x| x.kind == crate::exchange::ExchangeKind::Topic)
-    }
-
     /// exchange.declare with passive=true.
     pub fn check_exchange(&self, name: &[u8]) -> Result<(), BrokerError> {
         if name.is_empty() {
@@ -890,5 +880,17 @@ impl VHost {
             })
             .collect();
         (xs, qs, bs)
+    }
+}
+
+impl crate::permissions::TopicExchanges for VHost {
+    /// Is `name` a topic exchange (the only kind topic permissions
+    /// check)?
+    fn is_topic(&self, name: &[u8]) -> bool {
+        self.topology
+            .read()
+            .exchanges
+            .get(name)
+            .is_some_and(|x| x.kind == crate::exchange::ExchangeKind::Topic)
     }
 }

@@ -27,7 +27,7 @@ impl Conn {
         let user = if &h == SASL_HEADER {
             self.wbuf.extend_from_slice(SASL_HEADER);
             let mechs =
-                warren_node::sasl::offered(&self.ctx, warren_node::sasl::Proto::Amqp10, self.entry.tls());
+                warren_node::login::offered(&self.ctx, warren_node::sasl::Proto::Amqp10, self.entry.tls());
             let m = Sasl::Mechanisms(mechs.into_iter().map(String::from).collect())
                 .to_value()
                 .to_bytes();
@@ -176,6 +176,6 @@ impl Conn {
     pub(super) fn authenticate(&self, mechanism: &str, response: Option<&[u8]>) -> Option<User> {
         let proto = warren_node::sasl::Proto::Amqp10;
         let response = response.unwrap_or_default();
-        warren_node::sasl::login(&self.ctx, proto, mechanism, response, self.peer, self.entry.tls()).ok()
+        warren_node::login::login(&self.ctx, proto, mechanism, response, self.peer, self.entry.tls()).ok()
     }
 }

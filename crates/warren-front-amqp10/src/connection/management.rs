@@ -95,14 +95,14 @@ impl Conn {
             _ => return refuse("the body must be the token, as binary".into()),
         };
         let name = self.grant.as_ref().map(|g| g.user.clone()).unwrap_or_default();
-        let fresh = match warren_node::oauth2::refresh(&self.ctx, &name, &secret) {
+        let fresh = match warren_node::login::refresh(&self.ctx, &name, &secret) {
             Ok(u) => u,
             Err(why) => {
                 tracing::warn!(user = %name, "token update refused: {why}");
                 return refuse(why);
             }
         };
-        match warren_node::sasl::renew(&self.ctx, &self.entry, &fresh, vhost) {
+        match warren_node::login::renew(&self.ctx, &self.entry, &fresh, vhost) {
             Ok(grant) => {
                 self.grant = Some(grant);
                 management::Response {

@@ -21,10 +21,8 @@ use warren_amqp091::ShortStr;
 use warren_core::queue::{Queue, REMOTE_OWNER};
 use warren_core::{Broker, BrokerError, Limits, Permission, TopicPermission, User};
 
-use super::meta::MetaError;
 use crate::definitions::{BindingDef, Definitions, ExchangeDef, PolicyDef, QueueDef};
 use crate::timers::Timers;
-use crate::ServerCtx;
 
 /// How long a change may take to commit before the caller hears it did
 /// not (a minority cannot commit).
@@ -663,33 +661,6 @@ fn quorum_members(
         }
     }
     Ok(())
-}
-
-/// Make the change: at once on a single node; through the metadata group
-/// on a cluster, returning once this node has applied it.
-pub async fn run(ctx: &Arc<ServerCtx>, c: Command) -> Result<Outcome, MetaError> {
-    match &ctx.meta {
-        None => Ok(c.apply(&ctx.applier())),
-        Some(meta) => {
-            let data = serde_json::to_vec(&c).expect("a command encodes");
-            let outcome = meta.propose(data, COMMIT_TIMEOUT).await?;
-            serde_json::from_slice(&outcome).map_err(|_| MetaError::Stopped)
-        }
-    }
-}
-
-/// [`run`] for a topology change, with the answer as the AMQP front ends
-/// give it: a refusal is its AMQP error, and a change the metadata store
-/// could not commit is an internal error (as RabbitMQ 4 answers when its
-/// metadata store has no majority).
-pub async fn change(ctx: &Arc<ServerCtx>, c: Command) -> Result<Outcome, BrokerError> {
-    match run(ctx, c).await {
-        Ok(Outcome::Refused { code, text }) => Err(BrokerError::from_code(code, text)),
-        Ok(o) => Ok(o),
-        Err(e) => Err(BrokerError::Internal(format!(
-            "the cluster's metadata store is unavailable: {e}"
-        ))),
-    }
 }
 
 #[cfg(test)]

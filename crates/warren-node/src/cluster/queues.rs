@@ -16,7 +16,7 @@ use warren_peer::queue::QueueMsg;
 use super::links::{DataSender, QueueEvents};
 use super::queue_client::QueueClient;
 use super::queue_host::QueueHost;
-use super::topology::Removals;
+use super::removals::Removals;
 
 pub struct Queues {
     pub client: Arc<QueueClient>,

@@ -258,18 +258,6 @@ pub fn spawn_expiry(
     });
 }
 
-/// Check a fresh token for a connection whose user is `current`: it must
-/// verify and name the same user (RabbitMQ's update_state refuses a
-/// token for someone else).
-pub fn refresh(ctx: &crate::ServerCtx, current: &str, secret: &str) -> Result<User, String> {
-    let o = ctx.oauth2.as_ref().ok_or("OAuth 2 is not configured")?;
-    let v = o.verify(secret).map_err(|e| e.to_string())?;
-    if v.user != current {
-        return Err(format!("the new token is for '{}', not '{current}'", v.user));
-    }
-    Ok(user(v, &ctx.broker))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

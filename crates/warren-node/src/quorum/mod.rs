@@ -17,7 +17,6 @@
 pub mod call;
 mod checkpoint;
 mod driver;
-pub mod membership;
 pub mod registry;
 
 use std::collections::HashMap;

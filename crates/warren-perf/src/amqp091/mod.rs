@@ -15,7 +15,6 @@ use warren_amqp091::{FieldTable, FieldValue, Method};
 
 use crate::options::{Options, QueueType, Uri};
 use crate::stats::Stats;
-use crate::PerfError;
 use client::{Client, ClientError, Result};
 
 /// Declare every queue of the run (idempotent for queues that exist with
@@ -57,15 +56,19 @@ pub async fn declare(opts: &Options, uri: &Uri, run_id: &str) -> Result<Vec<Stri
 }
 
 /// Start the consumers and producers; they stop on `stop` or their counts.
-pub fn spawn(
+/// Start the run's consumers and producers in the caller's task sets;
+/// each task's error becomes the caller's error type `E`.
+pub fn spawn<E>(
     opts: &Options,
     uris: &[Uri],
     queues: &[String],
     stats: &Arc<Stats>,
     stop: &Arc<AtomicBool>,
-    consumers: &mut JoinSet<std::result::Result<(), PerfError>>,
-    producers: &mut JoinSet<std::result::Result<(), PerfError>>,
-) {
+    consumers: &mut JoinSet<std::result::Result<(), E>>,
+    producers: &mut JoinSet<std::result::Result<(), E>>,
+) where
+    E: From<ClientError> + Send + 'static,
+{
     for i in 0..opts.consumers {
         let spec = consumer::ConsumerSpec {
             uri: uris[i as usize % uris.len()].clone(),
@@ -77,7 +80,7 @@ pub fn spawn(
             messages: opts.cmessages,
         };
         let run = consumer::run(spec, stats.clone(), stop.clone());
-        consumers.spawn(async move { run.await.map_err(PerfError::from) });
+        consumers.spawn(async move { run.await.map_err(E::from) });
     }
     for i in 0..opts.producers {
         let spec = producer::ProducerSpec {
@@ -91,6 +94,6 @@ pub fn spawn(
             messages: opts.pmessages,
         };
         let run = producer::run(spec, stats.clone(), stop.clone());
-        producers.spawn(async move { run.await.map_err(PerfError::from) });
+        producers.spawn(async move { run.await.map_err(E::from) });
     }
 }

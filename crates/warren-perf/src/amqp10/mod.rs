@@ -26,7 +26,6 @@ use warren_amqp10::Performative;
 
 use crate::options::{Options, Uri};
 use crate::stats::{now_nanos, Stats};
-use crate::PerfError;
 use conn::{Amqp10Error, Conn, Result, INCOMING_WINDOW};
 
 /// After the stop signal, how long a producer waits for settlements.
@@ -37,15 +36,19 @@ pub fn address(opts: &Options, queue: &str) -> String {
     opts.amqp10_address.replace("{queue}", queue)
 }
 
-pub fn spawn(
+/// Start the run's consumers and producers in the caller's task sets;
+/// each task's error becomes the caller's error type `E`.
+pub fn spawn<E>(
     opts: &Options,
     uris: &[Uri],
     queues: &[String],
     stats: &Arc<Stats>,
     stop: &Arc<AtomicBool>,
-    consumers: &mut JoinSet<std::result::Result<(), PerfError>>,
-    producers: &mut JoinSet<std::result::Result<(), PerfError>>,
-) {
+    consumers: &mut JoinSet<std::result::Result<(), E>>,
+    producers: &mut JoinSet<std::result::Result<(), E>>,
+) where
+    E: From<Amqp10Error> + Send + 'static,
+{
     for i in 0..opts.consumers {
         let uri = uris[i as usize % uris.len()].clone();
         let addr = address(opts, &queues[i as usize % queues.len()]);
@@ -70,7 +73,7 @@ pub fn spawn(
                 stop,
             )
             .await
-            .map_err(PerfError::from)
+            .map_err(E::from)
         });
     }
     for i in 0..opts.producers {
@@ -87,7 +90,7 @@ pub fn spawn(
         producers.spawn(async move {
             sender(uri, format!("warren-perf-producer-{i}"), addr, spec, stats, stop)
                 .await
-                .map_err(PerfError::from)
+                .map_err(E::from)
         });
     }
 }

@@ -21,7 +21,6 @@ use warren_stream::command::{begin_publish, code, end_frame, put_published, Comm
 
 use crate::options::{Options, Uri};
 use crate::stats::{now_nanos, Stats};
-use crate::PerfError;
 use conn::{Conn, Result, StreamError};
 
 const SETTLE_GRACE: Duration = Duration::from_secs(5);
@@ -56,15 +55,20 @@ pub async fn declare(opts: &Options, uri: &Uri, run_id: &str) -> Result<Vec<Stri
     Ok(names)
 }
 
-pub fn spawn(
+/// Start the run's consumers and producers in the caller's task sets;
+/// each task's error becomes the caller's error type `E`.
+pub fn spawn<E>(
     opts: &Options,
     uris: &[Uri],
     streams: &[String],
     stats: &Arc<Stats>,
     stop: &Arc<AtomicBool>,
-    consumers: &mut JoinSet<std::result::Result<(), PerfError>>,
-    producers: &mut JoinSet<std::result::Result<(), PerfError>>,
-) -> std::result::Result<(), PerfError> {
+    consumers: &mut JoinSet<std::result::Result<(), E>>,
+    producers: &mut JoinSet<std::result::Result<(), E>>,
+) -> std::result::Result<(), E>
+where
+    E: From<StreamError> + From<crate::options::OptionError> + Send + 'static,
+{
     let offset = OffsetSpec::parse(&opts.offset)
         .ok_or_else(|| crate::options::OptionError::Invalid(format!("bad --offset '{}'", opts.offset)))?;
     for i in 0..opts.consumers {
@@ -75,7 +79,7 @@ pub fn spawn(
         consumers.spawn(async move {
             consumer(uri, stream, offset, name, limit, stats, stop)
                 .await
-                .map_err(PerfError::from)
+                .map_err(E::from)
         });
     }
     for i in 0..opts.producers {
@@ -90,7 +94,7 @@ pub fn spawn(
             messages: opts.pmessages,
         };
         let (stats, stop) = (stats.clone(), stop.clone());
-        producers.spawn(async move { producer(uri, spec, stats, stop).await.map_err(PerfError::from) });
+        producers.spawn(async move { producer(uri, spec, stats, stop).await.map_err(E::from) });
     }
     Ok(())
 }

@@ -12,7 +12,7 @@
 //!   leadership on first if it leads: raft-rs leaves a removed leader
 //!   leading), then the metadata, and the node lets its member go.
 //!
-//! The group is reached through its members (`call.rs`): this node's own
+//! The group is reached through its members (`quorum/call.rs`): this node's own
 //! if it has one, else the queue's home, else any node that answers.
 
 use std::sync::Arc;
@@ -20,9 +20,10 @@ use std::time::{Duration, Instant};
 
 use warren_core::queue::{Queue, QueueKind};
 
-use super::call::{CallError, GroupInfo, Op};
-use crate::cluster::command::{self, Command, Outcome};
-use crate::ServerCtx;
+use crate::cluster::command::{Command, Outcome};
+use crate::ctx::ServerCtx;
+use crate::quorum::call::{CallError, GroupInfo, Op};
+use crate::topology;
 
 /// How long one command keeps trying a group whose leader is changing.
 const PATIENCE: Duration = Duration::from_secs(15);
@@ -167,7 +168,7 @@ async fn set_members(
         group,
         members,
     };
-    match command::run(ctx, c).await {
+    match topology::run(ctx, c).await {
         Ok(Outcome::Refused { text, .. }) => Err(MembershipError::Unavailable(text)),
         Ok(_) => Ok(()),
         Err(e) => Err(MembershipError::Unavailable(format!(

@@ -8,25 +8,23 @@
 //! or with `balanced` on the running node with the fewest queues
 //! ([`place`]).
 //!
-//! Also the two changes a node makes by itself: removing a queue the
-//! broker decided to remove ([`Removals`]), and telling the cluster it
-//! has started ([`announce_start`]).
+//! Also [`run`]: any metadata command (users, vhosts, policies, limits
+//! as well), applied here on a single node, through the metadata group on
+//! a cluster. The changes a node makes by itself are
+//! [`crate::cluster::removals`]'.
 
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::sync::Arc;
 
-use tokio::sync::watch;
 use warren_amqp091::ShortStr;
 use warren_core::decl::{ExchangeDecl, QueueDecl};
 use warren_core::exchange::Binding;
 use warren_core::queue::Queue;
 use warren_core::{BrokerError, VHost};
 
-use super::command::QuorumPlacement;
-use super::command::{self, Command, Outcome};
-use super::meta::Meta;
+use crate::cluster::command::{self, Command, Outcome, QuorumPlacement};
+use crate::cluster::meta::MetaError;
+use crate::ctx::ServerCtx;
 use crate::definitions::{binding_def, exchange_def, queue_def};
-use crate::ServerCtx;
 
 fn clustered(ctx: &ServerCtx) -> bool {
     ctx.meta.is_some()
@@ -65,7 +63,7 @@ pub async fn declare_exchange(
     if vh.exchange_declared(&d)? {
         return Ok(false);
     }
-    match command::change(ctx, Command::DeclareExchange(exchange_def(&vh.name, &d))).await? {
+    match change(ctx, Command::DeclareExchange(exchange_def(&vh.name, &d))).await? {
         Outcome::Created(made) => Ok(made),
         _ => Ok(false),
     }
@@ -90,7 +88,7 @@ pub async fn delete_exchange(
         name: name.to_string(),
         if_unused,
     };
-    command::change(ctx, c).await.map(|_| ())
+    change(ctx, c).await.map(|_| ())
 }
 
 pub async fn bind(
@@ -105,7 +103,7 @@ pub async fn bind(
     if vh.bindings_from(source, Some(&b.destination)).contains(&b) {
         return Ok(());
     }
-    command::change(ctx, Command::Bind(binding_def(&vh.name, source, &b)))
+    change(ctx, Command::Bind(binding_def(&vh.name, source, &b)))
         .await
         .map(|_| ())
 }
@@ -119,7 +117,7 @@ pub async fn unbind(
     if !clustered(ctx) {
         return vh.unbind(source, &b);
     }
-    command::change(ctx, Command::Unbind(binding_def(&vh.name, source, &b)))
+    change(ctx, Command::Unbind(binding_def(&vh.name, source, &b)))
         .await
         .map(|_| ())
 }
@@ -162,7 +160,7 @@ pub async fn declare_queue(
         quorum,
         stream,
     };
-    let made = matches!(command::change(ctx, c).await?, Outcome::Created(true));
+    let made = matches!(change(ctx, c).await?, Outcome::Created(true));
     let q = vh.queue(&d.name, connection)?;
     // Its connection ended while the cluster agreed: nobody will delete
     // the queue with it (the teardown may have looked before it existed).
@@ -264,7 +262,9 @@ fn place(ctx: &ServerCtx, vh: &VHost, d: &QueueDecl) -> ShortStr {
     use warren_core::queue::QueueKind;
     let me = ShortStr::from(ctx.config.node_name.as_str());
     let policy = vh.policy_for_new_queue(d.name.as_bytes(), QueueKind::Classic);
-    if d.exclusive || !warren_core::queue::leader_locator_balanced(&d.arguments, policy.as_deref()) {
+    if d.exclusive
+        || !warren_core::queue::leader_locator_balanced(&d.arguments, policy.as_ref().map(|p| &p.definition))
+    {
         return me;
     }
     let Some(cluster) = &ctx.cluster else {
@@ -334,137 +334,35 @@ pub async fn delete_queue(
         vhost: vh.name.clone(),
         name: name.to_string(),
     };
-    match command::change(ctx, c).await? {
+    match change(ctx, c).await? {
         Outcome::Removed(n) => Ok(n),
         _ => Ok(0),
     }
 }
 
-/// How long a node keeps asking the cluster to take a change it made by
-/// itself (a removal, its start) before it gives up and logs it.
-const SELF_CHANGE_TRIES: u32 = 30;
-
-/// Propose `c`, again after a second while the cluster cannot take it.
-async fn propose_until_taken(meta: Arc<Meta>, c: Command, what: String) {
-    let data = serde_json::to_vec(&c).expect("a command encodes");
-    for _ in 0..SELF_CHANGE_TRIES {
-        match meta.propose(data.clone(), command::COMMIT_TIMEOUT).await {
-            Ok(_) => return,
-            Err(e) => {
-                tracing::debug!("{what}: not committed yet ({e}); trying again");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
+/// Make the change: at once on a single node; through the metadata group
+/// on a cluster, returning once this node has applied it.
+pub async fn run(ctx: &Arc<ServerCtx>, c: Command) -> Result<Outcome, MetaError> {
+    match &ctx.meta {
+        None => Ok(c.apply(&ctx.applier())),
+        Some(meta) => {
+            let data = serde_json::to_vec(&c).expect("a command encodes");
+            let outcome = meta.propose(data, command::COMMIT_TIMEOUT).await?;
+            serde_json::from_slice(&outcome).map_err(|_| MetaError::Stopped)
         }
     }
-    tracing::warn!("{what}: the cluster did not take it; given up");
 }
 
-/// Queue removals the broker decides by itself (auto-delete, x-expires,
-/// an exclusive owner gone), proposed to the metadata group so that every
-/// node removes the queue (see `warren_core::replication`).
-#[derive(Default)]
-pub struct Removals {
-    meta: OnceLock<(Arc<Meta>, tokio::runtime::Handle)>,
-}
-
-impl Removals {
-    /// The metadata group is running: removals can be proposed.
-    pub fn start(&self, meta: Arc<Meta>) {
-        let _ = self.meta.set((meta, tokio::runtime::Handle::current()));
+/// [`run`] for a topology change, with the answer as the AMQP front ends
+/// give it: a refusal is its AMQP error, and a change the metadata store
+/// could not commit is an internal error (as RabbitMQ 4 answers when its
+/// metadata store has no majority).
+pub async fn change(ctx: &Arc<ServerCtx>, c: Command) -> Result<Outcome, BrokerError> {
+    match run(ctx, c).await {
+        Ok(Outcome::Refused { code, text }) => Err(BrokerError::from_code(code, text)),
+        Ok(o) => Ok(o),
+        Err(e) => Err(BrokerError::Internal(format!(
+            "the cluster's metadata store is unavailable: {e}"
+        ))),
     }
-}
-
-impl Removals {
-    /// Propose that `queue` go (in the background, retried).
-    pub fn remove_queue(&self, vhost: &str, queue: &Arc<Queue>) {
-        let Some((meta, rt)) = self.meta.get() else {
-            tracing::warn!(queue = %queue.name, %vhost, "queue removal before the metadata group runs, skipped");
-            return;
-        };
-        let c = Command::DeleteQueue {
-            vhost: vhost.to_string(),
-            name: queue.name.to_string(),
-        };
-        let what = format!("removing queue '{}' in vhost '{vhost}'", queue.name);
-        rt.spawn(propose_until_taken(meta.clone(), c, what));
-    }
-}
-
-/// Tell the cluster this node has started, so its transient and
-/// exclusive queues of before (gone with the restart) go everywhere.
-pub fn announce_start(meta: Arc<Meta>, node: String, mut shutdown: watch::Receiver<bool>) {
-    let what = format!("announcing that node '{node}' started");
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = propose_until_taken(meta, Command::NodeStarted { node }, what) => {}
-            _ = shutdown.changed() => {}
-        }
-    });
-}
-
-/// How often the metadata leader looks for nodes that went down.
-const DOWN_CHECK: Duration = Duration::from_secs(1);
-
-/// While this node leads the metadata group: for every other node whose
-/// link has been down for `grace` and which still has transient or
-/// exclusive queues in the metadata, propose that they go
-/// ([`Command::NodeDown`]), once per time it is down. The grace (on top
-/// of the failure detector's `down_after`) keeps a short network blip
-/// from costing a node its transient queues, as RabbitMQ's net_ticktime
-/// does.
-pub fn watch_downs(
-    meta: Arc<Meta>,
-    cluster: Arc<super::Cluster>,
-    broker: Arc<warren_core::Broker>,
-    grace: Duration,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    tokio::spawn(async move {
-        let me = cluster.node().to_string();
-        let mut done: std::collections::HashSet<String> = Default::default();
-        let mut since: std::collections::HashMap<String, std::time::Instant> = Default::default();
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(DOWN_CHECK) => {}
-                _ = shutdown.changed() => return,
-            }
-            let peers = cluster.peers();
-            done.retain(|n| peers.iter().any(|p| &p.node == n && !p.running));
-            since.retain(|n, _| peers.iter().any(|p| &p.node == n && !p.running));
-            for p in peers.iter().filter(|p| !p.running) {
-                since
-                    .entry(p.node.clone())
-                    .or_insert_with(std::time::Instant::now);
-            }
-            if meta.leader().as_deref() != Some(me.as_str()) {
-                continue;
-            }
-            let down: Vec<_> = peers
-                .into_iter()
-                .filter(|p| !p.running && !done.contains(&p.node))
-                .filter(|p| since.get(&p.node).is_some_and(|t| t.elapsed() >= grace))
-                .collect();
-            for p in down {
-                let has_transient = broker.vhosts().iter().any(|vh| {
-                    vh.queues().iter().any(|q| {
-                        q.home.as_deref() == Some(p.node.as_bytes()) && command::dies_with_its_node(q)
-                    })
-                });
-                if has_transient {
-                    let what = format!(
-                        "removing the transient queues of node '{}', which is down",
-                        p.node
-                    );
-                    tracing::info!("{what}");
-                    let c = Command::NodeDown { node: p.node.clone() };
-                    let data = serde_json::to_vec(&c).expect("a command encodes");
-                    if let Err(e) = meta.propose(data, command::COMMIT_TIMEOUT).await {
-                        tracing::debug!("{what}: {e}; trying again");
-                        continue;
-                    }
-                }
-                done.insert(p.node);
-            }
-        }
-    });
 }
