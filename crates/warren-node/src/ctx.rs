@@ -68,7 +68,10 @@ impl ServerCtx {
             node: self.config.node_name.clone(),
             table: self.node_table.clone().unwrap_or_default(),
             quorum: self.quorum.clone(),
-            streams: self.stream_replicas.clone(),
+            streams: self
+                .stream_replicas
+                .clone()
+                .map(|s| s as Arc<dyn cluster::replicas::StreamReplicas>),
         }
     }
 

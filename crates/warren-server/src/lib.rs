@@ -372,7 +372,9 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
                 node: config.node_name.clone(),
                 table: table.clone(),
                 quorum: quorum.clone(),
-                streams: stream_replicas.clone(),
+                streams: stream_replicas
+                    .clone()
+                    .map(|s| s as Arc<dyn cluster::replicas::StreamReplicas>),
             };
             quorum.set_links(c.clone(), table.clone());
             let apply: cluster::meta::ApplyFn =
@@ -381,7 +383,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             let t = table.clone();
             let sr = stream_replicas.clone();
             let take: cluster::meta::TakeFn =
-                Arc::new(move || cluster::snapshot::take(&b, &me, &t, sr.as_deref()));
+                Arc::new(move || cluster::snapshot::take(&b, &me, &t, sr.as_deref().map(|s| s as _)));
             let dir = config.data_dir.join("raft");
             let interval = config.cluster.as_ref().map_or(4096, |s| s.snapshot_interval);
             let meta = cluster::meta::Meta::start(

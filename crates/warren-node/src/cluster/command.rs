@@ -249,9 +249,9 @@ pub struct Applier {
     pub table: Arc<super::nodes::NodeTable>,
     /// The node's quorum queue groups (a declared one is registered here
     /// on its members before the queue is made).
-    pub quorum: Arc<crate::quorum::Quorum>,
+    pub quorum: Arc<dyn super::replicas::QuorumGroups>,
     /// Replicated streams' placements (every node keeps every stream's).
-    pub streams: Option<Arc<crate::stream_replicas::Streams>>,
+    pub streams: Option<Arc<dyn super::replicas::StreamReplicas>>,
 }
 
 impl Command {

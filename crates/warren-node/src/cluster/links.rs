@@ -65,8 +65,12 @@ pub mod request {
     pub const QUORUM_PROPOSE: u8 = 5;
     /// A call on a quorum queue's group (`quorum::call`: its members, a
     /// change of them, its leadership), to a member; answered with a
-    /// Reply whose id has `quorum::call::CALL_ID_BIT`.
+    /// Reply whose id has [`CALL_ID_BIT`].
     pub const QUORUM_CALL: u8 = 6;
+
+    /// Replies to this node's quorum calls carry ids with this bit (the
+    /// metadata group's forwarded proposals use the rest).
+    pub const CALL_ID_BIT: u64 = 1 << 63;
 }
 
 /// Pings between two status reports on a link.

@@ -139,7 +139,7 @@ pub struct Meta {
     thread: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
     /// The node's quorum queue groups: their Raft messages and the links'
     /// ups and downs go there too (groups other than this one's).
-    pub quorum: std::sync::OnceLock<Arc<crate::quorum::Quorum>>,
+    pub quorum: std::sync::OnceLock<Arc<dyn super::replicas::QuorumGroups>>,
 }
 
 impl Meta {
@@ -320,7 +320,7 @@ impl Meta {
             }
             Some((&super::links::request::QUORUM_CALL, data)) => {
                 if let Some(q) = self.quorum.get() {
-                    q.request(from, id, data);
+                    q.clone().call_from(from, id, data);
                 }
             }
             Some((&REQ_PROPOSE, data)) => {
@@ -821,7 +821,7 @@ impl super::links::LinkEvents for Meta {
     }
 
     fn reply(&self, _from: &str, id: u64, ok: bool, body: Bytes) {
-        if id & crate::quorum::call::CALL_ID_BIT != 0 {
+        if id & super::links::request::CALL_ID_BIT != 0 {
             if let Some(q) = self.quorum.get() {
                 q.reply(id, &body);
             }

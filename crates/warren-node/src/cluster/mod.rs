@@ -13,12 +13,15 @@
 //! through it are [`crate::topology`]'s. A node with no `[cluster]`
 //! settings starts none of this.
 //!
-//! The metadata commands (`command.rs`, `meta.rs`, `snapshot.rs`,
-//! `queues.rs`) hand placements and link events to the quorum groups
-//! and stream replicas, which send over this module's links: `cluster/`,
-//! `quorum/` and `stream_replicas/` import each other, the crate's one
-//! circle and its two imports that run back up. Naming the replicas
-//! through traits defined here would cut it.
+//! The metadata commands place quorum groups and stream replicas, and
+//! the links hand on their messages, through the traits of `replicas.rs`,
+//! which `crate::quorum` and `crate::stream_replicas` implement: the
+//! replication stands above the cluster whose links it uses.
+//!
+//! Inside this module the metadata log (`meta.rs`), its commands
+//! (`command.rs`, `snapshot.rs`), the links (`links.rs`) and joining
+//! (`join.rs`) import each other: a join is a request on a link that the
+//! metadata log answers, and the log's messages travel on the links.
 
 pub mod command;
 pub mod join;
@@ -31,6 +34,7 @@ pub mod queue_client;
 pub mod queue_host;
 pub mod queues;
 pub mod removals;
+pub mod replicas;
 pub mod snapshot;
 
 pub use links::{Cluster, PeerStatus};

@@ -24,7 +24,7 @@ pub struct Queues {
     /// Direct reply-to consumers here, for replies published elsewhere.
     pub replies: Arc<crate::reply_to::Registry>,
     /// Stream replication.
-    pub streams: Arc<crate::stream_replicas::Streams>,
+    pub streams: Arc<dyn super::replicas::StreamReplicas>,
 }
 
 impl QueueEvents for Queues {

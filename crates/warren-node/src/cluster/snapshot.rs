@@ -75,7 +75,7 @@ pub fn take(
     broker: &Broker,
     me: &str,
     table: &super::nodes::NodeTable,
-    streams: Option<&crate::stream_replicas::Streams>,
+    streams: Option<&dyn super::replicas::StreamReplicas>,
 ) -> Vec<u8> {
     let mut d = definitions(broker, me);
     d.warren_stream_placements = streams.map(|s| s.placements()).unwrap_or_default();

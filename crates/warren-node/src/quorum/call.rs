@@ -57,9 +57,7 @@ pub struct Request {
 /// The answer's body.
 pub type Answer = Result<GroupInfo, CallError>;
 
-/// Replies to this node's calls carry ids with this bit (the metadata
-/// group's forwarded proposals use the rest).
-pub const CALL_ID_BIT: u64 = 1 << 63;
+pub use crate::cluster::links::request::CALL_ID_BIT;
 
 #[cfg(test)]
 mod tests {

@@ -34,6 +34,7 @@ use warren_raft::RaftNode;
 
 use crate::cluster::links::Cluster;
 use crate::cluster::nodes::NodeTable;
+use crate::cluster::replicas::QuorumGroups;
 use crate::timers::Timers;
 use call::{Answer, CallError, Op};
 use driver::{Driver, Input};
@@ -299,6 +300,36 @@ impl Quorum {
         if let Some(id) = self.links.table.get().and_then(|t| t.id(node)) {
             let _ = self.tx.send(Input::PeerDown(id));
         }
+    }
+}
+
+impl QuorumGroups for Quorum {
+    fn register(&self, vhost: &str, queue: &str, group: u64, members: Vec<u64>) -> Result<(), String> {
+        Quorum::register(self, vhost, queue, group, members)
+    }
+
+    fn forwarded(&self, group: u64, entry: Vec<u8>) {
+        Quorum::forwarded(self, group, entry)
+    }
+
+    fn received(&self, steps: Vec<(u64, warren_raft::RaftMessage)>) {
+        Quorum::received(self, steps)
+    }
+
+    fn call_from(self: Arc<Self>, from: &str, id: u64, body: &[u8]) {
+        self.request(from, id, body)
+    }
+
+    fn reply(&self, id: u64, body: &[u8]) {
+        Quorum::reply(self, id, body)
+    }
+
+    fn peer_up(&self, node: &str) {
+        Quorum::peer_up(self, node)
+    }
+
+    fn peer_down(&self, node: &str) {
+        Quorum::peer_down(self, node)
     }
 }
 

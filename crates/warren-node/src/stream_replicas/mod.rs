@@ -32,6 +32,7 @@ use warren_core::BrokerError;
 use warren_peer::stream::{StreamMsg, StreamRef};
 
 use crate::cluster::links::DataSender;
+use crate::cluster::replicas::StreamReplicas;
 use crate::definitions::records::Placement;
 use leader::Leading;
 use outbox::Outbox;
@@ -571,6 +572,48 @@ impl Streams {
 
     pub fn is_up(&self, node: &str) -> bool {
         node == self.node || self.out.is_up(node)
+    }
+}
+
+impl StreamReplicas for Streams {
+    fn placed(&self, placement: Placement) -> Result<(), String> {
+        Streams::placed(self, placement)
+    }
+
+    fn removed(&self, vhost: &str, name: &str) {
+        Streams::removed(self, vhost, name)
+    }
+
+    fn new_leader(&self, vh: &VHost, name: &str, epoch: u64, leader: &str) -> Result<(), BrokerError> {
+        Streams::new_leader(self, vh, name, epoch, leader)
+    }
+
+    fn set_members(&self, vh: &VHost, name: &str, members: &[String]) -> Result<(), BrokerError> {
+        Streams::set_members(self, vh, name, members)
+    }
+
+    fn placements(&self) -> Vec<Placement> {
+        Streams::placements(self)
+    }
+
+    fn install_placements(&self, want: &[Placement]) -> Result<(), String> {
+        Streams::install_placements(self, want)
+    }
+
+    fn settle_placements(&self, broker: &warren_core::Broker) -> Result<(), BrokerError> {
+        Streams::settle_placements(self, broker)
+    }
+
+    fn up(&self, node: &str, data: DataSender) {
+        Streams::up(self, node, data)
+    }
+
+    fn down(&self, node: &str) {
+        Streams::down(self, node)
+    }
+
+    fn received(&self, from: &str, m: StreamMsg) {
+        Streams::received(self, from, m)
     }
 }
 
