@@ -346,6 +346,9 @@ pub async fn run(ctx: &Arc<ServerCtx>, c: Command) -> Result<Outcome, MetaError>
     match &ctx.meta {
         None => Ok(c.apply(&ctx.applier())),
         Some(meta) => {
+            // After this node's start announcement, which would otherwise
+            // remove a queue declared here before it is applied.
+            meta.wait_started(command::COMMIT_TIMEOUT).await;
             let data = serde_json::to_vec(&c).expect("a command encodes");
             let outcome = meta.propose(data, command::COMMIT_TIMEOUT).await?;
             serde_json::from_slice(&outcome).map_err(|_| MetaError::Stopped)

@@ -140,6 +140,9 @@ pub struct Meta {
     /// The node's quorum queue groups: their Raft messages and the links'
     /// ups and downs go there too (groups other than this one's).
     pub quorum: std::sync::OnceLock<Arc<dyn super::replicas::QuorumGroups>>,
+    /// This node's start is in the log (`Command::NodeStarted`, see
+    /// `removals.rs`): its own changes wait for it.
+    started: tokio::sync::watch::Sender<bool>,
 }
 
 impl Meta {
@@ -228,7 +231,23 @@ impl Meta {
             voter_ids,
             thread: parking_lot::Mutex::new(Some(thread)),
             quorum: std::sync::OnceLock::new(),
+            started: tokio::sync::watch::Sender::new(false),
         }))
+    }
+
+    /// This node's start announcement is committed (or was given up on).
+    pub fn mark_started(&self) {
+        self.started.send_replace(true);
+    }
+
+    /// Wait, up to `limit`, until this node's start announcement is in
+    /// the log. A change this node proposes before it would be applied
+    /// before the announcement, which removes the node's transient and
+    /// exclusive queues of before: a queue declared in between would go
+    /// on every other node and stay on this one.
+    pub async fn wait_started(&self, limit: Duration) {
+        let mut rx = self.started.subscribe();
+        let _ = tokio::time::timeout(limit, rx.wait_for(|s| *s)).await;
     }
 
     /// The metadata leader's node name, as this node knows it.

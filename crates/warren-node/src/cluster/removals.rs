@@ -70,9 +70,11 @@ pub fn announce_start(meta: Arc<Meta>, node: String, mut shutdown: watch::Receiv
     let what = format!("announcing that node '{node}' started");
     tokio::spawn(async move {
         tokio::select! {
-            _ = propose_until_taken(meta, Command::NodeStarted { node }, what) => {}
+            _ = propose_until_taken(meta.clone(), Command::NodeStarted { node }, what) => {}
             _ = shutdown.changed() => {}
         }
+        // Taken or given up: this node's own changes need not wait longer.
+        meta.mark_started();
     });
 }
 
