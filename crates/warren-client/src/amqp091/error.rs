@@ -1,0 +1,52 @@
+//! What can go wrong, as one enum a caller matches on. Errors are
+//! `Clone`: one connection failure reaches every waiter on it.
+
+use std::sync::Arc;
+
+use crate::uri::UriError;
+
+/// An AMQP 0-9-1 client error.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The URI does not parse.
+    #[error(transparent)]
+    Uri(#[from] UriError),
+    /// The socket failed.
+    #[error("I/O: {0}")]
+    Io(Arc<std::io::Error>),
+    /// The broker sent bytes that are not AMQP 0-9-1.
+    #[error("bad frame from the broker: {0}")]
+    Protocol(String),
+    /// The broker closed the connection (a refused login is 403
+    /// ACCESS_REFUSED).
+    #[error("connection closed by the broker: {code} {text}")]
+    ConnectionClosed { code: u16, text: String },
+    /// The broker closed the channel (404 NOT_FOUND, 406
+    /// PRECONDITION_FAILED, ...); the connection stays open.
+    #[error("channel closed by the broker: {code} {text}")]
+    ChannelClosed { code: u16, text: String },
+    /// The connection ended without a close from the broker (the socket
+    /// broke, or heartbeats stopped). A publish not yet confirmed may or
+    /// may not have reached the broker.
+    #[error("connection lost: {0}")]
+    ConnectionLost(String),
+    /// This side closed the connection or channel.
+    #[error("closed by this client")]
+    ClosedByClient,
+    /// The broker did not answer in time.
+    #[error("the broker did not answer within {0:?}")]
+    Timeout(std::time::Duration),
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Error {
+        Error::Io(Arc::new(e))
+    }
+}
+
+impl From<warren_amqp091::CodecError> for Error {
+    fn from(e: warren_amqp091::CodecError) -> Error {
+        Error::Protocol(e.to_string())
+    }
+}

@@ -1,0 +1,237 @@
+//! The connection's two tasks. The writer drains the queue of encoded
+//! frames into one write per wake-up (frames of many channels batched),
+//! and sends heartbeats when idle. The reader parses frames, assembles
+//! content (method, header, body frames) and routes each to its channel.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::{mpsc, watch};
+use warren_amqp091::frame::{write_heartbeat, write_method};
+use warren_amqp091::methods::*;
+use warren_amqp091::{BasicProperties, ContentHeader, Frame, FrameType, Method};
+
+use super::channel::Content;
+use super::connection::Shared;
+use super::error::Error;
+
+/// The most bytes gathered into one write.
+const WRITE_BATCH: usize = 256 * 1024;
+
+pub(crate) async fn write_loop(
+    mut rx: mpsc::Receiver<Bytes>,
+    mut out: OwnedWriteHalf,
+    heartbeat_every: Option<Duration>,
+    mut stopped: watch::Receiver<bool>,
+    shared: Arc<Shared>,
+) {
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let idle = heartbeat_every.unwrap_or(Duration::from_secs(3600));
+    loop {
+        let first = tokio::select! {
+            biased;
+            f = rx.recv() => match f {
+                Some(f) => Some(f),
+                // Every handle is gone.
+                None => break,
+            },
+            _ = stopped.changed() => None,
+            _ = tokio::time::sleep(idle), if heartbeat_every.is_some() => {
+                write_heartbeat(&mut buf);
+                if out.write_all(&buf).await.is_err() {
+                    break;
+                }
+                buf.clear();
+                continue;
+            }
+        };
+        if let Some(f) = first {
+            buf.extend_from_slice(&f);
+        }
+        while buf.len() < WRITE_BATCH {
+            match rx.try_recv() {
+                Ok(f) => buf.extend_from_slice(&f),
+                Err(_) => break,
+            }
+        }
+        if !buf.is_empty() {
+            if let Err(e) = out.write_all(&buf).await {
+                shared.end(Error::ConnectionLost(format!("writing: {e}")));
+                break;
+            }
+            buf.clear();
+        }
+        if *stopped.borrow() {
+            break;
+        }
+    }
+    let _ = out.shutdown().await;
+}
+
+/// A delivery, return or get-ok whose header and body are still arriving.
+struct Partial {
+    method: Method,
+    size: u64,
+    properties: Option<BasicProperties>,
+    body: BytesMut,
+    /// The body when it came as one frame (no copy).
+    whole: Option<Bytes>,
+}
+
+pub(crate) async fn read_loop(
+    mut input: OwnedReadHalf,
+    mut rbuf: BytesMut,
+    silence_limit: Option<Duration>,
+    shared: Arc<Shared>,
+) {
+    let mut partial: HashMap<u16, Partial> = HashMap::new();
+    let why = loop {
+        loop {
+            let frame = match Frame::parse(&mut rbuf, shared.frame_max) {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(e) => return fail(&shared, Error::from(e)).await,
+            };
+            match route(&shared, &mut partial, frame).await {
+                Ok(true) => {}
+                Ok(false) => return,
+                Err(e) => return fail(&shared, e).await,
+            }
+        }
+        let read = input.read_buf(&mut rbuf);
+        let n = match silence_limit {
+            Some(limit) => match tokio::time::timeout(limit, read).await {
+                Ok(r) => r,
+                Err(_) => break Error::ConnectionLost(format!("no heartbeat from the broker in {limit:?}")),
+            },
+            None => read.await,
+        };
+        match n {
+            Ok(0) => break Error::ConnectionLost("the broker closed the socket".into()),
+            Ok(_) => {}
+            Err(e) => break Error::ConnectionLost(format!("reading: {e}")),
+        }
+    };
+    shared.end(why);
+}
+
+/// A frame that makes no sense: tell the broker (it closes) and end.
+async fn fail(shared: &Shared, e: Error) {
+    tracing::warn!("AMQP 0-9-1 connection failed: {e}");
+    shared.end(e);
+}
+
+/// Handle one frame; false once the connection has ended cleanly.
+async fn route(shared: &Shared, partial: &mut HashMap<u16, Partial>, f: Frame) -> Result<bool, Error> {
+    match f.kind {
+        FrameType::Heartbeat => Ok(true),
+        FrameType::Method => {
+            let m = Method::decode(f.payload)?;
+            if f.channel == 0 {
+                return connection_method(shared, m).await;
+            }
+            match m {
+                Method::BasicDeliver(_) | Method::BasicReturn(_) | Method::BasicGetOk(_) => {
+                    partial.insert(
+                        f.channel,
+                        Partial {
+                            method: m,
+                            size: 0,
+                            properties: None,
+                            body: BytesMut::new(),
+                            whole: None,
+                        },
+                    );
+                    Ok(true)
+                }
+                m => {
+                    let ch = shared.channels.lock().get(&f.channel).cloned();
+                    if let Some(ch) = ch {
+                        ch.method(shared, m).await;
+                    }
+                    Ok(true)
+                }
+            }
+        }
+        FrameType::Header => {
+            let Some(p) = partial.get_mut(&f.channel) else {
+                return Err(Error::Protocol(
+                    "a content header with no method before it".into(),
+                ));
+            };
+            let h = ContentHeader::decode(f.payload)?;
+            p.size = h.body_size;
+            p.properties = Some(BasicProperties::decode(h.raw_properties)?);
+            if p.size == 0 {
+                deliver(shared, f.channel, partial).await;
+            }
+            Ok(true)
+        }
+        FrameType::Body => {
+            let Some(p) = partial.get_mut(&f.channel) else {
+                return Err(Error::Protocol("a body frame with no method before it".into()));
+            };
+            if p.whole.is_none() && p.body.is_empty() && f.payload.len() as u64 == p.size {
+                p.whole = Some(f.payload);
+            } else {
+                p.body.extend_from_slice(&f.payload);
+            }
+            let have = p.whole.as_ref().map_or(p.body.len(), |b| b.len()) as u64;
+            if have > p.size {
+                return Err(Error::Protocol("a body longer than its header said".into()));
+            }
+            if have == p.size {
+                deliver(shared, f.channel, partial).await;
+            }
+            Ok(true)
+        }
+    }
+}
+
+/// A whole message has arrived on `channel`: hand it on.
+async fn deliver(shared: &Shared, channel: u16, partial: &mut HashMap<u16, Partial>) {
+    let Some(p) = partial.remove(&channel) else { return };
+    let body = p.whole.unwrap_or_else(|| p.body.freeze());
+    let content = Content {
+        method: p.method,
+        properties: p.properties.unwrap_or_default(),
+        body,
+    };
+    let ch = shared.channels.lock().get(&channel).cloned();
+    if let Some(ch) = ch {
+        ch.content(shared, content).await;
+    }
+}
+
+/// A method on channel 0.
+async fn connection_method(shared: &Shared, m: Method) -> Result<bool, Error> {
+    match m {
+        Method::ConnectionClose(c) => {
+            let mut buf = BytesMut::new();
+            write_method(&mut buf, 0, &Method::ConnectionCloseOk(ConnectionCloseOk {}));
+            let _ = shared.writer.send(buf.freeze()).await;
+            shared.end(Error::ConnectionClosed {
+                code: c.reply_code,
+                text: c.reply_text.to_str_lossy().into_owned(),
+            });
+            Ok(false)
+        }
+        Method::ConnectionCloseOk(_) => {
+            shared.end(Error::ClosedByClient);
+            Ok(false)
+        }
+        Method::ConnectionBlocked(b) => {
+            tracing::info!("the broker blocked publishing: {}", b.reason.to_str_lossy());
+            Ok(true)
+        }
+        Method::ConnectionUnblocked(_) => {
+            tracing::info!("the broker unblocked publishing");
+            Ok(true)
+        }
+        other => Err(Error::Protocol(format!("unexpected on channel 0: {other:?}"))),
+    }
+}

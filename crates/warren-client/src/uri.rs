@@ -1,0 +1,160 @@
+//! AMQP URIs as RabbitMQ reads them: `amqp://user:pass@host:port/vhost`,
+//! every part percent-encoded and optional (guest, guest, localhost,
+//! 5672, `/`), with the query parameters `heartbeat`, `frame_max`,
+//! `channel_max` and `connection_timeout` (milliseconds).
+
+use std::time::Duration;
+
+use percent_encoding::percent_decode_str;
+
+/// A parsed AMQP URI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AmqpUri {
+    pub host: String,
+    pub port: u16,
+    pub user: String,
+    pub password: String,
+    pub vhost: String,
+    /// Seconds between heartbeats the client proposes (None: the broker's).
+    pub heartbeat: Option<u16>,
+    pub frame_max: Option<u32>,
+    pub channel_max: Option<u16>,
+    pub connection_timeout: Duration,
+}
+
+/// What is wrong with a URI.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UriError {
+    #[error("not an AMQP URI (amqp://...): {0}")]
+    Scheme(String),
+    #[error("amqps:// needs TLS, which this client does not have yet")]
+    TlsUnsupported,
+    #[error("bad port in {0}")]
+    Port(String),
+    #[error("bad value for {0}")]
+    Parameter(String),
+    #[error("not valid UTF-8 once percent-decoded: {0}")]
+    Encoding(String),
+}
+
+fn decode(s: &str) -> Result<String, UriError> {
+    percent_decode_str(s)
+        .decode_utf8()
+        .map(|c| c.into_owned())
+        .map_err(|_| UriError::Encoding(s.to_string()))
+}
+
+impl AmqpUri {
+    /// Parse `uri`.
+    ///
+    /// ```
+    /// let u = warren_client::uri::AmqpUri::parse("amqp://bob:s%40cret@mq:5673/prod?heartbeat=10").unwrap();
+    /// assert_eq!((u.user.as_str(), u.password.as_str(), u.port), ("bob", "s@cret", 5673));
+    /// assert_eq!((u.vhost.as_str(), u.heartbeat), ("prod", Some(10)));
+    /// ```
+    pub fn parse(uri: &str) -> Result<AmqpUri, UriError> {
+        let rest = if let Some(r) = uri.strip_prefix("amqp://") {
+            r
+        } else if uri.starts_with("amqps://") {
+            return Err(UriError::TlsUnsupported);
+        } else {
+            return Err(UriError::Scheme(uri.to_string()));
+        };
+        let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (authority, path) = match rest.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (rest, None),
+        };
+        let (userinfo, hostport) = match authority.rsplit_once('@') {
+            Some((u, h)) => (Some(u), h),
+            None => (None, authority),
+        };
+        let (user, password) = match userinfo {
+            Some(u) => match u.split_once(':') {
+                Some((n, p)) => (decode(n)?, decode(p)?),
+                None => (decode(u)?, String::new()),
+            },
+            None => ("guest".to_string(), "guest".to_string()),
+        };
+        let port_of = |p: &str| p.parse::<u16>().map_err(|_| UriError::Port(uri.to_string()));
+        let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
+            let (h, after) = v6
+                .split_once(']')
+                .ok_or_else(|| UriError::Port(uri.to_string()))?;
+            match after.strip_prefix(':') {
+                Some(p) => (h, port_of(p)?),
+                None => (h, 5672),
+            }
+        } else {
+            match hostport.rsplit_once(':') {
+                Some((h, p)) => (h, port_of(p)?),
+                None => (hostport, 5672),
+            }
+        };
+        let host = if host.is_empty() {
+            "localhost".to_string()
+        } else {
+            decode(host)?
+        };
+        let vhost = match path {
+            None => "/".to_string(),
+            Some(p) => decode(p)?,
+        };
+        let mut u = AmqpUri {
+            host,
+            port,
+            user,
+            password,
+            vhost,
+            heartbeat: None,
+            frame_max: None,
+            channel_max: None,
+            connection_timeout: Duration::from_secs(30),
+        };
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            let bad = || UriError::Parameter(k.to_string());
+            match k {
+                "heartbeat" => u.heartbeat = Some(v.parse().map_err(|_| bad())?),
+                "frame_max" => u.frame_max = Some(v.parse().map_err(|_| bad())?),
+                "channel_max" => u.channel_max = Some(v.parse().map_err(|_| bad())?),
+                "connection_timeout" => {
+                    u.connection_timeout = Duration::from_millis(v.parse().map_err(|_| bad())?)
+                }
+                // RabbitMQ's clients ignore parameters they do not know.
+                _ => {}
+            }
+        }
+        Ok(u)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_fill_what_the_uri_leaves_out() {
+        let u = AmqpUri::parse("amqp://").unwrap();
+        assert_eq!(
+            (u.host.as_str(), u.port, u.user.as_str()),
+            ("localhost", 5672, "guest")
+        );
+        assert_eq!(u.vhost, "/");
+        let u = AmqpUri::parse("amqp://h/").unwrap();
+        assert_eq!(u.vhost, "");
+        let u = AmqpUri::parse("amqp://h/%2f").unwrap();
+        assert_eq!(u.vhost, "/");
+    }
+
+    #[test]
+    fn bad_uris_are_refused() {
+        assert!(matches!(AmqpUri::parse("http://x"), Err(UriError::Scheme(_))));
+        assert!(matches!(AmqpUri::parse("amqp://h:port/"), Err(UriError::Port(_))));
+        assert!(matches!(
+            AmqpUri::parse("amqp://h/?heartbeat=x"),
+            Err(UriError::Parameter(_))
+        ));
+        assert_eq!(AmqpUri::parse("amqps://h"), Err(UriError::TlsUnsupported));
+    }
+}

@@ -1,0 +1,264 @@
+//! The AMQP 0-9-1 client against a Warren broker started in-process on
+//! 127.0.0.1:0. With `WARREN_CLIENT_RABBITMQ_URI` set (see
+//! `tests/client/rabbitmq.sh`), each test runs against that broker too.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use warren_client::amqp091::{
+    Confirmation, Connection, ConsumeOptions, Error, ExchangeKind, ExchangeOptions, FieldTable, Properties,
+    PublishOptions, QueueOptions,
+};
+
+/// Every call gets this long before the test fails instead of hanging.
+const LIMIT: Duration = Duration::from_secs(20);
+
+async fn within<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(LIMIT, f)
+        .await
+        .expect("the broker answered in time")
+}
+
+/// The brokers a test runs against: an in-process Warren, and RabbitMQ
+/// when the environment names one.
+async fn brokers() -> (Vec<String>, warren_server::Running) {
+    let n = std::process::id() as u64 * 1000 + rand_suffix();
+    let dir = std::env::temp_dir().join(format!("warren-client-test-{n}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let running = warren_server::start(warren_server::Config::loopback(dir))
+        .await
+        .expect("Warren starts");
+    let mut uris = vec![format!(
+        "amqp://guest:guest@127.0.0.1:{}/%2f",
+        running.amqp_addr.expect("an AMQP listener").port()
+    )];
+    if let Ok(u) = std::env::var("WARREN_CLIENT_RABBITMQ_URI") {
+        uris.push(u);
+    }
+    (uris, running)
+}
+
+fn rand_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A name no other test (or earlier run against RabbitMQ) uses.
+fn unique(tag: &str) -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("wc-{tag}-{t}")
+}
+
+#[tokio::test]
+async fn publish_with_confirms_consume_and_ack() {
+    let (uris, _warren) = brokers().await;
+    for uri in uris {
+        let conn = within(Connection::open(&uri)).await.unwrap();
+        let ch = within(conn.channel()).await.unwrap();
+        within(ch.confirm_select()).await.unwrap();
+        let x = unique("x");
+        within(ch.exchange_declare(&x, ExchangeKind::Direct, ExchangeOptions::default().auto_delete()))
+            .await
+            .unwrap();
+        let q = within(ch.queue_declare("", QueueOptions::default().exclusive()))
+            .await
+            .unwrap();
+        assert!(!q.name.is_empty(), "the broker names the queue");
+        within(ch.queue_bind(&q.name, &x, "k", FieldTable::new()))
+            .await
+            .unwrap();
+        let mut confirms = Vec::new();
+        for i in 0..500u32 {
+            let body = Bytes::from(i.to_be_bytes().to_vec());
+            confirms.push(
+                within(ch.publish(&x, "k", Properties::default(), body))
+                    .await
+                    .unwrap(),
+            );
+        }
+        for c in confirms {
+            assert_eq!(within(c).await.unwrap(), Confirmation::Ack);
+        }
+        within(ch.basic_qos(50)).await.unwrap();
+        let mut consumer = within(ch.consume(&q.name, ConsumeOptions::default()))
+            .await
+            .unwrap();
+        for i in 0..500u32 {
+            let d = within(consumer.next()).await.expect("a delivery");
+            assert_eq!(&d.body[..], &i.to_be_bytes(), "in order, against {uri}");
+            assert_eq!(d.consumer_tag, consumer.tag());
+            within(d.ack()).await.unwrap();
+        }
+        within(consumer.cancel()).await.unwrap();
+        assert!(
+            within(ch.get(&q.name, true)).await.unwrap().is_none(),
+            "all acked"
+        );
+        within(conn.close()).await.unwrap();
+        assert!(conn.is_closed());
+    }
+}
+
+#[tokio::test]
+async fn an_unroutable_mandatory_publish_comes_back_with_its_body() {
+    let (uris, _warren) = brokers().await;
+    for uri in uris {
+        let conn = within(Connection::open(&uri)).await.unwrap();
+        let ch = within(conn.channel()).await.unwrap();
+        within(ch.confirm_select()).await.unwrap();
+        let mandatory = PublishOptions { mandatory: true };
+        let c = within(ch.publish_with(
+            "amq.direct",
+            &unique("nobody"),
+            mandatory,
+            Properties::default(),
+            "lost?".into(),
+        ))
+        .await
+        .unwrap();
+        match within(c).await.unwrap() {
+            Confirmation::Returned(r) => {
+                assert_eq!(r.reply_code, 312, "NO_ROUTE");
+                assert_eq!(&r.body[..], b"lost?");
+            }
+            other => panic!("expected the message back from {uri}, got {other:?}"),
+        }
+        // Without mandatory the same publish is simply acked.
+        let c = within(ch.publish("amq.direct", &unique("nobody"), Properties::default(), "x".into()))
+            .await
+            .unwrap();
+        assert_eq!(within(c).await.unwrap(), Confirmation::Ack);
+        within(conn.close()).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_channel_error_closes_the_channel_not_the_connection() {
+    let (uris, _warren) = brokers().await;
+    for uri in uris {
+        let conn = within(Connection::open(&uri)).await.unwrap();
+        let ch = within(conn.channel()).await.unwrap();
+        let passive = QueueOptions {
+            passive: true,
+            ..Default::default()
+        };
+        match within(ch.queue_declare(&unique("missing"), passive)).await {
+            Err(Error::ChannelClosed { code: 404, .. }) => {}
+            other => panic!("expected 404 from {uri}, got {other:?}"),
+        }
+        assert!(matches!(
+            within(ch.queue_purge("x")).await,
+            Err(Error::ChannelClosed { code: 404, .. })
+        ));
+        let again = within(conn.channel()).await.unwrap();
+        let q = within(again.queue_declare("", QueueOptions::default().exclusive()))
+            .await
+            .unwrap();
+        assert_eq!(q.message_count, 0);
+        within(conn.close()).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn get_nack_requeue_and_transactions() {
+    let (uris, _warren) = brokers().await;
+    for uri in uris {
+        let conn = within(Connection::open(&uri)).await.unwrap();
+        let ch = within(conn.channel()).await.unwrap();
+        let q = within(ch.queue_declare("", QueueOptions::default().exclusive()))
+            .await
+            .unwrap();
+        within(ch.tx_select()).await.unwrap();
+        // Not in confirm mode: nothing is confirmed, the future says so.
+        let sent = within(ch.publish("", &q.name, Properties::default(), "rolled back".into()))
+            .await
+            .unwrap();
+        assert_eq!(within(sent).await.unwrap(), Confirmation::Sent);
+        within(ch.tx_rollback()).await.unwrap();
+        assert!(
+            within(ch.get(&q.name, true)).await.unwrap().is_none(),
+            "rolled back"
+        );
+        for body in ["one", "two"] {
+            let sent = within(ch.publish("", &q.name, Properties::default(), body.into()))
+                .await
+                .unwrap();
+            assert_eq!(within(sent).await.unwrap(), Confirmation::Sent);
+        }
+        within(ch.tx_commit()).await.unwrap();
+        let first = within(ch.get(&q.name, false)).await.unwrap().expect("a message");
+        assert_eq!((&first.delivery.body[..], first.message_count), (&b"one"[..], 1));
+        assert!(!first.delivery.redelivered);
+        within(first.delivery.nack(true)).await.unwrap();
+        within(ch.tx_commit()).await.unwrap();
+        let again = within(ch.get(&q.name, false)).await.unwrap().expect("requeued");
+        assert_eq!(&again.delivery.body[..], b"one");
+        assert!(again.delivery.redelivered);
+        within(conn.close()).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_wrong_password_is_refused() {
+    let (uris, _warren) = brokers().await;
+    for uri in uris {
+        let bad = uri.replacen("guest:guest", "guest:wrong", 1);
+        match within(Connection::open(&bad)).await {
+            Err(Error::ConnectionClosed { code: 403, .. }) => {}
+            other => panic!("expected 403 ACCESS_REFUSED from {uri}, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_in_flight_limit_holds_publishers_back_and_every_confirm_comes() {
+    let (uris, _warren) = brokers().await;
+    for uri in uris {
+        let conn = within(Connection::open(&uri)).await.unwrap();
+        let ch = within(conn.channel()).await.unwrap();
+        within(ch.confirm_select()).await.unwrap();
+        let q = within(ch.queue_declare("", QueueOptions::default().exclusive()))
+            .await
+            .unwrap();
+        // Four tasks publish through one channel, far past the limit;
+        // each waits for its confirms at the end.
+        let mut tasks = Vec::new();
+        for t in 0..4 {
+            let (ch, q) = (ch.clone(), q.name.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut pending = Vec::new();
+                for i in 0..1000u32 {
+                    let body = Bytes::from(format!("{t}-{i}"));
+                    pending.push(ch.publish("", &q, Properties::default(), body).await.unwrap());
+                }
+                let mut acked = 0;
+                for c in pending {
+                    if c.await.unwrap() == Confirmation::Ack {
+                        acked += 1;
+                    }
+                }
+                acked
+            }));
+        }
+        let mut acked = 0;
+        for t in tasks {
+            acked += within(t).await.unwrap();
+        }
+        assert_eq!(acked, 4000);
+        let declared = within(ch.queue_declare(
+            &q.name,
+            QueueOptions {
+                passive: true,
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap();
+        assert_eq!(declared.message_count, 4000, "against {uri}");
+        within(conn.close()).await.unwrap();
+    }
+}
