@@ -94,12 +94,12 @@ pub(crate) async fn read_loop(
             let frame = match Frame::parse(&mut rbuf, shared.frame_max) {
                 Ok(Some(f)) => f,
                 Ok(None) => break,
-                Err(e) => return fail(&shared, Error::from(e)).await,
+                Err(e) => return fail(&shared, Error::from(e)),
             };
             match route(&shared, &mut partial, frame).await {
                 Ok(true) => {}
                 Ok(false) => return,
-                Err(e) => return fail(&shared, e).await,
+                Err(e) => return fail(&shared, e),
             }
         }
         let read = input.read_buf(&mut rbuf);
@@ -119,8 +119,9 @@ pub(crate) async fn read_loop(
     shared.end(why);
 }
 
-/// A frame that makes no sense: tell the broker (it closes) and end.
-async fn fail(shared: &Shared, e: Error) {
+/// A frame that makes no sense: log it and end the connection (the
+/// writer stops, which closes the socket).
+fn fail(shared: &Shared, e: Error) {
     tracing::warn!("AMQP 0-9-1 connection failed: {e}");
     shared.end(e);
 }
