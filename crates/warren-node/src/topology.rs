@@ -347,10 +347,14 @@ pub async fn run(ctx: &Arc<ServerCtx>, c: Command) -> Result<Outcome, MetaError>
         None => Ok(c.apply(&ctx.applier())),
         Some(meta) => {
             // After this node's start announcement, which would otherwise
-            // remove a queue declared here before it is applied.
+            // remove a queue declared here before it is applied. The wait
+            // and the commit share one timeout, so a node cut off answers
+            // as soon as before.
+            let t0 = std::time::Instant::now();
             meta.wait_started(command::COMMIT_TIMEOUT).await;
+            let left = command::COMMIT_TIMEOUT.saturating_sub(t0.elapsed());
             let data = serde_json::to_vec(&c).expect("a command encodes");
-            let outcome = meta.propose(data, command::COMMIT_TIMEOUT).await?;
+            let outcome = meta.propose(data, left).await?;
             serde_json::from_slice(&outcome).map_err(|_| MetaError::Stopped)
         }
     }
