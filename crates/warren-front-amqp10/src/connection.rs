@@ -395,7 +395,9 @@ impl Conn {
     /// Handle one performative; true once the connection is closed.
     fn handle(&mut self, channel: u16, body: Bytes) -> Result<bool, Fatal> {
         let (p, payload) = Performative::decode(&body)?;
-        if self.ending.contains(&channel) {
+        // A close is connection-wide whatever channel it came on, even one
+        // whose session we are ending: the peer waits for its answer.
+        if self.ending.contains(&channel) && !matches!(p, Performative::Close(_)) {
             // We ended this session with an error: drop what the peer
             // sent before it saw our end, until its end arrives.
             if matches!(p, Performative::End(_)) {

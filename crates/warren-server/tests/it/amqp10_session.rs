@@ -96,6 +96,34 @@ async fn reusing_an_attached_handle_ends_the_session() {
     );
 }
 
+/// A peer may close the connection without answering the end of a session
+/// we ended with an error; the close still has its answer (it was once
+/// taken for one of the ending session's frames and dropped, and the
+/// peer waited for ever).
+#[tokio::test]
+async fn a_close_is_answered_while_a_session_we_ended_awaits_its_end() {
+    let b = Broker::start().await;
+    let (_c, ch) = b.channel().await;
+    declare(&ch, "unanswered", Default::default()).await;
+    let mut r = within(RawReceiver::attach(b.port, "/queues/unanswered")).await;
+    r.send_on(0, sender_attach(0, "/queues/unanswered"));
+    r.flush().await;
+    let frames = within(r.read(None, |f| error_of(f).is_some())).await;
+    assert_eq!(
+        error_of(&frames),
+        Some(("end", "amqp:session:handle-in-use".to_string()))
+    );
+    r.send_on(0, Performative::Close(Default::default()));
+    r.flush().await;
+    let frames = within(r.read(None, |f| {
+        f.iter().any(|(p, _)| matches!(p, Performative::Close(_)))
+    }))
+    .await;
+    assert!(frames
+        .iter()
+        .any(|(p, _)| matches!(p, Performative::Close(c) if c.error.is_none())));
+}
+
 #[tokio::test]
 async fn a_handle_beyond_handle_max_is_a_framing_error() {
     let b = Broker::start().await;

@@ -381,6 +381,7 @@ async fn users_vhosts_and_permissions_made_on_any_node_hold_everywhere() {
         .http(Method::PUT, "/api/permissions/shared/carol", Some(grant))
         .await;
     assert_eq!(s, StatusCode::CREATED);
+    in_step(&nodes).await;
     // Carol logs in to the new vhost on every node.
     for b in &nodes {
         let c = login(b, "carol", "c4rol", "shared").await.expect("carol logs in");
@@ -389,6 +390,7 @@ async fn users_vhosts_and_permissions_made_on_any_node_hold_everywhere() {
     // Deleted on a follower: gone everywhere.
     let (s, _) = nodes[f1].http(Method::DELETE, "/api/users/carol", None).await;
     assert_eq!(s, StatusCode::NO_CONTENT);
+    in_step(&nodes).await;
     for b in &nodes {
         assert!(login(b, "carol", "c4rol", "shared").await.is_err());
     }
