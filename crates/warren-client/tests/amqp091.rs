@@ -2,56 +2,14 @@
 //! 127.0.0.1:0. With `WARREN_CLIENT_RABBITMQ_URI` set (see
 //! `tests/client/rabbitmq.sh`), each test runs against that broker too.
 
-use std::time::Duration;
+mod support;
 
 use bytes::Bytes;
+use support::{brokers, unique, within};
 use warren_client::amqp091::{
     Confirmation, Connection, ConsumeOptions, Error, ExchangeKind, ExchangeOptions, FieldTable, Properties,
     PublishOptions, QueueOptions,
 };
-
-/// Every call gets this long before the test fails instead of hanging.
-const LIMIT: Duration = Duration::from_secs(20);
-
-async fn within<T>(f: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(LIMIT, f)
-        .await
-        .expect("the broker answered in time")
-}
-
-/// The brokers a test runs against: an in-process Warren, and RabbitMQ
-/// when the environment names one.
-async fn brokers() -> (Vec<String>, warren_server::Running) {
-    let n = std::process::id() as u64 * 1000 + rand_suffix();
-    let dir = std::env::temp_dir().join(format!("warren-client-test-{n}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    let running = warren_server::start(warren_server::Config::loopback(dir))
-        .await
-        .expect("Warren starts");
-    let mut uris = vec![format!(
-        "amqp://guest:guest@127.0.0.1:{}/%2f",
-        running.amqp_addr.expect("an AMQP listener").port()
-    )];
-    if let Ok(u) = std::env::var("WARREN_CLIENT_RABBITMQ_URI") {
-        uris.push(u);
-    }
-    (uris, running)
-}
-
-fn rand_suffix() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    N.fetch_add(1, Ordering::Relaxed)
-}
-
-/// A name no other test (or earlier run against RabbitMQ) uses.
-fn unique(tag: &str) -> String {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("wc-{tag}-{t}")
-}
 
 #[tokio::test]
 async fn publish_with_confirms_consume_and_ack() {

@@ -5,7 +5,7 @@
 //! them.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -15,11 +15,14 @@ use warren_amqp091::frame::{write_body, write_content_header, write_method};
 use warren_amqp091::methods::*;
 use warren_amqp091::{BasicProperties, FieldTable, Method};
 
-use super::connection::Shared;
 use super::consume::{Acker, Consumer, Delivery};
+use super::core::Core;
 use super::error::Error;
+use super::events::Event;
 use super::options::{ConsumeOptions, ExchangeKind, ExchangeOptions, PublishOptions, QueueOptions};
 use super::publish::{Confirm, Confirms, Returned};
+use super::topology::{RecordedBinding, RecordedExchange, RecordedQueue, Topology};
+use super::wire::Wire;
 
 /// Publishes in flight per channel in confirm mode before `publish`
 /// waits for confirms.
@@ -42,17 +45,32 @@ enum Reply {
 
 type ReplySlot = Mutex<Option<oneshot::Sender<Result<Reply, Error>>>>;
 
-/// The channel as the reader task and the handles share it.
+/// A consumer as its channel keeps it: where deliveries go, and what
+/// recovery needs to start it again.
+pub(crate) struct ConsumerEntry {
+    pub(crate) tx: mpsc::Sender<Delivery>,
+    pub(crate) rx: Arc<Mutex<mpsc::Receiver<Delivery>>>,
+    pub(crate) queue: String,
+    pub(crate) options: ConsumeOptions,
+}
+
+/// The channel as the reader task, the handles and recovery share it. It
+/// outlives the wires that carry it.
 pub(crate) struct ChannelState {
     pub(crate) id: u16,
     reply: ReplySlot,
+    /// One call awaiting a reply at a time.
+    calls: tokio::sync::Mutex<()>,
+    /// Publishes numbered and queued in the same order.
+    publishing: tokio::sync::Mutex<()>,
     pub(crate) confirms: Mutex<Confirms>,
-    consumers: Mutex<HashMap<String, mpsc::Sender<Delivery>>>,
+    consumers: Mutex<HashMap<String, ConsumerEntry>>,
     /// The consumer whose basic.consume-ok has not come yet: the reader
     /// files it under its tag on the ok, before any delivery can follow.
-    starting: Mutex<Option<mpsc::Sender<Delivery>>>,
+    starting: Mutex<Option<ConsumerEntry>>,
     ended: Mutex<Option<Error>>,
     prefetch: AtomicU16,
+    transactional: AtomicBool,
 }
 
 impl ChannelState {
@@ -60,11 +78,25 @@ impl ChannelState {
         ChannelState {
             id,
             reply: Mutex::new(None),
+            calls: tokio::sync::Mutex::new(()),
+            publishing: tokio::sync::Mutex::new(()),
             confirms: Mutex::new(Confirms::default()),
             consumers: Mutex::new(HashMap::new()),
             starting: Mutex::new(None),
             ended: Mutex::new(None),
             prefetch: AtomicU16::new(0),
+            transactional: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn is_ended(&self) -> bool {
+        self.ended.lock().is_some()
+    }
+
+    fn check(&self) -> Result<(), Error> {
+        match self.ended.lock().clone() {
+            Some(e) => Err(e),
+            None => Ok(()),
         }
     }
 
@@ -74,8 +106,122 @@ impl ChannelState {
         }
     }
 
+    /// Send `m` on `wire` and wait for its reply; the caller holds
+    /// `calls`.
+    async fn exchange(&self, wire: &Wire, m: Method) -> Result<Reply, Error> {
+        self.check()?;
+        let (tx, rx) = oneshot::channel();
+        *self.reply.lock() = Some(tx);
+        // Ended between the check and the slot: nobody would answer it.
+        if wire.is_ended() || self.is_ended() {
+            self.reply.lock().take();
+            self.check()?;
+            return Err(wire.ended_error());
+        }
+        let mut buf = BytesMut::new();
+        write_method(&mut buf, self.id, &m);
+        wire.send(buf.freeze()).await?;
+        match rx.await {
+            Ok(r) => r,
+            Err(_) => Err(self.check().err().unwrap_or_else(|| wire.ended_error())),
+        }
+    }
+
+    /// A call on `wire` whatever the connection's state (recovery's).
+    pub(crate) async fn call_method(&self, wire: &Wire, m: Method) -> Result<Method, Error> {
+        let _one = self.calls.lock().await;
+        match self.exchange(wire, m).await? {
+            Reply::Method(m) => Ok(m),
+            Reply::Got(_) => Err(Error::Protocol("an unexpected basic.get-ok".into())),
+        }
+    }
+
+    /// Open this channel again on a new wire, as it was: its QoS, confirm
+    /// and transaction modes, and its consumers under their tags. If the
+    /// broker refuses a step (a consumer's queue is gone, say) the
+    /// channel is closed as the broker says and the refusal reported;
+    /// only a failing wire fails the recovery.
+    pub(crate) async fn reopen(self: &Arc<Self>, wire: &Wire) -> Result<(), Error> {
+        if self.is_ended() {
+            return Ok(());
+        }
+        if !wire.register(self.clone()) {
+            return Err(wire.ended_error());
+        }
+        let _one = self.calls.lock().await;
+        match self.restore(wire).await {
+            Err(error @ Error::ChannelClosed { .. }) => {
+                tracing::warn!(channel = self.id, "recovery could not restore a channel: {error}");
+                wire.signals.emit(Event::TopologyRecoveryFailed {
+                    what: format!("channel {}", self.id),
+                    error,
+                });
+                Ok(())
+            }
+            // Closed by the application meanwhile.
+            Err(_) if self.is_ended() && !wire.is_ended() => Ok(()),
+            other => other,
+        }
+    }
+
+    async fn restore(&self, wire: &Wire) -> Result<(), Error> {
+        let call = |m: Method| async move {
+            match self.exchange(wire, m).await? {
+                Reply::Method(m) => Ok(m),
+                Reply::Got(_) => Err(Error::Protocol("an unexpected basic.get-ok".into())),
+            }
+        };
+        call(ChannelOpen::default().into()).await?;
+        let prefetch = self.prefetch.load(Ordering::Relaxed);
+        if prefetch > 0 {
+            call(
+                BasicQos {
+                    prefetch_count: prefetch,
+                    ..Default::default()
+                }
+                .into(),
+            )
+            .await?;
+        }
+        if self.confirms.lock().enabled {
+            call(ConfirmSelect::default().into()).await?;
+            self.confirms.lock().restart();
+        }
+        if self.transactional.load(Ordering::Relaxed) {
+            call(TxSelect {}.into()).await?;
+        }
+        let consumers: Vec<(String, String, ConsumeOptions)> = self
+            .consumers
+            .lock()
+            .iter()
+            .map(|(tag, c)| (tag.clone(), c.queue.clone(), c.options.clone()))
+            .collect();
+        for (tag, queue, options) in consumers {
+            call(
+                BasicConsume {
+                    queue: queue.as_str().into(),
+                    consumer_tag: tag.as_str().into(),
+                    no_ack: options.no_ack,
+                    exclusive: options.exclusive,
+                    arguments: options.arguments,
+                    ..Default::default()
+                }
+                .into(),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// A server-named queue was declared again under a new name.
+    pub(crate) fn queue_renamed(&self, old: &str, new: &str) {
+        for c in self.consumers.lock().values_mut().filter(|c| c.queue == old) {
+            c.queue = new.to_string();
+        }
+    }
+
     /// A method from the broker (content methods go to [`Self::content`]).
-    pub(crate) async fn method(&self, shared: &Shared, m: Method) {
+    pub(crate) async fn method(&self, wire: &Wire, m: Method) {
         match m {
             Method::BasicAck(a) => self.confirms.lock().settle(a.delivery_tag, a.multiple, true),
             Method::BasicNack(n) => self.confirms.lock().settle(n.delivery_tag, n.multiple, false),
@@ -89,8 +235,8 @@ impl ChannelState {
             Method::ChannelClose(c) => {
                 let mut buf = BytesMut::new();
                 write_method(&mut buf, self.id, &Method::ChannelCloseOk(ChannelCloseOk {}));
-                let _ = shared.writer.send(buf.freeze()).await;
-                shared.channels.lock().remove(&self.id);
+                let _ = wire.writer.send(buf.freeze()).await;
+                wire.unregister(self.id);
                 self.closed(Error::ChannelClosed {
                     code: c.reply_code,
                     text: c.reply_text.to_str_lossy().into_owned(),
@@ -103,13 +249,13 @@ impl ChannelState {
                     self.id,
                     &Method::ChannelFlowOk(ChannelFlowOk { active: f.active }),
                 );
-                let _ = shared.writer.send(buf.freeze()).await;
+                let _ = wire.writer.send(buf.freeze()).await;
             }
             Method::BasicConsumeOk(ok) => {
-                if let Some(tx) = self.starting.lock().take() {
+                if let Some(entry) = self.starting.lock().take() {
                     self.consumers
                         .lock()
-                        .insert(ok.consumer_tag.to_str_lossy().into_owned(), tx);
+                        .insert(ok.consumer_tag.to_str_lossy().into_owned(), entry);
                 }
                 self.answer(Ok(Reply::Method(Method::BasicConsumeOk(ok))));
             }
@@ -118,11 +264,11 @@ impl ChannelState {
     }
 
     /// A whole message from the broker.
-    pub(crate) async fn content(&self, shared: &Shared, c: Content) {
+    pub(crate) async fn content(&self, wire: &Wire, c: Content) {
         match c.method {
             Method::BasicDeliver(d) => {
                 let tag = d.consumer_tag.to_str_lossy().into_owned();
-                let Some(tx) = self.consumers.lock().get(&tag).cloned() else {
+                let Some(tx) = self.consumers.lock().get(&tag).map(|c| c.tx.clone()) else {
                     return;
                 };
                 let delivery = Delivery {
@@ -134,7 +280,7 @@ impl ChannelState {
                     properties: c.properties,
                     body: c.body,
                     acker: Acker {
-                        writer: shared.writer.clone(),
+                        writer: wire.writer.clone(),
                         channel: self.id,
                         tag: d.delivery_tag,
                     },
@@ -156,8 +302,24 @@ impl ChannelState {
         }
     }
 
-    /// The channel ended: the call waiting, the publishes unconfirmed and
-    /// the consumers learn it.
+    /// The wire under the channel ended; the channel lives on for
+    /// recovery. The call waiting and the unconfirmed publishes fail, and
+    /// deliveries not yet taken by acknowledging consumers are dropped
+    /// (the broker gives them again, marked redelivered; their acks
+    /// could not reach it). A no-ack consumer keeps its buffer: those
+    /// messages are already its.
+    pub(crate) fn wire_lost(&self, why: &Error) {
+        self.answer(Err(why.clone()));
+        self.confirms.lock().fail_all(why);
+        self.starting.lock().take();
+        for c in self.consumers.lock().values().filter(|c| !c.options.no_ack) {
+            let mut rx = c.rx.lock();
+            while rx.try_recv().is_ok() {}
+        }
+    }
+
+    /// The channel ended for good: the call waiting, the publishes
+    /// unconfirmed and the consumers learn it.
     pub(crate) fn closed(&self, why: Error) {
         {
             let mut e = self.ended.lock();
@@ -190,15 +352,13 @@ pub struct GetMessage {
 
 struct Inner {
     state: Arc<ChannelState>,
-    shared: Arc<Shared>,
-    /// One call awaiting a reply at a time.
-    calls: tokio::sync::Mutex<()>,
-    /// Publishes numbered and queued in the same order.
-    publishing: tokio::sync::Mutex<()>,
+    core: Arc<Core>,
     in_flight: Arc<Semaphore>,
 }
 
-/// An open channel. Clones share it; it is usable from any task.
+/// An open channel. Clones share it; it is usable from any task. It
+/// survives a recovered connection: calls made while the connection is
+/// recovering wait for it.
 #[derive(Clone)]
 pub struct Channel {
     inner: Arc<Inner>,
@@ -230,13 +390,11 @@ macro_rules! expect {
 }
 
 impl Channel {
-    pub(crate) fn new(state: Arc<ChannelState>, shared: Arc<Shared>) -> Channel {
+    pub(crate) fn new(state: Arc<ChannelState>, core: Arc<Core>) -> Channel {
         Channel {
             inner: Arc::new(Inner {
                 state,
-                shared,
-                calls: tokio::sync::Mutex::new(()),
-                publishing: tokio::sync::Mutex::new(()),
+                core,
                 in_flight: Arc::new(Semaphore::new(DEFAULT_IN_FLIGHT)),
             }),
         }
@@ -247,41 +405,34 @@ impl Channel {
         self.inner.state.id
     }
 
-    fn check(&self) -> Result<(), Error> {
-        match self.inner.state.ended.lock().clone() {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
-    }
-
-    async fn send(&self, m: Method) -> Result<(), Error> {
-        let mut buf = BytesMut::new();
-        write_method(&mut buf, self.inner.state.id, &m);
-        self.inner.shared.send(buf.freeze()).await
-    }
-
+    /// Send `m` and wait for its reply, on the wire in use (waiting out a
+    /// recovery first).
     async fn call(&self, m: impl Into<Method>) -> Result<Reply, Error> {
-        let _one = self.inner.calls.lock().await;
-        self.check()?;
-        let (tx, rx) = oneshot::channel();
-        *self.inner.state.reply.lock() = Some(tx);
-        // Ended between the check and the slot: nobody would answer it.
-        if let Err(e) = self.check() {
-            self.inner.state.reply.lock().take();
-            return Err(e);
-        }
-        self.send(m.into()).await?;
-        match rx.await {
-            Ok(r) => r,
-            Err(_) => Err(self
-                .check()
-                .err()
-                .unwrap_or_else(|| self.inner.shared.ended_error())),
+        let m = m.into();
+        loop {
+            self.inner.state.check()?;
+            let wire = self.inner.core.wire().await?;
+            let _one = self.inner.state.calls.lock().await;
+            // A recovery may have come between: then wait for it.
+            if !self.inner.core.is_current(&wire) {
+                continue;
+            }
+            return self.inner.state.exchange(&wire, m).await;
         }
     }
 
-    pub(crate) async fn open(&self) -> Result<(), Error> {
-        expect!(self.call(ChannelOpen::default()).await?, ChannelOpenOk).map(|_| ())
+    fn record(&self, f: impl FnOnce(&mut Topology)) {
+        f(&mut self.inner.core.topology.lock());
+    }
+
+    pub(crate) async fn open(&self, wire: &Wire) -> Result<(), Error> {
+        let _one = self.inner.state.calls.lock().await;
+        let reply = self
+            .inner
+            .state
+            .exchange(wire, ChannelOpen::default().into())
+            .await?;
+        expect!(reply, ChannelOpenOk).map(|_| ())
     }
 
     /// Close the channel (reply code 200).
@@ -295,12 +446,17 @@ impl Channel {
             })
             .await?;
         expect!(reply, ChannelCloseOk)?;
-        self.inner.shared.channels.lock().remove(&self.inner.state.id);
+        let id = self.inner.state.id;
+        self.inner.core.channels.lock().remove(&id);
+        if let Ok(wire) = self.inner.core.wire().await {
+            wire.unregister(id);
+        }
         self.inner.state.closed(Error::ClosedByClient);
         Ok(())
     }
 
-    /// exchange.declare.
+    /// exchange.declare. Recorded (unless passive) and declared again
+    /// after a recovery.
     pub async fn exchange_declare(
         &self,
         name: &str,
@@ -315,11 +471,21 @@ impl Channel {
                 durable: options.durable,
                 auto_delete: options.auto_delete,
                 internal: options.internal,
-                arguments: options.arguments,
+                arguments: options.arguments.clone(),
                 ..Default::default()
             })
             .await?;
-        expect!(reply, ExchangeDeclareOk).map(|_| ())
+        expect!(reply, ExchangeDeclareOk)?;
+        if !options.passive {
+            self.record(|t| {
+                t.exchange(RecordedExchange {
+                    name: name.to_string(),
+                    kind,
+                    options,
+                })
+            });
+        }
+        Ok(())
     }
 
     /// exchange.delete.
@@ -331,10 +497,60 @@ impl Channel {
                 ..Default::default()
             })
             .await?;
-        expect!(reply, ExchangeDeleteOk).map(|_| ())
+        expect!(reply, ExchangeDeleteOk)?;
+        self.record(|t| t.exchange_deleted(name));
+        Ok(())
     }
 
-    /// queue.declare; an empty `name` asks the broker for one.
+    /// exchange.bind: route what `source` routes with `routing_key` on to
+    /// `destination` (a RabbitMQ extension).
+    pub async fn exchange_bind(
+        &self,
+        destination: &str,
+        source: &str,
+        routing_key: &str,
+        arguments: FieldTable,
+    ) -> Result<(), Error> {
+        let reply = self
+            .call(ExchangeBind {
+                destination: destination.into(),
+                source: source.into(),
+                routing_key: routing_key.into(),
+                arguments: arguments.clone(),
+                ..Default::default()
+            })
+            .await?;
+        expect!(reply, ExchangeBindOk)?;
+        self.record(|t| t.bind(binding(true, destination, source, routing_key, arguments)));
+        Ok(())
+    }
+
+    /// exchange.unbind.
+    pub async fn exchange_unbind(
+        &self,
+        destination: &str,
+        source: &str,
+        routing_key: &str,
+        arguments: FieldTable,
+    ) -> Result<(), Error> {
+        let reply = self
+            .call(ExchangeUnbind {
+                destination: destination.into(),
+                source: source.into(),
+                routing_key: routing_key.into(),
+                arguments: arguments.clone(),
+                ..Default::default()
+            })
+            .await?;
+        expect!(reply, ExchangeUnbindOk)?;
+        self.record(|t| t.unbind(&binding(true, destination, source, routing_key, arguments)));
+        Ok(())
+    }
+
+    /// queue.declare; an empty `name` asks the broker for one. Recorded
+    /// (unless passive) and declared again after a recovery, a
+    /// broker-named queue under a new name
+    /// ([`super::Event::QueueRenamed`]).
     pub async fn queue_declare(&self, name: &str, options: QueueOptions) -> Result<DeclaredQueue, Error> {
         let reply = self
             .call(QueueDeclare {
@@ -343,16 +559,26 @@ impl Channel {
                 durable: options.durable,
                 exclusive: options.exclusive,
                 auto_delete: options.auto_delete,
-                arguments: options.arguments,
+                arguments: options.arguments.clone(),
                 ..Default::default()
             })
             .await?;
         let ok = expect!(reply, QueueDeclareOk)?;
-        Ok(DeclaredQueue {
+        let declared = DeclaredQueue {
             name: ok.queue.to_str_lossy().into_owned(),
             message_count: ok.message_count,
             consumer_count: ok.consumer_count,
-        })
+        };
+        if !options.passive {
+            self.record(|t| {
+                t.queue(RecordedQueue {
+                    name: declared.name.clone(),
+                    options,
+                    server_named: name.is_empty(),
+                })
+            });
+        }
+        Ok(declared)
     }
 
     /// queue.bind.
@@ -368,11 +594,13 @@ impl Channel {
                 queue: queue.into(),
                 exchange: exchange.into(),
                 routing_key: routing_key.into(),
-                arguments,
+                arguments: arguments.clone(),
                 ..Default::default()
             })
             .await?;
-        expect!(reply, QueueBindOk).map(|_| ())
+        expect!(reply, QueueBindOk)?;
+        self.record(|t| t.bind(binding(false, queue, exchange, routing_key, arguments)));
+        Ok(())
     }
 
     /// queue.unbind.
@@ -388,11 +616,13 @@ impl Channel {
                 queue: queue.into(),
                 exchange: exchange.into(),
                 routing_key: routing_key.into(),
-                arguments,
+                arguments: arguments.clone(),
                 ..Default::default()
             })
             .await?;
-        expect!(reply, QueueUnbindOk).map(|_| ())
+        expect!(reply, QueueUnbindOk)?;
+        self.record(|t| t.unbind(&binding(false, queue, exchange, routing_key, arguments)));
+        Ok(())
     }
 
     /// queue.purge: how many messages went.
@@ -416,7 +646,9 @@ impl Channel {
                 ..Default::default()
             })
             .await?;
-        expect!(reply, QueueDeleteOk).map(|ok| ok.message_count)
+        let ok = expect!(reply, QueueDeleteOk)?;
+        self.record(|t| t.queue_deleted(queue));
+        Ok(ok.message_count)
     }
 
     /// basic.qos for this channel's consumers: at most `prefetch`
@@ -434,6 +666,13 @@ impl Channel {
         Ok(())
     }
 
+    /// basic.recover: the broker delivers again every message this
+    /// channel has not acknowledged (`requeue` true puts them back in
+    /// their queues for any consumer; RabbitMQ refuses false).
+    pub async fn basic_recover(&self, requeue: bool) -> Result<(), Error> {
+        expect!(self.call(BasicRecover { requeue }).await?, BasicRecoverOk).map(|_| ())
+    }
+
     /// confirm.select: from now on each publish's [`Confirm`] resolves to
     /// the broker's answer.
     pub async fn confirm_select(&self) -> Result<(), Error> {
@@ -445,7 +684,9 @@ impl Channel {
 
     /// tx.select.
     pub async fn tx_select(&self) -> Result<(), Error> {
-        expect!(self.call(TxSelect {}).await?, TxSelectOk).map(|_| ())
+        expect!(self.call(TxSelect {}).await?, TxSelectOk)?;
+        self.inner.state.transactional.store(true, Ordering::Relaxed);
+        Ok(())
     }
 
     /// tx.commit.
@@ -471,7 +712,10 @@ impl Channel {
     }
 
     /// [`Self::publish`] with options (`mandatory`). In confirm mode it
-    /// waits while [`DEFAULT_IN_FLIGHT`] publishes await their confirms.
+    /// waits while [`DEFAULT_IN_FLIGHT`] publishes await their confirms;
+    /// it waits too while the broker has blocked publishing or the
+    /// connection is recovering. A publish unconfirmed when the
+    /// connection is lost resolves to [`Error::ConnectionLost`].
     pub async fn publish_with(
         &self,
         exchange: &str,
@@ -480,9 +724,10 @@ impl Channel {
         properties: BasicProperties,
         body: Bytes,
     ) -> Result<Confirm, Error> {
-        let id = self.inner.state.id;
-        let confirming = self.inner.state.confirms.lock().enabled;
-        let permit = match confirming {
+        let state = &self.inner.state;
+        let id = state.id;
+        let confirming = state.confirms.lock().enabled;
+        let mut permit = match confirming {
             true => Some(
                 self.inner
                     .in_flight
@@ -493,6 +738,7 @@ impl Channel {
             ),
             false => None,
         };
+        let frame_max = self.inner.core.wire().await?.frame_max;
         let mut buf = BytesMut::with_capacity(body.len() + 64 + exchange.len() + routing_key.len());
         let publish = BasicPublish {
             exchange: exchange.into(),
@@ -502,15 +748,31 @@ impl Channel {
         };
         write_method(&mut buf, id, &Method::BasicPublish(publish));
         write_content_header(&mut buf, id, 60, body.len() as u64, &properties);
-        write_body(&mut buf, id, &body, self.inner.shared.frame_max);
-        let _order = self.inner.publishing.lock().await;
-        self.check()?;
-        let confirm = match permit {
-            Some(p) => Confirm::waiting(self.inner.state.confirms.lock().push(p)),
-            None => Confirm::sent(),
-        };
-        self.inner.shared.send(buf.freeze()).await?;
-        Ok(confirm)
+        write_body(&mut buf, id, &body, frame_max);
+        let frames = buf.freeze();
+        loop {
+            self.inner.core.unblocked().await;
+            let wire = self.inner.core.wire().await?;
+            let _order = state.publishing.lock().await;
+            if !self.inner.core.is_current(&wire) {
+                continue;
+            }
+            state.check()?;
+            let confirm = {
+                let mut confirms = state.confirms.lock();
+                // Checked under the confirms lock: a wire that ends after
+                // this fails what is pushed here.
+                if wire.is_ended() {
+                    continue;
+                }
+                match permit.take() {
+                    Some(p) if confirms.enabled => Confirm::waiting(confirms.push(p)),
+                    _ => Confirm::sent(),
+                }
+            };
+            wire.send(frames).await?;
+            return Ok(confirm);
+        }
     }
 
     /// basic.get: the next message, if any.
@@ -532,6 +794,7 @@ impl Channel {
         let Method::BasicGetOk(ok) = c.method else {
             return Err(Error::Protocol("a get answered with another content".into()));
         };
+        let writer = self.inner.core.wire().await?.writer.clone();
         Ok(Some(GetMessage {
             message_count: ok.message_count,
             delivery: Delivery {
@@ -543,7 +806,7 @@ impl Channel {
                 properties: c.properties,
                 body: c.body,
                 acker: Acker {
-                    writer: self.inner.shared.writer.clone(),
+                    writer,
                     channel: self.inner.state.id,
                     tag: ok.delivery_tag,
                 },
@@ -552,14 +815,22 @@ impl Channel {
     }
 
     /// basic.consume: a stream of the queue's deliveries, buffered up to
-    /// the channel's prefetch.
+    /// the channel's prefetch. The consumer is started again under its
+    /// tag after a recovery; the stream goes on.
     pub async fn consume(&self, queue: &str, options: ConsumeOptions) -> Result<Consumer, Error> {
         let buffer = match self.inner.state.prefetch.load(Ordering::Relaxed) {
             0 => UNLIMITED_BUFFER,
             n => n as usize,
         };
         let (tx, rx) = mpsc::channel(buffer);
-        *self.inner.state.starting.lock() = Some(tx);
+        let rx = Arc::new(Mutex::new(rx));
+        let entry = ConsumerEntry {
+            tx,
+            rx: rx.clone(),
+            queue: queue.to_string(),
+            options: options.clone(),
+        };
+        *self.inner.state.starting.lock() = Some(entry);
         let reply = self
             .call(BasicConsume {
                 queue: queue.into(),
@@ -586,7 +857,37 @@ impl Channel {
             })
             .await?;
         expect!(reply, BasicCancelOk)?;
-        self.inner.state.consumers.lock().remove(tag);
+        let queue = self.inner.state.consumers.lock().remove(tag).map(|c| c.queue);
+        // The broker deletes an auto-delete queue with its last consumer:
+        // recovery must not bring it back.
+        if let Some(q) = queue {
+            let core = &self.inner.core;
+            let others = core
+                .channels
+                .lock()
+                .values()
+                .any(|c| c.consumers.lock().values().any(|e| e.queue == q));
+            let mut t = core.topology.lock();
+            if !others && t.is_auto_delete_queue(&q) {
+                t.queue_deleted(&q);
+            }
+        }
         Ok(())
+    }
+}
+
+fn binding(
+    to_exchange: bool,
+    destination: &str,
+    source: &str,
+    routing_key: &str,
+    arguments: FieldTable,
+) -> RecordedBinding {
+    RecordedBinding {
+        to_exchange,
+        destination: destination.to_string(),
+        source: source.to_string(),
+        routing_key: routing_key.to_string(),
+        arguments,
     }
 }

@@ -4,9 +4,11 @@
 //! client's heap. Each delivery carries an [`Acker`] usable from any task.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
+use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use warren_amqp091::frame::write_method;
 use warren_amqp091::methods::*;
@@ -67,7 +69,9 @@ impl Acker {
             .map_err(|_| Error::ConnectionLost("the connection ended before the ack".into()))
     }
 
-    /// basic.ack.
+    /// basic.ack. After the connection that brought the delivery was
+    /// lost this is [`Error::ConnectionLost`]: the broker has put the
+    /// message back and delivers it again.
     pub async fn ack(&self, multiple: bool) -> Result<(), Error> {
         self.send(Method::BasicAck(BasicAck {
             delivery_tag: self.tag,
@@ -97,10 +101,13 @@ impl Acker {
 }
 
 /// A consumer: a stream of deliveries, which ends when the consumer is
-/// cancelled (by this side or the broker) or its channel ends.
+/// cancelled (by this side or the broker) or its channel ends. It goes on
+/// across a recovered connection.
 pub struct Consumer {
     pub(crate) tag: String,
-    pub(crate) rx: mpsc::Receiver<Delivery>,
+    /// Shared with the channel, which drops what is buffered when the
+    /// connection is lost (those deliveries can no longer be acked).
+    pub(crate) rx: Arc<Mutex<mpsc::Receiver<Delivery>>>,
     pub(crate) channel: Channel,
 }
 
@@ -120,7 +127,7 @@ impl Consumer {
 
     /// The next delivery; None once the consumer has ended.
     pub async fn next(&mut self) -> Option<Delivery> {
-        self.rx.recv().await
+        std::future::poll_fn(|cx| self.rx.lock().poll_recv(cx)).await
     }
 
     /// basic.cancel: no more deliveries after those already sent.
@@ -132,7 +139,7 @@ impl Consumer {
 impl futures_core::Stream for Consumer {
     type Item = Delivery;
 
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Delivery>> {
-        self.rx.poll_recv(cx)
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Delivery>> {
+        self.rx.lock().poll_recv(cx)
     }
 }

@@ -16,8 +16,9 @@ use warren_amqp091::methods::*;
 use warren_amqp091::{BasicProperties, ContentHeader, Frame, FrameType, Method};
 
 use super::channel::Content;
-use super::connection::Shared;
 use super::error::Error;
+use super::events::Event;
+use super::wire::Wire;
 
 /// The most bytes gathered into one write.
 const WRITE_BATCH: usize = 256 * 1024;
@@ -27,7 +28,7 @@ pub(crate) async fn write_loop(
     mut out: OwnedWriteHalf,
     heartbeat_every: Option<Duration>,
     mut stopped: watch::Receiver<bool>,
-    shared: Arc<Shared>,
+    wire: Arc<Wire>,
 ) {
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let idle = heartbeat_every.unwrap_or(Duration::from_secs(3600));
@@ -60,7 +61,7 @@ pub(crate) async fn write_loop(
         }
         if !buf.is_empty() {
             if let Err(e) = out.write_all(&buf).await {
-                shared.end(Error::ConnectionLost(format!("writing: {e}")));
+                wire.end(Error::ConnectionLost(format!("writing: {e}")));
                 break;
             }
             buf.clear();
@@ -86,54 +87,61 @@ pub(crate) async fn read_loop(
     mut input: OwnedReadHalf,
     mut rbuf: BytesMut,
     silence_limit: Option<Duration>,
-    shared: Arc<Shared>,
+    wire: Arc<Wire>,
 ) {
     let mut partial: HashMap<u16, Partial> = HashMap::new();
     let why = loop {
         loop {
-            let frame = match Frame::parse(&mut rbuf, shared.frame_max) {
+            let frame = match Frame::parse(&mut rbuf, wire.frame_max) {
                 Ok(Some(f)) => f,
                 Ok(None) => break,
-                Err(e) => return fail(&shared, Error::from(e)),
+                Err(e) => return fail(&wire, Error::from(e)),
             };
-            match route(&shared, &mut partial, frame).await {
+            match route(&wire, &mut partial, frame).await {
                 Ok(true) => {}
                 Ok(false) => return,
-                Err(e) => return fail(&shared, e),
+                Err(e) => return fail(&wire, e),
             }
         }
-        let read = input.read_buf(&mut rbuf);
-        let n = match silence_limit {
-            Some(limit) => match tokio::time::timeout(limit, read).await {
-                Ok(r) => r,
-                Err(_) => break Error::ConnectionLost(format!("no heartbeat from the broker in {limit:?}")),
-            },
-            None => read.await,
+        let read = async {
+            let read = input.read_buf(&mut rbuf);
+            match silence_limit {
+                Some(limit) => tokio::time::timeout(limit, read)
+                    .await
+                    .map_err(|_| Error::ConnectionLost(format!("no heartbeat from the broker in {limit:?}"))),
+                None => Ok(read.await),
+            }
+        };
+        let n = tokio::select! {
+            n = read => n,
+            // Ended from this side (a close, or the writer failed).
+            _ = wire.ended() => return,
         };
         match n {
-            Ok(0) => break Error::ConnectionLost("the broker closed the socket".into()),
-            Ok(_) => {}
-            Err(e) => break Error::ConnectionLost(format!("reading: {e}")),
+            Err(e) => break e,
+            Ok(Ok(0)) => break Error::ConnectionLost("the broker closed the socket".into()),
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => break Error::ConnectionLost(format!("reading: {e}")),
         }
     };
-    shared.end(why);
+    wire.end(why);
 }
 
 /// A frame that makes no sense: log it and end the connection (the
 /// writer stops, which closes the socket).
-fn fail(shared: &Shared, e: Error) {
+fn fail(wire: &Wire, e: Error) {
     tracing::warn!("AMQP 0-9-1 connection failed: {e}");
-    shared.end(e);
+    wire.end(e);
 }
 
 /// Handle one frame; false once the connection has ended cleanly.
-async fn route(shared: &Shared, partial: &mut HashMap<u16, Partial>, f: Frame) -> Result<bool, Error> {
+async fn route(wire: &Wire, partial: &mut HashMap<u16, Partial>, f: Frame) -> Result<bool, Error> {
     match f.kind {
         FrameType::Heartbeat => Ok(true),
         FrameType::Method => {
             let m = Method::decode(f.payload)?;
             if f.channel == 0 {
-                return connection_method(shared, m).await;
+                return connection_method(wire, m).await;
             }
             match m {
                 Method::BasicDeliver(_) | Method::BasicReturn(_) | Method::BasicGetOk(_) => {
@@ -150,9 +158,9 @@ async fn route(shared: &Shared, partial: &mut HashMap<u16, Partial>, f: Frame) -
                     Ok(true)
                 }
                 m => {
-                    let ch = shared.channels.lock().get(&f.channel).cloned();
+                    let ch = wire.channel(f.channel);
                     if let Some(ch) = ch {
-                        ch.method(shared, m).await;
+                        ch.method(wire, m).await;
                     }
                     Ok(true)
                 }
@@ -168,7 +176,7 @@ async fn route(shared: &Shared, partial: &mut HashMap<u16, Partial>, f: Frame) -
             p.size = h.body_size;
             p.properties = Some(BasicProperties::decode(h.raw_properties)?);
             if p.size == 0 {
-                deliver(shared, f.channel, partial).await;
+                deliver(wire, f.channel, partial).await;
             }
             Ok(true)
         }
@@ -186,7 +194,7 @@ async fn route(shared: &Shared, partial: &mut HashMap<u16, Partial>, f: Frame) -
                 return Err(Error::Protocol("a body longer than its header said".into()));
             }
             if have == p.size {
-                deliver(shared, f.channel, partial).await;
+                deliver(wire, f.channel, partial).await;
             }
             Ok(true)
         }
@@ -194,7 +202,7 @@ async fn route(shared: &Shared, partial: &mut HashMap<u16, Partial>, f: Frame) -
 }
 
 /// A whole message has arrived on `channel`: hand it on.
-async fn deliver(shared: &Shared, channel: u16, partial: &mut HashMap<u16, Partial>) {
+async fn deliver(wire: &Wire, channel: u16, partial: &mut HashMap<u16, Partial>) {
     let Some(p) = partial.remove(&channel) else { return };
     let body = p.whole.unwrap_or_else(|| p.body.freeze());
     let content = Content {
@@ -202,35 +210,40 @@ async fn deliver(shared: &Shared, channel: u16, partial: &mut HashMap<u16, Parti
         properties: p.properties.unwrap_or_default(),
         body,
     };
-    let ch = shared.channels.lock().get(&channel).cloned();
+    let ch = wire.channel(channel);
     if let Some(ch) = ch {
-        ch.content(shared, content).await;
+        ch.content(wire, content).await;
     }
 }
 
 /// A method on channel 0.
-async fn connection_method(shared: &Shared, m: Method) -> Result<bool, Error> {
+async fn connection_method(wire: &Wire, m: Method) -> Result<bool, Error> {
     match m {
         Method::ConnectionClose(c) => {
             let mut buf = BytesMut::new();
             write_method(&mut buf, 0, &Method::ConnectionCloseOk(ConnectionCloseOk {}));
-            let _ = shared.writer.send(buf.freeze()).await;
-            shared.end(Error::ConnectionClosed {
+            let _ = wire.writer.send(buf.freeze()).await;
+            wire.end(Error::ConnectionClosed {
                 code: c.reply_code,
                 text: c.reply_text.to_str_lossy().into_owned(),
             });
             Ok(false)
         }
         Method::ConnectionCloseOk(_) => {
-            shared.end(Error::ClosedByClient);
+            wire.end(Error::ClosedByClient);
             Ok(false)
         }
         Method::ConnectionBlocked(b) => {
-            tracing::info!("the broker blocked publishing: {}", b.reason.to_str_lossy());
+            let reason = b.reason.to_str_lossy().into_owned();
+            tracing::info!("the broker blocked publishing: {reason}");
+            wire.signals.blocked.send_replace(true);
+            wire.signals.emit(Event::Blocked { reason });
             Ok(true)
         }
         Method::ConnectionUnblocked(_) => {
             tracing::info!("the broker unblocked publishing");
+            wire.signals.blocked.send_replace(false);
+            wire.signals.emit(Event::Unblocked);
             Ok(true)
         }
         other => Err(Error::Protocol(format!("unexpected on channel 0: {other:?}"))),

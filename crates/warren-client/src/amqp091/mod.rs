@@ -1,24 +1,34 @@
 //! AMQP 0-9-1, as RabbitMQ and Warren speak it.
 //!
-//! A [`Connection`] runs two tasks on the caller's tokio runtime: a reader
-//! that routes frames to channels, and a writer that batches whatever is
-//! queued into one write. [`Channel`]s declare, bind, publish and consume.
-//! In confirm mode each publish returns a [`Confirm`], a future of the
-//! broker's [`Confirmation`]; a [`Consumer`] is a stream of
-//! [`Delivery`]s whose buffer is bounded by the channel's prefetch.
+//! A [`Connection`] runs two tasks per socket on the caller's tokio
+//! runtime: a reader that routes frames to channels, and a writer that
+//! batches whatever is queued into one write. [`Channel`]s declare, bind,
+//! publish and consume. In confirm mode each publish returns a
+//! [`Confirm`], a future of the broker's [`Confirmation`]; a [`Consumer`]
+//! is a stream of [`Delivery`]s whose buffer is bounded by the channel's
+//! prefetch. When the socket is lost the connection recovers
+//! ([`RecoveryOptions`]) and tells the application ([`Event`]).
 
 mod channel;
 mod connection;
 mod consume;
+mod core;
 mod error;
+mod events;
+mod handshake;
 mod io;
 mod options;
 mod publish;
+mod recovery;
+mod topology;
+mod wire;
 
 pub use channel::{Channel, DeclaredQueue, GetMessage};
-pub use connection::Connection;
+pub use connection::{Connection, ConnectionBuilder};
 pub use consume::{Acker, Consumer, Delivery};
 pub use error::Error;
+pub use events::{Event, Events};
 pub use options::{ConsumeOptions, ExchangeKind, ExchangeOptions, PublishOptions, QueueOptions};
 pub use publish::{Confirm, Confirmation, Returned};
+pub use recovery::RecoveryOptions;
 pub use warren_amqp091::{BasicProperties as Properties, FieldTable, FieldValue};

@@ -69,6 +69,14 @@ impl Confirms {
         }
     }
 
+    /// Confirm mode again on a new wire: the broker numbers from 1 (the
+    /// publishes of the old one were failed when it ended).
+    pub(crate) fn restart(&mut self) {
+        debug_assert!(self.pending.is_empty());
+        self.next = 1;
+        self.returned = None;
+    }
+
     /// Number the next publish; its confirm arrives on the receiver.
     pub(crate) fn push(&mut self, permit: OwnedSemaphorePermit) -> oneshot::Receiver<Settled> {
         let (tx, rx) = oneshot::channel();

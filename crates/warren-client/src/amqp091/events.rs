@@ -1,0 +1,52 @@
+//! What happens to a connection that the application may want to know:
+//! losses, recoveries, blocked publishing, renamed queues.
+
+use tokio::sync::broadcast;
+
+use super::error::Error;
+
+/// Something that happened to a connection. Read them with
+/// [`super::Connection::events`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Event {
+    /// The connection was lost; recovery starts. Publishes not yet
+    /// confirmed resolved to [`Error::ConnectionLost`].
+    Disconnected { error: Error },
+    /// A recovery attempt failed; another follows after a pause unless
+    /// the attempts are used up (then the connection is closed).
+    RecoveryFailed { attempt: u32, error: Error },
+    /// Declared again and consuming again: the connection is back.
+    Recovered,
+    /// An exchange, queue, binding or consumer could not be declared again
+    /// during recovery (the rest were); `what` names it.
+    TopologyRecoveryFailed { what: String, error: Error },
+    /// A queue the broker named was declared again under a new name; its
+    /// bindings and consumers followed it.
+    QueueRenamed { old: String, new: String },
+    /// The broker stopped reading publishes (a resource alarm); publishing
+    /// waits until [`Event::Unblocked`].
+    Blocked { reason: String },
+    /// Publishing may go on.
+    Unblocked,
+}
+
+/// A connection's events, in order. Events the reader falls behind on by
+/// more than a few hundred are skipped, never buffered without bound.
+#[derive(Debug)]
+pub struct Events {
+    pub(crate) rx: broadcast::Receiver<Event>,
+}
+
+impl Events {
+    /// The next event; None once the connection is gone.
+    pub async fn next(&mut self) -> Option<Event> {
+        loop {
+            match self.rx.recv().await {
+                Ok(e) => return Some(e),
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+}

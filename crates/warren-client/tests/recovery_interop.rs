@@ -1,0 +1,184 @@
+//! Recovery when the broker closes the connection: an operator's close
+//! through the management API (320 CONNECTION_FORCED), against Warren and,
+//! through `tests/client/rabbitmq.sh`, RabbitMQ. The connection comes
+//! back with its channels, its exchanges and bindings, its broker-named
+//! exclusive queue under a new name, and its consumer; with recovery
+//! off it ends, and so do its consumers and calls.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+use support::{targets, unique, within, Target};
+use warren_client::amqp091::{
+    Confirmation, Connection, ConsumeOptions, Error, Event, Events, ExchangeKind, ExchangeOptions,
+    FieldTable, Properties, QueueOptions, RecoveryOptions,
+};
+
+/// Close the connection named `name` through the management API, as an
+/// operator would (the listing may lag behind a new connection).
+async fn close_through_the_api(t: &Target, name: &str) {
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let list: serde_json::Value = http
+            .get(format!("{}/api/connections", t.api))
+            .basic_auth("guest", Some("guest"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let found = list
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["client_properties"]["connection_name"].as_str() == Some(name));
+        if let Some(c) = found {
+            let id = c["name"].as_str().unwrap();
+            let url = format!(
+                "{}/api/connections/{}",
+                t.api,
+                utf8_percent_encode(id, NON_ALPHANUMERIC)
+            );
+            let r = http
+                .delete(url)
+                .basic_auth("guest", Some("guest"))
+                .send()
+                .await
+                .unwrap();
+            assert!(r.status().is_success(), "{}", r.status());
+            return;
+        }
+        assert!(Instant::now() < deadline, "{name} never listed");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn next_event(events: &mut Events, want: impl Fn(&Event) -> bool) -> Event {
+    loop {
+        match within(events.next()).await {
+            Some(e) if want(&e) => return e,
+            Some(_) => continue,
+            None => panic!("the connection's events ended"),
+        }
+    }
+}
+
+fn text(b: &Bytes) -> &str {
+    std::str::from_utf8(b).unwrap()
+}
+
+#[tokio::test]
+async fn a_connection_an_operator_closes_comes_back_with_its_topology_and_consumer() {
+    let (targets, _warren) = targets().await;
+    for t in targets {
+        let name = unique("operator-close");
+        let conn = within(
+            Connection::builder(&t.uri)
+                .name(&name)
+                .recovery(RecoveryOptions::default().max_delay(Duration::from_millis(500)))
+                .open(),
+        )
+        .await
+        .unwrap();
+        let mut events = conn.events();
+        let ch = within(conn.channel()).await.unwrap();
+        within(ch.basic_qos(10)).await.unwrap();
+        // An exchange bound to another, and a broker-named exclusive
+        // queue bound to the second.
+        let (front, back) = (unique("front"), unique("back"));
+        for x in [&front, &back] {
+            within(ch.exchange_declare(x, ExchangeKind::Fanout, ExchangeOptions::default().auto_delete()))
+                .await
+                .unwrap();
+        }
+        within(ch.exchange_bind(&back, &front, "", FieldTable::new()))
+            .await
+            .unwrap();
+        let q = within(ch.queue_declare("", QueueOptions::default().exclusive()))
+            .await
+            .unwrap()
+            .name;
+        within(ch.queue_bind(&q, &back, "", FieldTable::new()))
+            .await
+            .unwrap();
+        let mut consumer = within(ch.consume(&q, ConsumeOptions::default())).await.unwrap();
+        let publish = |body: &'static str| {
+            let ch = ch.clone();
+            let front = front.clone();
+            async move {
+                let confirm = within(ch.publish(&front, "", Properties::default(), Bytes::from(body)))
+                    .await
+                    .unwrap();
+                // Not in confirm mode: handed to the connection.
+                assert_eq!(confirm.await.unwrap(), Confirmation::Sent);
+            }
+        };
+        publish("before").await;
+        let d = within(consumer.next()).await.unwrap();
+        assert_eq!(text(&d.body), "before");
+        within(d.ack()).await.unwrap();
+
+        close_through_the_api(&t, &name).await;
+        let lost = next_event(&mut events, |e| matches!(e, Event::Disconnected { .. })).await;
+        assert!(
+            matches!(
+                &lost,
+                Event::Disconnected {
+                    error: Error::ConnectionClosed { code: 320, .. }
+                }
+            ),
+            "{lost:?}"
+        );
+        let renamed = next_event(&mut events, |e| matches!(e, Event::QueueRenamed { .. })).await;
+        assert!(
+            matches!(&renamed, Event::QueueRenamed { old, new } if *old == q && *new != q),
+            "{renamed:?}"
+        );
+        next_event(&mut events, |e| matches!(e, Event::Recovered)).await;
+
+        // Through both exchanges to the new queue, to the same consumer.
+        publish("after").await;
+        let d = within(consumer.next()).await.unwrap();
+        assert_eq!(text(&d.body), "after");
+        within(d.ack()).await.unwrap();
+        assert!(!conn.is_closed());
+        within(conn.close()).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn with_recovery_off_a_closed_connection_ends_its_consumers_and_calls() {
+    let (targets, _warren) = targets().await;
+    for t in targets {
+        let name = unique("no-recovery");
+        let conn = within(
+            Connection::builder(&t.uri)
+                .name(&name)
+                .recovery(RecoveryOptions::disabled())
+                .open(),
+        )
+        .await
+        .unwrap();
+        let ch = within(conn.channel()).await.unwrap();
+        let q = within(ch.queue_declare("", QueueOptions::default().exclusive()))
+            .await
+            .unwrap()
+            .name;
+        let mut consumer = within(ch.consume(&q, ConsumeOptions::default())).await.unwrap();
+        close_through_the_api(&t, &name).await;
+        assert!(
+            within(consumer.next()).await.is_none(),
+            "the consumer's stream ends"
+        );
+        let e = within(ch.queue_declare(&q, QueueOptions::default()))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::ConnectionClosed { code: 320, .. }), "{e:?}");
+        assert!(conn.is_closed());
+    }
+}

@@ -1,0 +1,81 @@
+//! What the client's tests share: limits, unique names, and the brokers
+//! a test runs against (an in-process Warren, and RabbitMQ when
+//! `tests/client/rabbitmq.sh` names one).
+// Each test file uses a part of this.
+#![allow(dead_code)]
+
+pub mod broker;
+
+use std::time::Duration;
+
+/// Every call gets this long before the test fails instead of hanging.
+pub const LIMIT: Duration = Duration::from_secs(20);
+
+pub async fn within<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(LIMIT, f)
+        .await
+        .expect("the broker answered in time")
+}
+
+/// The brokers a test runs against: an in-process Warren, and RabbitMQ
+/// when the environment names one.
+pub async fn brokers() -> (Vec<String>, warren_server::Running) {
+    brokers_with(|_| {}).await
+}
+
+/// [`brokers`] with the in-process Warren's configuration changed.
+pub async fn brokers_with(
+    change: impl FnOnce(&mut warren_server::Config),
+) -> (Vec<String>, warren_server::Running) {
+    let n = std::process::id() as u64 * 1000 + rand_suffix();
+    let dir = std::env::temp_dir().join(format!("warren-client-test-{n}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut config = warren_server::Config::loopback(dir);
+    change(&mut config);
+    let running = warren_server::start(config).await.expect("Warren starts");
+    let mut uris = vec![format!(
+        "amqp://guest:guest@127.0.0.1:{}/%2f",
+        running.amqp_addr.expect("an AMQP listener").port()
+    )];
+    if let Ok(u) = std::env::var("WARREN_CLIENT_RABBITMQ_URI") {
+        uris.push(u);
+    }
+    (uris, running)
+}
+
+fn rand_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A name no other test (or earlier run against RabbitMQ) uses.
+pub fn unique(tag: &str) -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("wc-{tag}-{t}")
+}
+
+/// A broker and its management API's base URL.
+pub struct Target {
+    pub uri: String,
+    pub api: String,
+}
+
+/// [`brokers`] with each one's management API.
+pub async fn targets() -> (Vec<Target>, warren_server::Running) {
+    let (uris, running) = brokers().await;
+    let mut out = vec![Target {
+        uri: uris[0].clone(),
+        api: format!("http://{}", running.http_addr.expect("an HTTP listener")),
+    }];
+    if let (Some(uri), Ok(api)) = (uris.get(1), std::env::var("WARREN_CLIENT_RABBITMQ_API")) {
+        out.push(Target {
+            uri: uri.clone(),
+            api,
+        });
+    }
+    (out, running)
+}
