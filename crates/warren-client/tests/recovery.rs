@@ -20,12 +20,14 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use support::broker::{free_port, BrokerProcess};
 use warren_client::amqp091::{
-    Confirmation, Connection, ConnectionBuilder, ConsumeOptions, Event, Events, ExchangeKind,
+    Confirm, Confirmation, Connection, ConnectionBuilder, ConsumeOptions, Event, Events, ExchangeKind,
     ExchangeOptions, FieldTable, Properties, QueueOptions, RecoveryOptions,
 };
 
 /// The most messages the publisher sends, whatever the rounds.
-const MAX_MESSAGES: u64 = 200_000;
+const MAX_MESSAGES: u64 = 2_000_000;
+/// The publisher's most messages a second.
+const PACE: u32 = 3_000;
 
 async fn next_event(
     events: &mut Events,
@@ -126,8 +128,25 @@ async fn a_broker_killed_and_restarted_loses_nothing_confirmed() {
     pch.confirm_select().await.unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let stopping = stop.clone();
+    let published = Arc::new(AtomicU64::new(0));
+    let publishes = published.clone();
+    // Confirms are settled in order by a collector beside the publisher.
+    let (settle, mut to_settle) = tokio::sync::mpsc::channel::<(u64, Confirm)>(1024);
+    let collecting = tokio::spawn(async move {
+        let (mut acked, mut reported) = (BTreeSet::new(), 0u64);
+        while let Some((id, c)) = to_settle.recv().await {
+            match tokio::time::timeout(Duration::from_secs(60), c).await {
+                Ok(Ok(Confirmation::Ack)) => {
+                    acked.insert(id);
+                }
+                Ok(Ok(other)) => panic!("message {id}: {other:?}"),
+                Ok(Err(_)) => reported += 1,
+                Err(_) => panic!("message {id}: its confirm never resolved"),
+            }
+        }
+        (acked, reported)
+    });
     let publishing = tokio::spawn(async move {
-        let mut confirms = Vec::new();
         let mut id = 0u64;
         while !stopping.load(Ordering::Relaxed) && id < MAX_MESSAGES {
             let props = Properties {
@@ -138,15 +157,17 @@ async fn a_broker_killed_and_restarted_loses_nothing_confirmed() {
                 .publish("kill-x", "k", props, Bytes::from(id.to_string()))
                 .await
             {
-                Ok(c) => confirms.push((
-                    id,
-                    tokio::spawn(async move { tokio::time::timeout(Duration::from_secs(60), c).await }),
-                )),
+                Ok(c) => settle.send((id, c)).await.unwrap(),
                 Err(e) => panic!("a publish on a recovering connection waits, it does not fail: {e}"),
             }
             id += 1;
+            publishes.store(id, Ordering::Relaxed);
+            // At most about PACE messages a second, so the rounds, not a
+            // flood, decide how many there are.
+            if id.is_multiple_of(10) {
+                tokio::time::sleep(Duration::from_secs(10) / PACE).await;
+            }
         }
-        confirms
     });
 
     for round in 1..=rounds {
@@ -201,25 +222,17 @@ async fn a_broker_killed_and_restarted_loses_nothing_confirmed() {
         while copies_seen.load(Ordering::Relaxed) <= before {
             assert!(
                 Instant::now() < deadline,
-                "round {round}: nothing reached {new} through its binding"
+                "round {round}: nothing reached {new} through its binding ({} published, {} received)",
+                published.load(Ordering::Relaxed),
+                received.lock().len()
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
     stop.store(true, Ordering::Relaxed);
-    let confirms = publishing.await.unwrap();
-    let (mut acked, mut reported) = (BTreeSet::new(), 0u64);
-    for (id, c) in confirms {
-        match c.await.unwrap() {
-            Ok(Ok(Confirmation::Ack)) => {
-                acked.insert(id);
-            }
-            Ok(Ok(other)) => panic!("message {id}: {other:?}"),
-            Ok(Err(_)) => reported += 1,
-            Err(_) => panic!("message {id}: its confirm never resolved"),
-        }
-    }
+    publishing.await.unwrap();
+    let (acked, reported) = collecting.await.unwrap();
     // Every acked message reaches the durable queue's consumer.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
