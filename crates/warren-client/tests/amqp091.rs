@@ -220,3 +220,83 @@ async fn the_in_flight_limit_holds_publishers_back_and_every_confirm_comes() {
         within(conn.close()).await.unwrap();
     }
 }
+
+#[tokio::test]
+async fn handlers_run_as_concurrently_as_asked_and_in_order_at_one() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    let (uris, _warren) = brokers().await;
+    for uri in uris {
+        let conn = within(Connection::open(&uri)).await.unwrap();
+        let ch = within(conn.channel()).await.unwrap();
+        within(ch.basic_qos(32)).await.unwrap();
+        let q = unique("dispatch");
+        within(ch.queue_declare(&q, QueueOptions::default()))
+            .await
+            .unwrap();
+        for i in 0..64 {
+            let _sent = within(ch.publish("", &q, Properties::default(), Bytes::from(format!("{i}"))))
+                .await
+                .unwrap();
+        }
+        // Eight at once, never more, while each handler waits a little.
+        let consumer = within(ch.consume(&q, ConsumeOptions::default())).await.unwrap();
+        let (active, most, done) = (
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicUsize::new(0)),
+        );
+        let (a, m, d) = (active.clone(), most.clone(), done.clone());
+        let running = tokio::spawn(consumer.run_concurrently(8, move |delivery| {
+            let (a, m, d) = (a.clone(), m.clone(), d.clone());
+            async move {
+                let now = a.fetch_add(1, Ordering::SeqCst) + 1;
+                m.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                a.fetch_sub(1, Ordering::SeqCst);
+                delivery.ack().await.unwrap();
+                d.fetch_add(1, Ordering::SeqCst);
+            }
+        }));
+        within(async {
+            while done.load(Ordering::SeqCst) < 64 {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+        assert_eq!(most.load(Ordering::SeqCst), 8, "handlers at once");
+        running.abort();
+        within(ch.close()).await.unwrap();
+
+        // At one, in the order published.
+        let ch = within(conn.channel()).await.unwrap();
+        for i in 0..20 {
+            let _sent = within(ch.publish("", &q, Properties::default(), Bytes::from(format!("{i}"))))
+                .await
+                .unwrap();
+        }
+        let consumer = within(ch.consume(&q, ConsumeOptions::default())).await.unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        let running = tokio::spawn(consumer.run(move |delivery| {
+            let s = s.clone();
+            async move {
+                s.lock()
+                    .unwrap()
+                    .push(String::from_utf8_lossy(&delivery.body).into_owned());
+                delivery.ack().await.unwrap();
+            }
+        }));
+        within(async {
+            while seen.lock().unwrap().len() < 20 {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+        let want: Vec<String> = (0..20).map(|i| i.to_string()).collect();
+        assert_eq!(*seen.lock().unwrap(), want);
+        running.abort();
+        within(ch.queue_delete(&q, false, false)).await.unwrap();
+        within(conn.close()).await.unwrap();
+    }
+}

@@ -260,3 +260,44 @@ async fn a_broker_killed_and_restarted_loses_nothing_confirmed() {
     consuming.abort();
     copying.abort();
 }
+
+/// A broker that stops answering (SIGSTOP) is noticed by its missing
+/// heartbeats, and the connection recovers once it answers again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_broker_is_noticed_by_its_heartbeats() {
+    let port = free_port();
+    let dir = std::env::temp_dir().join(format!("warren-client-stop-{}-{port}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let broker = BrokerProcess::start(port, &dir).await;
+    let conn = Connection::builder(&format!("amqp://guest:guest@127.0.0.1:{port}/%2f?heartbeat=1"))
+        .recovery(RecoveryOptions::default().max_delay(Duration::from_millis(500)))
+        .open()
+        .await
+        .expect("connects");
+    let mut events = conn.events();
+    let ch = conn.channel().await.unwrap();
+    ch.queue_declare("stop-q", QueueOptions::default()).await.unwrap();
+    broker.signal("STOP");
+    let lost = next_event(&mut events, "Disconnected", Duration::from_secs(10), |e| {
+        matches!(e, Event::Disconnected { .. })
+    })
+    .await;
+    broker.signal("CONT");
+    assert!(format!("{lost:?}").contains("heartbeat"), "{lost:?}");
+    next_event(&mut events, "Recovered", Duration::from_secs(30), |e| {
+        matches!(e, Event::Recovered)
+    })
+    .await;
+    let q = ch
+        .queue_declare(
+            "stop-q",
+            QueueOptions {
+                passive: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(q.name, "stop-q");
+    conn.close().await.unwrap();
+}

@@ -235,7 +235,7 @@ impl ChannelState {
             Method::ChannelClose(c) => {
                 let mut buf = BytesMut::new();
                 write_method(&mut buf, self.id, &Method::ChannelCloseOk(ChannelCloseOk {}));
-                let _ = wire.writer.send(buf.freeze()).await;
+                let _ = wire.send(buf.freeze()).await;
                 wire.unregister(self.id);
                 self.closed(Error::ChannelClosed {
                     code: c.reply_code,
@@ -249,7 +249,7 @@ impl ChannelState {
                     self.id,
                     &Method::ChannelFlowOk(ChannelFlowOk { active: f.active }),
                 );
-                let _ = wire.writer.send(buf.freeze()).await;
+                let _ = wire.send(buf.freeze()).await;
             }
             Method::BasicConsumeOk(ok) => {
                 if let Some(entry) = self.starting.lock().take() {
@@ -264,7 +264,7 @@ impl ChannelState {
     }
 
     /// A whole message from the broker.
-    pub(crate) async fn content(&self, wire: &Wire, c: Content) {
+    pub(crate) async fn content(&self, wire: &Arc<Wire>, c: Content) {
         match c.method {
             Method::BasicDeliver(d) => {
                 let tag = d.consumer_tag.to_str_lossy().into_owned();
@@ -280,7 +280,7 @@ impl ChannelState {
                     properties: c.properties,
                     body: c.body,
                     acker: Acker {
-                        writer: wire.writer.clone(),
+                        wire: wire.clone(),
                         channel: self.id,
                         tag: d.delivery_tag,
                     },
@@ -353,7 +353,8 @@ pub struct GetMessage {
 struct Inner {
     state: Arc<ChannelState>,
     core: Arc<Core>,
-    in_flight: Arc<Semaphore>,
+    /// Replaced, not resized, by `set_max_in_flight`.
+    in_flight: Mutex<Arc<Semaphore>>,
 }
 
 /// An open channel. Clones share it; it is usable from any task. It
@@ -395,7 +396,7 @@ impl Channel {
             inner: Arc::new(Inner {
                 state,
                 core,
-                in_flight: Arc::new(Semaphore::new(DEFAULT_IN_FLIGHT)),
+                in_flight: Mutex::new(Arc::new(Semaphore::new(DEFAULT_IN_FLIGHT))),
             }),
         }
     }
@@ -403,6 +404,19 @@ impl Channel {
     /// The channel's number on its connection.
     pub fn id(&self) -> u16 {
         self.inner.state.id
+    }
+
+    /// How many publishes may await their confirms at once before
+    /// `publish` waits ([`DEFAULT_IN_FLIGHT`] unless set). Set it before
+    /// publishing: publishes already in flight count against the old
+    /// limit.
+    pub fn set_max_in_flight(&self, n: usize) {
+        *self.inner.in_flight.lock() = Arc::new(Semaphore::new(n.max(1)));
+    }
+
+    /// The connection's default consumer concurrency.
+    pub(crate) fn default_concurrency(&self) -> usize {
+        self.inner.core.consumer_concurrency
     }
 
     /// Send `m` and wait for its reply, on the wire in use (waiting out a
@@ -728,14 +742,15 @@ impl Channel {
         let id = state.id;
         let confirming = state.confirms.lock().enabled;
         let mut permit = match confirming {
-            true => Some(
-                self.inner
-                    .in_flight
-                    .clone()
-                    .acquire_owned()
-                    .await
-                    .expect("the semaphore is never closed"),
-            ),
+            true => {
+                let slots = self.inner.in_flight.lock().clone();
+                Some(
+                    slots
+                        .acquire_owned()
+                        .await
+                        .expect("the semaphore is never closed"),
+                )
+            }
             false => None,
         };
         let frame_max = self.inner.core.wire().await?.frame_max;
@@ -794,7 +809,7 @@ impl Channel {
         let Method::BasicGetOk(ok) = c.method else {
             return Err(Error::Protocol("a get answered with another content".into()));
         };
-        let writer = self.inner.core.wire().await?.writer.clone();
+        let wire = self.inner.core.wire().await?;
         Ok(Some(GetMessage {
             message_count: ok.message_count,
             delivery: Delivery {
@@ -806,7 +821,7 @@ impl Channel {
                 properties: c.properties,
                 body: c.body,
                 acker: Acker {
-                    writer,
+                    wire,
                     channel: self.inner.state.id,
                     tag: ok.delivery_tag,
                 },

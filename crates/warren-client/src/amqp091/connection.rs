@@ -60,6 +60,7 @@ pub struct ConnectionBuilder {
     uris: Vec<String>,
     name: Option<String>,
     recovery: RecoveryOptions,
+    consumer_concurrency: usize,
 }
 
 impl ConnectionBuilder {
@@ -73,6 +74,13 @@ impl ConnectionBuilder {
     /// API show (RabbitMQ's `user_provided_name`).
     pub fn name(mut self, name: &str) -> Self {
         self.name = Some(name.to_string());
+        self
+    }
+
+    /// How many deliveries [`super::Consumer::run`] hands to its handler
+    /// at once on this connection's consumers (1, in order, by default).
+    pub fn consumer_concurrency(mut self, n: usize) -> Self {
+        self.consumer_concurrency = n.max(1);
         self
     }
 
@@ -99,7 +107,13 @@ impl ConnectionBuilder {
                         events: broadcast::Sender::new(EVENTS_KEPT),
                     });
                     let wire = Wire::start(opened, signals);
-                    let core = Core::new(uris.clone(), self.name, self.recovery, wire.clone());
+                    let core = Core::new(
+                        uris.clone(),
+                        self.name,
+                        self.recovery,
+                        self.consumer_concurrency,
+                        wire.clone(),
+                    );
                     tokio::spawn(supervise(core.clone(), wire));
                     return Ok(Connection { core });
                 }
@@ -123,6 +137,7 @@ impl Connection {
             uris: vec![uri.to_string()],
             name: None,
             recovery: RecoveryOptions::default(),
+            consumer_concurrency: 1,
         }
     }
 
@@ -204,9 +219,7 @@ impl Drop for Connection {
         };
         self.core.close_for_good(Error::ClosedByClient);
         if let Some(wire) = wire {
-            let _ = wire
-                .writer
-                .try_send(close_frame("connection dropped by the application"));
+            let _ = wire.try_send(close_frame("connection dropped by the application"));
             wire.end(Error::ClosedByClient);
         }
     }

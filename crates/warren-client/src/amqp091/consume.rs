@@ -3,6 +3,7 @@
 //! unacknowledged), so a slow consumer holds the broker back, not the
 //! client's heap. Each delivery carries an [`Acker`] usable from any task.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -16,6 +17,7 @@ use warren_amqp091::{BasicProperties, Method};
 
 use super::channel::Channel;
 use super::error::Error;
+use super::wire::Wire;
 
 /// A message delivered to a consumer (or got with basic.get).
 #[derive(Debug)]
@@ -52,18 +54,34 @@ impl Delivery {
 
 /// Settles one delivery (and, with `multiple`, every earlier one of its
 /// channel).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Acker {
-    pub(crate) writer: mpsc::Sender<Bytes>,
+    pub(crate) wire: Arc<Wire>,
     pub(crate) channel: u16,
     pub(crate) tag: u64,
+}
+
+impl std::fmt::Debug for Acker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Acker")
+            .field("channel", &self.channel)
+            .field("tag", &self.tag)
+            .finish()
+    }
 }
 
 impl Acker {
     async fn send(&self, m: Method) -> Result<(), Error> {
         let mut buf = BytesMut::with_capacity(32);
         write_method(&mut buf, self.channel, &m);
-        self.writer
+        // Only on the wire that brought the delivery: on another its tag
+        // would name another message.
+        if self.wire.is_ended() {
+            return Err(Error::ConnectionLost(
+                "the connection ended before the ack".into(),
+            ));
+        }
+        self.wire
             .send(buf.freeze())
             .await
             .map_err(|_| Error::ConnectionLost("the connection ended before the ack".into()))
@@ -133,6 +151,57 @@ impl Consumer {
     /// basic.cancel: no more deliveries after those already sent.
     pub async fn cancel(self) -> Result<(), Error> {
         self.channel.cancel(&self.tag).await
+    }
+
+    /// Run `handler` on each delivery, one at a time and in order, until
+    /// the consumer ends. The connection's default concurrency
+    /// ([`super::ConnectionBuilder::consumer_concurrency`]) applies when
+    /// it is above 1, as [`Self::run_concurrently`].
+    pub async fn run<F, Fut>(self, handler: F)
+    where
+        F: Fn(Delivery) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let n = self.channel.default_concurrency();
+        self.run_concurrently(n, handler).await
+    }
+
+    /// Run `handler` on up to `concurrency` deliveries at once, until the
+    /// consumer ends. The handlers are polled by the task running this
+    /// (so they overlap wherever they wait: I/O, timers, other services);
+    /// work that needs other cores belongs in `tokio::spawn` or
+    /// `spawn_blocking` inside the handler. At 1 deliveries are handled in
+    /// order on the caller's task. Each handler acks (or not) its own
+    /// delivery; the broker's prefetch bounds what waits, so a slow
+    /// handler holds the broker back rather than filling memory.
+    ///
+    /// ```no_run
+    /// use warren_client::amqp091::{ConsumeOptions, Consumer};
+    ///
+    /// # async fn work(consumer: Consumer) {
+    /// consumer
+    ///     .run_concurrently(8, |d| async move {
+    ///         // ... handle d.body ...
+    ///         let _ = d.ack().await;
+    ///     })
+    ///     .await;
+    /// # }
+    /// ```
+    pub async fn run_concurrently<F, Fut>(mut self, concurrency: usize, handler: F)
+    where
+        F: Fn(Delivery) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        if concurrency <= 1 {
+            while let Some(d) = self.next().await {
+                handler(d).await;
+            }
+            return;
+        }
+        // In this task, as futures' for_each_concurrent: no hand-off
+        // between tasks per delivery, so a fast handler loses little to
+        // the concurrency. A handler with CPU-heavy work spawns it.
+        futures_util::StreamExt::for_each_concurrent(self, concurrency, handler).await
     }
 }
 

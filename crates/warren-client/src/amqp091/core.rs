@@ -33,6 +33,8 @@ pub(crate) struct Core {
     /// `connection_name`).
     pub(crate) name: Option<String>,
     pub(crate) recovery: RecoveryOptions,
+    /// How many deliveries `Consumer::run` handles at once.
+    pub(crate) consumer_concurrency: usize,
     pub(crate) link: watch::Sender<Link>,
     /// Every channel the application has open, by number; recovery
     /// reopens them under the same numbers.
@@ -46,11 +48,13 @@ impl Core {
         uris: Vec<AmqpUri>,
         name: Option<String>,
         recovery: RecoveryOptions,
+        consumer_concurrency: usize,
         wire: Arc<Wire>,
     ) -> Arc<Core> {
         Arc::new(Core {
             uris,
             name,
+            consumer_concurrency,
             recovery,
             signals: wire.signals.clone(),
             link: watch::Sender::new(Link::Open(wire)),

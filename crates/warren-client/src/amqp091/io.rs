@@ -4,12 +4,13 @@
 //! content (method, header, body frames) and routes each to its channel.
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::{mpsc, watch};
 use warren_amqp091::frame::{write_heartbeat, write_method};
 use warren_amqp091::methods::*;
@@ -25,13 +26,15 @@ const WRITE_BATCH: usize = 256 * 1024;
 
 pub(crate) async fn write_loop(
     mut rx: mpsc::Receiver<Bytes>,
-    mut out: OwnedWriteHalf,
     heartbeat_every: Option<Duration>,
     mut stopped: watch::Receiver<bool>,
     wire: Arc<Wire>,
 ) {
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let idle = heartbeat_every.unwrap_or(Duration::from_secs(3600));
+    // Checked on a tick rather than a fresh timer per batch.
+    let mut beat = tokio::time::interval(idle / 2);
+    beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let first = tokio::select! {
             biased;
@@ -41,36 +44,57 @@ pub(crate) async fn write_loop(
                 None => break,
             },
             _ = stopped.changed() => None,
-            _ = tokio::time::sleep(idle), if heartbeat_every.is_some() => {
-                write_heartbeat(&mut buf);
-                if out.write_all(&buf).await.is_err() {
-                    break;
+            _ = beat.tick(), if heartbeat_every.is_some() => {
+                if wire.since_last_write() < idle {
+                    continue;
                 }
-                buf.clear();
+                let mut out = wire.out.lock().await;
+                // Not behind the tail of a frame a sender queued meanwhile.
+                if wire.queued.load(Ordering::SeqCst) == 0 {
+                    wire.wrote();
+                    write_heartbeat(&mut buf);
+                    if out.write_all(&buf).await.is_err() {
+                        break;
+                    }
+                    buf.clear();
+                }
                 continue;
             }
         };
+        // The socket first, then the queue: a sender writing directly
+        // checks the queue under this lock, so nothing overtakes what
+        // is taken from it here.
+        let mut out = wire.out.lock().await;
+        let mut frames = 0;
         if let Some(f) = first {
             buf.extend_from_slice(&f);
+            frames += 1;
         }
         while buf.len() < WRITE_BATCH {
             match rx.try_recv() {
-                Ok(f) => buf.extend_from_slice(&f),
+                Ok(f) => {
+                    buf.extend_from_slice(&f);
+                    frames += 1;
+                }
                 Err(_) => break,
             }
         }
         if !buf.is_empty() {
+            wire.wrote();
             if let Err(e) = out.write_all(&buf).await {
+                drop(out);
                 wire.end(Error::ConnectionLost(format!("writing: {e}")));
                 break;
             }
             buf.clear();
         }
+        wire.queued.fetch_sub(frames, Ordering::SeqCst);
+        drop(out);
         if *stopped.borrow() {
             break;
         }
     }
-    let _ = out.shutdown().await;
+    let _ = wire.out.lock().await.shutdown().await;
 }
 
 /// A delivery, return or get-ok whose header and body are still arriving.
@@ -90,6 +114,10 @@ pub(crate) async fn read_loop(
     wire: Arc<Wire>,
 ) {
     let mut partial: HashMap<u16, Partial> = HashMap::new();
+    let mut stopped = wire.stopped();
+    let mut check = tokio::time::interval(silence_limit.unwrap_or(Duration::from_secs(3600)) / 4);
+    check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_read = Instant::now();
     let why = loop {
         loop {
             let frame = match Frame::parse(&mut rbuf, wire.frame_max) {
@@ -103,20 +131,25 @@ pub(crate) async fn read_loop(
                 Err(e) => return fail(&wire, e),
             }
         }
-        let read = async {
-            let read = input.read_buf(&mut rbuf);
-            match silence_limit {
-                Some(limit) => tokio::time::timeout(limit, read)
-                    .await
-                    .map_err(|_| Error::ConnectionLost(format!("no heartbeat from the broker in {limit:?}"))),
-                None => Ok(read.await),
+        if *stopped.borrow() {
+            return;
+        }
+        // One interval for the silence check and one watch receiver for
+        // the whole life of the loop: no timer or subscription per read.
+        let n = tokio::select! {
+            n = input.read_buf(&mut rbuf) => Ok(n),
+            // Ended from this side (a close, or the writer failed).
+            _ = stopped.changed() => return,
+            _ = check.tick(), if silence_limit.is_some() => {
+                let limit = silence_limit.expect("checked");
+                if last_read.elapsed() > limit {
+                    Err(Error::ConnectionLost(format!("no heartbeat from the broker in {limit:?}")))
+                } else {
+                    continue;
+                }
             }
         };
-        let n = tokio::select! {
-            n = read => n,
-            // Ended from this side (a close, or the writer failed).
-            _ = wire.ended() => return,
-        };
+        last_read = Instant::now();
         match n {
             Err(e) => break e,
             Ok(Ok(0)) => break Error::ConnectionLost("the broker closed the socket".into()),
@@ -129,13 +162,13 @@ pub(crate) async fn read_loop(
 
 /// A frame that makes no sense: log it and end the connection (the
 /// writer stops, which closes the socket).
-fn fail(wire: &Wire, e: Error) {
+fn fail(wire: &Arc<Wire>, e: Error) {
     tracing::warn!("AMQP 0-9-1 connection failed: {e}");
     wire.end(e);
 }
 
 /// Handle one frame; false once the connection has ended cleanly.
-async fn route(wire: &Wire, partial: &mut HashMap<u16, Partial>, f: Frame) -> Result<bool, Error> {
+async fn route(wire: &Arc<Wire>, partial: &mut HashMap<u16, Partial>, f: Frame) -> Result<bool, Error> {
     match f.kind {
         FrameType::Heartbeat => Ok(true),
         FrameType::Method => {
@@ -202,7 +235,7 @@ async fn route(wire: &Wire, partial: &mut HashMap<u16, Partial>, f: Frame) -> Re
 }
 
 /// A whole message has arrived on `channel`: hand it on.
-async fn deliver(wire: &Wire, channel: u16, partial: &mut HashMap<u16, Partial>) {
+async fn deliver(wire: &Arc<Wire>, channel: u16, partial: &mut HashMap<u16, Partial>) {
     let Some(p) = partial.remove(&channel) else { return };
     let body = p.whole.unwrap_or_else(|| p.body.freeze());
     let content = Content {
@@ -217,12 +250,12 @@ async fn deliver(wire: &Wire, channel: u16, partial: &mut HashMap<u16, Partial>)
 }
 
 /// A method on channel 0.
-async fn connection_method(wire: &Wire, m: Method) -> Result<bool, Error> {
+async fn connection_method(wire: &Arc<Wire>, m: Method) -> Result<bool, Error> {
     match m {
         Method::ConnectionClose(c) => {
             let mut buf = BytesMut::new();
             write_method(&mut buf, 0, &Method::ConnectionCloseOk(ConnectionCloseOk {}));
-            let _ = wire.writer.send(buf.freeze()).await;
+            let _ = wire.send(buf.freeze()).await;
             wire.end(Error::ConnectionClosed {
                 code: c.reply_code,
                 text: c.reply_text.to_str_lossy().into_owned(),

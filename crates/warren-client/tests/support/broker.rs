@@ -77,6 +77,17 @@ impl BrokerProcess {
         }
     }
 
+    /// Send `signal` (STOP, CONT) with kill(1).
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("running").id();
+        let ok = Command::new("kill")
+            .args([&format!("-{signal}"), &pid.to_string()])
+            .status()
+            .expect("kill runs")
+            .success();
+        assert!(ok, "kill -{signal} {pid}");
+    }
+
     /// SIGKILL, and reap it.
     pub fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {

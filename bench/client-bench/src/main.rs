@@ -1,0 +1,160 @@
+//! One measurement per run, printed as one tab-separated line, so that
+//! `bench/client.sh` can run each client in a process of its own (its
+//! CPU time and context switches are then its own):
+//!
+//! ```text
+//! client-bench URI CLIENT publish  --size 12 --in-flight 20 --secs 5
+//! client-bench URI CLIENT consume  --size 12 --ack-every 10 --messages 200000
+//! client-bench URI warren dispatch --concurrency 32 --handler-ms 5 --secs 5
+//! client-bench URI warren memory   --secs 30
+//! ```
+//!
+//! CLIENT is `warren` (warren-client), `lapin` or `amqprs`. Queues are
+//! set up (and filled, for `consume`) with warren-client before the
+//! clock starts.
+
+mod amqprs_side;
+mod lapin_side;
+mod setup;
+mod usage;
+mod warren_side;
+
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Client {
+    Warren,
+    Lapin,
+    Amqprs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Workload {
+    /// Publish with confirms, at most --in-flight unconfirmed, for --secs.
+    Publish,
+    /// Consume --messages with acks, `multiple` every --ack-every.
+    Consume,
+    /// A handler of --handler-ms per delivery at --concurrency (warren).
+    Dispatch,
+    /// Resident memory while the consumer is 10x slower than the
+    /// publisher (warren).
+    Memory,
+    /// Synchronous round trips (basic.qos) for --secs: the broker's own
+    /// answer time, the floor under publishing at one in flight.
+    RoundTrip,
+}
+
+#[derive(Parser, Debug)]
+struct Args {
+    uri: String,
+    #[arg(value_enum)]
+    client: Client,
+    #[arg(value_enum)]
+    workload: Workload,
+    #[arg(long, default_value_t = 12)]
+    size: usize,
+    #[arg(long, default_value_t = 200)]
+    in_flight: usize,
+    #[arg(long, default_value_t = 5)]
+    secs: u64,
+    #[arg(long, default_value_t = 1)]
+    ack_every: u64,
+    #[arg(long, default_value_t = 200_000)]
+    messages: u64,
+    #[arg(long, default_value_t = 1000)]
+    prefetch: u16,
+    #[arg(long, default_value_t = 1)]
+    concurrency: usize,
+    #[arg(long, default_value_t = 0)]
+    handler_ms: u64,
+}
+
+/// What a timed run did.
+pub struct Outcome {
+    pub messages: u64,
+    pub elapsed: Duration,
+    /// Extra columns (memory samples).
+    pub note: String,
+}
+
+fn main() {
+    let a = Args::parse();
+    // Every client on the same runtime: tokio's default multi-threaded
+    // one, or with CLIENT_BENCH_RUNTIME=current one thread.
+    let rt = match std::env::var("CLIENT_BENCH_RUNTIME").as_deref() {
+        Ok("current") => tokio::runtime::Builder::new_current_thread().enable_all().build(),
+        _ => tokio::runtime::Builder::new_multi_thread().enable_all().build(),
+    };
+    rt.expect("a tokio runtime").block_on(run(a));
+}
+
+async fn run(a: Args) {
+    let secs = Duration::from_secs(a.secs);
+    let body = vec![b'x'; a.size];
+    let (outcome, used) = match a.workload {
+        Workload::Publish => {
+            let q = setup::publish_queue(&a.uri).await;
+            let before = usage::now();
+            let o = match a.client {
+                Client::Warren => warren_side::publish(&a.uri, &q, &body, a.in_flight, secs).await,
+                Client::Lapin => lapin_side::publish(&a.uri, &q, &body, a.in_flight, secs).await,
+                Client::Amqprs => amqprs_side::publish(&a.uri, &q, &body, a.in_flight, secs).await,
+            };
+            (o, usage::now().since(&before))
+        }
+        Workload::Consume => {
+            let q = setup::filled_queue(&a.uri, &body, a.messages).await;
+            let before = usage::now();
+            let o = match a.client {
+                Client::Warren => warren_side::consume(&a.uri, &q, a.messages, a.ack_every, a.prefetch).await,
+                Client::Lapin => lapin_side::consume(&a.uri, &q, a.messages, a.ack_every, a.prefetch).await,
+                Client::Amqprs => amqprs_side::consume(&a.uri, &q, a.messages, a.ack_every, a.prefetch).await,
+            };
+            (o, usage::now().since(&before))
+        }
+        Workload::Dispatch => {
+            assert_eq!(
+                a.client,
+                Client::Warren,
+                "dispatch concurrency is warren-client's"
+            );
+            let q = setup::filled_queue(&a.uri, &body, a.messages).await;
+            let before = usage::now();
+            let o = warren_side::dispatch(&a.uri, &q, a.messages, a.concurrency, a.handler_ms, secs).await;
+            (o, usage::now().since(&before))
+        }
+        Workload::RoundTrip => {
+            let before = usage::now();
+            let o = match a.client {
+                Client::Warren => warren_side::round_trips(&a.uri, secs).await,
+                _ => panic!("round trips are measured with warren-client"),
+            };
+            (o, usage::now().since(&before))
+        }
+        Workload::Memory => {
+            assert_eq!(a.client, Client::Warren, "the memory run is warren-client's");
+            let before = usage::now();
+            let o = warren_side::memory(&a.uri, &body, secs).await;
+            (o, usage::now().since(&before))
+        }
+    };
+    let n = outcome.messages.max(1) as f64;
+    println!(
+        "{:?}\t{:?}\tsize={}\tin_flight={}\tack_every={}\tconcurrency={}\thandler_ms={}\tmsgs={}\tsecs={:.2}\trate={:.0}\tcpu_us_per_msg={:.2}\tcsw_per_msg={:.3}\t{}",
+        a.client,
+        a.workload,
+        a.size,
+        a.in_flight,
+        a.ack_every,
+        a.concurrency,
+        a.handler_ms,
+        outcome.messages,
+        outcome.elapsed.as_secs_f64(),
+        outcome.messages as f64 / outcome.elapsed.as_secs_f64(),
+        used.cpu.as_micros() as f64 / n,
+        used.context_switches as f64 / n,
+        outcome.note,
+    );
+}

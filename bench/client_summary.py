@@ -1,0 +1,51 @@
+"""Summarise bench/client.sh's rows: warren-client beside the better of
+lapin and amqprs at each point, with CPU time and context switches per
+message; dispatch concurrency against its targets; memory."""
+import sys
+
+rows = []
+for line in open(sys.argv[1]):
+    f = line.rstrip("\n").split("\t")
+    r = {"client": f[0], "workload": f[1]}
+    for kv in f[2:]:
+        if "=" in kv:
+            k, v = kv.split("=", 1)
+            r[k] = v
+    rows.append(r)
+
+
+def table(workload, key, label):
+    points = sorted({(int(r["size"]), int(r[key])) for r in rows if r["workload"] == workload})
+    print(f"\n{label}")
+    print("| size | %s | warren msg/s | lapin | amqprs | ratio to the better | CPU µs/msg w/l/a | csw/msg w/l/a |" % key)
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for size, k in points:
+        at = {r["client"]: r for r in rows
+              if r["workload"] == workload and int(r["size"]) == size and int(r[key]) == k}
+        if len(at) < 3:
+            continue
+        w, l, a = (float(at[c]["rate"]) for c in ("Warren", "Lapin", "Amqprs"))
+        cpu = "/".join(at[c]["cpu_us_per_msg"] for c in ("Warren", "Lapin", "Amqprs"))
+        csw = "/".join(at[c]["csw_per_msg"] for c in ("Warren", "Lapin", "Amqprs"))
+        print(f"| {size} | {k} | {w:.0f} | {l:.0f} | {a:.0f} | {w / max(l, a):.2f} | {cpu} | {csw} |")
+
+
+for r in rows:
+    if r["workload"] == "RoundTrip":
+        print(f"Synchronous round trips (basic.qos, warren-client): {float(r['rate']):.0f} a second, "
+              f"{1e6 / float(r['rate']):.0f} µs each: the floor under one publish in flight")
+table("Publish", "in_flight", "Confirmed publishing")
+table("Consume", "ack_every", "Consuming with acks (multiple every N)")
+print("\nDispatch concurrency (warren-client)")
+print("| handler | concurrency | msg/s | handler's mean | ideal msg/s | CPU µs/msg |")
+print("| --- | --- | --- | --- | --- | --- |")
+for r in rows:
+    if r["workload"] == "Dispatch":
+        print(f"| {r['handler_ms']} ms | {r['concurrency']} | {float(r['rate']):.0f} | "
+              f"{r.get('handler_mean_ms', '-')} ms | {r.get('ideal_rate', '-')} | {r['cpu_us_per_msg']} |")
+for r in rows:
+    if r["workload"] == "Memory":
+        a, b = float(r["rss_kib_first_half"]), float(r["rss_kib_second_half"])
+        print(f"\nMemory: consumed {r['msgs']}, published {r['published']} in {r['secs']} s; "
+              f"RSS {a:.0f} KiB first half, {b:.0f} KiB second half ({(b - a) / a * 100:+.1f} %); "
+              f"samples {r['rss_kib_samples']}")
