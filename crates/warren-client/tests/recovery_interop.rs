@@ -14,7 +14,7 @@ use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 use support::{targets, unique, within, Target};
 use warren_client::amqp091::{
     Confirmation, Connection, ConsumeOptions, Error, Event, Events, ExchangeKind, ExchangeOptions,
-    FieldTable, Properties, QueueOptions, RecoveryOptions,
+    FieldTable, Properties, QueueOptions, RecoveryOptions, RpcClient,
 };
 
 /// Close the connection named `name` through the management API, as an
@@ -118,6 +118,38 @@ async fn a_connection_an_operator_closes_comes_back_with_its_topology_and_consum
                 assert_eq!(confirm.await.unwrap(), Confirmation::Sent);
             }
         };
+        // A responder and an RPC client on the same connection: both
+        // their consumers come back too.
+        let svc = unique("svc");
+        within(ch.queue_declare(&svc, QueueOptions::default().auto_delete()))
+            .await
+            .unwrap();
+        let rch = within(conn.channel()).await.unwrap();
+        let mut requests = within(rch.consume(&svc, ConsumeOptions::default()))
+            .await
+            .unwrap();
+        let responder = tokio::spawn(async move {
+            while let Some(r) = requests.next().await {
+                let to = r.properties.reply_to.clone().expect("reply_to");
+                let props = Properties {
+                    correlation_id: r.properties.correlation_id.clone(),
+                    ..Default::default()
+                };
+                let _sent = rch.publish("", &to.to_str_lossy(), props, r.body.clone()).await;
+                let _ = r.ack().await;
+            }
+        });
+        let rpc = within(RpcClient::new(&conn)).await.unwrap();
+        let echo = |text: &'static str| {
+            rpc.call(
+                "",
+                &svc,
+                Properties::default(),
+                Bytes::from(text),
+                Duration::from_secs(10),
+            )
+        };
+        assert_eq!(text(&within(echo("one")).await.unwrap().body), "one");
         publish("before").await;
         let d = within(consumer.next()).await.unwrap();
         assert_eq!(text(&d.body), "before");
@@ -146,6 +178,8 @@ async fn a_connection_an_operator_closes_comes_back_with_its_topology_and_consum
         let d = within(consumer.next()).await.unwrap();
         assert_eq!(text(&d.body), "after");
         within(d.ack()).await.unwrap();
+        assert_eq!(text(&within(echo("two")).await.unwrap().body), "two");
+        responder.abort();
         assert!(!conn.is_closed());
         within(conn.close()).await.unwrap();
     }

@@ -20,6 +20,7 @@ mod io;
 mod options;
 mod publish;
 mod recovery;
+mod rpc;
 mod topology;
 mod wire;
 
@@ -31,4 +32,5 @@ pub use events::{Event, Events};
 pub use options::{ConsumeOptions, ExchangeKind, ExchangeOptions, PublishOptions, QueueOptions};
 pub use publish::{Confirm, Confirmation, Returned};
 pub use recovery::RecoveryOptions;
-pub use warren_amqp091::{BasicProperties as Properties, FieldTable, FieldValue};
+pub use rpc::{RpcClient, DIRECT_REPLY_TO};
+pub use warren_amqp091::{BasicProperties as Properties, FieldTable, FieldValue, ShortStr};
