@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # warren-client's recovery under kill -9, the long version: the test
 # crates/warren-client/tests/recovery.rs with ROUNDS kills of a `warren`
-# process (100 by default; `cargo test` runs 3). It prints the acked,
-# reported-unconfirmed, lost and redelivered counts.
+# process (100 by default; `cargo test` runs 3), once failing unconfirmed
+# publishes to the application and once publishing them again. It prints
+# the acked, reported-unconfirmed, lost and redelivered counts of each.
 #
 #   tests/client/recovery-soak.sh [ROUNDS]
 set -euo pipefail

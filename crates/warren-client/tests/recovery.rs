@@ -47,22 +47,45 @@ async fn next_event(
     }
 }
 
-fn builder(port: u16) -> ConnectionBuilder {
-    Connection::builder(&format!("amqp://guest:guest@127.0.0.1:{port}/%2f?heartbeat=5"))
-        .recovery(RecoveryOptions::default().max_delay(Duration::from_millis(500)))
+fn builder(port: u16, republish: bool) -> ConnectionBuilder {
+    let mut recovery = RecoveryOptions::default().max_delay(Duration::from_millis(500));
+    if republish {
+        recovery = recovery.republish_unconfirmed();
+    }
+    Connection::builder(&format!("amqp://guest:guest@127.0.0.1:{port}/%2f?heartbeat=5")).recovery(recovery)
+}
+
+fn rounds() -> u32 {
+    std::env::var("WARREN_CLIENT_KILL_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(3)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_killed_and_restarted_loses_nothing_confirmed() {
-    let rounds: u32 = std::env::var("WARREN_CLIENT_KILL_ROUNDS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(3);
+    kills(rounds(), false).await;
+}
+
+/// With republishing asked for, no publish is reported unconfirmed: each
+/// one lost in flight is published again and acked on the next wire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_republishing_every_publish_is_acked_across_kills() {
+    let reported = kills(rounds(), true).await;
+    assert_eq!(reported, 0, "publishes reported unconfirmed despite republishing");
+}
+
+/// `rounds` kills under the publisher and consumers; how many publishes
+/// were reported unconfirmed.
+async fn kills(rounds: u32, republish: bool) -> u64 {
     let port = free_port();
-    let dir = std::env::temp_dir().join(format!("warren-client-kill-{}-{port}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "warren-client-kill-{}-{port}-{republish}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     let mut broker = BrokerProcess::start(port, &dir).await;
-    let conn = builder(port).open().await.expect("connects");
+    let conn = builder(port, republish).open().await.expect("connects");
     let mut events = conn.events();
 
     // The topology: a durable exchange, a durable queue bound to it, and
@@ -252,13 +275,15 @@ async fn a_broker_killed_and_restarted_loses_nothing_confirmed() {
     }
     let duplicates: u32 = received.lock().values().map(|n| n - 1).sum();
     println!(
-        "rounds {rounds}: {} acked, {reported} reported unconfirmed, 0 lost, {duplicates} delivered again",
+        "rounds {rounds}{}: {} acked, {reported} reported unconfirmed, 0 lost, {duplicates} delivered again",
+        if republish { " (republishing)" } else { "" },
         acked.len()
     );
     assert!(!acked.is_empty());
     conn.close().await.unwrap();
     consuming.abort();
     copying.abort();
+    reported
 }
 
 /// A broker that stops answering (SIGSTOP) is noticed by its missing

@@ -71,6 +71,9 @@ pub(crate) struct ChannelState {
     ended: Mutex<Option<Error>>,
     prefetch: AtomicU16,
     transactional: AtomicBool,
+    /// Unconfirmed publishes are published again after a recovery
+    /// ([`super::RecoveryOptions::republish_unconfirmed`]).
+    pub(crate) republish: AtomicBool,
 }
 
 impl ChannelState {
@@ -86,6 +89,7 @@ impl ChannelState {
             ended: Mutex::new(None),
             prefetch: AtomicU16::new(0),
             transactional: AtomicBool::new(false),
+            republish: AtomicBool::new(false),
         }
     }
 
@@ -185,7 +189,11 @@ impl ChannelState {
         }
         if self.confirms.lock().enabled {
             call(ConfirmSelect::default().into()).await?;
-            self.confirms.lock().restart();
+            // Publishes held over from the lost wire go first, renumbered.
+            let resend = self.confirms.lock().restart();
+            for frames in resend {
+                wire.send(frames).await?;
+            }
         }
         if self.transactional.load(Ordering::Relaxed) {
             call(TxSelect {}.into()).await?;
@@ -310,7 +318,11 @@ impl ChannelState {
     /// messages are already its.
     pub(crate) fn wire_lost(&self, why: &Error) {
         self.answer(Err(why.clone()));
-        self.confirms.lock().fail_all(why);
+        if self.republish.load(Ordering::Relaxed) {
+            self.confirms.lock().hold(why);
+        } else {
+            self.confirms.lock().fail_all(why);
+        }
         self.starting.lock().take();
         for c in self.consumers.lock().values().filter(|c| !c.options.no_ack) {
             let mut rx = c.rx.lock();
@@ -781,7 +793,10 @@ impl Channel {
                     continue;
                 }
                 match permit.take() {
-                    Some(p) if confirms.enabled => Confirm::waiting(confirms.push(p)),
+                    Some(p) if confirms.enabled => {
+                        let keep = state.republish.load(Ordering::Relaxed).then(|| frames.clone());
+                        Confirm::waiting(confirms.push(p, keep))
+                    }
                     _ => Confirm::sent(),
                 }
             };

@@ -151,6 +151,10 @@ impl Connection {
                     .find(|id| !chans.contains_key(id))
                     .ok_or_else(|| Error::Protocol("every channel number is in use".into()))?;
                 let state = Arc::new(ChannelState::new(id));
+                state.republish.store(
+                    self.core.recovery.enabled && self.core.recovery.republish_unconfirmed,
+                    std::sync::atomic::Ordering::Relaxed,
+                );
                 chans.insert(id, state.clone());
                 state
             };

@@ -46,6 +46,9 @@ type Settled = Result<Confirmation, Error>;
 struct Pending {
     seq: u64,
     tx: oneshot::Sender<Settled>,
+    /// The publish's frames, kept to publish again after a recovery
+    /// when the application asked for that.
+    frames: Option<Bytes>,
     /// The in-flight slot, free again once the confirm arrives.
     _permit: OwnedSemaphorePermit,
 }
@@ -71,18 +74,45 @@ impl Confirms {
 
     /// Confirm mode again on a new wire: the broker numbers from 1 (the
     /// publishes of the old one were failed when it ended).
-    pub(crate) fn restart(&mut self) {
-        debug_assert!(self.pending.is_empty());
-        self.next = 1;
+    /// Confirm mode again on a new wire: the broker numbers from 1. The
+    /// publishes held over from the old wire (see [`Self::hold`]) are
+    /// numbered first, in their order; their frames come back to be
+    /// sent again before anything else.
+    pub(crate) fn restart(&mut self) -> Vec<Bytes> {
         self.returned = None;
+        self.next = 1;
+        let mut resend = Vec::with_capacity(self.pending.len());
+        for p in self.pending.iter_mut() {
+            p.seq = self.next;
+            self.next += 1;
+            resend.extend(p.frames.clone());
+        }
+        resend
+    }
+
+    /// The wire ended and the application wants unconfirmed publishes
+    /// published again: keep those whose frames were kept, fail the rest.
+    pub(crate) fn hold(&mut self, why: &Error) {
+        self.returned = None;
+        let (keep, fail): (VecDeque<_>, VecDeque<_>) =
+            self.pending.drain(..).partition(|p| p.frames.is_some());
+        self.pending = keep;
+        for p in fail {
+            let _ = p.tx.send(Err(why.clone()));
+        }
     }
 
     /// Number the next publish; its confirm arrives on the receiver.
-    pub(crate) fn push(&mut self, permit: OwnedSemaphorePermit) -> oneshot::Receiver<Settled> {
+    pub(crate) fn push(
+        &mut self,
+        permit: OwnedSemaphorePermit,
+        frames: Option<Bytes>,
+    ) -> oneshot::Receiver<Settled> {
         let (tx, rx) = oneshot::channel();
         self.pending.push_back(Pending {
             seq: self.next,
             tx,
+            frames,
             _permit: permit,
         });
         self.next += 1;

@@ -41,6 +41,13 @@ pub struct RecoveryOptions {
     /// Give up (and close the connection) after this many failed
     /// attempts; None tries for ever.
     pub max_attempts: Option<u32>,
+    /// Publish again, after a recovery, what was published in confirm
+    /// mode and not yet confirmed when the connection was lost: its
+    /// `Confirm` then waits for the new wire's answer instead of failing
+    /// with [`Error::ConnectionLost`]. The broker may already have had
+    /// such a message, so it can arrive twice (at least once, not
+    /// exactly once). Off by default.
+    pub republish_unconfirmed: bool,
 }
 
 impl Default for RecoveryOptions {
@@ -50,6 +57,7 @@ impl Default for RecoveryOptions {
             initial_delay: Duration::from_millis(100),
             max_delay: Duration::from_secs(5),
             max_attempts: None,
+            republish_unconfirmed: false,
         }
     }
 }
@@ -66,6 +74,13 @@ impl RecoveryOptions {
     /// The longest pause between attempts.
     pub fn max_delay(mut self, d: Duration) -> Self {
         self.max_delay = d;
+        self
+    }
+
+    /// Publish unconfirmed messages again after a recovery (see
+    /// [`Self::republish_unconfirmed`](RecoveryOptions#structfield.republish_unconfirmed)).
+    pub fn republish_unconfirmed(mut self) -> Self {
+        self.republish_unconfirmed = true;
         self
     }
 
