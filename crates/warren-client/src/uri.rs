@@ -10,29 +10,42 @@ use percent_encoding::percent_decode_str;
 /// A parsed AMQP URI.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AmqpUri {
+    /// Host name or address (localhost when left out).
     pub host: String,
+    /// Port (5672 when left out).
     pub port: u16,
+    /// User name (guest when left out).
     pub user: String,
+    /// Password (guest when left out).
     pub password: String,
+    /// Virtual host (`/` when the path is left out; `%2f` spells it).
     pub vhost: String,
     /// Seconds between heartbeats the client proposes (None: the broker's).
     pub heartbeat: Option<u16>,
+    /// The largest frame the client proposes (None: 128 KiB).
     pub frame_max: Option<u32>,
+    /// The most channels the client proposes (None: 2047).
     pub channel_max: Option<u16>,
+    /// How long opening a connection may take (30 s by default).
     pub connection_timeout: Duration,
 }
 
 /// What is wrong with a URI.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UriError {
+    /// It does not start with amqp://.
     #[error("not an AMQP URI (amqp://...): {0}")]
     Scheme(String),
+    /// amqps:// (TLS is not built yet).
     #[error("amqps:// needs TLS, which this client does not have yet")]
     TlsUnsupported,
+    /// The port is not a number from 0 to 65535.
     #[error("bad port in {0}")]
     Port(String),
+    /// A query parameter's value does not parse.
     #[error("bad value for {0}")]
     Parameter(String),
+    /// Percent-decoding gave bytes that are not UTF-8.
     #[error("not valid UTF-8 once percent-decoded: {0}")]
     Encoding(String),
 }

@@ -351,14 +351,18 @@ impl ChannelState {
 pub struct DeclaredQueue {
     /// Its name (the broker's choice when declared with an empty one).
     pub name: String,
+    /// Messages ready in it.
     pub message_count: u32,
+    /// Consumers on it.
     pub consumer_count: u32,
 }
 
 /// A message taken with basic.get, and how many were left behind it.
 #[derive(Debug)]
 pub struct GetMessage {
+    /// The message.
     pub delivery: Delivery,
+    /// Messages still ready in the queue.
     pub message_count: u32,
 }
 

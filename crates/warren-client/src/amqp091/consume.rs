@@ -22,12 +22,18 @@ use super::wire::Wire;
 /// A message delivered to a consumer (or got with basic.get).
 #[derive(Debug)]
 pub struct Delivery {
+    /// The broker's number for it on its channel (what an ack names).
     pub delivery_tag: u64,
+    /// Delivered before and not acknowledged (requeued, or the
+    /// connection was lost).
     pub redelivered: bool,
+    /// The exchange it was published to (empty: the default exchange).
     pub exchange: String,
+    /// The routing key it was published with.
     pub routing_key: String,
     /// The consumer's tag (empty for basic.get).
     pub consumer_tag: String,
+    /// Its properties (headers, correlation id, ...).
     pub properties: BasicProperties,
     /// The body, as it came off the socket.
     pub body: Bytes,

@@ -21,11 +21,21 @@ pub enum Error {
     /// The broker closed the connection (a refused login is 403
     /// ACCESS_REFUSED).
     #[error("connection closed by the broker: {code} {text}")]
-    ConnectionClosed { code: u16, text: String },
+    ConnectionClosed {
+        /// The reply code (320 CONNECTION_FORCED, 403, 530, ...).
+        code: u16,
+        /// The broker's reply text.
+        text: String,
+    },
     /// The broker closed the channel (404 NOT_FOUND, 406
     /// PRECONDITION_FAILED, ...); the connection stays open.
     #[error("channel closed by the broker: {code} {text}")]
-    ChannelClosed { code: u16, text: String },
+    ChannelClosed {
+        /// The reply code.
+        code: u16,
+        /// The broker's reply text.
+        text: String,
+    },
     /// The connection ended without a close from the broker (the socket
     /// broke, or heartbeats stopped). A publish not yet confirmed may or
     /// may not have reached the broker.

@@ -12,21 +12,42 @@ use super::error::Error;
 pub enum Event {
     /// The connection was lost; recovery starts. Publishes not yet
     /// confirmed resolved to [`Error::ConnectionLost`].
-    Disconnected { error: Error },
+    Disconnected {
+        /// Why.
+        error: Error,
+    },
     /// A recovery attempt failed; another follows after a pause unless
     /// the attempts are used up (then the connection is closed).
-    RecoveryFailed { attempt: u32, error: Error },
+    RecoveryFailed {
+        /// Which attempt, from 1.
+        attempt: u32,
+        /// Why it failed.
+        error: Error,
+    },
     /// Declared again and consuming again: the connection is back.
     Recovered,
     /// An exchange, queue, binding or consumer could not be declared again
     /// during recovery (the rest were); `what` names it.
-    TopologyRecoveryFailed { what: String, error: Error },
+    TopologyRecoveryFailed {
+        /// The exchange, queue, binding or channel.
+        what: String,
+        /// The broker's refusal.
+        error: Error,
+    },
     /// A queue the broker named was declared again under a new name; its
     /// bindings and consumers followed it.
-    QueueRenamed { old: String, new: String },
+    QueueRenamed {
+        /// The name it had.
+        old: String,
+        /// The name the broker gave it now.
+        new: String,
+    },
     /// The broker stopped reading publishes (a resource alarm); publishing
     /// waits until [`Event::Unblocked`].
-    Blocked { reason: String },
+    Blocked {
+        /// The broker's reason ("low on memory", "low on disk").
+        reason: String,
+    },
     /// Publishing may go on.
     Unblocked,
 }

@@ -105,7 +105,17 @@ struct Partial {
     body: BytesMut,
     /// The body when it came as one frame (no copy).
     whole: Option<Bytes>,
+    /// Body bytes so far.
+    received: u64,
+    /// For a channel not open here (one this side just closed, say): its
+    /// frames are read past, not kept.
+    discard: bool,
 }
+
+/// The largest body accepted: RabbitMQ's own limit (max_message_size
+/// cannot be set above 512 MiB). A broker announcing more is refused
+/// before anything is buffered.
+const MAX_BODY: u64 = 512 << 20;
 
 pub(crate) async fn read_loop(
     mut input: OwnedReadHalf,
@@ -178,6 +188,7 @@ async fn route(wire: &Arc<Wire>, partial: &mut HashMap<u16, Partial>, f: Frame) 
             }
             match m {
                 Method::BasicDeliver(_) | Method::BasicReturn(_) | Method::BasicGetOk(_) => {
+                    let discard = wire.channel(f.channel).is_none();
                     partial.insert(
                         f.channel,
                         Partial {
@@ -186,6 +197,8 @@ async fn route(wire: &Arc<Wire>, partial: &mut HashMap<u16, Partial>, f: Frame) 
                             properties: None,
                             body: BytesMut::new(),
                             whole: None,
+                            received: 0,
+                            discard,
                         },
                     );
                     Ok(true)
@@ -205,7 +218,16 @@ async fn route(wire: &Arc<Wire>, partial: &mut HashMap<u16, Partial>, f: Frame) 
                     "a content header with no method before it".into(),
                 ));
             };
+            if p.properties.is_some() {
+                return Err(Error::Protocol("a second content header for one message".into()));
+            }
             let h = ContentHeader::decode(f.payload)?;
+            if h.body_size > MAX_BODY {
+                return Err(Error::Protocol(format!(
+                    "a body of {} bytes, over the {MAX_BODY} accepted",
+                    h.body_size
+                )));
+            }
             p.size = h.body_size;
             p.properties = Some(BasicProperties::decode(h.raw_properties)?);
             if p.size == 0 {
@@ -217,16 +239,21 @@ async fn route(wire: &Arc<Wire>, partial: &mut HashMap<u16, Partial>, f: Frame) 
             let Some(p) = partial.get_mut(&f.channel) else {
                 return Err(Error::Protocol("a body frame with no method before it".into()));
             };
-            if p.whole.is_none() && p.body.is_empty() && f.payload.len() as u64 == p.size {
+            if p.properties.is_none() {
+                return Err(Error::Protocol("a body frame before its content header".into()));
+            }
+            p.received += f.payload.len() as u64;
+            if p.received > p.size {
+                return Err(Error::Protocol("a body longer than its header said".into()));
+            }
+            if p.discard {
+                // Read past, kept nowhere.
+            } else if p.whole.is_none() && p.body.is_empty() && f.payload.len() as u64 == p.size {
                 p.whole = Some(f.payload);
             } else {
                 p.body.extend_from_slice(&f.payload);
             }
-            let have = p.whole.as_ref().map_or(p.body.len(), |b| b.len()) as u64;
-            if have > p.size {
-                return Err(Error::Protocol("a body longer than its header said".into()));
-            }
-            if have == p.size {
+            if p.received == p.size {
                 deliver(wire, f.channel, partial).await;
             }
             Ok(true)
@@ -237,6 +264,9 @@ async fn route(wire: &Arc<Wire>, partial: &mut HashMap<u16, Partial>, f: Frame) 
 /// A whole message has arrived on `channel`: hand it on.
 async fn deliver(wire: &Arc<Wire>, channel: u16, partial: &mut HashMap<u16, Partial>) {
     let Some(p) = partial.remove(&channel) else { return };
+    if p.discard {
+        return;
+    }
     let body = p.whole.unwrap_or_else(|| p.body.freeze());
     let content = Content {
         method: p.method,

@@ -24,7 +24,7 @@ mod rpc;
 mod topology;
 mod wire;
 
-pub use channel::{Channel, DeclaredQueue, GetMessage};
+pub use channel::{Channel, DeclaredQueue, GetMessage, DEFAULT_IN_FLIGHT};
 pub use connection::{Connection, ConnectionBuilder};
 pub use consume::{Acker, Consumer, Delivery};
 pub use error::Error;

@@ -6,11 +6,15 @@ use warren_amqp091::FieldTable;
 /// exchange.declare's options.
 #[derive(Debug, Clone, Default)]
 pub struct ExchangeOptions {
+    /// Survives a broker restart.
     pub durable: bool,
+    /// Deleted once its last binding goes.
     pub auto_delete: bool,
+    /// Takes no publishes, only exchange-to-exchange routing.
     pub internal: bool,
     /// Only check that it exists (404 NOT_FOUND closes the channel if not).
     pub passive: bool,
+    /// `alternate-exchange`, plugin arguments, ...
     pub arguments: FieldTable,
 }
 
@@ -30,14 +34,20 @@ impl ExchangeOptions {
 /// The exchange types every RabbitMQ has, and any other by name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExchangeKind {
+    /// Routes on the whole routing key.
     Direct,
+    /// Routes to every bound queue.
     Fanout,
+    /// Routes on dotted patterns (`*` one word, `#` any).
     Topic,
+    /// Routes on header values (`x-match` all or any).
     Headers,
+    /// Any other type by name (`x-consistent-hash`, `x-local-random`, ...).
     Other(String),
 }
 
 impl ExchangeKind {
+    /// The type's name on the wire.
     pub fn as_str(&self) -> &str {
         match self {
             ExchangeKind::Direct => "direct",
@@ -52,9 +62,13 @@ impl ExchangeKind {
 /// queue.declare's options.
 #[derive(Debug, Clone, Default)]
 pub struct QueueOptions {
+    /// Survives a broker restart.
     pub durable: bool,
+    /// Used by this connection alone, and deleted with it.
     pub exclusive: bool,
+    /// Deleted once its last consumer goes.
     pub auto_delete: bool,
+    /// Only check that it exists (404 NOT_FOUND closes the channel if not).
     pub passive: bool,
     /// `x-queue-type`, `x-message-ttl`, ...
     pub arguments: FieldTable,
@@ -85,7 +99,9 @@ pub struct ConsumeOptions {
     pub tag: String,
     /// Deliveries count as acknowledged once sent (no acks).
     pub no_ack: bool,
+    /// The queue's only consumer (403 ACCESS_REFUSED if it has others).
     pub exclusive: bool,
+    /// `x-priority`, `x-stream-offset`, ...
     pub arguments: FieldTable,
 }
 

@@ -33,11 +33,17 @@ pub enum Confirmation {
 /// A message the broker returned (basic.return).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Returned {
+    /// Why (312 NO_ROUTE).
     pub reply_code: u16,
+    /// The broker's text.
     pub reply_text: String,
+    /// The exchange it was published to.
     pub exchange: String,
+    /// The routing key it was published with.
     pub routing_key: String,
+    /// Its properties, as published.
     pub properties: BasicProperties,
+    /// Its body, as published.
     pub body: Bytes,
 }
 

@@ -37,6 +37,7 @@ pub struct RecoveryOptions {
     /// The pause after the first failed attempt; each later one doubles
     /// it, up to `max_delay`.
     pub initial_delay: Duration,
+    /// The longest pause between attempts.
     pub max_delay: Duration,
     /// Give up (and close the connection) after this many failed
     /// attempts; None tries for ever.
