@@ -118,4 +118,5 @@
 #![warn(missing_docs)]
 
 pub mod amqp091;
+pub mod tls;
 pub mod uri;

@@ -1,7 +1,10 @@
-//! AMQP URIs as RabbitMQ reads them: `amqp://user:pass@host:port/vhost`,
-//! every part percent-encoded and optional (guest, guest, localhost,
-//! 5672, `/`), with the query parameters `heartbeat`, `frame_max`,
-//! `channel_max` and `connection_timeout` (milliseconds).
+//! AMQP URIs as RabbitMQ reads them: `amqp://user:pass@host:port/vhost`
+//! (or `amqps://`, TLS, port 5671), every part percent-encoded and
+//! optional (guest, guest, localhost, 5672, `/`), with the query
+//! parameters `heartbeat`, `frame_max`, `channel_max`,
+//! `connection_timeout` (milliseconds), and for TLS `cacertfile`,
+//! `certfile`, `keyfile`, `server_name_indication` and `auth_mechanism`
+//! (`external` logs in by the client certificate).
 
 use std::time::Duration;
 
@@ -28,6 +31,20 @@ pub struct AmqpUri {
     pub channel_max: Option<u16>,
     /// How long opening a connection may take (30 s by default).
     pub connection_timeout: Duration,
+    /// `amqps://`: TLS.
+    pub tls: bool,
+    /// PEM file of the certificate authorities to trust (TLS; the Mozilla
+    /// roots when None).
+    pub cacertfile: Option<String>,
+    /// PEM file of the client's certificate chain (TLS).
+    pub certfile: Option<String>,
+    /// PEM file of the client's private key (TLS).
+    pub keyfile: Option<String>,
+    /// The name to check the broker's certificate against (TLS; the host
+    /// when None).
+    pub server_name_indication: Option<String>,
+    /// The SASL mechanism: `plain` (None) or `external`.
+    pub auth_mechanism: Option<String>,
 }
 
 /// What is wrong with a URI.
@@ -36,9 +53,6 @@ pub enum UriError {
     /// It does not start with amqp://.
     #[error("not an AMQP URI (amqp://...): {0}")]
     Scheme(String),
-    /// amqps:// (TLS is not built yet).
-    #[error("amqps:// needs TLS, which this client does not have yet")]
-    TlsUnsupported,
     /// The port is not a number from 0 to 65535.
     #[error("bad port in {0}")]
     Port(String),
@@ -66,10 +80,10 @@ impl AmqpUri {
     /// assert_eq!((u.vhost.as_str(), u.heartbeat), ("prod", Some(10)));
     /// ```
     pub fn parse(uri: &str) -> Result<AmqpUri, UriError> {
-        let rest = if let Some(r) = uri.strip_prefix("amqp://") {
-            r
-        } else if uri.starts_with("amqps://") {
-            return Err(UriError::TlsUnsupported);
+        let (rest, tls) = if let Some(r) = uri.strip_prefix("amqp://") {
+            (r, false)
+        } else if let Some(r) = uri.strip_prefix("amqps://") {
+            (r, true)
         } else {
             return Err(UriError::Scheme(uri.to_string()));
         };
@@ -89,6 +103,7 @@ impl AmqpUri {
             },
             None => ("guest".to_string(), "guest".to_string()),
         };
+        let default_port = if tls { 5671 } else { 5672 };
         let port_of = |p: &str| p.parse::<u16>().map_err(|_| UriError::Port(uri.to_string()));
         let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
             let (h, after) = v6
@@ -96,12 +111,12 @@ impl AmqpUri {
                 .ok_or_else(|| UriError::Port(uri.to_string()))?;
             match after.strip_prefix(':') {
                 Some(p) => (h, port_of(p)?),
-                None => (h, 5672),
+                None => (h, default_port),
             }
         } else {
             match hostport.rsplit_once(':') {
                 Some((h, p)) => (h, port_of(p)?),
-                None => (hostport, 5672),
+                None => (hostport, default_port),
             }
         };
         let host = if host.is_empty() {
@@ -123,6 +138,12 @@ impl AmqpUri {
             frame_max: None,
             channel_max: None,
             connection_timeout: Duration::from_secs(30),
+            tls,
+            cacertfile: None,
+            certfile: None,
+            keyfile: None,
+            server_name_indication: None,
+            auth_mechanism: None,
         };
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
@@ -134,6 +155,14 @@ impl AmqpUri {
                 "connection_timeout" => {
                     u.connection_timeout = Duration::from_millis(v.parse().map_err(|_| bad())?)
                 }
+                "cacertfile" => u.cacertfile = Some(decode(v)?),
+                "certfile" => u.certfile = Some(decode(v)?),
+                "keyfile" => u.keyfile = Some(decode(v)?),
+                "server_name_indication" => u.server_name_indication = Some(decode(v)?),
+                "auth_mechanism" => match decode(v)?.to_ascii_lowercase().as_str() {
+                    m @ ("plain" | "external") => u.auth_mechanism = Some(m.to_string()),
+                    _ => return Err(bad()),
+                },
                 // RabbitMQ's clients ignore parameters they do not know.
                 _ => {}
             }
@@ -161,6 +190,23 @@ mod tests {
     }
 
     #[test]
+    fn amqps_takes_port_5671_and_the_tls_parameters() {
+        let u = AmqpUri::parse(
+            "amqps://h/%2f?cacertfile=%2Fetc%2Fca.pem&certfile=c.pem&keyfile=k.pem&auth_mechanism=EXTERNAL&server_name_indication=mq",
+        )
+        .unwrap();
+        assert!(u.tls);
+        assert_eq!(u.port, 5671);
+        assert_eq!(u.cacertfile.as_deref(), Some("/etc/ca.pem"));
+        assert_eq!(
+            (u.certfile.as_deref(), u.keyfile.as_deref()),
+            (Some("c.pem"), Some("k.pem"))
+        );
+        assert_eq!(u.auth_mechanism.as_deref(), Some("external"));
+        assert_eq!(u.server_name_indication.as_deref(), Some("mq"));
+    }
+
+    #[test]
     fn bad_uris_are_refused() {
         assert!(matches!(AmqpUri::parse("http://x"), Err(UriError::Scheme(_))));
         assert!(matches!(AmqpUri::parse("amqp://h:port/"), Err(UriError::Port(_))));
@@ -168,6 +214,9 @@ mod tests {
             AmqpUri::parse("amqp://h/?heartbeat=x"),
             Err(UriError::Parameter(_))
         ));
-        assert_eq!(AmqpUri::parse("amqps://h"), Err(UriError::TlsUnsupported));
+        assert!(matches!(
+            AmqpUri::parse("amqps://h/?auth_mechanism=kerberos"),
+            Err(UriError::Parameter(_))
+        ));
     }
 }

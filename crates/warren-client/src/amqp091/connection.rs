@@ -18,6 +18,7 @@ use super::events::Events;
 use super::handshake;
 use super::recovery::RecoveryOptions;
 use super::wire::{Signals, Wire};
+use crate::tls::TlsOptions;
 use crate::uri::AmqpUri;
 
 /// How long a close waits for the broker's close-ok.
@@ -59,6 +60,7 @@ impl std::fmt::Debug for Connection {
 pub struct ConnectionBuilder {
     uris: Vec<String>,
     name: Option<String>,
+    tls: Option<TlsOptions>,
     recovery: RecoveryOptions,
     consumer_concurrency: usize,
 }
@@ -84,6 +86,15 @@ impl ConnectionBuilder {
         self
     }
 
+    /// TLS with these options (certificate authorities, a client
+    /// certificate, or a rustls configuration of the application's),
+    /// whatever the URIs say; without it an `amqps://` URI uses its own
+    /// `cacertfile`, `certfile` and `keyfile` parameters.
+    pub fn tls(mut self, tls: TlsOptions) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
     /// How to recover (on by default).
     pub fn recovery(mut self, recovery: RecoveryOptions) -> Self {
         self.recovery = recovery;
@@ -100,7 +111,7 @@ impl ConnectionBuilder {
             .collect::<Result<Vec<_>, _>>()?;
         let mut last = None;
         for uri in &uris {
-            match handshake::open(uri, self.name.as_deref()).await {
+            match handshake::open(uri, self.name.as_deref(), self.tls.as_ref()).await {
                 Ok(opened) => {
                     let signals = Arc::new(Signals {
                         blocked: watch::Sender::new(false),
@@ -110,6 +121,7 @@ impl ConnectionBuilder {
                     let core = Core::new(
                         uris.clone(),
                         self.name,
+                        self.tls,
                         self.recovery,
                         self.consumer_concurrency,
                         wire.clone(),
@@ -136,6 +148,7 @@ impl Connection {
         ConnectionBuilder {
             uris: vec![uri.to_string()],
             name: None,
+            tls: None,
             recovery: RecoveryOptions::default(),
             consumer_concurrency: 1,
         }

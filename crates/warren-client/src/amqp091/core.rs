@@ -16,6 +16,7 @@ use super::events::Event;
 use super::recovery::{self, RecoveryOptions};
 use super::topology::Topology;
 use super::wire::{Signals, Wire};
+use crate::tls::TlsOptions;
 use crate::uri::AmqpUri;
 
 /// Where a connection stands.
@@ -32,6 +33,8 @@ pub(crate) struct Core {
     /// The name the broker's management shows (client property
     /// `connection_name`).
     pub(crate) name: Option<String>,
+    /// TLS options of the application's (else the URIs' own).
+    pub(crate) tls: Option<TlsOptions>,
     pub(crate) recovery: RecoveryOptions,
     /// How many deliveries `Consumer::run` handles at once.
     pub(crate) consumer_concurrency: usize,
@@ -47,6 +50,7 @@ impl Core {
     pub(crate) fn new(
         uris: Vec<AmqpUri>,
         name: Option<String>,
+        tls: Option<TlsOptions>,
         recovery: RecoveryOptions,
         consumer_concurrency: usize,
         wire: Arc<Wire>,
@@ -54,6 +58,7 @@ impl Core {
         Arc::new(Core {
             uris,
             name,
+            tls,
             consumer_concurrency,
             recovery,
             signals: wire.signals.clone(),

@@ -44,6 +44,9 @@ pub enum Error {
     /// This side closed the connection or channel.
     #[error("closed by this client")]
     ClosedByClient,
+    /// TLS could not be set up (certificate files, the handshake).
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
     /// The broker did not answer in time.
     #[error("the broker did not answer within {0:?}")]
     Timeout(std::time::Duration),

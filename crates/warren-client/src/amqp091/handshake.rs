@@ -3,6 +3,7 @@
 //! reader and writer tasks.
 
 use bytes::{Bytes, BytesMut};
+use rustls::pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use warren_amqp091::frame::write_method;
@@ -10,6 +11,8 @@ use warren_amqp091::methods::*;
 use warren_amqp091::{FieldTable, FieldValue, Frame, FrameType, Method, PROTOCOL_HEADER};
 
 use super::error::Error;
+use super::socket::Socket;
+use crate::tls::{TlsError, TlsOptions};
 use crate::uri::AmqpUri;
 
 /// The largest frame this client asks for (RabbitMQ's default).
@@ -17,7 +20,7 @@ const FRAME_MAX: u32 = 131_072;
 
 /// A socket that has opened its virtual host, and what it was tuned to.
 pub(crate) struct Opened {
-    pub(crate) stream: TcpStream,
+    pub(crate) stream: Socket,
     /// Bytes read past connection.open-ok.
     pub(crate) rbuf: BytesMut,
     pub(crate) tuned: Tuned,
@@ -26,11 +29,20 @@ pub(crate) struct Opened {
 /// Connect to `uri` and open its virtual host, within its connection
 /// timeout; `name` is shown by the broker's management as the
 /// connection's.
-pub(crate) async fn open(uri: &AmqpUri, name: Option<&str>) -> Result<Opened, Error> {
+pub(crate) async fn open(
+    uri: &AmqpUri,
+    name: Option<&str>,
+    tls: Option<&TlsOptions>,
+) -> Result<Opened, Error> {
     let limit = uri.connection_timeout;
     tokio::time::timeout(limit, async {
-        let mut stream = TcpStream::connect((uri.host.as_str(), uri.port)).await?;
-        stream.set_nodelay(true)?;
+        let tcp = TcpStream::connect((uri.host.as_str(), uri.port)).await?;
+        tcp.set_nodelay(true)?;
+        let mut stream = if uri.tls || tls.is_some() {
+            Socket::Tls(Box::new(tls_connect(uri, tls, tcp).await?))
+        } else {
+            Socket::Plain(tcp)
+        };
         let mut hs = Handshake {
             stream: &mut stream,
             rbuf: BytesMut::with_capacity(4096),
@@ -43,6 +55,40 @@ pub(crate) async fn open(uri: &AmqpUri, name: Option<&str>) -> Result<Opened, Er
     .map_err(|_| Error::Timeout(limit))?
 }
 
+/// TLS over `tcp`, with the application's options or the URI's files.
+async fn tls_connect(
+    uri: &AmqpUri,
+    tls: Option<&TlsOptions>,
+    tcp: TcpStream,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, Error> {
+    let from_uri;
+    let tls = match tls {
+        Some(t) => t,
+        None => {
+            let client = match (&uri.certfile, &uri.keyfile) {
+                (Some(c), Some(k)) => {
+                    Some((std::path::Path::new(c.as_str()), std::path::Path::new(k.as_str())))
+                }
+                (None, None) => None,
+                _ => return Err(TlsError("certfile and keyfile go together".into()).into()),
+            };
+            from_uri =
+                TlsOptions::from_pem_files(uri.cacertfile.as_deref().map(std::path::Path::new), client)?;
+            &from_uri
+        }
+    };
+    let name = tls
+        .server_name
+        .clone()
+        .or_else(|| uri.server_name_indication.clone())
+        .unwrap_or_else(|| uri.host.clone());
+    let name = ServerName::try_from(name).map_err(|e| TlsError(format!("server name: {e}")))?;
+    tokio_rustls::TlsConnector::from(tls.config.clone())
+        .connect(name, tcp)
+        .await
+        .map_err(|e| TlsError(format!("handshake: {e}")).into())
+}
+
 /// What connection.tune settled.
 pub(crate) struct Tuned {
     pub(crate) frame_max: u32,
@@ -52,27 +98,33 @@ pub(crate) struct Tuned {
 
 /// The connection's opening exchange, on the socket before it is split.
 struct Handshake<'a> {
-    stream: &'a mut TcpStream,
+    stream: &'a mut Socket,
     rbuf: BytesMut,
 }
 
 impl Handshake<'_> {
     async fn run(&mut self, uri: &AmqpUri, name: Option<&str>) -> Result<Tuned, Error> {
         self.stream.write_all(PROTOCOL_HEADER).await?;
+        self.stream.flush().await?;
         let Method::ConnectionStart(start) = self.method().await? else {
             return Err(Error::Protocol("expected connection.start".into()));
         };
         let offered = String::from_utf8_lossy(&start.mechanisms).into_owned();
-        if !offered.split(' ').any(|m| m == "PLAIN") {
+        // EXTERNAL when asked for: the broker takes the user from the
+        // client certificate, and the response is empty.
+        let (mechanism, response) = match uri.auth_mechanism.as_deref() {
+            Some("external") => ("EXTERNAL", Bytes::new()),
+            _ => ("PLAIN", Bytes::from(format!("\0{}\0{}", uri.user, uri.password))),
+        };
+        if !offered.split(' ').any(|m| m == mechanism) {
             return Err(Error::Protocol(format!(
-                "the broker does not offer PLAIN (it offers {offered})"
+                "the broker does not offer {mechanism} (it offers {offered})"
             )));
         }
-        let response = format!("\0{}\0{}", uri.user, uri.password);
         self.send(ConnectionStartOk {
             client_properties: client_properties(name),
-            mechanism: "PLAIN".into(),
-            response: Bytes::from(response),
+            mechanism: mechanism.into(),
+            response,
             locale: "en_US".into(),
         })
         .await?;
@@ -118,6 +170,7 @@ impl Handshake<'_> {
         let mut buf = BytesMut::new();
         write_method(&mut buf, 0, &m.into());
         self.stream.write_all(&buf).await?;
+        self.stream.flush().await?;
         Ok(())
     }
 

@@ -9,8 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedReadHalf;
+use tokio::io::AsyncReadExt;
 use tokio::sync::{mpsc, watch};
 use warren_amqp091::frame::{write_heartbeat, write_method};
 use warren_amqp091::methods::*;
@@ -19,6 +18,7 @@ use warren_amqp091::{BasicProperties, ContentHeader, Frame, FrameType, Method};
 use super::channel::Content;
 use super::error::Error;
 use super::events::Event;
+use super::socket::ReadHalf;
 use super::wire::Wire;
 
 /// The most bytes gathered into one write.
@@ -118,7 +118,7 @@ struct Partial {
 const MAX_BODY: u64 = 512 << 20;
 
 pub(crate) async fn read_loop(
-    mut input: OwnedReadHalf,
+    mut input: ReadHalf,
     mut rbuf: BytesMut,
     silence_limit: Option<Duration>,
     wire: Arc<Wire>,

@@ -21,6 +21,7 @@ mod options;
 mod publish;
 mod recovery;
 mod rpc;
+mod socket;
 mod topology;
 mod wire;
 

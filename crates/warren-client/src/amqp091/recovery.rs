@@ -101,19 +101,20 @@ pub(crate) async fn recover(core: &Arc<Core>) -> Result<Arc<Wire>, Error> {
         attempt += 1;
         let uri = &core.uris[next_uri % core.uris.len()];
         next_uri += 1;
-        let result: Result<(), Error> = match handshake::open(uri, core.name.as_deref()).await {
-            Ok(opened) => {
-                let wire = Wire::start(opened, core.signals.clone());
-                match restore(core, &wire).await {
-                    Ok(()) => return Ok(wire),
-                    Err(e) => {
-                        wire.end(e.clone());
-                        Err(e)
+        let result: Result<(), Error> =
+            match handshake::open(uri, core.name.as_deref(), core.tls.as_ref()).await {
+                Ok(opened) => {
+                    let wire = Wire::start(opened, core.signals.clone());
+                    match restore(core, &wire).await {
+                        Ok(()) => return Ok(wire),
+                        Err(e) => {
+                            wire.end(e.clone());
+                            Err(e)
+                        }
                     }
                 }
-            }
-            Err(e) => Err(e),
-        };
+                Err(e) => Err(e),
+            };
         let error = result.expect_err("returned on success");
         tracing::debug!(attempt, "recovery attempt failed: {error}");
         core.signals.emit(Event::RecoveryFailed {

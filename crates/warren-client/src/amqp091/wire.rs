@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use super::channel::ChannelState;
 use super::error::Error;
 use super::events::Event;
 use super::handshake::Opened;
+use super::socket::WriteHalf;
 
 /// A sender writes its frames itself only if the socket has been quiet
 /// this long (µs): a lone publish or ack then saves the writer task's
@@ -45,7 +45,7 @@ pub(crate) struct Wire {
     writer: mpsc::Sender<Bytes>,
     /// The socket's sending half: the writer task's, or a sender's that
     /// finds nothing queued (see `send`).
-    pub(crate) out: tokio::sync::Mutex<OwnedWriteHalf>,
+    pub(crate) out: tokio::sync::Mutex<WriteHalf>,
     /// Frames queued and not yet written. While any are, every sender
     /// queues, so frames keep the order they were sent in.
     pub(crate) queued: AtomicUsize,
@@ -71,7 +71,7 @@ impl Wire {
     /// Start the reader and writer tasks on an opened socket.
     pub(crate) fn start(opened: Opened, signals: Arc<Signals>) -> Arc<Wire> {
         let Opened { stream, rbuf, tuned } = opened;
-        let (read, write) = stream.into_split();
+        let (read, write) = stream.split();
         let (tx, rx) = mpsc::channel(WRITER_QUEUE);
         let (stop, stopped) = watch::channel(false);
         let wire = Arc::new(Wire {

@@ -1,0 +1,114 @@
+//! The byte stream under a wire: plain TCP, or TLS over it (rustls). The
+//! halves the reader and writer use; only plain TCP can be written to
+//! without waiting (`try_write`), so the direct-write path of `wire.rs`
+//! applies to it alone.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+
+/// A connected socket, before it is split.
+pub(crate) enum Socket {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+pub(crate) enum ReadHalf {
+    Plain(OwnedReadHalf),
+    Tls(tokio::io::ReadHalf<TlsStream<TcpStream>>),
+}
+
+pub(crate) enum WriteHalf {
+    Plain(OwnedWriteHalf),
+    Tls(tokio::io::WriteHalf<TlsStream<TcpStream>>),
+}
+
+impl Socket {
+    pub(crate) fn split(self) -> (ReadHalf, WriteHalf) {
+        match self {
+            Socket::Plain(s) => {
+                let (r, w) = s.into_split();
+                (ReadHalf::Plain(r), WriteHalf::Plain(w))
+            }
+            Socket::Tls(s) => {
+                let (r, w) = tokio::io::split(*s);
+                (ReadHalf::Tls(r), WriteHalf::Tls(w))
+            }
+        }
+    }
+}
+
+impl WriteHalf {
+    /// Write what the socket takes now, without waiting (plain TCP only;
+    /// over TLS this is always WouldBlock and the writer task writes).
+    pub(crate) fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            WriteHalf::Plain(w) => w.try_write(buf),
+            WriteHalf::Tls(_) => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+
+    /// Write it all and push it out (TLS records included).
+    pub(crate) async fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        match self {
+            WriteHalf::Plain(w) => w.write_all(buf).await,
+            WriteHalf::Tls(w) => {
+                w.write_all(buf).await?;
+                w.flush().await
+            }
+        }
+    }
+
+    pub(crate) async fn shutdown(&mut self) -> io::Result<()> {
+        match self {
+            WriteHalf::Plain(w) => w.shutdown().await,
+            WriteHalf::Tls(w) => w.shutdown().await,
+        }
+    }
+}
+
+impl AsyncRead for ReadHalf {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            ReadHalf::Plain(r) => Pin::new(r).poll_read(cx, buf),
+            ReadHalf::Tls(r) => Pin::new(r).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncRead for Socket {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Socket::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Socket::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Socket {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Socket::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Socket::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Socket::Plain(s) => Pin::new(s).poll_flush(cx),
+            Socket::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Socket::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Socket::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! amqps:// against a Warren with TLS listeners (certificates made by the
+//! test with rcgen, none committed): PLAIN over TLS with the CA named in
+//! the URI, SASL EXTERNAL with a client certificate, and a broker whose
+//! certificate the client does not trust refused with a TLS error.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use rcgen::{
+    BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+    KeyUsagePurpose, SanType,
+};
+use support::within;
+use warren_client::amqp091::{Connection, Error, Properties, QueueOptions};
+use warren_client::tls::TlsOptions;
+
+struct Ca {
+    cert: Certificate,
+    key: KeyPair,
+}
+
+fn new_ca(name: &str) -> Ca {
+    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.distinguished_name.push(DnType::CommonName, name);
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let key = KeyPair::generate().unwrap();
+    let cert = p.self_signed(&key).unwrap();
+    Ca { cert, key }
+}
+
+/// Write a certificate signed by `ca` and its key; their paths.
+fn issue(dir: &Path, ca: &Ca, file: &str, cn: &str, server: bool) -> (PathBuf, PathBuf) {
+    let mut p = CertificateParams::new(if server {
+        vec!["localhost".to_string()]
+    } else {
+        vec![]
+    })
+    .unwrap();
+    if server {
+        p.subject_alt_names
+            .push(SanType::IpAddress(std::net::IpAddr::from([127, 0, 0, 1])));
+    }
+    p.distinguished_name.push(DnType::CommonName, cn);
+    p.extended_key_usages = vec![if server {
+        ExtendedKeyUsagePurpose::ServerAuth
+    } else {
+        ExtendedKeyUsagePurpose::ClientAuth
+    }];
+    let key = KeyPair::generate().unwrap();
+    let cert = p.signed_by(&key, &ca.cert, &ca.key).unwrap();
+    let (c, k) = (dir.join(format!("{file}.pem")), dir.join(format!("{file}.key")));
+    std::fs::write(&c, cert.pem()).unwrap();
+    std::fs::write(&k, key.serialize_pem()).unwrap();
+    (c, k)
+}
+
+async fn round_trip(conn: &Connection, q: &str) {
+    let ch = within(conn.channel()).await.unwrap();
+    within(ch.queue_declare(q, QueueOptions::default().auto_delete()))
+        .await
+        .unwrap();
+    let _sent = within(ch.publish("", q, Properties::default(), Bytes::from_static(b"over tls")))
+        .await
+        .unwrap();
+    let got = loop {
+        if let Some(m) = within(ch.get(q, true)).await.unwrap() {
+            break m;
+        }
+    };
+    assert_eq!(&got.delivery.body[..], b"over tls");
+}
+
+#[tokio::test]
+async fn amqps_with_plain_and_with_external_and_an_untrusted_broker_refused() {
+    let dir = std::env::temp_dir().join(format!("warren-client-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca = new_ca("warren-client test CA");
+    let ca_file = dir.join("ca.pem");
+    std::fs::write(&ca_file, ca.cert.pem()).unwrap();
+    let (server_cert, server_key) = issue(&dir, &ca, "server", "warren-server", true);
+    // EXTERNAL logs in as the certificate's CN: guest.
+    let (client_cert, client_key) = issue(&dir, &ca, "client", "guest", false);
+
+    let data = dir.join("data");
+    let mut config = warren_server::Config::loopback(data);
+    config.ssl_options = warren_node::tls::SslOptions {
+        certfile: Some(server_cert),
+        keyfile: Some(server_key),
+        cacertfile: Some(ca_file.clone()),
+        // Certificates checked when sent (EXTERNAL needs one), not required.
+        verify: warren_node::tls::Verify::VerifyPeer,
+        ..Default::default()
+    };
+    config.auth_mechanisms = vec!["PLAIN".into(), "AMQPLAIN".into(), "EXTERNAL".into()];
+    config.ssl_cert_login_from = warren_node::tls::peer::LoginFrom::CommonName;
+    let warren = warren_server::start(config).await.expect("Warren starts");
+    let port = warren.listeners.amqps.expect("an amqps listener").port();
+
+    // PLAIN over TLS, the CA named in the URI.
+    let ca_param: String =
+        percent_encoding::utf8_percent_encode(ca_file.to_str().unwrap(), percent_encoding::NON_ALPHANUMERIC)
+            .to_string();
+    let uri = format!("amqps://guest:guest@localhost:{port}/%2f?cacertfile={ca_param}");
+    let conn = within(Connection::open(&uri)).await.unwrap();
+    round_trip(&conn, "tls-plain").await;
+    within(conn.close()).await.unwrap();
+
+    // EXTERNAL: no password, the client certificate says who.
+    let tls = TlsOptions::from_pem_files(Some(&ca_file), Some((&client_cert, &client_key))).unwrap();
+    let conn = within(
+        Connection::builder(&format!(
+            "amqps://nobody@localhost:{port}/%2f?auth_mechanism=external"
+        ))
+        .tls(tls)
+        .open(),
+    )
+    .await
+    .unwrap();
+    round_trip(&conn, "tls-external").await;
+    within(conn.close()).await.unwrap();
+
+    // A broker certified by a CA the client does not trust.
+    let other = new_ca("another CA");
+    let other_file = dir.join("other-ca.pem");
+    std::fs::write(&other_file, other.cert.pem()).unwrap();
+    let tls = TlsOptions::from_pem_files(Some(&other_file), None).unwrap();
+    let refused = within(
+        Connection::builder(&format!("amqps://guest:guest@localhost:{port}/%2f"))
+            .tls(tls)
+            .open(),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(refused, Error::Tls(_)), "{refused:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
