@@ -10,53 +10,11 @@ mod support;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
-use support::{targets, unique, within, Target};
+use support::{close_through_the_api, targets, unique, within};
 use warren_client::amqp091::{
     Confirmation, Connection, ConsumeOptions, Error, Event, Events, ExchangeKind, ExchangeOptions,
     FieldTable, Properties, QueueOptions, RecoveryOptions, RpcClient,
 };
-
-/// Close the connection named `name` through the management API, as an
-/// operator would (the listing may lag behind a new connection).
-async fn close_through_the_api(t: &Target, name: &str) {
-    let http = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let list: serde_json::Value = http
-            .get(format!("{}/api/connections", t.api))
-            .basic_auth("guest", Some("guest"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let found = list
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|c| c["client_properties"]["connection_name"].as_str() == Some(name));
-        if let Some(c) = found {
-            let id = c["name"].as_str().unwrap();
-            let url = format!(
-                "{}/api/connections/{}",
-                t.api,
-                utf8_percent_encode(id, NON_ALPHANUMERIC)
-            );
-            let r = http
-                .delete(url)
-                .basic_auth("guest", Some("guest"))
-                .send()
-                .await
-                .unwrap();
-            assert!(r.status().is_success(), "{}", r.status());
-            return;
-        }
-        assert!(Instant::now() < deadline, "{name} never listed");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
 
 async fn next_event(events: &mut Events, want: impl Fn(&Event) -> bool) -> Event {
     loop {

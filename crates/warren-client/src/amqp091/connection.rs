@@ -221,6 +221,41 @@ impl Connection {
         Ok(())
     }
 
+    /// connection.update-secret: hand the broker a fresh secret (an OAuth 2
+    /// access token about to replace one that expires) without
+    /// reconnecting. Once the broker accepts it, recoveries log in with
+    /// it too. A refusal is the broker closing the connection (530).
+    ///
+    /// ```no_run
+    /// # async fn refresh(conn: &warren_client::amqp091::Connection, token: &str) -> Result<(), warren_client::amqp091::Error> {
+    /// conn.update_secret(token, "token refreshed").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn update_secret(&self, secret: &str, reason: &str) -> Result<(), Error> {
+        let wire = self.core.wire().await?;
+        let (tx, rx) = oneshot::channel();
+        *wire.update_secret_ok.lock() = Some(tx);
+        let mut buf = BytesMut::new();
+        let update = ConnectionUpdateSecret {
+            new_secret: Bytes::copy_from_slice(secret.as_bytes()),
+            reason: reason.into(),
+        };
+        write_method(&mut buf, 0, &Method::ConnectionUpdateSecret(update));
+        wire.send(buf.freeze()).await?;
+        tokio::select! {
+            ok = rx => {
+                if ok.is_ok() {
+                    *self.core.secret.lock() = Some(secret.to_string());
+                    return Ok(());
+                }
+            }
+            _ = wire.ended() => {}
+            _ = tokio::time::sleep(CLOSE_TIMEOUT * 6) => return Err(Error::Timeout(CLOSE_TIMEOUT * 6)),
+        }
+        Err(wire.ended_error())
+    }
+
     /// Whether the connection has ended for good (not while recovering).
     pub fn is_closed(&self) -> bool {
         self.core.closed().is_some()

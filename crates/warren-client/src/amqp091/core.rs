@@ -33,6 +33,9 @@ pub(crate) struct Core {
     /// The name the broker's management shows (client property
     /// `connection_name`).
     pub(crate) name: Option<String>,
+    /// The secret (an OAuth 2 token) given by the last accepted
+    /// update-secret: a recovery logs in with it, not the URI's password.
+    pub(crate) secret: Mutex<Option<String>>,
     /// TLS options of the application's (else the URIs' own).
     pub(crate) tls: Option<TlsOptions>,
     pub(crate) recovery: RecoveryOptions,
@@ -58,6 +61,7 @@ impl Core {
         Arc::new(Core {
             uris,
             name,
+            secret: Mutex::new(None),
             tls,
             consumer_concurrency,
             recovery,

@@ -296,6 +296,12 @@ async fn connection_method(wire: &Arc<Wire>, m: Method) -> Result<bool, Error> {
             wire.end(Error::ClosedByClient);
             Ok(false)
         }
+        Method::ConnectionUpdateSecretOk(_) => {
+            if let Some(tx) = wire.update_secret_ok.lock().take() {
+                let _ = tx.send(());
+            }
+            Ok(true)
+        }
         Method::ConnectionBlocked(b) => {
             let reason = b.reason.to_str_lossy().into_owned();
             tracing::info!("the broker blocked publishing: {reason}");

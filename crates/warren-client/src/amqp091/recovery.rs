@@ -99,7 +99,11 @@ pub(crate) async fn recover(core: &Arc<Core>) -> Result<Arc<Wire>, Error> {
     let mut next_uri = 0usize;
     loop {
         attempt += 1;
-        let uri = &core.uris[next_uri % core.uris.len()];
+        let mut uri = core.uris[next_uri % core.uris.len()].clone();
+        if let Some(secret) = core.secret.lock().clone() {
+            uri.password = secret;
+        }
+        let uri = &uri;
         next_uri += 1;
         let result: Result<(), Error> =
             match handshake::open(uri, core.name.as_deref(), core.tls.as_ref()).await {

@@ -61,6 +61,8 @@ pub(crate) struct Wire {
     ended: Mutex<Option<Error>>,
     /// Told when the broker answers this side's connection.close.
     pub(crate) close_ok: Mutex<Option<oneshot::Sender<()>>>,
+    /// Told when the broker accepts a connection.update-secret.
+    pub(crate) update_secret_ok: Mutex<Option<oneshot::Sender<()>>>,
     /// Set once the wire has ended: the writer writes what is queued and
     /// stops, which closes the socket.
     stop: watch::Sender<bool>,
@@ -85,6 +87,7 @@ impl Wire {
             channels: Mutex::new(HashMap::new()),
             ended: Mutex::new(None),
             close_ok: Mutex::new(None),
+            update_secret_ok: Mutex::new(None),
             stop,
             signals,
         });

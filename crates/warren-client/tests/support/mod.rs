@@ -6,7 +6,7 @@
 
 pub mod broker;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Every call gets this long before the test fails instead of hanging.
 pub const LIMIT: Duration = Duration::from_secs(20);
@@ -78,4 +78,45 @@ pub async fn targets() -> (Vec<Target>, warren_server::Running) {
         });
     }
     (out, running)
+}
+
+/// Close the connection named `name` through the management API, as an
+/// operator would (the listing may lag behind a new connection).
+pub async fn close_through_the_api(t: &Target, name: &str) {
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let list: serde_json::Value = http
+            .get(format!("{}/api/connections", t.api))
+            .basic_auth("guest", Some("guest"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let found = list
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["client_properties"]["connection_name"].as_str() == Some(name));
+        if let Some(c) = found {
+            let id = c["name"].as_str().unwrap();
+            let url = format!(
+                "{}/api/connections/{}",
+                t.api,
+                percent_encoding::utf8_percent_encode(id, percent_encoding::NON_ALPHANUMERIC)
+            );
+            let r = http
+                .delete(url)
+                .basic_auth("guest", Some("guest"))
+                .send()
+                .await
+                .unwrap();
+            assert!(r.status().is_success(), "{}", r.status());
+            return;
+        }
+        assert!(Instant::now() < deadline, "{name} never listed");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
