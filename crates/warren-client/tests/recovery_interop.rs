@@ -7,7 +7,7 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use support::{close_through_the_api, targets, unique, within};
