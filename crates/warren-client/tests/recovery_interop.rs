@@ -12,7 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use support::{close_through_the_api, targets, unique, within};
 use warren_client::amqp091::{
-    Confirmation, Connection, ConsumeOptions, Error, Event, Events, ExchangeKind, ExchangeOptions,
+    reply, Confirmation, Connection, ConsumeOptions, Error, Event, Events, ExchangeKind, ExchangeOptions,
     FieldTable, Properties, QueueOptions, RecoveryOptions, RpcClient,
 };
 
@@ -88,12 +88,7 @@ async fn a_connection_an_operator_closes_comes_back_with_its_topology_and_consum
             .unwrap();
         let responder = tokio::spawn(async move {
             while let Some(r) = requests.next().await {
-                let to = r.properties.reply_to.clone().expect("reply_to");
-                let props = Properties {
-                    correlation_id: r.properties.correlation_id.clone(),
-                    ..Default::default()
-                };
-                let _sent = rch.publish("", &to.to_str_lossy(), props, r.body.clone()).await;
+                let _sent = reply(&rch, &r, Properties::default(), r.body.clone()).await;
                 let _ = r.ack().await;
             }
         });

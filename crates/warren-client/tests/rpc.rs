@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use support::{brokers, unique, within};
-use warren_client::amqp091::{Connection, ConsumeOptions, Error, Properties, QueueOptions, RpcClient};
+use warren_client::amqp091::{reply, Connection, ConsumeOptions, Error, Properties, QueueOptions, RpcClient};
 
 #[tokio::test]
 async fn requests_get_their_own_replies_and_an_unanswered_one_times_out() {
@@ -24,13 +24,8 @@ async fn requests_get_their_own_replies_and_an_unanswered_one_times_out() {
         let mut requests = within(sch.consume(&q, ConsumeOptions::default())).await.unwrap();
         let responder = tokio::spawn(async move {
             while let Some(r) = requests.next().await {
-                let to = r.properties.reply_to.clone().expect("reply_to");
-                let props = Properties {
-                    correlation_id: r.properties.correlation_id.clone(),
-                    ..Default::default()
-                };
                 let answer = Bytes::from(String::from_utf8_lossy(&r.body).to_uppercase());
-                let _sent = sch.publish("", &to.to_str_lossy(), props, answer).await.unwrap();
+                let _sent = reply(&sch, &r, Properties::default(), answer).await.unwrap();
                 r.ack().await.unwrap();
             }
         });
@@ -63,6 +58,24 @@ async fn requests_get_their_own_replies_and_an_unanswered_one_times_out() {
         .await
         .unwrap_err();
         assert!(matches!(e, Error::Timeout(_)), "{e:?}");
+        // A message without reply_to is no request to answer.
+        let ch = within(conn.channel()).await.unwrap();
+        let plain = unique("plain");
+        within(ch.queue_declare(&plain, QueueOptions::default().auto_delete()))
+            .await
+            .unwrap();
+        let _sent = within(ch.publish("", &plain, Properties::default(), Bytes::from_static(b"x")))
+            .await
+            .unwrap();
+        let got = loop {
+            if let Some(m) = within(ch.get(&plain, true)).await.unwrap() {
+                break m;
+            }
+        };
+        let e = within(reply(&ch, &got.delivery, Properties::default(), Bytes::new()))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::NotARequest), "{e:?}");
         responder.abort();
         within(conn.close()).await.unwrap();
         within(server.close()).await.unwrap();

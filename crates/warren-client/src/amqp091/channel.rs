@@ -541,18 +541,8 @@ impl Channel {
         routing_key: &str,
         arguments: FieldTable,
     ) -> Result<(), Error> {
-        let reply = self
-            .call(ExchangeBind {
-                destination: destination.into(),
-                source: source.into(),
-                routing_key: routing_key.into(),
-                arguments: arguments.clone(),
-                ..Default::default()
-            })
-            .await?;
-        expect!(reply, ExchangeBindOk)?;
-        self.record(|t| t.bind(binding(true, destination, source, routing_key, arguments)));
-        Ok(())
+        self.binding(true, binding(true, destination, source, routing_key, arguments))
+            .await
     }
 
     /// exchange.unbind.
@@ -563,18 +553,8 @@ impl Channel {
         routing_key: &str,
         arguments: FieldTable,
     ) -> Result<(), Error> {
-        let reply = self
-            .call(ExchangeUnbind {
-                destination: destination.into(),
-                source: source.into(),
-                routing_key: routing_key.into(),
-                arguments: arguments.clone(),
-                ..Default::default()
-            })
-            .await?;
-        expect!(reply, ExchangeUnbindOk)?;
-        self.record(|t| t.unbind(&binding(true, destination, source, routing_key, arguments)));
-        Ok(())
+        self.binding(false, binding(true, destination, source, routing_key, arguments))
+            .await
     }
 
     /// queue.declare; an empty `name` asks the broker for one. Recorded
@@ -619,18 +599,8 @@ impl Channel {
         routing_key: &str,
         arguments: FieldTable,
     ) -> Result<(), Error> {
-        let reply = self
-            .call(QueueBind {
-                queue: queue.into(),
-                exchange: exchange.into(),
-                routing_key: routing_key.into(),
-                arguments: arguments.clone(),
-                ..Default::default()
-            })
-            .await?;
-        expect!(reply, QueueBindOk)?;
-        self.record(|t| t.bind(binding(false, queue, exchange, routing_key, arguments)));
-        Ok(())
+        self.binding(true, binding(false, queue, exchange, routing_key, arguments))
+            .await
     }
 
     /// queue.unbind.
@@ -641,17 +611,68 @@ impl Channel {
         routing_key: &str,
         arguments: FieldTable,
     ) -> Result<(), Error> {
-        let reply = self
-            .call(QueueUnbind {
-                queue: queue.into(),
-                exchange: exchange.into(),
-                routing_key: routing_key.into(),
-                arguments: arguments.clone(),
+        self.binding(false, binding(false, queue, exchange, routing_key, arguments))
+            .await
+    }
+
+    /// Make (`bind`) or remove binding `b`, and record that for recovery.
+    async fn binding(&self, bind: bool, b: RecordedBinding) -> Result<(), Error> {
+        let (destination, source) = (b.destination.as_str().into(), b.source.as_str().into());
+        let (routing_key, arguments) = (b.routing_key.as_str().into(), b.arguments.clone());
+        let m: Method = match (b.to_exchange, bind) {
+            (true, true) => ExchangeBind {
+                destination,
+                source,
+                routing_key,
+                arguments,
                 ..Default::default()
-            })
-            .await?;
-        expect!(reply, QueueUnbindOk)?;
-        self.record(|t| t.unbind(&binding(false, queue, exchange, routing_key, arguments)));
+            }
+            .into(),
+            (true, false) => ExchangeUnbind {
+                destination,
+                source,
+                routing_key,
+                arguments,
+                ..Default::default()
+            }
+            .into(),
+            (false, true) => QueueBind {
+                queue: destination,
+                exchange: source,
+                routing_key,
+                arguments,
+                ..Default::default()
+            }
+            .into(),
+            (false, false) => QueueUnbind {
+                queue: destination,
+                exchange: source,
+                routing_key,
+                arguments,
+                ..Default::default()
+            }
+            .into(),
+        };
+        match self.call(m).await? {
+            Reply::Method(
+                Method::ExchangeBindOk(_)
+                | Method::ExchangeUnbindOk(_)
+                | Method::QueueBindOk(_)
+                | Method::QueueUnbindOk(_),
+            ) => {}
+            Reply::Method(other) => {
+                return Err(Error::Protocol(format!("expected a binding's ok, got {other:?}")))
+            }
+            Reply::Got(_) => {
+                return Err(Error::Protocol(
+                    "expected a binding's ok, got basic.get-ok".into(),
+                ))
+            }
+        }
+        self.record(|t| match bind {
+            true => t.bind(b),
+            false => t.unbind(&b),
+        });
         Ok(())
     }
 

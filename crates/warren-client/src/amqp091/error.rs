@@ -44,6 +44,9 @@ pub enum Error {
     /// This side closed the connection or channel.
     #[error("closed by this client")]
     ClosedByClient,
+    /// A delivery answered with [`super::reply`] has no `reply_to`.
+    #[error("the delivery has no reply_to: it is no request")]
+    NotARequest,
     /// TLS could not be set up (certificate files, the handshake).
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),

@@ -33,5 +33,5 @@ pub use events::{Event, Events};
 pub use options::{ConsumeOptions, ExchangeKind, ExchangeOptions, PublishOptions, QueueOptions};
 pub use publish::{Confirm, Confirmation, Returned};
 pub use recovery::RecoveryOptions;
-pub use rpc::{RpcClient, DIRECT_REPLY_TO};
+pub use rpc::{reply, RpcClient, DIRECT_REPLY_TO};
 pub use warren_amqp091::{BasicProperties as Properties, FieldTable, FieldValue, ShortStr};

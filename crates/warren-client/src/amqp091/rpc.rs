@@ -43,21 +43,7 @@ type Waiting = Arc<Mutex<HashMap<String, oneshot::Sender<Result<Delivery, Error>
 /// # }
 /// ```
 ///
-/// A responder answers by publishing to the request's `reply_to` with its
-/// `correlation_id`:
-///
-/// ```no_run
-/// # use warren_client::amqp091::{Channel, Delivery, Properties};
-/// # async fn answer(ch: &Channel, request: Delivery) -> Result<(), warren_client::amqp091::Error> {
-/// let reply_to = request.properties.reply_to.clone().expect("a request");
-/// let props = Properties {
-///     correlation_id: request.properties.correlation_id.clone(),
-///     ..Default::default()
-/// };
-/// let _sent = ch.publish("", &reply_to.to_str_lossy(), props, "pong".into()).await?;
-/// # Ok(())
-/// # }
-/// ```
+/// A responder answers with [`reply`].
 pub struct RpcClient {
     channel: Channel,
     waiting: Waiting,
@@ -178,4 +164,32 @@ impl Drop for RpcClient {
         self.router.abort();
         self.watcher.abort();
     }
+}
+
+/// Answer `request` on `channel`: publish `body` to its `reply_to` with
+/// its `correlation_id` (and the other `properties` given). A delivery
+/// without `reply_to` is no request: [`Error::NotARequest`].
+///
+/// ```no_run
+/// use warren_client::amqp091::{reply, Consumer, Channel, Properties};
+///
+/// # async fn serve(ch: Channel, mut requests: Consumer) -> Result<(), warren_client::amqp091::Error> {
+/// while let Some(request) = requests.next().await {
+///     let _sent = reply(&ch, &request, Properties::default(), "pong".into()).await?;
+///     request.ack().await?;
+/// }
+/// # Ok(())
+/// # }
+/// ```
+pub async fn reply(
+    channel: &Channel,
+    request: &Delivery,
+    mut properties: BasicProperties,
+    body: Bytes,
+) -> Result<super::Confirm, Error> {
+    let Some(to) = request.properties.reply_to.as_ref() else {
+        return Err(Error::NotARequest);
+    };
+    properties.correlation_id = request.properties.correlation_id.clone();
+    channel.publish("", &to.to_str_lossy(), properties, body).await
 }
