@@ -10,6 +10,7 @@
 //! ([`RecoveryOptions`]) and tells the application ([`Event`]).
 
 mod channel;
+mod channel_state;
 mod connection;
 mod consume;
 mod core;

@@ -1,0 +1,338 @@
+//! A channel's state, shared by the reader task (replies, confirms,
+//! deliveries routed here), the handle's calls and recovery (reopening
+//! the channel on a new wire as it was). It outlives the wires that
+//! carry it; [`super::Channel`] is the handle applications call.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, oneshot};
+use warren_amqp091::frame::write_method;
+use warren_amqp091::methods::*;
+use warren_amqp091::{BasicProperties, Method};
+
+use super::consume::{Acker, Delivery};
+use super::error::Error;
+use super::events::Event;
+use super::options::ConsumeOptions;
+use super::publish::{Confirms, Returned};
+use super::wire::Wire;
+
+/// A message with its method, as the reader assembled it.
+pub(crate) struct Content {
+    pub(crate) method: Method,
+    pub(crate) properties: BasicProperties,
+    pub(crate) body: Bytes,
+}
+
+/// What a call waits for.
+pub(crate) enum Reply {
+    Method(Method),
+    Got(Box<Content>),
+}
+
+type ReplySlot = Mutex<Option<oneshot::Sender<Result<Reply, Error>>>>;
+
+/// A consumer as its channel keeps it: where deliveries go, and what
+/// recovery needs to start it again.
+pub(crate) struct ConsumerEntry {
+    pub(crate) tx: mpsc::Sender<Delivery>,
+    pub(crate) rx: Arc<Mutex<mpsc::Receiver<Delivery>>>,
+    pub(crate) queue: String,
+    pub(crate) options: ConsumeOptions,
+}
+
+/// The channel as the reader task, the handles and recovery share it. It
+/// outlives the wires that carry it.
+pub(crate) struct ChannelState {
+    pub(crate) id: u16,
+    reply: ReplySlot,
+    /// One call awaiting a reply at a time.
+    pub(crate) calls: tokio::sync::Mutex<()>,
+    /// Publishes numbered and queued in the same order.
+    pub(crate) publishing: tokio::sync::Mutex<()>,
+    pub(crate) confirms: Mutex<Confirms>,
+    pub(crate) consumers: Mutex<HashMap<String, ConsumerEntry>>,
+    /// The consumer whose basic.consume-ok has not come yet: the reader
+    /// files it under its tag on the ok, before any delivery can follow.
+    pub(crate) starting: Mutex<Option<ConsumerEntry>>,
+    ended: Mutex<Option<Error>>,
+    pub(crate) prefetch: AtomicU16,
+    pub(crate) transactional: AtomicBool,
+    /// Unconfirmed publishes are published again after a recovery
+    /// ([`super::RecoveryOptions::republish_unconfirmed`]).
+    pub(crate) republish: AtomicBool,
+}
+
+impl ChannelState {
+    pub(crate) fn new(id: u16) -> ChannelState {
+        ChannelState {
+            id,
+            reply: Mutex::new(None),
+            calls: tokio::sync::Mutex::new(()),
+            publishing: tokio::sync::Mutex::new(()),
+            confirms: Mutex::new(Confirms::default()),
+            consumers: Mutex::new(HashMap::new()),
+            starting: Mutex::new(None),
+            ended: Mutex::new(None),
+            prefetch: AtomicU16::new(0),
+            transactional: AtomicBool::new(false),
+            republish: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn is_ended(&self) -> bool {
+        self.ended.lock().is_some()
+    }
+
+    pub(crate) fn check(&self) -> Result<(), Error> {
+        match self.ended.lock().clone() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn answer(&self, r: Result<Reply, Error>) {
+        if let Some(tx) = self.reply.lock().take() {
+            let _ = tx.send(r);
+        }
+    }
+
+    /// Send `m` on `wire` and wait for its reply; the caller holds
+    /// `calls`.
+    pub(crate) async fn exchange(&self, wire: &Wire, m: Method) -> Result<Reply, Error> {
+        self.check()?;
+        let (tx, rx) = oneshot::channel();
+        *self.reply.lock() = Some(tx);
+        // Ended between the check and the slot: nobody would answer it.
+        if wire.is_ended() || self.is_ended() {
+            self.reply.lock().take();
+            self.check()?;
+            return Err(wire.ended_error());
+        }
+        let mut buf = BytesMut::new();
+        write_method(&mut buf, self.id, &m);
+        wire.send(buf.freeze()).await?;
+        match rx.await {
+            Ok(r) => r,
+            Err(_) => Err(self.check().err().unwrap_or_else(|| wire.ended_error())),
+        }
+    }
+
+    /// A call on `wire` whatever the connection's state (recovery's).
+    pub(crate) async fn call_method(&self, wire: &Wire, m: Method) -> Result<Method, Error> {
+        let _one = self.calls.lock().await;
+        match self.exchange(wire, m).await? {
+            Reply::Method(m) => Ok(m),
+            Reply::Got(_) => Err(Error::Protocol("an unexpected basic.get-ok".into())),
+        }
+    }
+
+    /// Open this channel again on a new wire, as it was: its QoS, confirm
+    /// and transaction modes, and its consumers under their tags. If the
+    /// broker refuses a step (a consumer's queue is gone, say) the
+    /// channel is closed as the broker says and the refusal reported;
+    /// only a failing wire fails the recovery.
+    pub(crate) async fn reopen(self: &Arc<Self>, wire: &Wire) -> Result<(), Error> {
+        if self.is_ended() {
+            return Ok(());
+        }
+        if !wire.register(self.clone()) {
+            return Err(wire.ended_error());
+        }
+        let _one = self.calls.lock().await;
+        match self.restore(wire).await {
+            Err(error @ Error::ChannelClosed { .. }) => {
+                tracing::warn!(channel = self.id, "recovery could not restore a channel: {error}");
+                wire.signals.emit(Event::TopologyRecoveryFailed {
+                    what: format!("channel {}", self.id),
+                    error,
+                });
+                Ok(())
+            }
+            // Closed by the application meanwhile.
+            Err(_) if self.is_ended() && !wire.is_ended() => Ok(()),
+            other => other,
+        }
+    }
+
+    async fn restore(&self, wire: &Wire) -> Result<(), Error> {
+        let call = |m: Method| async move {
+            match self.exchange(wire, m).await? {
+                Reply::Method(m) => Ok(m),
+                Reply::Got(_) => Err(Error::Protocol("an unexpected basic.get-ok".into())),
+            }
+        };
+        call(ChannelOpen::default().into()).await?;
+        let prefetch = self.prefetch.load(Ordering::Relaxed);
+        if prefetch > 0 {
+            call(
+                BasicQos {
+                    prefetch_count: prefetch,
+                    ..Default::default()
+                }
+                .into(),
+            )
+            .await?;
+        }
+        if self.confirms.lock().enabled {
+            call(ConfirmSelect::default().into()).await?;
+            // Publishes held over from the lost wire go first, renumbered.
+            let resend = self.confirms.lock().restart();
+            for frames in resend {
+                wire.send(frames).await?;
+            }
+        }
+        if self.transactional.load(Ordering::Relaxed) {
+            call(TxSelect {}.into()).await?;
+        }
+        let consumers: Vec<(String, String, ConsumeOptions)> = self
+            .consumers
+            .lock()
+            .iter()
+            .map(|(tag, c)| (tag.clone(), c.queue.clone(), c.options.clone()))
+            .collect();
+        for (tag, queue, options) in consumers {
+            call(
+                BasicConsume {
+                    queue: queue.as_str().into(),
+                    consumer_tag: tag.as_str().into(),
+                    no_ack: options.no_ack,
+                    exclusive: options.exclusive,
+                    arguments: options.arguments,
+                    ..Default::default()
+                }
+                .into(),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// A server-named queue was declared again under a new name.
+    pub(crate) fn queue_renamed(&self, old: &str, new: &str) {
+        for c in self.consumers.lock().values_mut().filter(|c| c.queue == old) {
+            c.queue = new.to_string();
+        }
+    }
+
+    /// A method from the broker (content methods go to [`Self::content`]).
+    pub(crate) async fn method(&self, wire: &Wire, m: Method) {
+        match m {
+            Method::BasicAck(a) => self.confirms.lock().settle(a.delivery_tag, a.multiple, true),
+            Method::BasicNack(n) => self.confirms.lock().settle(n.delivery_tag, n.multiple, false),
+            // The broker cancelled a consumer (its queue was deleted):
+            // its stream ends.
+            Method::BasicCancel(c) => {
+                self.consumers
+                    .lock()
+                    .remove(c.consumer_tag.to_str_lossy().as_ref());
+            }
+            Method::ChannelClose(c) => {
+                let mut buf = BytesMut::new();
+                write_method(&mut buf, self.id, &Method::ChannelCloseOk(ChannelCloseOk {}));
+                let _ = wire.send(buf.freeze()).await;
+                wire.unregister(self.id);
+                self.closed(Error::ChannelClosed {
+                    code: c.reply_code,
+                    text: c.reply_text.to_str_lossy().into_owned(),
+                });
+            }
+            Method::ChannelFlow(f) => {
+                let mut buf = BytesMut::new();
+                write_method(
+                    &mut buf,
+                    self.id,
+                    &Method::ChannelFlowOk(ChannelFlowOk { active: f.active }),
+                );
+                let _ = wire.send(buf.freeze()).await;
+            }
+            Method::BasicConsumeOk(ok) => {
+                if let Some(entry) = self.starting.lock().take() {
+                    self.consumers
+                        .lock()
+                        .insert(ok.consumer_tag.to_str_lossy().into_owned(), entry);
+                }
+                self.answer(Ok(Reply::Method(Method::BasicConsumeOk(ok))));
+            }
+            m => self.answer(Ok(Reply::Method(m))),
+        }
+    }
+
+    /// A whole message from the broker.
+    pub(crate) async fn content(&self, wire: &Arc<Wire>, c: Content) {
+        match c.method {
+            Method::BasicDeliver(d) => {
+                let tag = d.consumer_tag.to_str_lossy().into_owned();
+                let Some(tx) = self.consumers.lock().get(&tag).map(|c| c.tx.clone()) else {
+                    return;
+                };
+                let delivery = Delivery {
+                    delivery_tag: d.delivery_tag,
+                    redelivered: d.redelivered,
+                    exchange: d.exchange.to_str_lossy().into_owned(),
+                    routing_key: d.routing_key.to_str_lossy().into_owned(),
+                    consumer_tag: tag,
+                    properties: c.properties,
+                    body: c.body,
+                    acker: Acker {
+                        wire: wire.clone(),
+                        channel: self.id,
+                        tag: d.delivery_tag,
+                    },
+                };
+                // Bounded: waiting here holds the socket back (TCP flow
+                // control) rather than buffering without limit.
+                let _ = tx.send(delivery).await;
+            }
+            Method::BasicReturn(r) => self.confirms.lock().returned(Returned {
+                reply_code: r.reply_code,
+                reply_text: r.reply_text.to_str_lossy().into_owned(),
+                exchange: r.exchange.to_str_lossy().into_owned(),
+                routing_key: r.routing_key.to_str_lossy().into_owned(),
+                properties: c.properties,
+                body: c.body,
+            }),
+            Method::BasicGetOk(_) => self.answer(Ok(Reply::Got(Box::new(c)))),
+            _ => {}
+        }
+    }
+
+    /// The wire under the channel ended; the channel lives on for
+    /// recovery. The call waiting and the unconfirmed publishes fail, and
+    /// deliveries not yet taken by acknowledging consumers are dropped
+    /// (the broker gives them again, marked redelivered; their acks
+    /// could not reach it). A no-ack consumer keeps its buffer: those
+    /// messages are already its.
+    pub(crate) fn wire_lost(&self, why: &Error) {
+        self.answer(Err(why.clone()));
+        if self.republish.load(Ordering::Relaxed) {
+            self.confirms.lock().hold(why);
+        } else {
+            self.confirms.lock().fail_all(why);
+        }
+        self.starting.lock().take();
+        for c in self.consumers.lock().values().filter(|c| !c.options.no_ack) {
+            let mut rx = c.rx.lock();
+            while rx.try_recv().is_ok() {}
+        }
+    }
+
+    /// The channel ended for good: the call waiting, the publishes
+    /// unconfirmed and the consumers learn it.
+    pub(crate) fn closed(&self, why: Error) {
+        {
+            let mut e = self.ended.lock();
+            if e.is_none() {
+                *e = Some(why.clone());
+            }
+        }
+        self.answer(Err(why.clone()));
+        self.confirms.lock().fail_all(&why);
+        self.consumers.lock().clear();
+        self.starting.lock().take();
+    }
+}
