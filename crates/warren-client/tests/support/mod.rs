@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod broker;
+pub mod cluster;
 
 use std::time::{Duration, Instant};
 
