@@ -205,23 +205,13 @@ async fn a_cluster_node_killed_under_the_client_loses_nothing_confirmed() {
     stop.store(true, Ordering::Relaxed);
     publishing.await.unwrap();
     let (acked, reported) = collecting.await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let missing = {
-            let got = received.lock();
-            acked.iter().filter(|id| !got.contains_key(id)).count()
-        };
-        if missing == 0 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{missing} of {} acked messages never arrived",
-            acked.len()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let duplicates: u32 = received.lock().values().map(|n| n - 1).sum();
+    let duplicates = support::all_acked_arrive(
+        &received,
+        &acked,
+        Duration::from_secs(60),
+        Duration::from_millis(100),
+    )
+    .await;
     println!(
         "cluster rounds {rounds}: {} acked, {reported} reported unconfirmed, 0 lost, {duplicates} delivered again",
         acked.len()

@@ -257,23 +257,13 @@ async fn kills(rounds: u32, republish: bool) -> u64 {
     publishing.await.unwrap();
     let (acked, reported) = collecting.await.unwrap();
     // Every acked message reaches the durable queue's consumer.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let missing = {
-            let got = received.lock();
-            acked.iter().filter(|id| !got.contains_key(id)).count()
-        };
-        if missing == 0 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{missing} of {} acked messages never arrived",
-            acked.len()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let duplicates: u32 = received.lock().values().map(|n| n - 1).sum();
+    let duplicates = support::all_acked_arrive(
+        &received,
+        &acked,
+        Duration::from_secs(60),
+        Duration::from_millis(50),
+    )
+    .await;
     println!(
         "rounds {rounds}{}: {} acked, {reported} reported unconfirmed, 0 lost, {duplicates} delivered again",
         if republish { " (republishing)" } else { "" },

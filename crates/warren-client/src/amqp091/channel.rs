@@ -475,7 +475,10 @@ impl Channel {
             }
             false => None,
         };
-        let frame_max = self.inner.core.wire().await?.frame_max;
+        // The wire in use now, to size the body frames and, unless a
+        // recovery comes between, to send on.
+        let mut wire = self.inner.core.wire().await?;
+        let frame_max = wire.frame_max;
         let mut buf = BytesMut::with_capacity(body.len() + 64 + exchange.len() + routing_key.len());
         let publish = BasicPublish {
             exchange: exchange.into(),
@@ -489,7 +492,9 @@ impl Channel {
         let frames = buf.freeze();
         loop {
             self.inner.core.unblocked().await;
-            let wire = self.inner.core.wire().await?;
+            if !self.inner.core.is_current(&wire) {
+                wire = self.inner.core.wire().await?;
+            }
             let _order = state.publishing.lock().await;
             if !self.inner.core.is_current(&wire) {
                 continue;

@@ -74,6 +74,12 @@ impl Core {
 
     /// The wire to use now, waiting out a recovery.
     pub(crate) async fn wire(&self) -> Result<Arc<Wire>, Error> {
+        // Every publish asks: answer an open link without subscribing.
+        if let Link::Open(w) = &*self.link.borrow() {
+            if !w.is_ended() {
+                return Ok(w.clone());
+            }
+        }
         let mut rx = self.link.subscribe();
         loop {
             match &*rx.borrow_and_update() {
@@ -101,6 +107,9 @@ impl Core {
 
     /// Wait while the broker has blocked publishing.
     pub(crate) async fn unblocked(&self) {
+        if !*self.signals.blocked.borrow() {
+            return;
+        }
         let mut rx = self.signals.blocked.subscribe();
         let _ = rx.wait_for(|b| !*b).await;
     }

@@ -121,3 +121,30 @@ pub async fn close_through_the_api(t: &Target, name: &str) {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// Wait until every id in `acked` was received (failing after `limit`);
+/// how many deliveries were of an id received before.
+pub async fn all_acked_arrive(
+    received: &parking_lot::Mutex<std::collections::HashMap<u64, u32>>,
+    acked: &std::collections::BTreeSet<u64>,
+    limit: Duration,
+    poll: Duration,
+) -> u32 {
+    let deadline = Instant::now() + limit;
+    loop {
+        let missing = {
+            let got = received.lock();
+            acked.iter().filter(|id| !got.contains_key(id)).count()
+        };
+        if missing == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{missing} of {} acked messages never arrived",
+            acked.len()
+        );
+        tokio::time::sleep(poll).await;
+    }
+    received.lock().values().map(|n| n - 1).sum()
+}
