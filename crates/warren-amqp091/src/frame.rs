@@ -116,6 +116,28 @@ pub fn write_method(buf: &mut BytesMut, channel: u16, method: &Method) {
     finish(buf, at);
 }
 
+/// Append a basic.publish method frame from borrowed names: what
+/// `write_method` of a `BasicPublish` writes, without first copying the
+/// exchange and routing key into short strings of their own (a client
+/// publishing at a high rate would pay two allocations a message).
+pub fn write_basic_publish(
+    buf: &mut BytesMut,
+    channel: u16,
+    exchange: &[u8],
+    routing_key: &[u8],
+    mandatory: bool,
+    immediate: bool,
+) {
+    let at = begin(buf, FrameType::Method, channel);
+    buf.put_u16(60); // class basic
+    buf.put_u16(40); // method publish
+    buf.put_u16(0); // reserved-1 (ticket)
+    crate::primitives::put_shortstr(buf, exchange);
+    crate::primitives::put_shortstr(buf, routing_key);
+    buf.put_u8(u8::from(mandatory) | (u8::from(immediate) << 1));
+    finish(buf, at);
+}
+
 /// Append a content header frame (0-9-1 §4.2.6.1) whose property flags and
 /// list are already encoded (`raw_properties`, as received from a publisher).
 pub fn write_content_header_raw(
@@ -170,6 +192,28 @@ pub fn write_heartbeat(buf: &mut BytesMut) {
 mod tests {
     use super::*;
     use crate::methods::{BasicQosOk, ChannelOpen};
+
+    #[test]
+    fn a_borrowed_publish_is_the_method_frame() {
+        for (x, rk, m, i) in [
+            ("", "q", false, false),
+            ("amq.topic", "a.b", true, false),
+            ("x", "", true, true),
+        ] {
+            let mut direct = BytesMut::new();
+            write_basic_publish(&mut direct, 7, x.as_bytes(), rk.as_bytes(), m, i);
+            let mut via = BytesMut::new();
+            let publish = crate::methods::BasicPublish {
+                exchange: x.into(),
+                routing_key: rk.into(),
+                mandatory: m,
+                immediate: i,
+                ..Default::default()
+            };
+            write_method(&mut via, 7, &Method::BasicPublish(publish));
+            assert_eq!(direct, via, "{x} {rk} {m} {i}");
+        }
+    }
 
     #[test]
     fn exact_bytes_of_a_method_frame() {

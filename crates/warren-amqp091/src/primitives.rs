@@ -62,6 +62,19 @@ impl Borrow<[u8]> for ShortStr {
     }
 }
 
+/// Compares the octets with the string's UTF-8.
+impl PartialEq<str> for ShortStr {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other.as_bytes()
+    }
+}
+
+impl PartialEq<&str> for ShortStr {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == other.as_bytes()
+    }
+}
+
 impl From<&str> for ShortStr {
     fn from(s: &str) -> ShortStr {
         ShortStr(Bytes::copy_from_slice(s.as_bytes()))

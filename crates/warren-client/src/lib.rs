@@ -118,5 +118,6 @@
 #![warn(missing_docs)]
 
 pub mod amqp091;
+pub mod codec;
 pub mod tls;
 pub mod uri;

@@ -7,8 +7,8 @@ mod support;
 use bytes::Bytes;
 use support::{brokers, unique, within};
 use warren_client::amqp091::{
-    Confirmation, Connection, ConsumeOptions, Error, ExchangeKind, ExchangeOptions, FieldTable, Properties,
-    PublishOptions, QueueOptions,
+    Confirmation, Connection, ConsumeOptions, Error, ExchangeKind, ExchangeOptions, FieldTable, Message,
+    Properties, PublishOptions, QueueOptions,
 };
 
 #[tokio::test]
@@ -297,6 +297,120 @@ async fn handlers_run_as_concurrently_as_asked_and_in_order_at_one() {
         assert_eq!(*seen.lock().unwrap(), want);
         running.abort();
         within(ch.queue_delete(&q, false, false)).await.unwrap();
+        within(conn.close()).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_batch_is_published_in_order_in_turns_of_the_in_flight_limit() {
+    let (uris, _warren) = brokers().await;
+    for uri in uris {
+        let conn = within(Connection::open(&uri)).await.unwrap();
+        let ch = within(conn.channel()).await.unwrap();
+        within(ch.confirm_select()).await.unwrap();
+        // Far below the batch: it goes in many turns.
+        ch.set_max_in_flight(64);
+        let q = within(ch.queue_declare("", QueueOptions::default().exclusive()))
+            .await
+            .unwrap();
+        let nobody = unique("nobody");
+        let mut batch: Vec<Message> = (0..1000u32)
+            .map(|i| Message::new("", &q.name, Bytes::from(i.to_be_bytes().to_vec())))
+            .collect();
+        // One unroutable mandatory message in the middle comes back.
+        batch.insert(500, Message::new("amq.direct", &nobody, "lost?").mandatory());
+        let confirms = within(ch.publish_batch(batch)).await.unwrap();
+        assert_eq!(confirms.len(), 1001);
+        let mut settled = Vec::new();
+        for c in confirms {
+            settled.push(within(c).await.unwrap());
+        }
+        assert!(
+            matches!(&settled[500], Confirmation::Returned(r)
+                if r.routing_key == nobody && &r.body[..] == b"lost?" && r.properties.headers.is_none()),
+            "the mandatory one came back: {:?}, against {uri}",
+            settled[500]
+        );
+        settled.remove(500);
+        assert!(settled.iter().all(|c| *c == Confirmation::Ack), "against {uri}");
+        within(ch.basic_qos(100)).await.unwrap();
+        let mut consumer = within(ch.consume(&q.name, ConsumeOptions::default()))
+            .await
+            .unwrap();
+        for i in 0..1000u32 {
+            let d = within(consumer.next()).await.expect("a delivery");
+            assert_eq!(&d.body[..], &i.to_be_bytes(), "in order, against {uri}");
+            within(d.ack()).await.unwrap();
+        }
+        // Out of confirm mode a batch is sent, nothing more known.
+        let plain = within(conn.channel()).await.unwrap();
+        let sent = within(plain.publish_batch((0..10).map(|_| Message::new("", &q.name, "x"))))
+            .await
+            .unwrap();
+        assert_eq!(sent.len(), 10);
+        for c in sent {
+            assert_eq!(within(c).await.unwrap(), Confirmation::Sent);
+        }
+        for _ in 0..10 {
+            let d = within(consumer.next()).await.expect("a delivery");
+            assert_eq!(&d.body[..], b"x");
+            within(d.ack()).await.unwrap();
+        }
+        within(conn.close()).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn typed_bodies_go_as_json_and_other_content_types_are_refused() {
+    use warren_client::codec::{CodecError, Json};
+    #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+    struct Order {
+        id: u32,
+        item: String,
+    }
+    let (uris, _warren) = brokers().await;
+    for uri in uris {
+        let conn = within(Connection::open(&uri)).await.unwrap();
+        let ch = within(conn.channel()).await.unwrap();
+        within(ch.confirm_select()).await.unwrap();
+        let q = within(ch.queue_declare("", QueueOptions::default().exclusive()))
+            .await
+            .unwrap();
+        let order = Order {
+            id: 7,
+            item: "tea".into(),
+        };
+        let m = Message::encode::<Json, _>("", &q.name, &order).unwrap();
+        assert_eq!(
+            within(within(ch.publish_message(m)).await.unwrap())
+                .await
+                .unwrap(),
+            Confirmation::Ack
+        );
+        let text = Properties {
+            content_type: Some("text/plain".into()),
+            ..Default::default()
+        };
+        let c = within(ch.publish("", &q.name, text, r#"{"id":8,"item":"milk"}"#.into()))
+            .await
+            .unwrap();
+        assert_eq!(within(c).await.unwrap(), Confirmation::Ack);
+        let mut consumer = within(ch.consume(&q.name, ConsumeOptions::default()))
+            .await
+            .unwrap();
+        let d = within(consumer.next()).await.unwrap();
+        assert_eq!(
+            d.properties.content_type.as_ref().unwrap().to_str_lossy(),
+            "application/json"
+        );
+        assert_eq!(d.decode::<Json, Order>().unwrap(), order, "against {uri}");
+        let d = within(consumer.next()).await.unwrap();
+        match d.decode::<Json, Order>() {
+            Err(Error::Codec(CodecError { reason, .. })) => {
+                assert!(reason.contains("text/plain"), "{reason}")
+            }
+            other => panic!("a text/plain body decoded as JSON: {other:?}"),
+        }
         within(conn.close()).await.unwrap();
     }
 }

@@ -27,7 +27,7 @@ pub enum PerfError {
     #[error(transparent)]
     Options(#[from] options::OptionError),
     #[error("AMQP 0-9-1: {0}")]
-    Amqp091(#[from] amqp091::client::ClientError),
+    Amqp091(#[from] warren_client::amqp091::Error),
     #[error("AMQP 1.0: {0}")]
     Amqp10(#[from] amqp10::conn::Amqp10Error),
     #[error("stream protocol: {0}")]

@@ -241,6 +241,19 @@ fn percent_decode(s: &str) -> Result<String, &'static str> {
     String::from_utf8(out).map_err(|_| "not UTF-8 after %-decoding")
 }
 
+/// Percent-encode all but RFC 3986's unreserved characters.
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for &b in s.as_bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 impl Uri {
     pub fn parse(s: &str) -> Result<Uri, OptionError> {
         let bad = |why| OptionError::Uri(s.to_string(), why);
@@ -289,6 +302,18 @@ impl Uri {
             pass,
             vhost,
         })
+    }
+
+    /// The URI again as an `amqp://` URI, every part percent-encoded,
+    /// for a client that parses URIs itself.
+    pub fn amqp_uri(&self) -> String {
+        format!(
+            "amqp://{}:{}@{}/{}",
+            percent_encode(&self.user),
+            percent_encode(&self.pass),
+            self.addr(),
+            percent_encode(&self.vhost)
+        )
     }
 
     pub fn addr(&self) -> String {
@@ -380,6 +405,11 @@ mod tests {
             ("localhost:5672", "guest", "/")
         );
         let u = Uri::parse("amqp://a%40b:p%3Aw@[::1]:5680/my%20vh").unwrap();
+        assert_eq!(u.amqp_uri(), "amqp://a%40b:p%3Aw@[::1]:5680/my%20vh");
+        assert_eq!(
+            Uri::parse("amqp://localhost").unwrap().amqp_uri(),
+            "amqp://guest:guest@localhost:5672/%2F"
+        );
         assert_eq!(u.addr(), "[::1]:5680");
         assert_eq!(
             (u.user.as_str(), u.pass.as_str(), u.vhost.as_str()),

@@ -8,20 +8,17 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, Semaphore};
-use warren_amqp091::frame::{write_body, write_content_header, write_method};
+use tokio::sync::mpsc;
 use warren_amqp091::methods::*;
-use warren_amqp091::{BasicProperties, FieldTable, Method};
+use warren_amqp091::{FieldTable, Method, ShortStr};
 
 use super::channel_state::Reply;
 pub(crate) use super::channel_state::{ChannelState, ConsumerEntry, Content};
 use super::consume::{Acker, Consumer, Delivery};
 use super::core::Core;
 use super::error::Error;
-use super::options::{ConsumeOptions, ExchangeKind, ExchangeOptions, PublishOptions, QueueOptions};
-use super::publish::Confirm;
+use super::options::{ConsumeOptions, ExchangeKind, ExchangeOptions, QueueOptions};
 use super::topology::{RecordedBinding, RecordedExchange, RecordedQueue, Topology};
 use super::wire::Wire;
 
@@ -51,11 +48,9 @@ pub struct GetMessage {
     pub message_count: u32,
 }
 
-struct Inner {
-    state: Arc<ChannelState>,
-    core: Arc<Core>,
-    /// Replaced, not resized, by `set_max_in_flight`.
-    in_flight: Mutex<Arc<Semaphore>>,
+pub(super) struct Inner {
+    pub(super) state: Arc<ChannelState>,
+    pub(super) core: Arc<Core>,
 }
 
 /// An open channel. Clones share it; it is usable from any task. It
@@ -63,7 +58,7 @@ struct Inner {
 /// recovering wait for it.
 #[derive(Clone)]
 pub struct Channel {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
 impl std::fmt::Debug for Channel {
@@ -94,11 +89,7 @@ macro_rules! expect {
 impl Channel {
     pub(crate) fn new(state: Arc<ChannelState>, core: Arc<Core>) -> Channel {
         Channel {
-            inner: Arc::new(Inner {
-                state,
-                core,
-                in_flight: Mutex::new(Arc::new(Semaphore::new(DEFAULT_IN_FLIGHT))),
-            }),
+            inner: Arc::new(Inner { state, core }),
         }
     }
 
@@ -108,11 +99,11 @@ impl Channel {
     }
 
     /// How many publishes may await their confirms at once before
-    /// `publish` waits ([`DEFAULT_IN_FLIGHT`] unless set). Set it before
-    /// publishing: publishes already in flight count against the old
-    /// limit.
+    /// `publish` waits ([`DEFAULT_IN_FLIGHT`] unless set). It applies at
+    /// once: publishes already in flight count against the new limit.
     pub fn set_max_in_flight(&self, n: usize) {
-        *self.inner.in_flight.lock() = Arc::new(Semaphore::new(n.max(1)));
+        self.inner.state.confirms.lock().max = n.max(1);
+        self.inner.state.slot_freed.notify_waiters();
     }
 
     /// The connection's default consumer concurrency.
@@ -409,7 +400,7 @@ impl Channel {
         expect!(self.call(BasicRecover { requeue }).await?, BasicRecoverOk).map(|_| ())
     }
 
-    /// confirm.select: from now on each publish's [`Confirm`] resolves to
+    /// confirm.select: from now on each publish's [`super::Confirm`] resolves to
     /// the broker's answer.
     pub async fn confirm_select(&self) -> Result<(), Error> {
         let reply = self.call(ConfirmSelect::default()).await?;
@@ -433,91 +424,6 @@ impl Channel {
     /// tx.rollback.
     pub async fn tx_rollback(&self) -> Result<(), Error> {
         expect!(self.call(TxRollback {}).await?, TxRollbackOk).map(|_| ())
-    }
-
-    /// Publish `body` to `exchange` with `routing_key`.
-    pub async fn publish(
-        &self,
-        exchange: &str,
-        routing_key: &str,
-        properties: BasicProperties,
-        body: Bytes,
-    ) -> Result<Confirm, Error> {
-        self.publish_with(exchange, routing_key, PublishOptions::default(), properties, body)
-            .await
-    }
-
-    /// [`Self::publish`] with options (`mandatory`). In confirm mode it
-    /// waits while [`DEFAULT_IN_FLIGHT`] publishes await their confirms;
-    /// it waits too while the broker has blocked publishing or the
-    /// connection is recovering. A publish unconfirmed when the
-    /// connection is lost resolves to [`Error::ConnectionLost`].
-    pub async fn publish_with(
-        &self,
-        exchange: &str,
-        routing_key: &str,
-        options: PublishOptions,
-        properties: BasicProperties,
-        body: Bytes,
-    ) -> Result<Confirm, Error> {
-        let state = &self.inner.state;
-        let id = state.id;
-        let confirming = state.confirms.lock().enabled;
-        let mut permit = match confirming {
-            true => {
-                let slots = self.inner.in_flight.lock().clone();
-                Some(
-                    slots
-                        .acquire_owned()
-                        .await
-                        .expect("the semaphore is never closed"),
-                )
-            }
-            false => None,
-        };
-        // The wire in use now, to size the body frames and, unless a
-        // recovery comes between, to send on.
-        let mut wire = self.inner.core.wire().await?;
-        let frame_max = wire.frame_max;
-        let mut buf = BytesMut::with_capacity(body.len() + 64 + exchange.len() + routing_key.len());
-        let publish = BasicPublish {
-            exchange: exchange.into(),
-            routing_key: routing_key.into(),
-            mandatory: options.mandatory,
-            ..Default::default()
-        };
-        write_method(&mut buf, id, &Method::BasicPublish(publish));
-        write_content_header(&mut buf, id, 60, body.len() as u64, &properties);
-        write_body(&mut buf, id, &body, frame_max);
-        let frames = buf.freeze();
-        loop {
-            self.inner.core.unblocked().await;
-            if !self.inner.core.is_current(&wire) {
-                wire = self.inner.core.wire().await?;
-            }
-            let _order = state.publishing.lock().await;
-            if !self.inner.core.is_current(&wire) {
-                continue;
-            }
-            state.check()?;
-            let confirm = {
-                let mut confirms = state.confirms.lock();
-                // Checked under the confirms lock: a wire that ends after
-                // this fails what is pushed here.
-                if wire.is_ended() {
-                    continue;
-                }
-                match permit.take() {
-                    Some(p) if confirms.enabled => {
-                        let keep = state.republish.load(Ordering::Relaxed).then(|| frames.clone());
-                        Confirm::waiting(confirms.push(p, keep))
-                    }
-                    _ => Confirm::sent(),
-                }
-            };
-            wire.send(frames).await?;
-            return Ok(confirm);
-        }
     }
 
     /// basic.get: the next message, if any.
@@ -545,9 +451,9 @@ impl Channel {
             delivery: Delivery {
                 delivery_tag: ok.delivery_tag,
                 redelivered: ok.redelivered,
-                exchange: ok.exchange.to_str_lossy().into_owned(),
-                routing_key: ok.routing_key.to_str_lossy().into_owned(),
-                consumer_tag: String::new(),
+                exchange: ok.exchange,
+                routing_key: ok.routing_key,
+                consumer_tag: ShortStr::default(),
                 properties: c.properties,
                 body: c.body,
                 acker: Acker {

@@ -9,11 +9,12 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 use warren_amqp091::frame::write_method;
 use warren_amqp091::methods::*;
 use warren_amqp091::{BasicProperties, Method};
 
+use super::channel::DEFAULT_IN_FLIGHT;
 use super::consume::{Acker, Delivery};
 use super::error::Error;
 use super::events::Event;
@@ -24,7 +25,9 @@ use super::wire::Wire;
 /// A message with its method, as the reader assembled it.
 pub(crate) struct Content {
     pub(crate) method: Method,
-    pub(crate) properties: BasicProperties,
+    /// Boxed: a delivery moves through several hands on its way to the
+    /// application, and its properties are most of its size.
+    pub(crate) properties: Box<BasicProperties>,
     pub(crate) body: Bytes,
 }
 
@@ -52,9 +55,10 @@ pub(crate) struct ChannelState {
     reply: ReplySlot,
     /// One call awaiting a reply at a time.
     pub(crate) calls: tokio::sync::Mutex<()>,
-    /// Publishes numbered and queued in the same order.
-    pub(crate) publishing: tokio::sync::Mutex<()>,
     pub(crate) confirms: Mutex<Confirms>,
+    /// Told when confirms free in-flight slots (or the channel ends):
+    /// publishes waiting at the limit look again.
+    pub(crate) slot_freed: Notify,
     pub(crate) consumers: Mutex<HashMap<String, ConsumerEntry>>,
     /// The consumer whose basic.consume-ok has not come yet: the reader
     /// files it under its tag on the ok, before any delivery can follow.
@@ -73,8 +77,8 @@ impl ChannelState {
             id,
             reply: Mutex::new(None),
             calls: tokio::sync::Mutex::new(()),
-            publishing: tokio::sync::Mutex::new(()),
-            confirms: Mutex::new(Confirms::default()),
+            confirms: Mutex::new(Confirms::new(DEFAULT_IN_FLIGHT)),
+            slot_freed: Notify::new(),
             consumers: Mutex::new(HashMap::new()),
             starting: Mutex::new(None),
             ended: Mutex::new(None),
@@ -220,10 +224,21 @@ impl ChannelState {
     }
 
     /// A method from the broker (content methods go to [`Self::content`]).
-    pub(crate) async fn method(&self, wire: &Wire, m: Method) {
+    /// A method for this channel, handled on the reader's task without
+    /// waiting; one whose answer must be sent first comes back, for
+    /// [`Self::answer_method`].
+    pub(crate) fn method(&self, m: Method) -> Option<Method> {
         match m {
-            Method::BasicAck(a) => self.confirms.lock().settle(a.delivery_tag, a.multiple, true),
-            Method::BasicNack(n) => self.confirms.lock().settle(n.delivery_tag, n.multiple, false),
+            Method::BasicAck(a) => {
+                if self.confirms.lock().settle(a.delivery_tag, a.multiple, true) {
+                    self.slot_freed.notify_waiters();
+                }
+            }
+            Method::BasicNack(n) => {
+                if self.confirms.lock().settle(n.delivery_tag, n.multiple, false) {
+                    self.slot_freed.notify_waiters();
+                }
+            }
             // The broker cancelled a consumer (its queue was deleted):
             // its stream ends.
             Method::BasicCancel(c) => {
@@ -231,6 +246,24 @@ impl ChannelState {
                     .lock()
                     .remove(c.consumer_tag.to_str_lossy().as_ref());
             }
+            m @ (Method::ChannelClose(_) | Method::ChannelFlow(_)) => return Some(m),
+            Method::BasicConsumeOk(ok) => {
+                if let Some(entry) = self.starting.lock().take() {
+                    self.consumers
+                        .lock()
+                        .insert(ok.consumer_tag.to_str_lossy().into_owned(), entry);
+                }
+                self.answer(Ok(Reply::Method(Method::BasicConsumeOk(ok))));
+            }
+            m => self.answer(Ok(Reply::Method(m))),
+        }
+        None
+    }
+
+    /// channel.close and channel.flow from the broker: answered before
+    /// anything else happens on the channel.
+    pub(crate) async fn answer_method(&self, wire: &Wire, m: Method) {
+        match m {
             Method::ChannelClose(c) => {
                 let mut buf = BytesMut::new();
                 write_method(&mut buf, self.id, &Method::ChannelCloseOk(ChannelCloseOk {}));
@@ -250,55 +283,58 @@ impl ChannelState {
                 );
                 let _ = wire.send(buf.freeze()).await;
             }
-            Method::BasicConsumeOk(ok) => {
-                if let Some(entry) = self.starting.lock().take() {
-                    self.consumers
-                        .lock()
-                        .insert(ok.consumer_tag.to_str_lossy().into_owned(), entry);
-                }
-                self.answer(Ok(Reply::Method(Method::BasicConsumeOk(ok))));
+            other => {
+                self.method(other);
             }
-            m => self.answer(Ok(Reply::Method(m))),
         }
     }
 
-    /// A whole message from the broker.
-    pub(crate) async fn content(&self, wire: &Arc<Wire>, c: Content) {
+    /// A whole message from the broker, handled without waiting; a
+    /// delivery whose consumer's buffer is full comes back with the
+    /// consumer's sender, for the reader to wait on.
+    pub(crate) fn content(&self, wire: &Arc<Wire>, c: Content) -> Option<(mpsc::Sender<Delivery>, Delivery)> {
         match c.method {
             Method::BasicDeliver(d) => {
-                let tag = d.consumer_tag.to_str_lossy().into_owned();
-                let Some(tx) = self.consumers.lock().get(&tag).map(|c| c.tx.clone()) else {
-                    return;
+                let acker = Acker {
+                    wire: wire.clone(),
+                    channel: self.id,
+                    tag: d.delivery_tag,
                 };
+                let tag = std::str::from_utf8(d.consumer_tag.as_bytes()).unwrap_or_default();
                 let delivery = Delivery {
                     delivery_tag: d.delivery_tag,
                     redelivered: d.redelivered,
-                    exchange: d.exchange.to_str_lossy().into_owned(),
-                    routing_key: d.routing_key.to_str_lossy().into_owned(),
-                    consumer_tag: tag,
+                    exchange: d.exchange,
+                    routing_key: d.routing_key,
+                    consumer_tag: d.consumer_tag.clone(),
                     properties: c.properties,
                     body: c.body,
-                    acker: Acker {
-                        wire: wire.clone(),
-                        channel: self.id,
-                        tag: d.delivery_tag,
-                    },
+                    acker,
                 };
-                // Bounded: waiting here holds the socket back (TCP flow
-                // control) rather than buffering without limit.
-                let _ = tx.send(delivery).await;
+                // Bounded: a full buffer holds the socket back (TCP flow
+                // control) rather than buffering without limit. The
+                // common case, room in it, costs no clone of the sender.
+                let consumers = self.consumers.lock();
+                let entry = consumers.get(tag)?;
+                match entry.tx.try_send(delivery) {
+                    Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {}
+                    Err(mpsc::error::TrySendError::Full(delivery)) => {
+                        return Some((entry.tx.clone(), delivery))
+                    }
+                }
             }
             Method::BasicReturn(r) => self.confirms.lock().returned(Returned {
                 reply_code: r.reply_code,
                 reply_text: r.reply_text.to_str_lossy().into_owned(),
                 exchange: r.exchange.to_str_lossy().into_owned(),
                 routing_key: r.routing_key.to_str_lossy().into_owned(),
-                properties: c.properties,
+                properties: *c.properties,
                 body: c.body,
             }),
             Method::BasicGetOk(_) => self.answer(Ok(Reply::Got(Box::new(c)))),
             _ => {}
         }
+        None
     }
 
     /// The wire under the channel ended; the channel lives on for
@@ -314,6 +350,7 @@ impl ChannelState {
         } else {
             self.confirms.lock().fail_all(why);
         }
+        self.slot_freed.notify_waiters();
         self.starting.lock().take();
         for c in self.consumers.lock().values().filter(|c| !c.options.no_ack) {
             let mut rx = c.rx.lock();
@@ -332,6 +369,7 @@ impl ChannelState {
         }
         self.answer(Err(why.clone()));
         self.confirms.lock().fail_all(&why);
+        self.slot_freed.notify_waiters();
         self.consumers.lock().clear();
         self.starting.lock().take();
     }

@@ -8,12 +8,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use warren_amqp091::frame::write_method;
 use warren_amqp091::methods::*;
-use warren_amqp091::{BasicProperties, Method};
+use warren_amqp091::{BasicProperties, Method, ShortStr};
 
 use super::channel::Channel;
 use super::error::Error;
@@ -28,13 +28,14 @@ pub struct Delivery {
     /// connection was lost).
     pub redelivered: bool,
     /// The exchange it was published to (empty: the default exchange).
-    pub exchange: String,
+    pub exchange: ShortStr,
     /// The routing key it was published with.
-    pub routing_key: String,
+    pub routing_key: ShortStr,
     /// The consumer's tag (empty for basic.get).
-    pub consumer_tag: String,
-    /// Its properties (headers, correlation id, ...).
-    pub properties: BasicProperties,
+    pub consumer_tag: ShortStr,
+    /// Its properties (headers, correlation id, ...), boxed to keep a
+    /// delivery small to move.
+    pub properties: Box<BasicProperties>,
     /// The body, as it came off the socket.
     pub body: Bytes,
     pub(crate) acker: Acker,
@@ -55,6 +56,28 @@ impl Delivery {
     /// The handle that settles this delivery, to move to another task.
     pub fn acker(&self) -> Acker {
         self.acker.clone()
+    }
+
+    /// The body as a value, in the codec's format (feature `serde`;
+    /// [`Json`] with `json`). A content type other than the codec's is
+    /// refused; none at all is read as the codec's.
+    ///
+    /// [`Json`]: crate::codec::Json
+    #[cfg(feature = "serde")]
+    pub fn decode<C: crate::codec::Codec, T: serde::de::DeserializeOwned>(&self) -> Result<T, Error> {
+        if let Some(ct) = &self.properties.content_type {
+            // Parameters (`; charset=utf-8`) do not change the format.
+            let ct = ct.to_str_lossy();
+            let essence = ct.split(';').next().unwrap_or_default().trim();
+            if !essence.eq_ignore_ascii_case(C::CONTENT_TYPE) {
+                return Err(crate::codec::CodecError::new(
+                    C::CONTENT_TYPE,
+                    format!("the message's content type is {ct}"),
+                )
+                .into());
+            }
+        }
+        Ok(C::decode(&self.body)?)
     }
 }
 
@@ -78,17 +101,10 @@ impl std::fmt::Debug for Acker {
 
 impl Acker {
     async fn send(&self, m: Method) -> Result<(), Error> {
-        let mut buf = BytesMut::with_capacity(32);
-        write_method(&mut buf, self.channel, &m);
-        // Only on the wire that brought the delivery: on another its tag
-        // would name another message.
-        if self.wire.is_ended() {
-            return Err(Error::ConnectionLost(
-                "the connection ended before the ack".into(),
-            ));
-        }
+        // Only on the wire that brought the delivery (it fails once that
+        // has ended): on another its tag would name another message.
         self.wire
-            .send(buf.freeze())
+            .send_with(|buf| write_method(buf, self.channel, &m))
             .await
             .map_err(|_| Error::ConnectionLost("the connection ended before the ack".into()))
     }

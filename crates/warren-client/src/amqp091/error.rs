@@ -53,6 +53,9 @@ pub enum Error {
     /// The broker did not answer in time.
     #[error("the broker did not answer within {0:?}")]
     Timeout(std::time::Duration),
+    /// A typed body would not encode or decode ([`crate::codec`]).
+    #[error("message body: {0}")]
+    Codec(#[from] crate::codec::CodecError),
 }
 
 impl From<std::io::Error> for Error {

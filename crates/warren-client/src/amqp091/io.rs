@@ -3,8 +3,6 @@
 //! and sends heartbeats when idle. The reader parses frames, assembles
 //! content (method, header, body frames) and routes each to its channel.
 
-use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,79 +14,51 @@ use warren_amqp091::methods::*;
 use warren_amqp091::{BasicProperties, ContentHeader, Frame, FrameType, Method};
 
 use super::channel::Content;
+use super::channel_state::ChannelState;
+use super::consume::Delivery;
 use super::error::Error;
 use super::events::Event;
 use super::socket::ReadHalf;
-use super::wire::Wire;
-
-/// The most bytes gathered into one write.
-const WRITE_BATCH: usize = 256 * 1024;
+use super::wire::{ChannelMap, Wire};
 
 pub(crate) async fn write_loop(
-    mut rx: mpsc::Receiver<Bytes>,
     heartbeat_every: Option<Duration>,
     mut stopped: watch::Receiver<bool>,
     wire: Arc<Wire>,
 ) {
-    let mut buf = BytesMut::with_capacity(64 * 1024);
+    // What the writer writes: the outbox's frames, swapped in whole.
+    let mut taken = BytesMut::with_capacity(64 * 1024);
     let idle = heartbeat_every.unwrap_or(Duration::from_secs(3600));
     // Checked on a tick rather than a fresh timer per batch.
     let mut beat = tokio::time::interval(idle / 2);
     beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let first = tokio::select! {
+        tokio::select! {
             biased;
-            f = rx.recv() => match f {
-                Some(f) => Some(f),
-                // Every handle is gone.
-                None => break,
-            },
-            _ = stopped.changed() => None,
+            _ = wire.outbox_filled.notified() => {}
+            _ = stopped.changed() => {}
             _ = beat.tick(), if heartbeat_every.is_some() => {
-                if wire.since_last_write() < idle {
-                    continue;
+                if wire.since_last_write() >= idle {
+                    // Behind whatever is queued; a full outbox means
+                    // frames are going out anyway.
+                    let _ = wire.try_send_with(&mut Some(write_heartbeat));
                 }
-                let mut out = wire.out.lock().await;
-                // Not behind the tail of a frame a sender queued meanwhile.
-                if wire.queued.load(Ordering::SeqCst) == 0 {
-                    wire.wrote();
-                    write_heartbeat(&mut buf);
-                    if out.write_all(&buf).await.is_err() {
-                        break;
-                    }
-                    buf.clear();
-                }
-                continue;
             }
-        };
-        // The socket first, then the queue: a sender writing directly
-        // checks the queue under this lock, so nothing overtakes what
-        // is taken from it here.
+        }
+        // Holding the socket while writing what was taken: a sender
+        // writes directly only with the socket free, so nothing it
+        // writes overtakes frames queued before its own.
         let mut out = wire.out.lock().await;
-        let mut frames = 0;
-        if let Some(f) = first {
-            buf.extend_from_slice(&f);
-            frames += 1;
-        }
-        while buf.len() < WRITE_BATCH {
-            match rx.try_recv() {
-                Ok(f) => {
-                    buf.extend_from_slice(&f);
-                    frames += 1;
-                }
-                Err(_) => break,
-            }
-        }
-        if !buf.is_empty() {
+        while wire.take_outbox(&mut taken) {
             wire.wrote();
-            if let Err(e) = out.write_all(&buf).await {
+            if let Err(e) = out.write_all(&taken).await {
                 drop(out);
                 wire.end(Error::ConnectionLost(format!("writing: {e}")));
-                break;
+                let _ = wire.out.lock().await.shutdown().await;
+                return;
             }
-            buf.clear();
+            taken.clear();
         }
-        wire.queued.fetch_sub(frames, Ordering::SeqCst);
         drop(out);
         if *stopped.borrow() {
             break;
@@ -101,15 +71,16 @@ pub(crate) async fn write_loop(
 struct Partial {
     method: Method,
     size: u64,
-    properties: Option<BasicProperties>,
+    properties: Option<Box<BasicProperties>>,
     body: BytesMut,
     /// The body when it came as one frame (no copy).
     whole: Option<Bytes>,
     /// Body bytes so far.
     received: u64,
-    /// For a channel not open here (one this side just closed, say): its
-    /// frames are read past, not kept.
-    discard: bool,
+    /// The channel it is for, looked up once; none for a channel not
+    /// open here (one this side just closed, say): its frames are read
+    /// past, not kept.
+    channel: Option<Arc<ChannelState>>,
 }
 
 /// The largest body accepted: RabbitMQ's own limit (max_message_size
@@ -123,7 +94,7 @@ pub(crate) async fn read_loop(
     silence_limit: Option<Duration>,
     wire: Arc<Wire>,
 ) {
-    let mut partial: HashMap<u16, Partial> = HashMap::new();
+    let mut partial: ChannelMap<Partial> = ChannelMap::default();
     let mut stopped = wire.stopped();
     let mut check = tokio::time::interval(silence_limit.unwrap_or(Duration::from_secs(3600)) / 4);
     check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -135,9 +106,22 @@ pub(crate) async fn read_loop(
                 Ok(None) => break,
                 Err(e) => return fail(&wire, Error::from(e)),
             };
-            match route(&wire, &mut partial, frame).await {
-                Ok(true) => {}
-                Ok(false) => return,
+            // Most frames are handled without waiting; the few steps that
+            // wait are taken here, keeping `route` a plain function (an
+            // async one would build and move its future for every frame).
+            match route(&wire, &mut partial, frame) {
+                Ok(Step::Next) => {}
+                Ok(Step::Answer(ch, m)) => ch.answer_method(&wire, m).await,
+                Ok(Step::Deliver(tx, d)) => {
+                    // Bounded: waiting here holds the socket back (TCP
+                    // flow control) rather than buffering without limit.
+                    let _ = tx.send(d).await;
+                }
+                Ok(Step::Connection(m)) => match connection_method(&wire, m).await {
+                    Ok(true) => {}
+                    Ok(false) => return,
+                    Err(e) => return fail(&wire, e),
+                },
                 Err(e) => return fail(&wire, e),
             }
         }
@@ -177,18 +161,29 @@ fn fail(wire: &Arc<Wire>, e: Error) {
     wire.end(e);
 }
 
-/// Handle one frame; false once the connection has ended cleanly.
-async fn route(wire: &Arc<Wire>, partial: &mut HashMap<u16, Partial>, f: Frame) -> Result<bool, Error> {
+/// What is left to do for a frame after [`route`], which does not wait.
+enum Step {
+    Next,
+    /// A channel method answered before anything else (channel.close).
+    Answer(Arc<ChannelState>, Method),
+    /// A delivery for a consumer whose buffer is full.
+    Deliver(mpsc::Sender<Delivery>, Delivery),
+    /// A method on channel 0.
+    Connection(Method),
+}
+
+/// Handle one frame as far as can be done without waiting.
+fn route(wire: &Arc<Wire>, partial: &mut ChannelMap<Partial>, f: Frame) -> Result<Step, Error> {
     match f.kind {
-        FrameType::Heartbeat => Ok(true),
+        FrameType::Heartbeat => Ok(Step::Next),
         FrameType::Method => {
             let m = Method::decode(f.payload)?;
             if f.channel == 0 {
-                return connection_method(wire, m).await;
+                return Ok(Step::Connection(m));
             }
             match m {
                 Method::BasicDeliver(_) | Method::BasicReturn(_) | Method::BasicGetOk(_) => {
-                    let discard = wire.channel(f.channel).is_none();
+                    let channel = wire.channel(f.channel);
                     partial.insert(
                         f.channel,
                         Partial {
@@ -198,17 +193,19 @@ async fn route(wire: &Arc<Wire>, partial: &mut HashMap<u16, Partial>, f: Frame) 
                             body: BytesMut::new(),
                             whole: None,
                             received: 0,
-                            discard,
+                            channel,
                         },
                     );
-                    Ok(true)
+                    Ok(Step::Next)
                 }
                 m => {
-                    let ch = wire.channel(f.channel);
-                    if let Some(ch) = ch {
-                        ch.method(wire, m).await;
-                    }
-                    Ok(true)
+                    let Some(ch) = wire.channel(f.channel) else {
+                        return Ok(Step::Next);
+                    };
+                    Ok(match ch.method(m) {
+                        Some(m) => Step::Answer(ch, m),
+                        None => Step::Next,
+                    })
                 }
             }
         }
@@ -229,11 +226,11 @@ async fn route(wire: &Arc<Wire>, partial: &mut HashMap<u16, Partial>, f: Frame) 
                 )));
             }
             p.size = h.body_size;
-            p.properties = Some(BasicProperties::decode(h.raw_properties)?);
+            p.properties = Some(Box::new(BasicProperties::decode(h.raw_properties)?));
             if p.size == 0 {
-                deliver(wire, f.channel, partial).await;
+                return Ok(deliver(wire, f.channel, partial));
             }
-            Ok(true)
+            Ok(Step::Next)
         }
         FrameType::Body => {
             let Some(p) = partial.get_mut(&f.channel) else {
@@ -246,7 +243,7 @@ async fn route(wire: &Arc<Wire>, partial: &mut HashMap<u16, Partial>, f: Frame) 
             if p.received > p.size {
                 return Err(Error::Protocol("a body longer than its header said".into()));
             }
-            if p.discard {
+            if p.channel.is_none() {
                 // Read past, kept nowhere.
             } else if p.whole.is_none() && p.body.is_empty() && f.payload.len() as u64 == p.size {
                 p.whole = Some(f.payload);
@@ -254,28 +251,28 @@ async fn route(wire: &Arc<Wire>, partial: &mut HashMap<u16, Partial>, f: Frame) 
                 p.body.extend_from_slice(&f.payload);
             }
             if p.received == p.size {
-                deliver(wire, f.channel, partial).await;
+                return Ok(deliver(wire, f.channel, partial));
             }
-            Ok(true)
+            Ok(Step::Next)
         }
     }
 }
 
 /// A whole message has arrived on `channel`: hand it on.
-async fn deliver(wire: &Arc<Wire>, channel: u16, partial: &mut HashMap<u16, Partial>) {
-    let Some(p) = partial.remove(&channel) else { return };
-    if p.discard {
-        return;
-    }
+fn deliver(wire: &Arc<Wire>, channel: u16, partial: &mut ChannelMap<Partial>) -> Step {
+    let Some(p) = partial.remove(&channel) else {
+        return Step::Next;
+    };
+    let Some(ch) = p.channel else { return Step::Next };
     let body = p.whole.unwrap_or_else(|| p.body.freeze());
     let content = Content {
         method: p.method,
         properties: p.properties.unwrap_or_default(),
         body,
     };
-    let ch = wire.channel(channel);
-    if let Some(ch) = ch {
-        ch.content(wire, content).await;
+    match ch.content(wire, content) {
+        Some((tx, d)) => Step::Deliver(tx, d),
+        None => Step::Next,
     }
 }
 

@@ -9,8 +9,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use tokio::sync::{oneshot, OwnedSemaphorePermit};
-use warren_amqp091::BasicProperties;
+use tokio::sync::oneshot;
+use warren_amqp091::{BasicProperties, FieldValue};
 
 use super::error::Error;
 
@@ -49,28 +49,64 @@ pub struct Returned {
 
 type Settled = Result<Confirmation, Error>;
 
+/// The header a mandatory publish in confirm mode carries: a number for
+/// it, which the broker gives back in basic.return so the return is
+/// matched to its publish (as the .NET client's `x-dotnet-pub-seq-no`).
+pub(crate) const PUBLISH_SEQ_HEADER: &str = "x-warren-publish-seq";
+
+/// `properties` with the sequence number header added.
+pub(crate) fn with_publish_id(properties: &BasicProperties, id: u64) -> BasicProperties {
+    let mut p = properties.clone();
+    p.headers
+        .get_or_insert_with(Default::default)
+        .insert(PUBLISH_SEQ_HEADER, FieldValue::I64(id as i64));
+    p
+}
+
 struct Pending {
     seq: u64,
+    /// Its number on the channel for good (sequence numbers start again
+    /// on each wire; this does not): what [`PUBLISH_SEQ_HEADER`] carries.
+    id: u64,
     tx: oneshot::Sender<Settled>,
     /// The publish's frames, kept to publish again after a recovery
     /// when the application asked for that.
     frames: Option<Bytes>,
-    /// The in-flight slot, free again once the confirm arrives.
-    _permit: OwnedSemaphorePermit,
+    /// The broker returned it (basic.return comes before the ack).
+    returned: Option<Box<Returned>>,
 }
 
-/// A channel's confirm state.
-#[derive(Default)]
+/// A channel's confirm state. The outstanding publishes are also the
+/// in-flight count: a publish waits while there are `max` of them.
 pub(crate) struct Confirms {
     pub(crate) enabled: bool,
+    /// The in-flight limit (`Channel::set_max_in_flight`).
+    pub(crate) max: usize,
     next: u64,
+    next_id: u64,
     pending: VecDeque<Pending>,
-    /// A basic.return waiting for the ack of its publish (the broker
-    /// sends the return first).
-    returned: Option<Returned>,
 }
 
 impl Confirms {
+    pub(crate) fn new(max: usize) -> Confirms {
+        Confirms {
+            enabled: false,
+            max,
+            next: 0,
+            next_id: 1,
+            pending: VecDeque::new(),
+        }
+    }
+
+    /// Slots left under the in-flight limit (unlimited out of confirm
+    /// mode).
+    pub(crate) fn room(&self) -> usize {
+        match self.enabled {
+            true => self.max.saturating_sub(self.pending.len()),
+            false => usize::MAX,
+        }
+    }
+
     pub(crate) fn enable(&mut self) {
         if !self.enabled {
             self.enabled = true;
@@ -85,7 +121,6 @@ impl Confirms {
     /// numbered first, in their order; their frames come back to be
     /// sent again before anything else.
     pub(crate) fn restart(&mut self) -> Vec<Bytes> {
-        self.returned = None;
         self.next = 1;
         let mut resend = Vec::with_capacity(self.pending.len());
         for p in self.pending.iter_mut() {
@@ -99,7 +134,6 @@ impl Confirms {
     /// The wire ended and the application wants unconfirmed publishes
     /// published again: keep those whose frames were kept, fail the rest.
     pub(crate) fn hold(&mut self, why: &Error) {
-        self.returned = None;
         let (keep, fail): (VecDeque<_>, VecDeque<_>) =
             self.pending.drain(..).partition(|p| p.frames.is_some());
         self.pending = keep;
@@ -109,38 +143,61 @@ impl Confirms {
     }
 
     /// Number the next publish; its confirm arrives on the receiver.
-    pub(crate) fn push(
-        &mut self,
-        permit: OwnedSemaphorePermit,
-        frames: Option<Bytes>,
-    ) -> oneshot::Receiver<Settled> {
+    pub(crate) fn push(&mut self, frames: Option<Bytes>) -> oneshot::Receiver<Settled> {
         let (tx, rx) = oneshot::channel();
         self.pending.push_back(Pending {
             seq: self.next,
+            id: self.next_id,
             tx,
             frames,
-            _permit: permit,
+            returned: None,
         });
         self.next += 1;
+        self.next_id += 1;
         rx
     }
 
-    pub(crate) fn returned(&mut self, r: Returned) {
-        self.returned = Some(r);
+    /// The id ([`PUBLISH_SEQ_HEADER`]) the next publish gets.
+    pub(crate) fn next_id(&self) -> u64 {
+        self.next_id
     }
 
-    /// basic.ack (`ack`) or basic.nack of `tag`, `multiple` or not.
-    pub(crate) fn settle(&mut self, tag: u64, multiple: bool, ack: bool) {
-        let mut returned = self.returned.take();
-        let mut answer = |p: Pending| {
-            let c = if !ack {
-                Confirmation::Nack
-            } else if p.seq == tag {
-                returned
-                    .take()
-                    .map_or(Confirmation::Ack, |r| Confirmation::Returned(Box::new(r)))
-            } else {
-                Confirmation::Ack
+    /// A basic.return: filed with its publish, found by the id its
+    /// publish carried in [`PUBLISH_SEQ_HEADER`] (a return names no
+    /// delivery tag, and acks may cover it with `multiple`). The header
+    /// is taken off again. Ids only grow, so the outstanding publishes
+    /// are in id order too.
+    pub(crate) fn returned(&mut self, mut r: Returned) {
+        let Some(seq) = r
+            .properties
+            .headers
+            .as_mut()
+            .and_then(|h| h.remove(PUBLISH_SEQ_HEADER))
+        else {
+            return;
+        };
+        if r.properties
+            .headers
+            .as_ref()
+            .is_some_and(|h| h.iter().next().is_none())
+        {
+            r.properties.headers = None;
+        }
+        let FieldValue::I64(id) = seq else { return };
+        if let Ok(i) = self.pending.binary_search_by_key(&(id as u64), |p| p.id) {
+            self.pending[i].returned = Some(Box::new(r));
+        }
+    }
+
+    /// basic.ack (`ack`) or basic.nack of `tag`, `multiple` or not; true
+    /// if that freed a slot a publish may be waiting for.
+    pub(crate) fn settle(&mut self, tag: u64, multiple: bool, ack: bool) -> bool {
+        let was_full = self.pending.len() >= self.max;
+        let answer = |p: Pending| {
+            let c = match (ack, p.returned) {
+                (false, _) => Confirmation::Nack,
+                (true, Some(r)) => Confirmation::Returned(r),
+                (true, None) => Confirmation::Ack,
             };
             let _ = p.tx.send(Ok(c));
         };
@@ -153,6 +210,7 @@ impl Confirms {
         } else if let Ok(i) = self.pending.binary_search_by_key(&tag, |p| p.seq) {
             answer(self.pending.remove(i).expect("found"));
         }
+        was_full && self.pending.len() < self.max
     }
 
     /// The channel ended: every outstanding publish learns why.
@@ -160,7 +218,6 @@ impl Confirms {
         for p in self.pending.drain(..) {
             let _ = p.tx.send(Err(why.clone()));
         }
-        self.returned = None;
     }
 }
 
@@ -210,6 +267,30 @@ impl Future for Confirm {
                     ))
                 })
             }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outstanding_publishes_fill_the_in_flight_limit_and_confirms_free_it() {
+        let mut c = Confirms::new(3);
+        assert_eq!(c.room(), usize::MAX, "no limit out of confirm mode");
+        c.enable();
+        let mut rx: Vec<_> = (0..3).map(|_| c.push(None)).collect();
+        assert_eq!(c.room(), 0);
+        assert!(c.settle(1, false, true), "a slot freed from full");
+        assert_eq!(c.room(), 1);
+        assert!(!c.settle(3, false, true), "not full before: nobody waits");
+        assert_eq!(c.room(), 2);
+        rx.push(c.push(None));
+        assert!(!c.settle(4, true, true));
+        assert_eq!(c.room(), 3);
+        for r in &mut rx {
+            assert_eq!(r.try_recv().unwrap().unwrap(), Confirmation::Ack);
         }
     }
 }

@@ -7,12 +7,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use warren_amqp091::methods::*;
-use warren_amqp091::{ContentHeader, FieldTable, FrameType, Method};
+use futures_util::FutureExt;
+use warren_client::amqp091::{ConsumeOptions, Error};
 
-use super::client::{Client, ClientError, Result};
 use crate::options::Uri;
 use crate::stats::{now_nanos, Stats};
+
+/// How often an idle consumer looks at the stop signal.
+const STOP_POLL: Duration = Duration::from_millis(50);
+/// Counters are added to the shared statistics every this many messages.
+const REPORT_EVERY: u64 = 64;
 
 #[derive(Debug, Clone)]
 pub struct ConsumerSpec {
@@ -27,171 +31,77 @@ pub struct ConsumerSpec {
     pub messages: u64,
 }
 
-/// A delivery whose content is still arriving.
-#[derive(Debug, Default)]
-struct Incoming {
-    tag: u64,
-    size: u64,
-    got: u64,
-    sent_at: Option<u64>,
-}
-
-pub async fn run(spec: ConsumerSpec, stats: Arc<Stats>, stop: Arc<AtomicBool>) -> Result<()> {
-    let mut c = Client::connect(&spec.uri, &spec.name).await?;
-    c.open_channel(1).await?;
+pub async fn run(spec: ConsumerSpec, stats: Arc<Stats>, stop: Arc<AtomicBool>) -> Result<(), Error> {
+    let conn = super::connect(&spec.uri, &spec.name).await?;
+    let ch = conn.channel().await?;
     if spec.prefetch > 0 {
-        let qos = BasicQos {
-            prefetch_count: spec.prefetch,
-            ..Default::default()
-        };
-        match c.call(1, qos).await? {
-            Method::BasicQosOk(_) => {}
-            other => {
-                return Err(ClientError::Protocol(format!(
-                    "expected basic.qos-ok, got {other:?}"
-                )))
-            }
-        }
+        ch.basic_qos(spec.prefetch).await?;
     }
-    let consume = BasicConsume {
-        queue: spec.queue.as_str().into(),
-        consumer_tag: spec.name.as_str().into(),
+    let options = ConsumeOptions {
+        tag: spec.name.clone(),
         no_ack: spec.autoack,
-        arguments: FieldTable::new(),
         ..Default::default()
     };
-    match c.call(1, consume).await? {
-        Method::BasicConsumeOk(_) => {}
-        other => {
-            return Err(ClientError::Protocol(format!(
-                "expected basic.consume-ok, got {other:?}"
-            )))
-        }
-    }
+    let mut consumer = ch.consume(&spec.queue, options).await?;
     // Never hold more unacked than the prefetch allows, or both sides wait.
     let ack_every = match spec.prefetch {
         0 => spec.ack_every,
         p => spec.ack_every.min(p as u32),
-    } as u64;
-    let mut state = State {
-        incoming: None,
-        unacked: 0,
-        last_tag: 0,
-        received: 0,
-        latencies: Vec::new(),
-    };
-    // Frames may already be buffered: set-up reads can take deliveries
-    // along with consume-ok, and with prefetch 1 nothing more comes until
-    // they are acked.
-    let mut got = 1;
-    while !stop.load(Ordering::Relaxed) && (spec.messages == 0 || state.received < spec.messages) {
-        if got == 0 {
-            c.ready(!c.wbuf.is_empty(), Duration::from_millis(50)).await?;
-            c.try_flush()?;
-        }
-        got = c.try_read()?;
-        let before = state.received;
-        state.handle(&mut c, &spec, ack_every)?;
-        if state.received > before {
-            got = got.max(1);
-        }
-        stats
-            .received
-            .fetch_add(state.received - before, Ordering::Relaxed);
-        stats.consumer_latencies(&state.latencies);
-        state.latencies.clear();
-        c.try_flush()?;
-        tokio::task::yield_now().await;
     }
-    if state.unacked > 0 && !spec.autoack {
-        c.send(
-            1,
-            BasicAck {
-                delivery_tag: state.last_tag,
-                multiple: true,
-            },
-        );
-    }
-    let _ = c.flush().await;
-    c.close().await;
-    Ok(())
-}
-
-struct State {
-    incoming: Option<Incoming>,
-    unacked: u64,
-    last_tag: u64,
-    received: u64,
-    latencies: Vec<u64>,
-}
-
-impl State {
-    fn handle(&mut self, c: &mut Client, spec: &ConsumerSpec, ack_every: u64) -> Result<()> {
-        let now = now_nanos();
-        while let Some(f) = c.parse()? {
-            match f.kind {
-                FrameType::Method => {
-                    let m = Method::decode(f.payload)?;
-                    Client::check_closed(&m)?;
-                    match m {
-                        Method::BasicDeliver(d) => {
-                            self.incoming = Some(Incoming {
-                                tag: d.delivery_tag,
-                                ..Default::default()
-                            })
-                        }
-                        Method::BasicCancel(_) => {
-                            return Err(ClientError::Protocol("the broker cancelled the consumer".into()))
-                        }
-                        _ => {}
-                    }
-                    continue;
-                }
-                FrameType::Header => {
-                    let h = ContentHeader::decode(f.payload)?;
-                    if let Some(i) = self.incoming.as_mut() {
-                        i.size = h.body_size;
-                    }
-                }
-                FrameType::Body => {
-                    if let Some(i) = self.incoming.as_mut() {
-                        if i.got == 0 && f.payload.len() >= 8 {
-                            let mut ts = [0u8; 8];
-                            ts.copy_from_slice(&f.payload[..8]);
-                            i.sent_at = Some(u64::from_be_bytes(ts));
-                        }
-                        i.got += f.payload.len() as u64;
-                    }
-                }
-                FrameType::Heartbeat => continue,
+    .max(1) as u64;
+    let (mut received, mut unreported, mut unacked) = (0u64, 0u64, 0u64);
+    let mut last = None;
+    let mut latencies = Vec::new();
+    while !stop.load(Ordering::Relaxed) && (spec.messages == 0 || received < spec.messages) {
+        // A timer only when nothing is buffered: most calls find a
+        // delivery waiting.
+        let next = match consumer.next().now_or_never() {
+            Some(d) => Ok(d),
+            None => tokio::time::timeout(STOP_POLL, consumer.next()).await,
+        };
+        let delivery = match next {
+            Ok(Some(d)) => d,
+            Ok(None) => {
+                return Err(Error::Protocol(
+                    "the consumer ended (cancelled by the broker?)".into(),
+                ))
             }
-            let done = self.incoming.as_ref().is_some_and(|i| i.got >= i.size);
-            if !done {
+            Err(_) => {
+                report(&stats, &mut unreported, &mut latencies);
                 continue;
             }
-            let Some(i) = self.incoming.take() else { continue };
-            self.received += 1;
-            if let Some(ts) = i.sent_at {
-                self.latencies.push(now.saturating_sub(ts) / 1000);
-            }
-            if !spec.autoack {
-                self.unacked += 1;
-                self.last_tag = i.tag;
-                if self.unacked >= ack_every {
-                    c.send(
-                        1,
-                        BasicAck {
-                            delivery_tag: i.tag,
-                            multiple: ack_every > 1,
-                        },
-                    );
-                    self.unacked = 0;
-                }
-            }
-            if spec.messages > 0 && self.received >= spec.messages {
-                break;
+        };
+        if delivery.body.len() >= 8 {
+            let mut ts = [0u8; 8];
+            ts.copy_from_slice(&delivery.body[..8]);
+            latencies.push(now_nanos().saturating_sub(u64::from_be_bytes(ts)) / 1000);
+        }
+        received += 1;
+        unreported += 1;
+        if !spec.autoack {
+            unacked += 1;
+            if unacked >= ack_every {
+                delivery.acker().ack(ack_every > 1).await?;
+                unacked = 0;
+            } else {
+                last = Some(delivery.acker());
             }
         }
-        Ok(())
+        if unreported >= REPORT_EVERY {
+            report(&stats, &mut unreported, &mut latencies);
+        }
     }
+    report(&stats, &mut unreported, &mut latencies);
+    if let (Some(acker), true) = (last, unacked > 0) {
+        acker.ack(true).await?;
+    }
+    conn.close().await
+}
+
+fn report(stats: &Stats, unreported: &mut u64, latencies: &mut Vec<u64>) {
+    stats
+        .received
+        .fetch_add(std::mem::take(unreported), Ordering::Relaxed);
+    stats.consumer_latencies(latencies);
+    latencies.clear();
 }

@@ -1,8 +1,9 @@
-//! AMQP 0-9-1 workloads: declare the queues on a set-up connection, then
-//! start consumers (first, so nothing published is missed) and producers,
-//! each on its own connection, spread round-robin over the queues and URIs.
+//! AMQP 0-9-1 workloads on warren-client: declare the queues on a set-up
+//! connection, then start consumers (first, so nothing published is
+//! missed) and producers, each on its own connection, spread round-robin
+//! over the queues and URIs. Connections do not recover: a load run that
+//! loses its broker ends with an error rather than quietly going on.
 
-pub mod client;
 pub mod consumer;
 pub mod producer;
 
@@ -10,54 +11,53 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use tokio::task::JoinSet;
-use warren_amqp091::methods::*;
-use warren_amqp091::{FieldTable, FieldValue, Method};
+use warren_client::amqp091::{Connection, Error, FieldTable, FieldValue, QueueOptions, RecoveryOptions};
 
 use crate::options::{Options, QueueType, Uri};
 use crate::stats::Stats;
-use client::{Client, ClientError, Result};
+
+/// Open a connection named `name`, without recovery.
+pub(crate) async fn connect(uri: &Uri, name: &str) -> Result<Connection, Error> {
+    Connection::builder(&uri.amqp_uri())
+        .name(name)
+        .recovery(RecoveryOptions::disabled())
+        .open()
+        .await
+}
 
 /// Declare every queue of the run (idempotent for queues that exist with
 /// the same settings).
-pub async fn declare(opts: &Options, uri: &Uri, run_id: &str) -> Result<Vec<String>> {
-    let mut c = Client::connect(uri, "warren-perf setup").await?;
-    c.open_channel(1).await?;
+pub async fn declare(opts: &Options, uri: &Uri, run_id: &str) -> Result<Vec<String>, Error> {
+    let conn = connect(uri, "warren-perf setup").await?;
+    let ch = conn.channel().await?;
     let mut names = Vec::new();
     for i in 0..opts.queues {
         let name = opts.queue_name(i, run_id);
-        let mut args = FieldTable::new();
         // Quorum queues and streams are always durable, never auto-delete.
         let replicated = opts.queue_type != QueueType::Classic;
+        let mut arguments = FieldTable::new();
         if replicated {
-            args.insert(
+            arguments.insert(
                 "x-queue-type",
                 FieldValue::LongStr(opts.queue_type.as_str().as_bytes().to_vec().into()),
             );
         }
-        let d = QueueDeclare {
-            queue: name.as_str().into(),
+        let options = QueueOptions {
             durable: opts.persistent || replicated,
             auto_delete: opts.auto_delete() && !replicated,
-            arguments: args,
+            arguments,
             ..Default::default()
         };
-        match c.call(1, d).await? {
-            Method::QueueDeclareOk(_) => {}
-            other => {
-                return Err(ClientError::Protocol(format!(
-                    "expected queue.declare-ok, got {other:?}"
-                )))
-            }
-        }
+        ch.queue_declare(&name, options).await?;
         names.push(name);
     }
-    c.close().await;
+    conn.close().await?;
     Ok(names)
 }
 
-/// Start the consumers and producers; they stop on `stop` or their counts.
 /// Start the run's consumers and producers in the caller's task sets;
-/// each task's error becomes the caller's error type `E`.
+/// they stop on `stop` or their counts, and each task's error becomes
+/// the caller's error type `E`.
 pub fn spawn<E>(
     opts: &Options,
     uris: &[Uri],
@@ -67,7 +67,7 @@ pub fn spawn<E>(
     consumers: &mut JoinSet<std::result::Result<(), E>>,
     producers: &mut JoinSet<std::result::Result<(), E>>,
 ) where
-    E: From<ClientError> + Send + 'static,
+    E: From<Error> + Send + 'static,
 {
     for i in 0..opts.consumers {
         let spec = consumer::ConsumerSpec {

@@ -1,25 +1,31 @@
 //! One producer: its own connection and channel, publishing to one queue
 //! through the default exchange, as fast as its in-flight limit
-//! (unconfirmed messages), its rate limit and the socket allow. Everything
-//! publishable at one moment goes out in one write.
+//! (unconfirmed messages), its rate limit and the connection allow, in
+//! batches of what may go at one moment. Each message carries its send
+//! time in its first 8 bytes, for the consumers' latency figure.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use warren_amqp091::frame::{write_body, write_content_header_raw, write_method};
-use warren_amqp091::methods::*;
-use warren_amqp091::{BasicProperties, FrameType, Method};
+use bytes::{Bytes, BytesMut};
+use futures_util::FutureExt;
+use warren_client::amqp091::{Confirm, Confirmation, Error, Message, Properties};
 
-use super::client::{Client, ClientError, Result};
 use crate::options::Uri;
 use crate::stats::{now_nanos, Stats};
 
-/// Stop filling the write buffer past this; write, then go on.
-const BATCH_BYTES: usize = 128 << 10;
 /// After the stop signal, how long to wait for outstanding confirms.
 const CONFIRM_GRACE: Duration = Duration::from_secs(5);
+/// Bodies are cut from one allocation of this many at a time.
+const BODIES_PER_ALLOCATION: usize = 256;
+/// The most messages published in one batch.
+const BATCH: usize = 64;
+/// In-flight limits below this publish one message at a time.
+const LOW_IN_FLIGHT: u32 = 256;
+/// Counters are added to the shared statistics every this many messages.
+const REPORT_EVERY: u64 = 64;
 
 #[derive(Debug, Clone)]
 pub struct ProducerSpec {
@@ -34,153 +40,183 @@ pub struct ProducerSpec {
     pub messages: u64,
 }
 
-pub async fn run(spec: ProducerSpec, stats: Arc<Stats>, stop: Arc<AtomicBool>) -> Result<()> {
-    let mut c = Client::connect(&spec.uri, &spec.name).await?;
-    c.open_channel(1).await?;
-    let confirms = spec.confirm > 0;
-    if confirms {
-        match c.call(1, ConfirmSelect { nowait: false }).await? {
-            Method::ConfirmSelectOk(_) => {}
-            other => {
-                return Err(ClientError::Protocol(format!(
-                    "expected confirm.select-ok, got {other:?}"
-                )))
-            }
-        }
-    }
-    let props = BasicProperties {
-        delivery_mode: Some(if spec.persistent { 2 } else { 1 }),
-        ..Default::default()
-    }
-    .to_bytes();
-    let publish = Method::BasicPublish(BasicPublish {
-        routing_key: spec.queue.as_str().into(),
-        ..Default::default()
-    });
-    let mut body = vec![0u8; spec.size];
-    // (seq, send time) of unconfirmed publishes, in order.
-    let mut outstanding: VecDeque<(u64, u64)> = VecDeque::new();
-    let mut next_seq = 1u64;
-    let mut sent = 0u64;
-    let started = Instant::now();
-    let mut latencies = Vec::new();
-    let mut stopping_since: Option<Instant> = None;
-
-    loop {
-        let stopped = stop.load(Ordering::Relaxed) || (spec.messages > 0 && sent >= spec.messages);
-        if stopped {
-            let since = *stopping_since.get_or_insert_with(Instant::now);
-            if outstanding.is_empty() || since.elapsed() > CONFIRM_GRACE {
-                break;
-            }
-        }
-        // Publish what the limits allow.
-        let mut n = 0u64;
-        let mut rate_wait = None;
-        while !stopped && c.wbuf.len() < BATCH_BYTES {
-            if confirms && outstanding.len() >= spec.confirm as usize {
-                break;
-            }
-            if spec.messages > 0 && sent >= spec.messages {
-                break;
-            }
-            if spec.rate > 0 {
-                let due = Duration::from_secs_f64(sent as f64 / spec.rate as f64);
-                let elapsed = started.elapsed();
-                if due > elapsed {
-                    rate_wait = Some(due - elapsed);
-                    break;
-                }
-            }
-            let ts = now_nanos();
-            if body.len() >= 8 {
-                body[..8].copy_from_slice(&ts.to_be_bytes());
-            }
-            write_method(&mut c.wbuf, 1, &publish);
-            write_content_header_raw(&mut c.wbuf, 1, 60, body.len() as u64, &props);
-            let frame_max = c.frame_max;
-            write_body(&mut c.wbuf, 1, &body, frame_max);
-            if confirms {
-                outstanding.push_back((next_seq, ts));
-            }
-            next_seq += 1;
-            sent += 1;
-            n += 1;
-        }
-        if n > 0 {
-            stats.sent.fetch_add(n, Ordering::Relaxed);
-        }
-        let flushed = c.try_flush()?;
-        // Confirms (and anything else the broker says).
-        let got = c.try_read()?;
-        if got > 0 {
-            handle_frames(&mut c, &mut outstanding, &stats, &mut latencies)?;
-        }
-        if n > 0 || got > 0 {
-            // Busy loops never meet a pending await: give the scheduler its
-            // turn, or tasks queued behind this one (a consumer still
-            // connecting) starve.
-            tokio::task::yield_now().await;
-            continue;
-        }
-        // Nothing to do right now: wait for the socket, the rate limit, or
-        // (at most 50 ms) the stop signal.
-        let wait = rate_wait
-            .unwrap_or(Duration::from_millis(50))
-            .min(Duration::from_millis(50));
-        c.ready(!flushed, wait).await?;
-    }
-    let _ = c.try_flush();
-    c.close().await;
-    Ok(())
+/// Confirms not yet settled, oldest first, with their send times.
+struct Outstanding {
+    pending: VecDeque<(u64, Confirm)>,
+    acked: u64,
+    nacked: u64,
+    returned: u64,
+    latencies: Vec<u64>,
 }
 
-fn handle_frames(
-    c: &mut Client,
-    outstanding: &mut VecDeque<(u64, u64)>,
-    stats: &Stats,
-    latencies: &mut Vec<u64>,
-) -> Result<()> {
-    let now = now_nanos();
-    let (mut acked, mut nacked) = (0u64, 0u64);
-    while let Some(f) = c.parse()? {
-        if f.kind != FrameType::Method {
-            continue; // content of a basic.return
+impl Outstanding {
+    fn settle(&mut self, sent_at: u64, now: u64, c: Result<Confirmation, Error>) -> Result<(), Error> {
+        match c? {
+            Confirmation::Nack => self.nacked += 1,
+            other => {
+                if matches!(other, Confirmation::Returned(_)) {
+                    self.returned += 1;
+                }
+                self.acked += 1;
+                self.latencies.push(now.saturating_sub(sent_at) / 1000);
+            }
         }
-        let m = Method::decode(f.payload)?;
-        Client::check_closed(&m)?;
-        let (tag, multiple, ack) = match m {
-            Method::BasicAck(a) => (a.delivery_tag, a.multiple, true),
-            Method::BasicNack(n) => (n.delivery_tag, n.multiple, false),
-            Method::BasicReturn(_) => {
-                stats.returned.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Settle the oldest confirms that have arrived, without waiting.
+    fn settle_ready(&mut self) -> Result<(), Error> {
+        // One clock reading for all: they arrived together.
+        let now = now_nanos();
+        while let Some((_, c)) = self.pending.front_mut() {
+            let Some(c) = c.now_or_never() else { break };
+            let (sent_at, _) = self.pending.pop_front().expect("checked");
+            self.settle(sent_at, now, c)?;
+        }
+        Ok(())
+    }
+
+    /// Wait for the oldest confirm, then settle those that came with it.
+    async fn settle_one(&mut self) -> Result<(), Error> {
+        if let Some((sent_at, c)) = self.pending.pop_front() {
+            let c = c.await;
+            self.settle(sent_at, now_nanos(), c)?;
+        }
+        self.settle_ready()
+    }
+
+    fn report(&mut self, stats: &Stats) {
+        stats
+            .confirmed
+            .fetch_add(std::mem::take(&mut self.acked), Ordering::Relaxed);
+        stats
+            .nacked
+            .fetch_add(std::mem::take(&mut self.nacked), Ordering::Relaxed);
+        stats
+            .returned
+            .fetch_add(std::mem::take(&mut self.returned), Ordering::Relaxed);
+        stats.confirm_latencies(&self.latencies);
+        self.latencies.clear();
+    }
+}
+
+pub async fn run(spec: ProducerSpec, stats: Arc<Stats>, stop: Arc<AtomicBool>) -> Result<(), Error> {
+    let conn = super::connect(&spec.uri, &spec.name).await?;
+    let ch = conn.channel().await?;
+    let confirms = spec.confirm > 0;
+    if confirms {
+        ch.confirm_select().await?;
+        ch.set_max_in_flight(spec.confirm as usize);
+    }
+    let props = Properties {
+        delivery_mode: Some(if spec.persistent { 2 } else { 1 }),
+        ..Default::default()
+    };
+    let mut out = Outstanding {
+        pending: VecDeque::with_capacity(spec.confirm as usize),
+        acked: 0,
+        nacked: 0,
+        returned: 0,
+        latencies: Vec::new(),
+    };
+    let mut bodies = BytesMut::new();
+    let (mut sent, mut unreported) = (0u64, 0u64);
+    // Batches at a high in-flight limit (or none); at a low one a message
+    // per freed slot keeps the pipeline fuller (measured: at 20 in flight
+    // batching the freed slots ran at two thirds the rate).
+    let batch_limit = match spec.confirm {
+        1..LOW_IN_FLIGHT => 1,
+        _ => BATCH as u64,
+    };
+    let mut batch = Vec::with_capacity(BATCH);
+    let started = Instant::now();
+    while !stop.load(Ordering::Relaxed) && (spec.messages == 0 || sent < spec.messages) {
+        // As many as may go now, in one batch (one turn through the
+        // client, one write): the count, the rate and the in-flight
+        // limit decide.
+        let mut n = batch_limit;
+        if spec.messages > 0 {
+            n = n.min(spec.messages - sent);
+        }
+        if spec.rate > 0 {
+            let due = (started.elapsed().as_secs_f64() * spec.rate as f64) as u64;
+            if due <= sent {
+                let next = Duration::from_secs_f64((sent + 1) as f64 / spec.rate as f64);
+                // At most 50 ms at a time, to see the stop signal.
+                stats
+                    .sent
+                    .fetch_add(std::mem::take(&mut unreported), Ordering::Relaxed);
+                out.settle_ready()?;
+                out.report(&stats);
+                let wait = next.saturating_sub(started.elapsed());
+                tokio::time::sleep(wait.min(Duration::from_millis(50))).await;
                 continue;
             }
-            _ => continue,
-        };
-        let mut settle = |ts: u64| {
-            if ack {
-                acked += 1;
-                latencies.push(now.saturating_sub(ts) / 1000);
-            } else {
-                nacked += 1;
+            n = n.min(due - sent);
+        }
+        if confirms {
+            let room = (spec.confirm as usize).saturating_sub(out.pending.len()) as u64;
+            if room == 0 {
+                out.settle_one().await?;
+                continue;
             }
-        };
-        if multiple {
-            while outstanding.front().is_some_and(|&(s, _)| s <= tag) {
-                if let Some((_, ts)) = outstanding.pop_front() {
-                    settle(ts);
-                }
+            n = n.min(room);
+        }
+        let sent_at = now_nanos();
+        if n == 1 {
+            let body = next_body(&mut bodies, spec.size, sent_at);
+            let confirm = ch.publish("", &spec.queue, props.clone(), body).await?;
+            if confirms {
+                out.pending.push_back((sent_at, confirm));
             }
-        } else if let Ok(i) = outstanding.binary_search_by_key(&tag, |&(s, _)| s) {
-            if let Some((_, ts)) = outstanding.remove(i) {
-                settle(ts);
+        } else {
+            batch.extend((0..n).map(|_| {
+                Message::new("", &spec.queue, next_body(&mut bodies, spec.size, sent_at))
+                    .properties(props.clone())
+            }));
+            let published = ch.publish_batch(batch.drain(..)).await?;
+            if confirms {
+                out.pending.extend(published.into_iter().map(|c| (sent_at, c)));
             }
         }
+        sent += n;
+        unreported += n;
+        if unreported >= REPORT_EVERY {
+            stats
+                .sent
+                .fetch_add(std::mem::take(&mut unreported), Ordering::Relaxed);
+            out.settle_ready()?;
+            out.report(&stats);
+            // A publish that never waits never yields: let tasks queued
+            // behind this one (a consumer still connecting) run.
+            tokio::task::yield_now().await;
+        }
     }
-    stats.confirmed.fetch_add(acked, Ordering::Relaxed);
-    stats.nacked.fetch_add(nacked, Ordering::Relaxed);
-    stats.confirm_latencies(latencies);
-    latencies.clear();
-    Ok(())
+    stats.sent.fetch_add(unreported, Ordering::Relaxed);
+    let grace = tokio::time::timeout(CONFIRM_GRACE, async {
+        while !out.pending.is_empty() {
+            out.settle_one().await?;
+        }
+        Ok::<_, Error>(())
+    })
+    .await;
+    out.report(&stats);
+    if let Ok(settled) = grace {
+        settled?;
+    }
+    conn.close().await
+}
+
+/// A body of `size` bytes whose first 8 (when it has them) are the send
+/// time, cut from a shared allocation so a message costs no allocation
+/// of its own.
+fn next_body(bodies: &mut BytesMut, size: usize, sent_at: u64) -> Bytes {
+    if bodies.len() < size {
+        *bodies = BytesMut::zeroed(size * BODIES_PER_ALLOCATION);
+    }
+    let mut b = bodies.split_to(size);
+    if size >= 8 {
+        b[..8].copy_from_slice(&sent_at.to_be_bytes());
+    }
+    b.freeze()
 }

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Did warren-perf's 0-9-1 figures fall when it moved onto warren-client?
+# Two warren-perf binaries (OLD, e.g. built at 708aab4 with its private
+# client, and NEW) against one Warren (release build, pinned to CPU 1),
+# each pinned to CPU 0, alternating OLD NEW OLD NEW per workload; prints
+# the rates and the generator's CPU time (user + system) per message
+# handled (sent + received).
+#
+#   git worktree add /tmp/wp-old 708aab4 &&
+#     cargo build --release -p warren-perf --manifest-path /tmp/wp-old/Cargo.toml --target-dir /tmp/wp-old/target
+#   cargo build --release -p warren-perf -p warren-server
+#   bench/generator.sh /tmp/wp-old/target/release/warren-perf target/release/warren-perf [SECONDS]
+#
+# Loopback only; the broker is stopped at the end.
+set -u
+cd "$(dirname "$0")/.."
+OLD=${1:?usage: bench/generator.sh OLD_BIN NEW_BIN [SECONDS]} NEW=${2:?} SECS=${3:-10}
+OUT=bench/out; mkdir -p "$OUT"
+D=$(mktemp -d "$OUT/generator.XXXX")
+taskset -c 1 ./target/release/warren --amqp-listen 127.0.0.1:5690 --stream-listen 127.0.0.1:5594 \
+  --http-listen 127.0.0.1:15695 --prometheus-listen 127.0.0.1:15696 --data-dir "$D/data" > "$D/warren.log" 2>&1 &
+WP=$!
+trap 'kill $WP 2>/dev/null; wait $WP 2>/dev/null; rm -rf "$D/data"' EXIT
+sleep 1.5
+U=amqp://guest:guest@127.0.0.1:5690/%2f
+for w in "confirms-1kb:-x 1 -y 1 -s 1000 -c 1000 -q 1000 -A 100" "autoack-12b:-x 1 -y 1 -s 12 -a" \
+         "confirms-12b-20:-x 1 -y 1 -s 12 -c 20 -q 100 -A 10" "publish-12b:-x 1 -y 0 -s 12 -c 1000"; do
+  name=${w%%:*}; args=${w#*:}
+  for bin in OLD NEW OLD NEW; do
+    # shellcheck disable=SC2086
+    /usr/bin/time -f "%U %S" -o "$D/time" timeout $((SECS + 30)) taskset -c 0 "${!bin}" -h $U $args -z "$SECS" \
+      --quiet --json "$D/$name-$bin.json" > "$D/$name-$bin.txt" 2>&1
+    python3 - "$D/$name-$bin.json" "$name" "$bin" "$D/time" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))["stages"][0]
+user, system = map(float, open(sys.argv[4]).read().split()[-2:])
+n = s["sent"] + s["received"]
+print(f"{sys.argv[2]:16} {sys.argv[3]} sent {s['sent_rate']:>10,.0f}/s received {s['received_rate']:>10,.0f}/s"
+      f"  CPU {1e6 * (user + system) / max(n, 1):.3f} µs/msg")
+PY
+  done
+done

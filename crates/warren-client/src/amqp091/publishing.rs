@@ -1,0 +1,319 @@
+//! Publishing on a [`Channel`]: one message ([`Channel::publish`]) or a
+//! batch ([`Channel::publish_batch`]), encoded straight into the
+//! connection's outbox and, in confirm mode, numbered under the same lock
+//! so confirms follow the order on the wire.
+
+use std::sync::atomic::Ordering;
+
+use bytes::{Bytes, BytesMut};
+use warren_amqp091::frame::{write_basic_publish, write_body, write_content_header};
+use warren_amqp091::BasicProperties;
+
+use super::channel::Channel;
+use super::error::Error;
+use super::options::PublishOptions;
+use super::publish::{with_publish_id, Confirm};
+use super::wire::Wire;
+
+/// The most bytes of one batch encoded under the outbox's lock at once;
+/// a larger batch goes in several turns.
+const BATCH_BYTES: usize = 256 * 1024;
+
+/// A message to publish in a batch ([`Channel::publish_batch`]): where it
+/// goes, whether it must be routed, its properties and body.
+///
+/// ```
+/// use warren_client::amqp091::{Message, Properties};
+///
+/// let m = Message::new("orders", "eu.created", &b"{}"[..])
+///     .properties(Properties { content_type: Some("application/json".into()), ..Default::default() })
+///     .mandatory();
+/// assert_eq!(m.routing_key, "eu.created");
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Message {
+    /// The exchange ("" for the default exchange).
+    pub exchange: String,
+    /// The routing key.
+    pub routing_key: String,
+    /// Return the message if no queue takes it.
+    pub mandatory: bool,
+    /// Its properties.
+    pub properties: BasicProperties,
+    /// Its body.
+    pub body: Bytes,
+}
+
+impl Message {
+    /// A message for `exchange` with `routing_key`, default properties.
+    pub fn new(exchange: &str, routing_key: &str, body: impl Into<Bytes>) -> Message {
+        Message {
+            exchange: exchange.into(),
+            routing_key: routing_key.into(),
+            mandatory: false,
+            properties: BasicProperties::default(),
+            body: body.into(),
+        }
+    }
+
+    /// With these properties.
+    pub fn properties(mut self, properties: BasicProperties) -> Message {
+        self.properties = properties;
+        self
+    }
+
+    /// Published with `mandatory`: returned
+    /// ([`super::Confirmation::Returned`]) if no queue takes it.
+    pub fn mandatory(mut self) -> Message {
+        self.mandatory = true;
+        self
+    }
+
+    /// A message whose body is `value` in the codec's format, its
+    /// content type set to the codec's (feature `serde`; [`Json`] with
+    /// `json`).
+    ///
+    /// [`Json`]: crate::codec::Json
+    ///
+    /// ```
+    /// # #[cfg(feature = "json")] {
+    /// use warren_client::amqp091::Message;
+    /// use warren_client::codec::Json;
+    ///
+    /// let m = Message::encode::<Json, _>("", "orders", &serde_json::json!({"id": 7})).unwrap();
+    /// assert_eq!(m.properties.content_type.as_ref().unwrap().to_str_lossy(), "application/json");
+    /// assert_eq!(&m.body[..], br#"{"id":7}"#);
+    /// # }
+    /// ```
+    #[cfg(feature = "serde")]
+    pub fn encode<C: crate::codec::Codec, T: serde::Serialize + ?Sized>(
+        exchange: &str,
+        routing_key: &str,
+        value: &T,
+    ) -> Result<Message, Error> {
+        let body = C::encode(value)?;
+        let mut m = Message::new(exchange, routing_key, body);
+        m.properties.content_type = Some(C::CONTENT_TYPE.into());
+        Ok(m)
+    }
+}
+
+impl Channel {
+    /// Publish `body` to `exchange` with `routing_key`.
+    pub async fn publish(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        properties: BasicProperties,
+        body: Bytes,
+    ) -> Result<Confirm, Error> {
+        self.publish_with(exchange, routing_key, PublishOptions::default(), properties, body)
+            .await
+    }
+
+    /// [`Self::publish`] with options (`mandatory`). In confirm mode it
+    /// waits while [`super::DEFAULT_IN_FLIGHT`] publishes await their confirms;
+    /// it waits too while the broker has blocked publishing or the
+    /// connection is recovering. A publish unconfirmed when the
+    /// connection is lost resolves to [`Error::ConnectionLost`].
+    pub async fn publish_with(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        options: PublishOptions,
+        properties: BasicProperties,
+        body: Bytes,
+    ) -> Result<Confirm, Error> {
+        let state = &self.inner.state;
+        let id = state.id;
+        loop {
+            // The wire in use now (after a recovery, if one is under way).
+            let wire = self.inner.core.wire().await?;
+            self.inner.core.unblocked().await;
+            state.check()?;
+            let keep = state.republish.load(Ordering::Relaxed);
+            let frame_max = wire.frame_max;
+            let freed = state.slot_freed.notified();
+            tokio::pin!(freed);
+            let wait = {
+                // Numbered and queued under the confirms lock, so sequence
+                // numbers follow the order on the wire; a wire that ends
+                // after this fails (or holds) what is pushed here.
+                let mut confirms = state.confirms.lock();
+                if confirms.room() == 0 {
+                    // Registered before the lock goes: no confirm is missed.
+                    freed.as_mut().enable();
+                    Wait::Slot
+                } else {
+                    // A mandatory publish carries its id, for its return.
+                    let tagged = (options.mandatory && confirms.enabled)
+                        .then(|| with_publish_id(&properties, confirms.next_id()));
+                    let properties = tagged.as_ref().unwrap_or(&properties);
+                    let mut encode = Some(|buf: &mut BytesMut| {
+                        let start = buf.len();
+                        encode_publish(
+                            buf,
+                            id,
+                            frame_max,
+                            exchange,
+                            routing_key,
+                            options.mandatory,
+                            properties,
+                            &body,
+                        );
+                        // Kept to publish again after a recovery, when asked for.
+                        keep.then(|| Bytes::copy_from_slice(&buf[start..]))
+                    });
+                    match wire.try_send_with(&mut encode) {
+                        Ok(Some(kept)) => {
+                            return Ok(match confirms.enabled {
+                                true => Confirm::waiting(confirms.push(kept)),
+                                false => Confirm::sent(),
+                            });
+                        }
+                        Ok(None) => Wait::Outbox,
+                        // The wire ended: the next (after recovery) or the error.
+                        Err(_) => Wait::Nothing,
+                    }
+                }
+            };
+            wait.until(freed, &wire).await;
+        }
+    }
+
+    /// Publish one [`Message`] (as [`Self::publish_with`]).
+    pub async fn publish_message(&self, message: Message) -> Result<Confirm, Error> {
+        let options = PublishOptions {
+            mandatory: message.mandatory,
+        };
+        self.publish_with(
+            &message.exchange,
+            &message.routing_key,
+            options,
+            message.properties,
+            message.body,
+        )
+        .await
+    }
+
+    /// Publish `messages` in order, as few writes as possible: as many as
+    /// the in-flight limit lets go at once are encoded together into the
+    /// connection's outbox and leave in one write. Returns one
+    /// [`Confirm`] per message, in order. In confirm mode it waits, as
+    /// [`Self::publish`] does, while the in-flight limit is reached, the
+    /// broker has blocked publishing, or the connection is recovering;
+    /// when it fails, the messages before the failure were published and
+    /// their confirms are lost with the error (use [`Self::publish`] to
+    /// follow each).
+    pub async fn publish_batch<I>(&self, messages: I) -> Result<Vec<Confirm>, Error>
+    where
+        I: IntoIterator<Item = Message>,
+    {
+        let state = &self.inner.state;
+        let id = state.id;
+        let mut messages = messages.into_iter().peekable();
+        let mut out = Vec::with_capacity(messages.size_hint().0);
+        while messages.peek().is_some() {
+            let wire = self.inner.core.wire().await?;
+            self.inner.core.unblocked().await;
+            state.check()?;
+            let keep = state.republish.load(Ordering::Relaxed);
+            let frame_max = wire.frame_max;
+            let freed = state.slot_freed.notified();
+            tokio::pin!(freed);
+            let wait = {
+                let mut confirms = state.confirms.lock();
+                let room = confirms.room();
+                let (confirming, first_id) = (confirms.enabled, confirms.next_id());
+                let mut encode = Some(|buf: &mut BytesMut| {
+                    let mut sent: Vec<Option<Bytes>> = Vec::new();
+                    let limit = buf.len() + BATCH_BYTES;
+                    while buf.len() < limit && sent.len() < room {
+                        let Some(m) = messages.next() else { break };
+                        let start = buf.len();
+                        let tagged = (m.mandatory && confirming)
+                            .then(|| with_publish_id(&m.properties, first_id + sent.len() as u64));
+                        encode_publish(
+                            buf,
+                            id,
+                            frame_max,
+                            &m.exchange,
+                            &m.routing_key,
+                            m.mandatory,
+                            tagged.as_ref().unwrap_or(&m.properties),
+                            &m.body,
+                        );
+                        sent.push(keep.then(|| Bytes::copy_from_slice(&buf[start..])));
+                    }
+                    sent
+                });
+                if room == 0 {
+                    freed.as_mut().enable();
+                    Wait::Slot
+                } else {
+                    match wire.try_send_with(&mut encode) {
+                        Ok(Some(sent)) => {
+                            for kept in sent {
+                                out.push(match confirms.enabled {
+                                    true => Confirm::waiting(confirms.push(kept)),
+                                    false => Confirm::sent(),
+                                });
+                            }
+                            Wait::Nothing
+                        }
+                        Ok(None) => Wait::Outbox,
+                        Err(_) => Wait::Nothing,
+                    }
+                }
+            };
+            wait.until(freed, &wire).await;
+        }
+        Ok(out)
+    }
+}
+
+/// What a publish that could not go at once waits for.
+enum Wait {
+    /// A confirm to free an in-flight slot.
+    Slot,
+    /// The writer to make room in the outbox.
+    Outbox,
+    /// Nothing: look again (a wire that ended is replaced or fails).
+    Nothing,
+}
+
+impl Wait {
+    async fn until(self, freed: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>, wire: &Wire) {
+        match self {
+            Wait::Slot => freed.await,
+            Wait::Outbox => wire.room().await,
+            Wait::Nothing => {}
+        }
+    }
+}
+
+/// basic.publish, its content header and body frames, appended to `buf`.
+#[allow(clippy::too_many_arguments)]
+fn encode_publish(
+    buf: &mut BytesMut,
+    channel: u16,
+    frame_max: u32,
+    exchange: &str,
+    routing_key: &str,
+    mandatory: bool,
+    properties: &BasicProperties,
+    body: &[u8],
+) {
+    buf.reserve(body.len() + 64 + exchange.len() + routing_key.len());
+    write_basic_publish(
+        buf,
+        channel,
+        exchange.as_bytes(),
+        routing_key.as_bytes(),
+        mandatory,
+        false,
+    );
+    write_content_header(buf, channel, 60, body.len() as u64, properties);
+    write_body(buf, channel, body, frame_max);
+}
