@@ -38,6 +38,36 @@
 //! # }
 //! ```
 //!
+//! # Batches, typed bodies and traces
+//!
+//! [`Channel::publish_batch`] encodes many messages under one lock and
+//! sends them in one write. With the `json` feature, [`Message::encode`]
+//! and [`Delivery::decode`] carry values as JSON ([`codec::Codec`] for
+//! other formats). A publish made inside a [`trace::TraceContext`] scope
+//! carries a child of it in `traceparent`, and a consumer's handler runs
+//! in the scope of its delivery's context, so a trace goes on through
+//! the hops.
+//!
+//! ```no_run
+//! # #[cfg(feature = "json")]
+//! # async fn run() -> Result<(), warren_client::amqp091::Error> {
+//! use warren_client::amqp091::{Connection, Message};
+//! use warren_client::codec::Json;
+//! use warren_client::trace::TraceContext;
+//!
+//! let conn = Connection::open("amqp://guest:guest@127.0.0.1:5672/%2f").await?;
+//! let ch = conn.channel().await?;
+//! ch.confirm_select().await?;
+//! let orders = (0..100).map(|id| Message::encode::<Json, _>("", "orders", &serde_json::json!({ "id": id })));
+//! let batch = orders.collect::<Result<Vec<_>, _>>()?;
+//! let confirms = TraceContext::new_root().scope(ch.publish_batch(batch)).await?;
+//! for c in confirms {
+//!     c.await?;
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # A work queue, eight at a time
 //!
 //! The broker sends at most the prefetch unacknowledged, so a slow
@@ -112,6 +142,9 @@
 //! ```
 //!
 //! [`Confirm`]: amqp091::Confirm
+//! [`Channel::publish_batch`]: amqp091::Channel::publish_batch
+//! [`Message::encode`]: amqp091::Message::encode
+//! [`Delivery::decode`]: amqp091::Delivery::decode
 //! [`Channel::set_max_in_flight`]: amqp091::Channel::set_max_in_flight
 //! [`Error::ConnectionLost`]: amqp091::Error::ConnectionLost
 
@@ -120,4 +153,5 @@
 pub mod amqp091;
 pub mod codec;
 pub mod tls;
+pub mod trace;
 pub mod uri;

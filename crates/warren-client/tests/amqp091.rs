@@ -414,3 +414,89 @@ async fn typed_bodies_go_as_json_and_other_content_types_are_refused() {
         within(conn.close()).await.unwrap();
     }
 }
+
+#[tokio::test]
+async fn a_trace_context_travels_from_publisher_through_a_handler_to_the_next_consumer() {
+    use warren_client::trace::TraceContext;
+    let (uris, _warren) = brokers().await;
+    for uri in uris {
+        let conn = within(Connection::open(&uri)).await.unwrap();
+        let ch = within(conn.channel()).await.unwrap();
+        let first = within(ch.queue_declare("", QueueOptions::default().exclusive()))
+            .await
+            .unwrap()
+            .name;
+        let second = within(ch.queue_declare("", QueueOptions::default().exclusive()))
+            .await
+            .unwrap()
+            .name;
+        let root = TraceContext::new_root();
+        // Inside the scope the publish carries a child of the root.
+        let c = within(
+            root.clone()
+                .scope(ch.publish("", &first, Properties::default(), "traced".into())),
+        )
+        .await
+        .unwrap();
+        within(c).await.unwrap();
+        // Outside it nothing is added.
+        let _sent = within(ch.publish("", &first, Properties::default(), "plain".into()))
+            .await
+            .unwrap();
+        // A handler republishes what it gets: inside the delivery's scope.
+        let consumer = within(ch.consume(&first, ConsumeOptions::default().no_ack()))
+            .await
+            .unwrap();
+        let relay = ch.clone();
+        let to = second.clone();
+        tokio::spawn(consumer.run(move |d| {
+            let (relay, to) = (relay.clone(), to.clone());
+            async move {
+                let _ = relay
+                    .publish("", &to, Properties::default(), d.body.clone())
+                    .await;
+            }
+        }));
+        let mut last = within(ch.consume(&second, ConsumeOptions::default().no_ack()))
+            .await
+            .unwrap();
+        let relayed = within(last.next()).await.unwrap();
+        assert_eq!(&relayed.body[..], b"traced");
+        let seen = relayed
+            .trace_context()
+            .expect("the relayed message carries the trace");
+        assert_eq!(seen.trace_id(), root.trace_id(), "one trace, against {uri}");
+        assert_ne!(
+            seen.parent_id(),
+            root.parent_id(),
+            "each publish is a span of its own"
+        );
+        let plain = within(last.next()).await.unwrap();
+        assert_eq!(&plain.body[..], b"plain");
+        assert_eq!(
+            plain.trace_context(),
+            None,
+            "no context, no header, against {uri}"
+        );
+        within(conn.close()).await.unwrap();
+
+        // Turned off, nothing is added even inside a scope.
+        let quiet = within(Connection::builder(&uri).trace_propagation(false).open())
+            .await
+            .unwrap();
+        let ch = within(quiet.channel()).await.unwrap();
+        let q = within(ch.queue_declare("", QueueOptions::default().exclusive()))
+            .await
+            .unwrap()
+            .name;
+        let _sent = within(
+            root.clone()
+                .scope(ch.publish("", &q, Properties::default(), "x".into())),
+        )
+        .await
+        .unwrap();
+        let got = within(ch.get(&q, true)).await.unwrap().expect("the message");
+        assert_eq!(got.delivery.trace_context(), None);
+        within(quiet.close()).await.unwrap();
+    }
+}

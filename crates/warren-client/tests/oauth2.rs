@@ -10,8 +10,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
 use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use support::{within, Target};
-use warren_client::amqp091::{Connection, Event, QueueOptions, RecoveryOptions};
+
+use warren_client::amqp091::{Connection, Error, Event, QueueOptions, RecoveryOptions, Token};
 
 const KEY: &[u8] = b"the shared HS256 secret of warren-client's tests";
 
@@ -29,9 +32,10 @@ fn token(ttl: i64) -> String {
     encode(&header, &claims, &EncodingKey::from_secret(KEY)).unwrap()
 }
 
-#[tokio::test]
-async fn a_refreshed_token_keeps_the_connection_and_serves_its_recovery() {
-    let dir = std::env::temp_dir().join(format!("warren-client-oauth2-{}", std::process::id()));
+/// A Warren taking HS256 tokens signed with [`KEY`] (and the internal
+/// users), its data under a directory of the test's own.
+async fn oauth2_warren(test: &str) -> (warren_server::Running, std::path::PathBuf, u16, Target) {
+    let dir = std::env::temp_dir().join(format!("warren-client-oauth2-{test}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let k = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(KEY);
     let jwks = serde_json::json!({"keys": [{"kty": "oct", "kid": "hmac", "alg": "HS256", "k": k}]});
@@ -49,6 +53,12 @@ async fn a_refreshed_token_keeps_the_connection_and_serves_its_recovery() {
         uri: String::new(),
         api: format!("http://{}", warren.http_addr.unwrap()),
     };
+    (warren, dir, port, target)
+}
+
+#[tokio::test]
+async fn a_refreshed_token_keeps_the_connection_and_serves_its_recovery() {
+    let (_warren, dir, port, target) = oauth2_warren("update").await;
 
     // Both start with a token good for 3 s; one refreshes it.
     let short = token(3);
@@ -90,5 +100,69 @@ async fn a_refreshed_token_keeps_the_connection_and_serves_its_recovery() {
         .unwrap();
     within(refreshed.close()).await.unwrap();
     drop(stale);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_token_source_keeps_the_connection_alive_past_each_tokens_expiry() {
+    let (_warren, dir, port, target) = oauth2_warren("source").await;
+    let fetched = Arc::new(AtomicUsize::new(0));
+    let counter = fetched.clone();
+    // Tokens said to be good for 2 s (their `exp`, in whole seconds, is
+    // 2 to 3 s away, as a source allowing for clock skew would say):
+    // without the refreshes the broker closes the connection at the
+    // first one's expiry.
+    let conn = within(
+        Connection::builder(&format!("amqp://ignored:ignored@127.0.0.1:{port}/%2f"))
+            .name("sourced")
+            .recovery(RecoveryOptions::default().max_delay(Duration::from_millis(300)))
+            .token_source(move || {
+                let counter = counter.clone();
+                async move {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    Ok(Token::new(token(3), Duration::from_secs(2)))
+                }
+            })
+            .open(),
+    )
+    .await
+    .unwrap();
+    let mut events = conn.events();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let ch = within(conn.channel()).await.unwrap();
+    within(ch.queue_declare("sourced-q", QueueOptions::default()))
+        .await
+        .unwrap();
+    assert!(
+        fetched.load(Ordering::SeqCst) >= 3,
+        "a token at login and one before each expiry: {}",
+        fetched.load(Ordering::SeqCst)
+    );
+    while let Ok(Some(e)) = tokio::time::timeout(Duration::from_millis(10), events.next()).await {
+        assert!(!matches!(e, Event::Disconnected { .. }), "never cut off: {e:?}");
+    }
+    // Cut off by the operator, it logs in again with the latest token.
+    support::close_through_the_api(&target, "sourced").await;
+    loop {
+        match within(events.next()).await {
+            Some(Event::Recovered) => break,
+            Some(_) => {}
+            None => panic!("events ended"),
+        }
+    }
+    within(ch.queue_declare("sourced-q", QueueOptions::default()))
+        .await
+        .unwrap();
+    within(conn.close()).await.unwrap();
+
+    // A source that fails gives no connection, and says why.
+    let failed = Connection::builder(&format!("amqp://x:y@127.0.0.1:{port}/%2f"))
+        .token_source(|| async { Err("the identity provider is down".to_string()) })
+        .open()
+        .await;
+    assert!(
+        matches!(&failed, Err(Error::TokenSource(why)) if why.contains("down")),
+        "{failed:?}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -108,23 +108,27 @@ impl Channel {
 
     /// The connection's default consumer concurrency.
     pub(crate) fn default_concurrency(&self) -> usize {
-        self.inner.core.consumer_concurrency
+        self.inner.core.settings.consumer_concurrency
     }
 
     /// Send `m` and wait for its reply, on the wire in use (waiting out a
     /// recovery first).
     async fn call(&self, m: impl Into<Method>) -> Result<Reply, Error> {
         let m = m.into();
-        loop {
-            self.inner.state.check()?;
-            let wire = self.inner.core.wire().await?;
-            let _one = self.inner.state.calls.lock().await;
-            // A recovery may have come between: then wait for it.
-            if !self.inner.core.is_current(&wire) {
-                continue;
+        let span = tracing::debug_span!("amqp091.call", channel = self.inner.state.id, method = m.name());
+        let call = async {
+            loop {
+                self.inner.state.check()?;
+                let wire = self.inner.core.wire().await?;
+                let _one = self.inner.state.calls.lock().await;
+                // A recovery may have come between: then wait for it.
+                if !self.inner.core.is_current(&wire) {
+                    continue;
+                }
+                return self.inner.state.exchange(&wire, m).await;
             }
-            return self.inner.state.exchange(&wire, m).await;
-        }
+        };
+        tracing::Instrument::instrument(call, span).await
     }
 
     fn record(&self, f: impl FnOnce(&mut Topology)) {

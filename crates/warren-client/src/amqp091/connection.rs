@@ -2,6 +2,7 @@
 //! or a builder with more addresses and recovery options), its channels,
 //! its events, and closing it.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,6 +18,7 @@ use super::error::Error;
 use super::events::Events;
 use super::handshake;
 use super::recovery::RecoveryOptions;
+use super::token::{self, Token, TokenSource};
 use super::wire::{Signals, Wire};
 use crate::tls::TlsOptions;
 use crate::uri::AmqpUri;
@@ -59,10 +61,21 @@ impl std::fmt::Debug for Connection {
 #[derive(Debug, Clone)]
 pub struct ConnectionBuilder {
     uris: Vec<String>,
-    name: Option<String>,
-    tls: Option<TlsOptions>,
-    recovery: RecoveryOptions,
-    consumer_concurrency: usize,
+    settings: Settings,
+}
+
+/// What a [`ConnectionBuilder`] sets beyond its addresses, kept by the
+/// connection for its recoveries.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) name: Option<String>,
+    pub(crate) tls: Option<TlsOptions>,
+    pub(crate) recovery: RecoveryOptions,
+    /// How many deliveries `Consumer::run` handles at once.
+    pub(crate) consumer_concurrency: usize,
+    /// Publishes inside a [`TraceContext`](crate::trace::TraceContext) scope carry a child of it.
+    pub(crate) trace_propagation: bool,
+    pub(crate) token_source: Option<TokenSource>,
 }
 
 impl ConnectionBuilder {
@@ -75,14 +88,14 @@ impl ConnectionBuilder {
     /// A name for the connection, which the broker's management UI and
     /// API show (RabbitMQ's `user_provided_name`).
     pub fn name(mut self, name: &str) -> Self {
-        self.name = Some(name.to_string());
+        self.settings.name = Some(name.to_string());
         self
     }
 
     /// How many deliveries [`super::Consumer::run`] hands to its handler
     /// at once on this connection's consumers (1, in order, by default).
     pub fn consumer_concurrency(mut self, n: usize) -> Self {
-        self.consumer_concurrency = n.max(1);
+        self.settings.consumer_concurrency = n.max(1);
         self
     }
 
@@ -91,42 +104,92 @@ impl ConnectionBuilder {
     /// whatever the URIs say; without it an `amqps://` URI uses its own
     /// `cacertfile`, `certfile` and `keyfile` parameters.
     pub fn tls(mut self, tls: TlsOptions) -> Self {
-        self.tls = Some(tls);
+        self.settings.tls = Some(tls);
         self
     }
 
     /// How to recover (on by default).
     pub fn recovery(mut self, recovery: RecoveryOptions) -> Self {
-        self.recovery = recovery;
+        self.settings.recovery = recovery;
+        self
+    }
+
+    /// Whether a publish made inside a [`TraceContext`](crate::trace::TraceContext) scope carries a
+    /// child of it in its `traceparent` header (on by default; a message
+    /// that has one already keeps it).
+    pub fn trace_propagation(mut self, on: bool) -> Self {
+        self.settings.trace_propagation = on;
+        self
+    }
+
+    /// Log in with OAuth 2 access tokens from `source`, and keep the
+    /// connection's token fresh: the next one is fetched at 80 % of the
+    /// current one's life and handed to the broker with
+    /// connection.update-secret; recoveries log in with the latest. A
+    /// failed fetch or refusal is an [`Event::TokenRefreshFailed`] and
+    /// is tried again a second later. The URIs' passwords are not used.
+    ///
+    /// [`Event::TokenRefreshFailed`]: super::Event::TokenRefreshFailed
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use warren_client::amqp091::{Connection, Token};
+    ///
+    /// # async fn fetch_from_the_identity_provider() -> Result<String, String> { Ok(String::new()) }
+    /// # async fn run() -> Result<(), warren_client::amqp091::Error> {
+    /// let conn = Connection::builder("amqp://client@broker:5672/%2f")
+    ///     .token_source(|| async {
+    ///         let token = fetch_from_the_identity_provider().await?;
+    ///         Ok(Token::new(token, Duration::from_secs(300)))
+    ///     })
+    ///     .open()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn token_source<F, Fut>(mut self, source: F) -> Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Token, String>> + Send + 'static,
+    {
+        self.settings.token_source = Some(TokenSource::new(source));
         self
     }
 
     /// Connect to the first address that answers, log in and open the
     /// virtual host.
     pub async fn open(self) -> Result<Connection, Error> {
-        let uris = self
+        let mut uris = self
             .uris
             .iter()
             .map(|u| AmqpUri::parse(u))
             .collect::<Result<Vec<_>, _>>()?;
+        let settings = self.settings;
+        let token = match &settings.token_source {
+            Some(source) => Some(source.fetch().await.map_err(Error::TokenSource)?),
+            None => None,
+        };
+        if let Some(t) = &token {
+            for uri in &mut uris {
+                uri.password = t.secret.clone();
+            }
+        }
         let mut last = None;
         for uri in &uris {
-            match handshake::open(uri, self.name.as_deref(), self.tls.as_ref()).await {
+            match handshake::open(uri, settings.name.as_deref(), settings.tls.as_ref()).await {
                 Ok(opened) => {
                     let signals = Arc::new(Signals {
                         blocked: watch::Sender::new(false),
                         events: broadcast::Sender::new(EVENTS_KEPT),
                     });
                     let wire = Wire::start(opened, signals);
-                    let core = Core::new(
-                        uris.clone(),
-                        self.name,
-                        self.tls,
-                        self.recovery,
-                        self.consumer_concurrency,
-                        wire.clone(),
-                    );
+                    let source = settings.token_source.clone();
+                    let secret = token.as_ref().map(|t| t.secret.clone());
+                    let core = Core::new(uris.clone(), settings, secret, wire.clone());
                     tokio::spawn(supervise(core.clone(), wire));
+                    if let (Some(source), Some(t)) = (source, token) {
+                        tokio::spawn(token::keep_fresh(Arc::downgrade(&core), source, t.expires_in));
+                    }
                     return Ok(Connection { core });
                 }
                 Err(e) => last = Some(e),
@@ -147,10 +210,14 @@ impl Connection {
     pub fn builder(uri: &str) -> ConnectionBuilder {
         ConnectionBuilder {
             uris: vec![uri.to_string()],
-            name: None,
-            tls: None,
-            recovery: RecoveryOptions::default(),
-            consumer_concurrency: 1,
+            settings: Settings {
+                name: None,
+                tls: None,
+                recovery: RecoveryOptions::default(),
+                consumer_concurrency: 1,
+                trace_propagation: true,
+                token_source: None,
+            },
         }
     }
 
@@ -165,7 +232,7 @@ impl Connection {
                     .ok_or_else(|| Error::Protocol("every channel number is in use".into()))?;
                 let state = Arc::new(ChannelState::new(id));
                 state.republish.store(
-                    self.core.recovery.enabled && self.core.recovery.republish_unconfirmed,
+                    self.core.settings.recovery.enabled && self.core.settings.recovery.republish_unconfirmed,
                     std::sync::atomic::Ordering::Relaxed,
                 );
                 chans.insert(id, state.clone());
@@ -184,7 +251,8 @@ impl Connection {
                     self.core.channels.lock().remove(&state.id);
                     wire.unregister(state.id);
                     // Lost on the way: try again on the next wire.
-                    if wire.is_ended() && self.core.closed().is_none() && self.core.recovery.enabled {
+                    if wire.is_ended() && self.core.closed().is_none() && self.core.settings.recovery.enabled
+                    {
                         continue;
                     }
                     return Err(e);
@@ -233,27 +301,7 @@ impl Connection {
     /// # }
     /// ```
     pub async fn update_secret(&self, secret: &str, reason: &str) -> Result<(), Error> {
-        let wire = self.core.wire().await?;
-        let (tx, rx) = oneshot::channel();
-        *wire.update_secret_ok.lock() = Some(tx);
-        let mut buf = BytesMut::new();
-        let update = ConnectionUpdateSecret {
-            new_secret: Bytes::copy_from_slice(secret.as_bytes()),
-            reason: reason.into(),
-        };
-        write_method(&mut buf, 0, &Method::ConnectionUpdateSecret(update));
-        wire.send(buf.freeze()).await?;
-        tokio::select! {
-            ok = rx => {
-                if ok.is_ok() {
-                    *self.core.secret.lock() = Some(secret.to_string());
-                    return Ok(());
-                }
-            }
-            _ = wire.ended() => {}
-            _ = tokio::time::sleep(CLOSE_TIMEOUT * 6) => return Err(Error::Timeout(CLOSE_TIMEOUT * 6)),
-        }
-        Err(wire.ended_error())
+        self.core.update_secret(secret, reason).await
     }
 
     /// Whether the connection has ended for good (not while recovering).

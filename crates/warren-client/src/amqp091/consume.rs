@@ -13,11 +13,12 @@ use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use warren_amqp091::frame::write_method;
 use warren_amqp091::methods::*;
-use warren_amqp091::{BasicProperties, Method, ShortStr};
+use warren_amqp091::{BasicProperties, FieldValue, Method, ShortStr};
 
 use super::channel::Channel;
 use super::error::Error;
 use super::wire::Wire;
+use crate::trace::{TraceContext, TRACEPARENT, TRACESTATE};
 
 /// A message delivered to a consumer (or got with basic.get).
 #[derive(Debug)]
@@ -56,6 +57,21 @@ impl Delivery {
     /// The handle that settles this delivery, to move to another task.
     pub fn acker(&self) -> Acker {
         self.acker.clone()
+    }
+
+    /// The W3C trace context its publisher sent (`traceparent`, with
+    /// `tracestate`), if any and well formed.
+    pub fn trace_context(&self) -> Option<TraceContext> {
+        let headers = self.properties.headers.as_ref()?;
+        let text = |name| match headers.get(name)? {
+            FieldValue::LongStr(b) | FieldValue::Bytes(b) => std::str::from_utf8(b).ok().map(str::to_owned),
+            _ => None,
+        };
+        let context = TraceContext::parse(&text(TRACEPARENT)?)?;
+        Some(match text(TRACESTATE) {
+            Some(state) => context.with_tracestate(state),
+            None => context,
+        })
     }
 
     /// The body as a value, in the codec's format (feature `serde`;
@@ -214,16 +230,40 @@ impl Consumer {
         F: Fn(Delivery) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
+        let handle = |d: Delivery| traced(&handler, d);
         if concurrency <= 1 {
             while let Some(d) = self.next().await {
-                handler(d).await;
+                handle(d).await;
             }
             return;
         }
         // In this task, as futures' for_each_concurrent: no hand-off
         // between tasks per delivery, so a fast handler loses little to
         // the concurrency. A handler with CPU-heavy work spawns it.
-        futures_util::StreamExt::for_each_concurrent(self, concurrency, handler).await
+        futures_util::StreamExt::for_each_concurrent(self, concurrency, handle).await
+    }
+}
+
+/// Run `handler` on `d` inside a `tracing` span for the delivery and, if
+/// its publisher sent a trace context, that context's scope: what the
+/// handler publishes continues the trace.
+async fn traced<F, Fut>(handler: &F, d: Delivery)
+where
+    F: Fn(Delivery) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let context = d.trace_context();
+    let span = tracing::debug_span!(
+        "amqp091.deliver",
+        consumer_tag = %d.consumer_tag,
+        routing_key = %d.routing_key,
+        delivery_tag = d.delivery_tag,
+        trace_id = context.as_ref().map(|c| c.trace_id()),
+    );
+    let work = tracing::Instrument::instrument(handler(d), span);
+    match context {
+        Some(c) => c.scope(work).await,
+        None => work.await,
     }
 }
 

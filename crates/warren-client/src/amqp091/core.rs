@@ -7,17 +7,24 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
+use warren_amqp091::frame::write_method;
+use warren_amqp091::methods::ConnectionUpdateSecret;
+use warren_amqp091::Method;
 
 use super::channel::ChannelState;
+use super::connection::Settings;
 use super::error::Error;
 use super::events::Event;
-use super::recovery::{self, RecoveryOptions};
+use super::recovery;
 use super::topology::Topology;
 use super::wire::{Signals, Wire};
-use crate::tls::TlsOptions;
 use crate::uri::AmqpUri;
+
+/// How long the broker has to accept a new secret.
+const UPDATE_SECRET_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Where a connection stands.
 #[derive(Clone)]
@@ -30,17 +37,11 @@ pub(crate) enum Link {
 pub(crate) struct Core {
     /// The addresses to connect to, the first one first.
     pub(crate) uris: Vec<AmqpUri>,
-    /// The name the broker's management shows (client property
-    /// `connection_name`).
-    pub(crate) name: Option<String>,
     /// The secret (an OAuth 2 token) given by the last accepted
     /// update-secret: a recovery logs in with it, not the URI's password.
     pub(crate) secret: Mutex<Option<String>>,
-    /// TLS options of the application's (else the URIs' own).
-    pub(crate) tls: Option<TlsOptions>,
-    pub(crate) recovery: RecoveryOptions,
-    /// How many deliveries `Consumer::run` handles at once.
-    pub(crate) consumer_concurrency: usize,
+    /// What the application's builder set.
+    pub(crate) settings: Settings,
     pub(crate) link: watch::Sender<Link>,
     /// Every channel the application has open, by number; recovery
     /// reopens them under the same numbers.
@@ -52,19 +53,14 @@ pub(crate) struct Core {
 impl Core {
     pub(crate) fn new(
         uris: Vec<AmqpUri>,
-        name: Option<String>,
-        tls: Option<TlsOptions>,
-        recovery: RecoveryOptions,
-        consumer_concurrency: usize,
+        settings: Settings,
+        secret: Option<String>,
         wire: Arc<Wire>,
     ) -> Arc<Core> {
         Arc::new(Core {
             uris,
-            name,
-            secret: Mutex::new(None),
-            tls,
-            consumer_concurrency,
-            recovery,
+            secret: Mutex::new(secret),
+            settings,
             signals: wire.signals.clone(),
             link: watch::Sender::new(Link::Open(wire)),
             channels: Mutex::new(BTreeMap::new()),
@@ -91,6 +87,32 @@ impl Core {
                 return Err(Error::ClosedByClient);
             }
         }
+    }
+
+    /// connection.update-secret on the wire in use; once the broker
+    /// accepts it, recoveries log in with the new secret.
+    pub(crate) async fn update_secret(&self, secret: &str, reason: &str) -> Result<(), Error> {
+        let wire = self.wire().await?;
+        let (tx, rx) = oneshot::channel();
+        *wire.update_secret_ok.lock() = Some(tx);
+        let mut buf = BytesMut::new();
+        let update = ConnectionUpdateSecret {
+            new_secret: Bytes::copy_from_slice(secret.as_bytes()),
+            reason: reason.into(),
+        };
+        write_method(&mut buf, 0, &Method::ConnectionUpdateSecret(update));
+        wire.send(buf.freeze()).await?;
+        tokio::select! {
+            ok = rx => {
+                if ok.is_ok() {
+                    *self.secret.lock() = Some(secret.to_string());
+                    return Ok(());
+                }
+            }
+            _ = wire.ended() => {}
+            _ = tokio::time::sleep(UPDATE_SECRET_TIMEOUT) => return Err(Error::Timeout(UPDATE_SECRET_TIMEOUT)),
+        }
+        Err(wire.ended_error())
     }
 
     /// Whether `wire` is still the one in use.
@@ -141,7 +163,7 @@ pub(crate) async fn supervise(core: Arc<Core>, mut wire: Arc<Wire>) {
         }
         let why = wire.ended_error();
         core.signals.blocked.send_replace(false);
-        if !core.recovery.enabled || matches!(why, Error::ClosedByClient) {
+        if !core.settings.recovery.enabled || matches!(why, Error::ClosedByClient) {
             core.close_for_good(why);
             return;
         }
@@ -154,7 +176,8 @@ pub(crate) async fn supervise(core: Arc<Core>, mut wire: Arc<Wire>) {
             }
         });
         core.signals.emit(Event::Disconnected { error: why });
-        match recovery::recover(&core).await {
+        let span = tracing::info_span!("amqp091.recover", connection = core.settings.name.as_deref());
+        match tracing::Instrument::instrument(recovery::recover(&core), span).await {
             Ok(next) => {
                 let installed = core.link.send_if_modified(|l| match l {
                     Link::Closed(_) => false,

@@ -53,6 +53,10 @@ pub enum Error {
     /// The broker did not answer in time.
     #[error("the broker did not answer within {0:?}")]
     Timeout(std::time::Duration),
+    /// The token source ([`super::ConnectionBuilder::token_source`])
+    /// gave no token to log in with.
+    #[error("the token source failed: {0}")]
+    TokenSource(String),
     /// A typed body would not encode or decode ([`crate::codec`]).
     #[error("message body: {0}")]
     Codec(#[from] crate::codec::CodecError),

@@ -50,6 +50,12 @@ pub enum Event {
     },
     /// Publishing may go on.
     Unblocked,
+    /// The token source ([`super::ConnectionBuilder::token_source`])
+    /// failed, or the broker refused its token; tried again shortly.
+    TokenRefreshFailed {
+        /// What went wrong.
+        error: String,
+    },
 }
 
 /// A connection's events, in order. Events the reader falls behind on by

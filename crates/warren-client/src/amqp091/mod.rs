@@ -24,6 +24,7 @@ mod publishing;
 mod recovery;
 mod rpc;
 mod socket;
+mod token;
 mod topology;
 mod wire;
 
@@ -37,4 +38,5 @@ pub use publish::{Confirm, Confirmation, Returned};
 pub use publishing::Message;
 pub use recovery::RecoveryOptions;
 pub use rpc::{reply, RpcClient, DIRECT_REPLY_TO};
+pub use token::Token;
 pub use warren_amqp091::{BasicProperties as Properties, FieldTable, FieldValue, ShortStr};

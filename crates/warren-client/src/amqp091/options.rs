@@ -105,6 +105,24 @@ pub struct ConsumeOptions {
     pub arguments: FieldTable,
 }
 
+impl ConsumeOptions {
+    /// Under this consumer tag.
+    pub fn tag(mut self, tag: &str) -> Self {
+        self.tag = tag.into();
+        self
+    }
+    /// Deliveries count as acknowledged once sent (no acks).
+    pub fn no_ack(mut self) -> Self {
+        self.no_ack = true;
+        self
+    }
+    /// The queue's only consumer.
+    pub fn exclusive(mut self) -> Self {
+        self.exclusive = true;
+        self
+    }
+}
+
 /// basic.publish's options.
 #[derive(Debug, Clone, Default)]
 pub struct PublishOptions {

@@ -54,15 +54,6 @@ type Settled = Result<Confirmation, Error>;
 /// matched to its publish (as the .NET client's `x-dotnet-pub-seq-no`).
 pub(crate) const PUBLISH_SEQ_HEADER: &str = "x-warren-publish-seq";
 
-/// `properties` with the sequence number header added.
-pub(crate) fn with_publish_id(properties: &BasicProperties, id: u64) -> BasicProperties {
-    let mut p = properties.clone();
-    p.headers
-        .get_or_insert_with(Default::default)
-        .insert(PUBLISH_SEQ_HEADER, FieldValue::I64(id as i64));
-    p
-}
-
 struct Pending {
     seq: u64,
     /// Its number on the channel for good (sequence numbers start again

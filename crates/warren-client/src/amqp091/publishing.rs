@@ -7,13 +7,14 @@ use std::sync::atomic::Ordering;
 
 use bytes::{Bytes, BytesMut};
 use warren_amqp091::frame::{write_basic_publish, write_body, write_content_header};
-use warren_amqp091::BasicProperties;
+use warren_amqp091::{BasicProperties, FieldValue};
 
 use super::channel::Channel;
 use super::error::Error;
 use super::options::PublishOptions;
-use super::publish::{with_publish_id, Confirm};
+use super::publish::{Confirm, PUBLISH_SEQ_HEADER};
 use super::wire::Wire;
+use crate::trace::{TraceContext, TRACEPARENT, TRACESTATE};
 
 /// The most bytes of one batch encoded under the outbox's lock at once;
 /// a larger batch goes in several turns.
@@ -127,6 +128,7 @@ impl Channel {
     ) -> Result<Confirm, Error> {
         let state = &self.inner.state;
         let id = state.id;
+        let trace = self.current_trace();
         loop {
             // The wire in use now (after a recovery, if one is under way).
             let wire = self.inner.core.wire().await?;
@@ -147,8 +149,8 @@ impl Channel {
                     Wait::Slot
                 } else {
                     // A mandatory publish carries its id, for its return.
-                    let tagged = (options.mandatory && confirms.enabled)
-                        .then(|| with_publish_id(&properties, confirms.next_id()));
+                    let publish_id = (options.mandatory && confirms.enabled).then(|| confirms.next_id());
+                    let tagged = outgoing(&properties, publish_id, trace.as_ref());
                     let properties = tagged.as_ref().unwrap_or(&properties);
                     let mut encode = Some(|buf: &mut BytesMut| {
                         let start = buf.len();
@@ -182,6 +184,14 @@ impl Channel {
         }
     }
 
+    /// The trace context publishes carry a child of, if propagation is on.
+    fn current_trace(&self) -> Option<TraceContext> {
+        match self.inner.core.settings.trace_propagation {
+            true => TraceContext::current(),
+            false => None,
+        }
+    }
+
     /// Publish one [`Message`] (as [`Self::publish_with`]).
     pub async fn publish_message(&self, message: Message) -> Result<Confirm, Error> {
         let options = PublishOptions {
@@ -212,6 +222,7 @@ impl Channel {
     {
         let state = &self.inner.state;
         let id = state.id;
+        let trace = self.current_trace();
         let mut messages = messages.into_iter().peekable();
         let mut out = Vec::with_capacity(messages.size_hint().0);
         while messages.peek().is_some() {
@@ -232,8 +243,8 @@ impl Channel {
                     while buf.len() < limit && sent.len() < room {
                         let Some(m) = messages.next() else { break };
                         let start = buf.len();
-                        let tagged = (m.mandatory && confirming)
-                            .then(|| with_publish_id(&m.properties, first_id + sent.len() as u64));
+                        let publish_id = (m.mandatory && confirming).then(|| first_id + sent.len() as u64);
+                        let tagged = outgoing(&m.properties, publish_id, trace.as_ref());
                         encode_publish(
                             buf,
                             id,
@@ -271,6 +282,44 @@ impl Channel {
         }
         Ok(out)
     }
+}
+
+/// The properties a publish goes out with when the client adds to the
+/// application's: the id a mandatory publish in confirm mode carries for
+/// its return, and a child of the trace context current in the task
+/// (unless the message has a `traceparent` of its own). None: the
+/// application's as they are, the common case, which copies nothing.
+fn outgoing(
+    properties: &BasicProperties,
+    publish_id: Option<u64>,
+    trace: Option<&TraceContext>,
+) -> Option<BasicProperties> {
+    let has_traceparent = || {
+        properties
+            .headers
+            .as_ref()
+            .is_some_and(|h| h.get(TRACEPARENT).is_some())
+    };
+    let trace = trace.filter(|_| !has_traceparent());
+    if publish_id.is_none() && trace.is_none() {
+        return None;
+    }
+    let mut p = properties.clone();
+    let headers = p.headers.get_or_insert_with(Default::default);
+    if let Some(id) = publish_id {
+        headers.insert(PUBLISH_SEQ_HEADER, FieldValue::I64(id as i64));
+    }
+    if let Some(t) = trace {
+        let child = t.child();
+        headers.insert(
+            TRACEPARENT,
+            FieldValue::LongStr(child.traceparent().into_bytes().into()),
+        );
+        if let Some(state) = child.tracestate() {
+            headers.insert(TRACESTATE, FieldValue::LongStr(state.as_bytes().to_vec().into()));
+        }
+    }
+    Some(p)
 }
 
 /// What a publish that could not go at once waits for.

@@ -94,7 +94,7 @@ impl RecoveryOptions {
 
 /// Connect again and restore everything; the new wire, not yet in use.
 pub(crate) async fn recover(core: &Arc<Core>) -> Result<Arc<Wire>, Error> {
-    let mut delay = core.recovery.initial_delay;
+    let mut delay = core.settings.recovery.initial_delay;
     let mut attempt = 0u32;
     let mut next_uri = 0usize;
     loop {
@@ -106,7 +106,7 @@ pub(crate) async fn recover(core: &Arc<Core>) -> Result<Arc<Wire>, Error> {
         let uri = &uri;
         next_uri += 1;
         let result: Result<(), Error> =
-            match handshake::open(uri, core.name.as_deref(), core.tls.as_ref()).await {
+            match handshake::open(uri, core.settings.name.as_deref(), core.settings.tls.as_ref()).await {
                 Ok(opened) => {
                     let wire = Wire::start(opened, core.signals.clone());
                     match restore(core, &wire).await {
@@ -125,7 +125,7 @@ pub(crate) async fn recover(core: &Arc<Core>) -> Result<Arc<Wire>, Error> {
             attempt,
             error: error.clone(),
         });
-        if core.recovery.max_attempts.is_some_and(|m| attempt >= m) {
+        if core.settings.recovery.max_attempts.is_some_and(|m| attempt >= m) {
             return Err(error);
         }
         if let Some(e) = core.closed() {
@@ -134,7 +134,7 @@ pub(crate) async fn recover(core: &Arc<Core>) -> Result<Arc<Wire>, Error> {
         // A pause only once every address has been tried this round.
         if next_uri.is_multiple_of(core.uris.len()) {
             tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(core.recovery.max_delay);
+            delay = (delay * 2).min(core.settings.recovery.max_delay);
         }
         if let Some(e) = core.closed() {
             return Err(e);
