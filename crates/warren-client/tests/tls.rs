@@ -1,7 +1,9 @@
 //! amqps:// against a Warren with TLS listeners (certificates made by the
 //! test with rcgen, none committed): PLAIN over TLS with the CA named in
 //! the URI, SASL EXTERNAL with a client certificate, and a broker whose
-//! certificate the client does not trust refused with a TLS error.
+//! certificate the client does not trust refused with a TLS error. With
+//! `WARREN_CLIENT_RABBITMQ_TLS_DIR` set (`tests/client/rabbitmq-tls.sh`)
+//! the same against the RabbitMQ 3.10 anchor with TLS.
 
 mod support;
 
@@ -136,4 +138,87 @@ async fn amqps_with_plain_and_with_external_and_an_untrusted_broker_refused() {
     .unwrap_err();
     assert!(matches!(refused, Error::Tls(_)), "{refused:?}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The anchor's side: a RabbitMQ 3.10 node with TLS (bench/tls-anchor.sh)
+/// and the certificates of tools/tls-certs.sh in the directory named;
+/// the user `alice` (the client certificate's CN) exists there, `mallory`
+/// (another certificate of the same CA) does not. Without the variables
+/// (plain `cargo test`) there is no anchor to run against.
+#[tokio::test]
+async fn amqps_against_the_rabbitmq_anchor() {
+    let (Ok(dir), Ok(port)) = (
+        std::env::var("WARREN_CLIENT_RABBITMQ_TLS_DIR"),
+        std::env::var("WARREN_CLIENT_RABBITMQ_AMQPS_PORT"),
+    ) else {
+        eprintln!("no TLS anchor given: see tests/client/rabbitmq-tls.sh");
+        return;
+    };
+    let dir = PathBuf::from(dir);
+    let ca_file = dir.join("ca_certificate.pem");
+    let ca_param: String =
+        percent_encoding::utf8_percent_encode(ca_file.to_str().unwrap(), percent_encoding::NON_ALPHANUMERIC)
+            .to_string();
+
+    // PLAIN over TLS, the CA named in the URI.
+    let conn = within(Connection::open(&format!(
+        "amqps://guest:guest@localhost:{port}/%2f?cacertfile={ca_param}"
+    )))
+    .await
+    .unwrap();
+    round_trip(&conn, "anchor-tls-plain").await;
+    within(conn.close()).await.unwrap();
+
+    // EXTERNAL as alice, the certificate files named in the URI.
+    let param = |f: &str| {
+        percent_encoding::utf8_percent_encode(
+            dir.join(f).to_str().unwrap(),
+            percent_encoding::NON_ALPHANUMERIC,
+        )
+        .to_string()
+    };
+    let uri = format!(
+        "amqps://localhost:{port}/%2f?auth_mechanism=external&cacertfile={ca_param}&certfile={}&keyfile={}",
+        param("client_certificate.pem"),
+        param("client_key.pem")
+    );
+    let conn = within(Connection::open(&uri)).await.unwrap();
+    round_trip(&conn, "anchor-tls-external").await;
+    within(conn.close()).await.unwrap();
+
+    // A certificate of the same CA for a user RabbitMQ does not know.
+    let tls = TlsOptions::from_pem_files(
+        Some(&ca_file),
+        Some((&dir.join("mallory_certificate.pem"), &dir.join("mallory_key.pem"))),
+    )
+    .unwrap();
+    let refused = within(
+        Connection::builder(&format!("amqps://localhost:{port}/%2f?auth_mechanism=external"))
+            .tls(tls)
+            .open(),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            Error::ConnectionClosed { code: 403, .. } | Error::ConnectionLost(_)
+        ),
+        "{refused:?}"
+    );
+
+    // A CA the client does not trust.
+    let other = new_ca("another CA");
+    let other_file = std::env::temp_dir().join(format!("warren-client-anchor-ca-{}.pem", std::process::id()));
+    std::fs::write(&other_file, other.cert.pem()).unwrap();
+    let tls = TlsOptions::from_pem_files(Some(&other_file), None).unwrap();
+    let refused = within(
+        Connection::builder(&format!("amqps://guest:guest@localhost:{port}/%2f"))
+            .tls(tls)
+            .open(),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(refused, Error::Tls(_)), "{refused:?}");
+    let _ = std::fs::remove_file(&other_file);
 }
