@@ -4,6 +4,8 @@
 //! client's heap. Each delivery carries an [`Acker`] usable from any task.
 
 use std::future::Future;
+
+use futures_util::future::Either;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -244,15 +246,20 @@ impl Consumer {
     }
 }
 
-/// Run `handler` on `d` inside a `tracing` span for the delivery and, if
-/// its publisher sent a trace context, that context's scope: what the
-/// handler publishes continues the trace.
-async fn traced<F, Fut>(handler: &F, d: Delivery)
+/// `handler` on `d`, inside a `tracing` span for the delivery (when such
+/// spans are recorded) and, if its publisher sent a trace context, that
+/// context's scope: what the handler publishes continues the trace.
+/// Without either it is the handler's own future, unwrapped: the common
+/// case adds nothing to what a concurrent consumer keeps per delivery.
+fn traced<F, Fut>(handler: &F, d: Delivery) -> Either<Fut, Pin<Box<dyn Future<Output = ()> + Send>>>
 where
     F: Fn(Delivery) -> Fut,
-    Fut: Future<Output = ()>,
+    Fut: Future<Output = ()> + Send + 'static,
 {
     let context = d.trace_context();
+    if context.is_none() && !tracing::enabled!(tracing::Level::DEBUG) {
+        return Either::Left(handler(d));
+    }
     let span = tracing::debug_span!(
         "amqp091.deliver",
         consumer_tag = %d.consumer_tag,
@@ -261,10 +268,10 @@ where
         trace_id = context.as_ref().map(|c| c.trace_id()),
     );
     let work = tracing::Instrument::instrument(handler(d), span);
-    match context {
-        Some(c) => c.scope(work).await,
-        None => work.await,
-    }
+    Either::Right(match context {
+        Some(c) => Box::pin(c.scope(work)),
+        None => Box::pin(work),
+    })
 }
 
 impl futures_core::Stream for Consumer {

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Fuzz what warren-client parses itself (needs cargo-fuzz and the nightly
+# toolchain: `cargo install cargo-fuzz`); the frames from the broker are
+# warren-amqp091's, fuzzed in crates/warren-amqp091/fuzz.
+#   crates/warren-client/fuzz/run.sh [SECONDS]
+# A crash is saved under fuzz/artifacts/TARGET/; turn it into a unit test
+# beside the parser it broke.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECS=${1:-60}
+for t in uri traceparent; do
+  cargo +nightly fuzz run "$t" -- -max_total_time="$SECS" -max_len=4096
+done
