@@ -104,7 +104,15 @@ impl AmqpUri {
             None => ("guest".to_string(), "guest".to_string()),
         };
         let default_port = if tls { 5671 } else { 5672 };
-        let port_of = |p: &str| p.parse::<u16>().map_err(|_| UriError::Port(uri.to_string()));
+        // Digits only (Rust's parser would take "+5672"), and never 0.
+        let port_of = |p: &str| match p.bytes().all(|b| b.is_ascii_digit()) {
+            true => p
+                .parse::<u16>()
+                .ok()
+                .filter(|&n| n != 0)
+                .ok_or_else(|| UriError::Port(uri.to_string())),
+            false => Err(UriError::Port(uri.to_string())),
+        };
         let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
             let (h, after) = v6
                 .split_once(']')
@@ -210,6 +218,17 @@ mod tests {
     fn bad_uris_are_refused() {
         assert!(matches!(AmqpUri::parse("http://x"), Err(UriError::Scheme(_))));
         assert!(matches!(AmqpUri::parse("amqp://h:port/"), Err(UriError::Port(_))));
+        // Found by fuzzing: "+0" parsed as port 0. Signs, 0 and
+        // overflows are no port.
+        for bad in [
+            "amqps://[]:+0/[]:+0::?!(5",
+            "amqp://h:+5672/",
+            "amqp://h:0/",
+            "amqp://[::1]:0/",
+            "amqp://h:65536/",
+        ] {
+            assert!(matches!(AmqpUri::parse(bad), Err(UriError::Port(_))), "{bad}");
+        }
         assert!(matches!(
             AmqpUri::parse("amqp://h/?heartbeat=x"),
             Err(UriError::Parameter(_))
