@@ -1,5 +1,5 @@
-//! Typed bodies: a [`Codec`] (feature `serde`) turns a value into a body
-//! and back and names the content type it writes. [`Json`] (feature
+//! Typed bodies: a `Codec` (feature `serde`) turns a value into a body
+//! and back and names the content type it writes. `Json` (feature
 //! `json`) is the one built in; another format (MessagePack, CBOR, ...)
 //! is the same trait over its serde crate. Raw bytes stay the default:
 //! nothing here is on the way of a publish that does not ask for it.

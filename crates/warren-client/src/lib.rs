@@ -41,9 +41,9 @@
 //! # Batches, typed bodies and traces
 //!
 //! [`Channel::publish_batch`] encodes many messages under one lock and
-//! sends them in one write. With the `json` feature, [`Message::encode`]
-//! and [`Delivery::decode`] carry values as JSON ([`codec::Codec`] for
-//! other formats). A publish made inside a [`trace::TraceContext`] scope
+//! sends them in one write. With the `json` feature, `Message::encode`
+//! and `Delivery::decode` carry values as JSON (`codec::Codec`, feature
+//! `serde`, for other formats). A publish made inside a [`trace::TraceContext`] scope
 //! carries a child of it in `traceparent`, and a consumer's handler runs
 //! in the scope of its delivery's context, so a trace goes on through
 //! the hops.
@@ -143,8 +143,6 @@
 //!
 //! [`Confirm`]: amqp091::Confirm
 //! [`Channel::publish_batch`]: amqp091::Channel::publish_batch
-//! [`Message::encode`]: amqp091::Message::encode
-//! [`Delivery::decode`]: amqp091::Delivery::decode
 //! [`Channel::set_max_in_flight`]: amqp091::Channel::set_max_in_flight
 //! [`Error::ConnectionLost`]: amqp091::Error::ConnectionLost
 

@@ -19,12 +19,10 @@ use super::consume::{Acker, Consumer, Delivery};
 use super::core::Core;
 use super::error::Error;
 use super::options::{ConsumeOptions, ExchangeKind, ExchangeOptions, QueueOptions};
+
 use super::topology::{RecordedBinding, RecordedExchange, RecordedQueue, Topology};
 use super::wire::Wire;
 
-/// Publishes in flight per channel in confirm mode before `publish`
-/// waits for confirms.
-pub const DEFAULT_IN_FLIGHT: usize = 256;
 /// A consumer's buffer when the channel has no prefetch limit.
 const UNLIMITED_BUFFER: usize = 256;
 
@@ -99,7 +97,7 @@ impl Channel {
     }
 
     /// How many publishes may await their confirms at once before
-    /// `publish` waits ([`DEFAULT_IN_FLIGHT`] unless set). It applies at
+    /// `publish` waits ([`super::DEFAULT_IN_FLIGHT`] unless set). It applies at
     /// once: publishes already in flight count against the new limit.
     pub fn set_max_in_flight(&self, n: usize) {
         self.inner.state.confirms.lock().max = n.max(1);

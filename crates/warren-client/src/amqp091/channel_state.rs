@@ -14,12 +14,11 @@ use warren_amqp091::frame::write_method;
 use warren_amqp091::methods::*;
 use warren_amqp091::{BasicProperties, Method};
 
-use super::channel::DEFAULT_IN_FLIGHT;
 use super::consume::{Acker, Delivery};
 use super::error::Error;
 use super::events::Event;
 use super::options::ConsumeOptions;
-use super::publish::{Confirms, Returned};
+use super::publish::{Confirms, Returned, DEFAULT_IN_FLIGHT};
 use super::wire::Wire;
 
 /// A message with its method, as the reader assembled it.

@@ -77,10 +77,9 @@ impl Delivery {
     }
 
     /// The body as a value, in the codec's format (feature `serde`;
-    /// [`Json`] with `json`). A content type other than the codec's is
+    /// `Json` with `json`). A content type other than the codec's is
     /// refused; none at all is read as the codec's.
     ///
-    /// [`Json`]: crate::codec::Json
     #[cfg(feature = "serde")]
     pub fn decode<C: crate::codec::Codec, T: serde::de::DeserializeOwned>(&self) -> Result<T, Error> {
         if let Some(ct) = &self.properties.content_type {

@@ -21,6 +21,9 @@ use super::events::Event;
 use super::socket::ReadHalf;
 use super::wire::{ChannelMap, Wire};
 
+/// The writer keeps a buffer of at most this much between writes.
+const KEEP_CAPACITY: usize = 4 << 20;
+
 pub(crate) async fn write_loop(
     heartbeat_every: Option<Duration>,
     mut stopped: watch::Receiver<bool>,
@@ -58,6 +61,10 @@ pub(crate) async fn write_loop(
                 return;
             }
             taken.clear();
+            // One huge message leaves no huge buffer behind.
+            if taken.capacity() > KEEP_CAPACITY {
+                taken = BytesMut::with_capacity(64 * 1024);
+            }
         }
         drop(out);
         if *stopped.borrow() {

@@ -28,13 +28,13 @@ mod token;
 mod topology;
 mod wire;
 
-pub use channel::{Channel, DeclaredQueue, GetMessage, DEFAULT_IN_FLIGHT};
+pub use channel::{Channel, DeclaredQueue, GetMessage};
 pub use connection::{Connection, ConnectionBuilder};
 pub use consume::{Acker, Consumer, Delivery};
 pub use error::Error;
 pub use events::{Event, Events};
 pub use options::{ConsumeOptions, ExchangeKind, ExchangeOptions, PublishOptions, QueueOptions};
-pub use publish::{Confirm, Confirmation, Returned};
+pub use publish::{Confirm, Confirmation, Returned, DEFAULT_IN_FLIGHT};
 pub use publishing::Message;
 pub use recovery::RecoveryOptions;
 pub use rpc::{reply, RpcClient, DIRECT_REPLY_TO};

@@ -49,6 +49,10 @@ pub struct Returned {
 
 type Settled = Result<Confirmation, Error>;
 
+/// Publishes in flight per channel in confirm mode before `publish`
+/// waits for confirms.
+pub const DEFAULT_IN_FLIGHT: usize = 256;
+
 /// The header a mandatory publish in confirm mode carries: a number for
 /// it, which the broker gives back in basic.return so the return is
 /// matched to its publish (as the .NET client's `x-dotnet-pub-seq-no`).

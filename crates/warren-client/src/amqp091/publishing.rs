@@ -72,10 +72,8 @@ impl Message {
     }
 
     /// A message whose body is `value` in the codec's format, its
-    /// content type set to the codec's (feature `serde`; [`Json`] with
+    /// content type set to the codec's (feature `serde`; `Json` with
     /// `json`).
-    ///
-    /// [`Json`]: crate::codec::Json
     ///
     /// ```
     /// # #[cfg(feature = "json")] {
