@@ -11,13 +11,16 @@
 #   cargo build --release -p warren-perf -p warren-server
 #   bench/generator.sh /tmp/wp-old/target/release/warren-perf target/release/warren-perf [SECONDS]
 #
+# PIN=0 runs both unpinned, sharing the two cores as bench/compare.sh does.
+#
 # Loopback only; the broker is stopped at the end.
 set -u
 cd "$(dirname "$0")/.."
 OLD=${1:?usage: bench/generator.sh OLD_BIN NEW_BIN [SECONDS]} NEW=${2:?} SECS=${3:-10}
 OUT=bench/out; mkdir -p "$OUT"
+if [ "${PIN:-1}" = 1 ]; then BROKER_CPU=(taskset -c 1); GEN_CPU=(taskset -c 0); else BROKER_CPU=(); GEN_CPU=(); fi
 D=$(mktemp -d "$OUT/generator.XXXX")
-taskset -c 1 ./target/release/warren --amqp-listen 127.0.0.1:5690 --stream-listen 127.0.0.1:5594 \
+"${BROKER_CPU[@]}" ./target/release/warren --amqp-listen 127.0.0.1:5690 --stream-listen 127.0.0.1:5594 \
   --http-listen 127.0.0.1:15695 --prometheus-listen 127.0.0.1:15696 --data-dir "$D/data" > "$D/warren.log" 2>&1 &
 WP=$!
 trap 'kill $WP 2>/dev/null; wait $WP 2>/dev/null; rm -rf "$D/data"' EXIT
@@ -28,7 +31,7 @@ for w in "confirms-1kb:-x 1 -y 1 -s 1000 -c 1000 -q 1000 -A 100" "autoack-12b:-x
   name=${w%%:*}; args=${w#*:}
   for bin in OLD NEW OLD NEW; do
     # shellcheck disable=SC2086
-    /usr/bin/time -f "%U %S" -o "$D/time" timeout $((SECS + 30)) taskset -c 0 "${!bin}" -h $U $args -z "$SECS" \
+    /usr/bin/time -f "%U %S" -o "$D/time" timeout $((SECS + 30)) "${GEN_CPU[@]}" "${!bin}" -h $U $args -z "$SECS" \
       --quiet --json "$D/$name-$bin.json" > "$D/$name-$bin.txt" 2>&1
     python3 - "$D/$name-$bin.json" "$name" "$bin" "$D/time" <<'PY'
 import json, sys
