@@ -15,6 +15,8 @@ bash tools/tls-certs.sh "$DIR"
 bash bench/tls-anchor.sh start "$NODE" "$DIR" "${PORTS[@]}"
 trap 'bash bench/tls-anchor.sh stop "$NODE" "$DIR" "${PORTS[@]}"' EXIT
 ctl() { bash bench/tls-anchor.sh ctl "$NODE" "$DIR" "${PORTS[@]}" "$@"; }
+# The node keeps its database between runs: alice may be there already.
+ctl delete_user alice > /dev/null 2>&1 || true
 ctl add_user alice "$(head -c 24 /dev/urandom | base64)" > /dev/null
 ctl set_permissions -p / alice '.*' '.*' '.*' > /dev/null
 export WARREN_CLIENT_RABBITMQ_TLS_DIR="$PWD/$DIR"

@@ -59,6 +59,27 @@ fn issue(dir: &Path, ca: &Ca, file: &str, cn: &str, server: bool) -> (PathBuf, P
     (c, k)
 }
 
+/// A file's path as a URI query parameter's value.
+fn uri_param(path: &Path) -> String {
+    percent_encoding::utf8_percent_encode(path.to_str().unwrap(), percent_encoding::NON_ALPHANUMERIC)
+        .to_string()
+}
+
+/// A client trusting only a CA of its own (written to `ca_file`) is
+/// refused with a TLS error by the broker on `port`.
+async fn an_untrusted_ca_is_refused(port: u16, ca_file: &Path) {
+    std::fs::write(ca_file, new_ca("another CA").cert.pem()).unwrap();
+    let tls = TlsOptions::from_pem_files(Some(ca_file), None).unwrap();
+    let refused = within(
+        Connection::builder(&format!("amqps://guest:guest@localhost:{port}/%2f"))
+            .tls(tls)
+            .open(),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(refused, Error::Tls(_)), "{refused:?}");
+}
+
 async fn round_trip(conn: &Connection, q: &str) {
     let ch = within(conn.channel()).await.unwrap();
     within(ch.queue_declare(q, QueueOptions::default().auto_delete()))
@@ -102,9 +123,7 @@ async fn amqps_with_plain_and_with_external_and_an_untrusted_broker_refused() {
     let port = warren.listeners.amqps.expect("an amqps listener").port();
 
     // PLAIN over TLS, the CA named in the URI.
-    let ca_param: String =
-        percent_encoding::utf8_percent_encode(ca_file.to_str().unwrap(), percent_encoding::NON_ALPHANUMERIC)
-            .to_string();
+    let ca_param = uri_param(&ca_file);
     let uri = format!("amqps://guest:guest@localhost:{port}/%2f?cacertfile={ca_param}");
     let conn = within(Connection::open(&uri)).await.unwrap();
     round_trip(&conn, "tls-plain").await;
@@ -125,18 +144,7 @@ async fn amqps_with_plain_and_with_external_and_an_untrusted_broker_refused() {
     within(conn.close()).await.unwrap();
 
     // A broker certified by a CA the client does not trust.
-    let other = new_ca("another CA");
-    let other_file = dir.join("other-ca.pem");
-    std::fs::write(&other_file, other.cert.pem()).unwrap();
-    let tls = TlsOptions::from_pem_files(Some(&other_file), None).unwrap();
-    let refused = within(
-        Connection::builder(&format!("amqps://guest:guest@localhost:{port}/%2f"))
-            .tls(tls)
-            .open(),
-    )
-    .await
-    .unwrap_err();
-    assert!(matches!(refused, Error::Tls(_)), "{refused:?}");
+    an_untrusted_ca_is_refused(port, &dir.join("other-ca.pem")).await;
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -156,9 +164,7 @@ async fn amqps_against_the_rabbitmq_anchor() {
     };
     let dir = PathBuf::from(dir);
     let ca_file = dir.join("ca_certificate.pem");
-    let ca_param: String =
-        percent_encoding::utf8_percent_encode(ca_file.to_str().unwrap(), percent_encoding::NON_ALPHANUMERIC)
-            .to_string();
+    let ca_param = uri_param(&ca_file);
 
     // PLAIN over TLS, the CA named in the URI.
     let conn = within(Connection::open(&format!(
@@ -170,13 +176,7 @@ async fn amqps_against_the_rabbitmq_anchor() {
     within(conn.close()).await.unwrap();
 
     // EXTERNAL as alice, the certificate files named in the URI.
-    let param = |f: &str| {
-        percent_encoding::utf8_percent_encode(
-            dir.join(f).to_str().unwrap(),
-            percent_encoding::NON_ALPHANUMERIC,
-        )
-        .to_string()
-    };
+    let param = |f: &str| uri_param(&dir.join(f));
     let uri = format!(
         "amqps://localhost:{port}/%2f?auth_mechanism=external&cacertfile={ca_param}&certfile={}&keyfile={}",
         param("client_certificate.pem"),
@@ -208,17 +208,7 @@ async fn amqps_against_the_rabbitmq_anchor() {
     );
 
     // A CA the client does not trust.
-    let other = new_ca("another CA");
     let other_file = std::env::temp_dir().join(format!("warren-client-anchor-ca-{}.pem", std::process::id()));
-    std::fs::write(&other_file, other.cert.pem()).unwrap();
-    let tls = TlsOptions::from_pem_files(Some(&other_file), None).unwrap();
-    let refused = within(
-        Connection::builder(&format!("amqps://guest:guest@localhost:{port}/%2f"))
-            .tls(tls)
-            .open(),
-    )
-    .await
-    .unwrap_err();
-    assert!(matches!(refused, Error::Tls(_)), "{refused:?}");
+    an_untrusted_ca_is_refused(port.parse().unwrap(), &other_file).await;
     let _ = std::fs::remove_file(&other_file);
 }

@@ -3,13 +3,17 @@
 //! connection's outbox and, in confirm mode, numbered under the same lock
 //! so confirms follow the order on the wire.
 
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
+use tokio::sync::futures::Notified;
 use warren_amqp091::frame::{write_basic_publish, write_body, write_content_header};
 use warren_amqp091::{BasicProperties, FieldValue};
 
 use super::channel::Channel;
+use super::channel_state::ChannelState;
 use super::error::Error;
 use super::options::PublishOptions;
 use super::publish::{Confirm, PUBLISH_SEQ_HEADER};
@@ -128,14 +132,9 @@ impl Channel {
         let id = state.id;
         let trace = self.current_trace();
         loop {
-            // The wire in use now (after a recovery, if one is under way).
-            let wire = self.inner.core.wire().await?;
-            self.inner.core.unblocked().await;
-            state.check()?;
+            let wire = self.publishing_wire().await?;
             let keep = state.republish.load(Ordering::Relaxed);
             let frame_max = wire.frame_max;
-            let freed = state.slot_freed.notified();
-            tokio::pin!(freed);
             let wait = {
                 // Numbered and queued under the confirms lock, so sequence
                 // numbers follow the order on the wire; a wire that ends
@@ -143,8 +142,7 @@ impl Channel {
                 let mut confirms = state.confirms.lock();
                 if confirms.room() == 0 {
                     // Registered before the lock goes: no confirm is missed.
-                    freed.as_mut().enable();
-                    Wait::Slot
+                    Wait::slot(state)
                 } else {
                     // A mandatory publish carries its id, for its return.
                     let publish_id = (options.mandatory && confirms.enabled).then(|| confirms.next_id());
@@ -178,8 +176,17 @@ impl Channel {
                     }
                 }
             };
-            wait.until(freed, &wire).await;
+            wait.until(&wire).await;
         }
+    }
+
+    /// The wire to publish on now: after a recovery or a broker's alarm,
+    /// if one is under way, and only while the channel is open.
+    async fn publishing_wire(&self) -> Result<Arc<Wire>, Error> {
+        let wire = self.inner.core.wire().await?;
+        self.inner.core.unblocked().await;
+        self.inner.state.check()?;
+        Ok(wire)
     }
 
     /// The trace context publishes carry a child of, if propagation is on.
@@ -224,13 +231,9 @@ impl Channel {
         let mut messages = messages.into_iter().peekable();
         let mut out = Vec::with_capacity(messages.size_hint().0);
         while messages.peek().is_some() {
-            let wire = self.inner.core.wire().await?;
-            self.inner.core.unblocked().await;
-            state.check()?;
+            let wire = self.publishing_wire().await?;
             let keep = state.republish.load(Ordering::Relaxed);
             let frame_max = wire.frame_max;
-            let freed = state.slot_freed.notified();
-            tokio::pin!(freed);
             let wait = {
                 let mut confirms = state.confirms.lock();
                 let room = confirms.room();
@@ -258,8 +261,7 @@ impl Channel {
                     sent
                 });
                 if room == 0 {
-                    freed.as_mut().enable();
-                    Wait::Slot
+                    Wait::slot(state)
                 } else {
                     match wire.try_send_with(&mut encode) {
                         Ok(Some(sent)) => {
@@ -276,7 +278,7 @@ impl Channel {
                     }
                 }
             };
-            wait.until(freed, &wire).await;
+            wait.until(&wire).await;
         }
         Ok(out)
     }
@@ -321,19 +323,28 @@ fn outgoing(
 }
 
 /// What a publish that could not go at once waits for.
-enum Wait {
+enum Wait<'a> {
     /// A confirm to free an in-flight slot.
-    Slot,
+    Slot(Pin<Box<Notified<'a>>>),
     /// The writer to make room in the outbox.
     Outbox,
     /// Nothing: look again (a wire that ended is replaced or fails).
     Nothing,
 }
 
-impl Wait {
-    async fn until(self, freed: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>, wire: &Wire) {
+impl<'a> Wait<'a> {
+    /// Wait for a confirm to free a slot: called under the confirms lock,
+    /// so no confirm settled before the lock goes is missed. Built only
+    /// on this path (a publish with room builds nothing).
+    fn slot(state: &'a ChannelState) -> Wait<'a> {
+        let mut freed = Box::pin(state.slot_freed.notified());
+        freed.as_mut().enable();
+        Wait::Slot(freed)
+    }
+
+    async fn until(self, wire: &Wire) {
         match self {
-            Wait::Slot => freed.await,
+            Wait::Slot(freed) => freed.await,
             Wait::Outbox => wire.room().await,
             Wait::Nothing => {}
         }
