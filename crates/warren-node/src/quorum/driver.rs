@@ -89,6 +89,9 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Checkpoints waiting for the writer; past this, one is not made now.
 const JOBS: usize = 16;
 
+/// Passes at most made at a stop to write out what was proposed before it.
+const FINAL_PASSES: usize = 64;
+
 /// The writer thread: syncs and writes checkpoints off the Raft thread (a
 /// deep queue's is megabytes, and its fsync would stall every group), and
 /// tells the driver when each is on disk, so only then is the log
@@ -214,7 +217,7 @@ impl Driver {
         // crash let the removal through.
         while let Ok(i) = rx.try_recv() {
             if !self.input(i) {
-                return;
+                return self.finish(&rx);
             }
         }
         let orphans: Vec<u64> = self
@@ -242,11 +245,11 @@ impl Driver {
             match rx.recv_timeout(wait) {
                 Ok(i) => {
                     if !self.input(i) {
-                        return;
+                        return self.finish(&rx);
                     }
                     while let Ok(i) = rx.try_recv() {
                         if !self.input(i) {
-                            return;
+                            return self.finish(&rx);
                         }
                     }
                 }
@@ -262,6 +265,26 @@ impl Driver {
                     self.expire_confirms();
                     self.expire_calls();
                 }
+            }
+        }
+    }
+
+    /// Stop: what was proposed before it (a channel's acks, say, whose
+    /// cancel-ok has gone out) is written to the log first, so a restart
+    /// does not hand acked messages out again. Inputs still queued behind
+    /// Stop are taken too; the passes are bounded, since a cluster's
+    /// deferred entries may wait on peers that do not answer.
+    fn finish(&mut self, rx: &mpsc::Receiver<Input>) {
+        while let Ok(i) = rx.try_recv() {
+            let _ = self.input(i);
+        }
+        for _ in 0..FINAL_PASSES {
+            if let Err(e) = self.pass() {
+                tracing::error!("quorum queues' Raft log at stop: {e}");
+                return;
+            }
+            if self.deferred == 0 {
+                break;
             }
         }
     }

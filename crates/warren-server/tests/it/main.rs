@@ -51,6 +51,7 @@ mod quorum_delayed_retry;
 mod quorum_faults;
 mod quorum_kill;
 mod quorum_order;
+mod quorum_stop;
 mod raw;
 mod reply_to;
 mod restart;
