@@ -81,6 +81,12 @@ impl From<&str> for ShortStr {
     }
 }
 
+impl From<&String> for ShortStr {
+    fn from(s: &String) -> ShortStr {
+        ShortStr::from(s.as_str())
+    }
+}
+
 impl From<String> for ShortStr {
     fn from(s: String) -> ShortStr {
         ShortStr(Bytes::from(s))

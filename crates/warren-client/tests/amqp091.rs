@@ -302,6 +302,53 @@ async fn handlers_run_as_concurrently_as_asked_and_in_order_at_one() {
 }
 
 #[tokio::test]
+async fn handlers_done_at_once_each_run_once_and_the_run_ends_with_its_consumer() {
+    use std::collections::HashSet;
+    use std::sync::{Arc, Mutex};
+    let (uris, _warren) = brokers().await;
+    for uri in uris {
+        let conn = within(Connection::open(&uri)).await.unwrap();
+        let ch = within(conn.channel()).await.unwrap();
+        within(ch.basic_qos(16)).await.unwrap();
+        let q = unique("fast-handlers");
+        within(ch.queue_declare(&q, QueueOptions::default()))
+            .await
+            .unwrap();
+        let batch = (0..300u32).map(|i| Message::new("", &q, i.to_be_bytes().to_vec()));
+        within(ch.publish_batch(batch)).await.unwrap();
+        // Handlers with nothing to wait for are done when first polled;
+        // a few wait, so both kinds run side by side.
+        let consumer = within(ch.consume(&q, ConsumeOptions::default())).await.unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        let running = tokio::spawn(consumer.run_concurrently(8, move |delivery| {
+            let s = s.clone();
+            async move {
+                let i = u32::from_be_bytes(delivery.body[..4].try_into().unwrap());
+                if i % 50 == 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+                delivery.ack().await.unwrap();
+                s.lock().unwrap().push(i);
+            }
+        }));
+        within(async {
+            while seen.lock().unwrap().len() < 300 {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+        // Deleting the queue cancels its consumer: the run returns.
+        within(ch.queue_delete(&q, false, false)).await.unwrap();
+        within(running).await.unwrap();
+        let seen = std::mem::take(&mut *seen.lock().unwrap());
+        let distinct: HashSet<u32> = seen.iter().copied().collect();
+        assert_eq!((seen.len(), distinct.len()), (300, 300), "each handled once");
+        within(conn.close()).await.unwrap();
+    }
+}
+
+#[tokio::test]
 async fn a_batch_is_published_in_order_in_turns_of_the_in_flight_limit() {
     let (uris, _warren) = brokers().await;
     for uri in uris {
@@ -400,7 +447,7 @@ async fn typed_bodies_go_as_json_and_other_content_types_are_refused() {
             .unwrap();
         let d = within(consumer.next()).await.unwrap();
         assert_eq!(
-            d.properties.content_type.as_ref().unwrap().to_str_lossy(),
+            d.properties().content_type.as_ref().unwrap().to_str_lossy(),
             "application/json"
         );
         assert_eq!(d.decode::<Json, Order>().unwrap(), order, "against {uri}");

@@ -50,11 +50,16 @@ fn method(channel: u16, m: impl Into<Method>) -> Vec<u8> {
 
 /// A content header frame: class 60, weight 0, body size, no properties.
 fn header(channel: u16, size: u64) -> Vec<u8> {
+    header_with(channel, size, &[0, 0])
+}
+
+/// A content header frame with `properties` (flags and list) as given.
+fn header_with(channel: u16, size: u64, properties: &[u8]) -> Vec<u8> {
     let mut p = BytesMut::new();
     p.put_u16(60);
     p.put_u16(0);
     p.put_u64(size);
-    p.put_u16(0);
+    p.put_slice(properties);
     frame(2, channel, &p)
 }
 
@@ -74,7 +79,7 @@ fn deliver(channel: u16) -> Vec<u8> {
 /// Case `n`'s garbage.
 fn garbage(n: u64) -> Vec<u8> {
     let mut r = Rng(n.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
-    match n % 6 {
+    match n % 7 {
         0 => {
             let len = 1 + r.below(2000) as usize;
             r.bytes(len)
@@ -92,6 +97,14 @@ fn garbage(n: u64) -> Vec<u8> {
         3 => [deliver(r.below(2) as u16), header(1, 3), frame(3, 1, b"longer")].concat(),
         // A body announced at a terabyte.
         4 => [deliver(1), header(1, 1 << 40), frame(3, 1, &r.bytes(1000))].concat(),
+        // Property flags announcing a content type and headers that are
+        // not there (the properties are read lazily, their layout at once).
+        5 => [
+            deliver(1),
+            header_with(1, 2, &[0xa0, 0, 4, b'j']),
+            frame(3, 1, b"{}"),
+        ]
+        .concat(),
         // A method this client never expects on channel 0, then noise.
         _ => [method(0, BasicQosOk {}), r.bytes(50)].concat(),
     }
@@ -137,7 +150,7 @@ async fn read_some(s: &mut TcpStream) -> usize {
 
 #[tokio::test]
 async fn garbage_after_the_handshake_ends_the_connection_cleanly() {
-    for n in 0..60u64 {
+    for n in 0..70u64 {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let bytes = garbage(n);
@@ -150,7 +163,7 @@ async fn garbage_after_the_handshake_ends_the_connection_cleanly() {
         // Random bytes may be a frame still short of its end: the client
         // then waits for more, which is right; every other case must end
         // the connection on its own.
-        let ends = n % 6 != 0 && n % 6 != 1;
+        let ends = n % 7 != 0 && n % 7 != 1;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         while ends && !conn.is_closed() {
             assert!(

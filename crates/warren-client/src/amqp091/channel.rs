@@ -450,20 +450,20 @@ impl Channel {
         let wire = self.inner.core.wire().await?;
         Ok(Some(GetMessage {
             message_count: ok.message_count,
-            delivery: Delivery {
-                delivery_tag: ok.delivery_tag,
-                redelivered: ok.redelivered,
-                exchange: ok.exchange,
-                routing_key: ok.routing_key,
-                consumer_tag: ShortStr::default(),
-                properties: c.properties,
-                body: c.body,
-                acker: Acker {
+            delivery: Delivery::new(
+                ok.delivery_tag,
+                ok.redelivered,
+                ok.exchange,
+                ok.routing_key,
+                ShortStr::default(),
+                c.properties,
+                c.body,
+                Acker {
                     wire,
                     channel: self.inner.state.id,
                     tag: ok.delivery_tag,
                 },
-            },
+            ),
         }))
     }
 

@@ -24,9 +24,8 @@ use super::wire::Wire;
 /// A message with its method, as the reader assembled it.
 pub(crate) struct Content {
     pub(crate) method: Method,
-    /// Boxed: a delivery moves through several hands on its way to the
-    /// application, and its properties are most of its size.
-    pub(crate) properties: Box<BasicProperties>,
+    /// As they came, their layout checked: decoded only when read.
+    pub(crate) properties: Bytes,
     pub(crate) body: Bytes,
 }
 
@@ -222,6 +221,14 @@ impl ChannelState {
         }
     }
 
+    /// A confirm (basic.ack, or basic.nack when `ack` is false): true if
+    /// it freed an in-flight slot with publishers waiting for one, who
+    /// are then told (the reader tells them once per read, see
+    /// `io::route`, so they find every slot its confirms freed).
+    pub(crate) fn settle(&self, tag: u64, multiple: bool, ack: bool) -> bool {
+        self.confirms.lock().settle(tag, multiple, ack)
+    }
+
     /// A method from the broker (content methods go to [`Self::content`]).
     /// A method for this channel, handled on the reader's task without
     /// waiting; one whose answer must be sent first comes back, for
@@ -229,12 +236,12 @@ impl ChannelState {
     pub(crate) fn method(&self, m: Method) -> Option<Method> {
         match m {
             Method::BasicAck(a) => {
-                if self.confirms.lock().settle(a.delivery_tag, a.multiple, true) {
+                if self.settle(a.delivery_tag, a.multiple, true) {
                     self.slot_freed.notify_waiters();
                 }
             }
             Method::BasicNack(n) => {
-                if self.confirms.lock().settle(n.delivery_tag, n.multiple, false) {
+                if self.settle(n.delivery_tag, n.multiple, false) {
                     self.slot_freed.notify_waiters();
                 }
             }
@@ -299,22 +306,21 @@ impl ChannelState {
                     channel: self.id,
                     tag: d.delivery_tag,
                 };
-                let tag = std::str::from_utf8(d.consumer_tag.as_bytes()).unwrap_or_default();
-                let delivery = Delivery {
-                    delivery_tag: d.delivery_tag,
-                    redelivered: d.redelivered,
-                    exchange: d.exchange,
-                    routing_key: d.routing_key,
-                    consumer_tag: d.consumer_tag.clone(),
-                    properties: c.properties,
-                    body: c.body,
+                let consumers = self.consumers.lock();
+                let entry = find_consumer(&consumers, d.consumer_tag.as_bytes())?;
+                let delivery = Delivery::new(
+                    d.delivery_tag,
+                    d.redelivered,
+                    d.exchange,
+                    d.routing_key,
+                    d.consumer_tag,
+                    c.properties,
+                    c.body,
                     acker,
-                };
+                );
                 // Bounded: a full buffer holds the socket back (TCP flow
                 // control) rather than buffering without limit. The
                 // common case, room in it, costs no clone of the sender.
-                let consumers = self.consumers.lock();
-                let entry = consumers.get(tag)?;
                 match entry.tx.try_send(delivery) {
                     Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {}
                     Err(mpsc::error::TrySendError::Full(delivery)) => {
@@ -327,7 +333,8 @@ impl ChannelState {
                 reply_text: r.reply_text.to_str_lossy().into_owned(),
                 exchange: r.exchange.to_str_lossy().into_owned(),
                 routing_key: r.routing_key.to_str_lossy().into_owned(),
-                properties: *c.properties,
+                // Checked on arrival; a table that still fails reads as none.
+                properties: BasicProperties::decode(c.properties).unwrap_or_default(),
                 body: c.body,
             }),
             Method::BasicGetOk(_) => self.answer(Ok(Reply::Got(Box::new(c)))),
@@ -372,4 +379,17 @@ impl ChannelState {
         self.consumers.lock().clear();
         self.starting.lock().take();
     }
+}
+
+/// The consumer a delivery names: most channels have one, compared
+/// directly, with no hashing (or UTF-8 check) of the tag.
+fn find_consumer<'a>(consumers: &'a HashMap<String, ConsumerEntry>, tag: &[u8]) -> Option<&'a ConsumerEntry> {
+    if consumers.len() == 1 {
+        return consumers
+            .iter()
+            .next()
+            .filter(|(t, _)| t.as_bytes() == tag)
+            .map(|(_, e)| e);
+    }
+    consumers.get(std::str::from_utf8(tag).ok()?)
 }

@@ -6,8 +6,9 @@
 use std::future::Future;
 
 use futures_util::future::Either;
+use futures_util::stream::{FuturesUnordered, StreamExt as _};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -36,15 +37,82 @@ pub struct Delivery {
     pub routing_key: ShortStr,
     /// The consumer's tag (empty for basic.get).
     pub consumer_tag: ShortStr,
-    /// Its properties (headers, correlation id, ...), boxed to keep a
-    /// delivery small to move.
-    pub properties: Box<BasicProperties>,
     /// The body, as it came off the socket.
     pub body: Bytes,
+    /// The properties as they came (their layout checked on arrival).
+    raw_properties: Bytes,
+    /// Decoded on first use: a consumer of many small messages that never
+    /// reads them pays nothing for them.
+    properties: OnceLock<Box<BasicProperties>>,
     pub(crate) acker: Acker,
 }
 
 impl Delivery {
+    /// A delivery of `body` with `raw_properties`, checked by
+    /// [`check_properties`] on arrival.
+    // One argument per field of basic.deliver and the content: a struct
+    // to gather them would be this one.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        delivery_tag: u64,
+        redelivered: bool,
+        exchange: ShortStr,
+        routing_key: ShortStr,
+        consumer_tag: ShortStr,
+        raw_properties: Bytes,
+        body: Bytes,
+        acker: Acker,
+    ) -> Delivery {
+        Delivery {
+            delivery_tag,
+            redelivered,
+            exchange,
+            routing_key,
+            consumer_tag,
+            body,
+            raw_properties,
+            properties: OnceLock::new(),
+            acker,
+        }
+    }
+
+    /// Its properties (headers, content type, correlation id, ...).
+    ///
+    /// They are decoded the first time this is called. Their layout was
+    /// checked when the delivery arrived; a headers table whose contents
+    /// do not decode (a broker bug) reads as no properties, with a warning
+    /// logged.
+    ///
+    /// ```no_run
+    /// # async fn f(consumer: &mut warren_client::amqp091::Consumer) {
+    /// if let Some(d) = consumer.next().await {
+    ///     let kind = d.properties().content_type.as_ref().map(|c| c.to_str_lossy());
+    ///     println!("{kind:?}");
+    /// }
+    /// # }
+    /// ```
+    pub fn properties(&self) -> &BasicProperties {
+        self.properties
+            .get_or_init(|| match BasicProperties::decode(self.raw_properties.clone()) {
+                Ok(p) => Box::new(p),
+                Err(e) => {
+                    tracing::warn!(
+                        delivery_tag = self.delivery_tag,
+                        "a delivery's properties do not decode: {e}"
+                    );
+                    Box::default()
+                }
+            })
+    }
+
+    /// Whether its properties carry a headers table (read from the
+    /// property flags, without decoding).
+    fn has_headers(&self) -> bool {
+        self.raw_properties
+            .first()
+            .is_some_and(|flags| flags & HEADERS_FLAG != 0)
+    }
+
     /// Acknowledge this delivery.
     pub async fn ack(&self) -> Result<(), Error> {
         self.acker.ack(false).await
@@ -64,7 +132,10 @@ impl Delivery {
     /// The W3C trace context its publisher sent (`traceparent`, with
     /// `tracestate`), if any and well formed.
     pub fn trace_context(&self) -> Option<TraceContext> {
-        let headers = self.properties.headers.as_ref()?;
+        if !self.has_headers() {
+            return None;
+        }
+        let headers = self.properties().headers.as_ref()?;
         let text = |name| match headers.get(name)? {
             FieldValue::LongStr(b) | FieldValue::Bytes(b) => std::str::from_utf8(b).ok().map(str::to_owned),
             _ => None,
@@ -82,7 +153,7 @@ impl Delivery {
     ///
     #[cfg(feature = "serde")]
     pub fn decode<C: crate::codec::Codec, T: serde::de::DeserializeOwned>(&self) -> Result<T, Error> {
-        if let Some(ct) = &self.properties.content_type {
+        if let Some(ct) = &self.properties().content_type {
             // Parameters (`; charset=utf-8`) do not change the format.
             let ct = ct.to_str_lossy();
             let essence = ct.split(';').next().unwrap_or_default().trim();
@@ -96,6 +167,17 @@ impl Delivery {
         }
         Ok(C::decode(&self.body)?)
     }
+}
+
+/// The headers bit of a content header's property flags (the first of
+/// their two bytes: bit 13 of the 16).
+const HEADERS_FLAG: u8 = 0x20;
+
+/// Check a delivery's properties' layout (flags, lengths) without
+/// decoding them: what arrives malformed is refused then, not when the
+/// application first reads the properties.
+pub(crate) fn check_properties(raw: &[u8]) -> Result<(), warren_amqp091::CodecError> {
+    warren_amqp091::properties::RoutingHints::scan(raw).map(|_| ())
 }
 
 /// Settles one delivery (and, with `multiple`, every earlier one of its
@@ -238,19 +320,60 @@ impl Consumer {
             }
             return;
         }
-        // In this task, as futures' for_each_concurrent: no hand-off
-        // between tasks per delivery, so a fast handler loses little to
-        // the concurrency. A handler with CPU-heavy work spawns it.
-        futures_util::StreamExt::for_each_concurrent(self, concurrency, handle).await
+        // In this task: no hand-off between tasks per delivery. A handler
+        // with CPU-heavy work spawns it.
+        let mut running = FuturesUnordered::new();
+        // A handler's future is polled once where it is made; one done at
+        // once (a fast handler) leaves its box to the next, so such
+        // handlers cost no allocation or shared queue each.
+        let mut spare: Option<Pin<Box<Handled<Fut>>>> = None;
+        let mut ended = false;
+        std::future::poll_fn(|cx| loop {
+            while let Poll::Ready(Some(())) = running.poll_next_unpin(cx) {}
+            if ended {
+                return match running.is_empty() {
+                    true => Poll::Ready(()),
+                    false => Poll::Pending,
+                };
+            }
+            if running.len() >= concurrency {
+                return Poll::Pending;
+            }
+            let d = match self.rx.lock().poll_recv(cx) {
+                Poll::Ready(Some(d)) => d,
+                Poll::Ready(None) => {
+                    ended = true;
+                    continue;
+                }
+                Poll::Pending => return Poll::Pending,
+            };
+            let mut work = match spare.take() {
+                Some(mut b) => {
+                    b.as_mut().set(handle(d));
+                    b
+                }
+                None => Box::pin(handle(d)),
+            };
+            // Pending: it goes to the set, which polls it (with its own
+            // waker) at once and whenever it is woken.
+            match work.as_mut().poll(cx) {
+                Poll::Ready(()) => spare = Some(work),
+                Poll::Pending => running.push(work),
+            }
+        })
+        .await
     }
 }
+
+/// A handler's future for one delivery, as [`traced`] makes it.
+type Handled<Fut> = Either<Fut, Pin<Box<dyn Future<Output = ()> + Send>>>;
 
 /// `handler` on `d`, inside a `tracing` span for the delivery (when such
 /// spans are recorded) and, if its publisher sent a trace context, that
 /// context's scope: what the handler publishes continues the trace.
 /// Without either it is the handler's own future, unwrapped: the common
 /// case adds nothing to what a concurrent consumer keeps per delivery.
-fn traced<F, Fut>(handler: &F, d: Delivery) -> Either<Fut, Pin<Box<dyn Future<Output = ()> + Send>>>
+fn traced<F, Fut>(handler: &F, d: Delivery) -> Handled<Fut>
 where
     F: Fn(Delivery) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,

@@ -11,11 +11,11 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::{mpsc, watch};
 use warren_amqp091::frame::{write_heartbeat, write_method};
 use warren_amqp091::methods::*;
-use warren_amqp091::{BasicProperties, ContentHeader, Frame, FrameType, Method};
+use warren_amqp091::{ContentHeader, Frame, FrameType, Method};
 
 use super::channel::Content;
 use super::channel_state::ChannelState;
-use super::consume::Delivery;
+use super::consume::{check_properties, Delivery};
 use super::error::Error;
 use super::events::Event;
 use super::socket::ReadHalf;
@@ -78,7 +78,8 @@ pub(crate) async fn write_loop(
 struct Partial {
     method: Method,
     size: u64,
-    properties: Option<Box<BasicProperties>>,
+    /// As they came (checked, not decoded).
+    properties: Option<Bytes>,
     body: BytesMut,
     /// The body when it came as one frame (no copy).
     whole: Option<Bytes>,
@@ -88,6 +89,57 @@ struct Partial {
     /// open here (one this side just closed, say): its frames are read
     /// past, not kept.
     channel: Option<Arc<ChannelState>>,
+}
+
+/// What the reader keeps between frames: the messages being assembled,
+/// by channel, and the channels whose confirms freed in-flight room.
+/// Content frames of one message come together, so usually one message
+/// is under way: it is kept in a slot of its own, and only messages of
+/// several channels interleaved go to the map (no hashing, or moving
+/// into and out of a table, for the common case).
+#[derive(Default)]
+struct Partials {
+    one: Option<(u16, Partial)>,
+    more: ChannelMap<Partial>,
+    /// Channels whose confirms freed in-flight room in this read.
+    freed: Vec<Arc<ChannelState>>,
+}
+
+impl Partials {
+    /// Tell the publishers waiting for room on the channels whose
+    /// confirms freed some (before the reader waits for anything).
+    fn tell_freed(&mut self) {
+        for ch in self.freed.drain(..) {
+            ch.slot_freed.notify_waiters();
+        }
+    }
+
+    fn insert(&mut self, channel: u16, p: Partial) {
+        match &mut self.one {
+            Some((c, slot)) if *c == channel => *slot = p,
+            Some(_) => {
+                self.more.insert(channel, p);
+            }
+            None => {
+                self.more.remove(&channel);
+                self.one = Some((channel, p));
+            }
+        }
+    }
+
+    fn get_mut(&mut self, channel: u16) -> Option<&mut Partial> {
+        match &mut self.one {
+            Some((c, p)) if *c == channel => Some(p),
+            _ => self.more.get_mut(&channel),
+        }
+    }
+
+    fn remove(&mut self, channel: u16) -> Option<Partial> {
+        match &self.one {
+            Some((c, _)) if *c == channel => self.one.take().map(|(_, p)| p),
+            _ => self.more.remove(&channel),
+        }
+    }
 }
 
 /// The largest body accepted: RabbitMQ's own limit (max_message_size
@@ -101,7 +153,7 @@ pub(crate) async fn read_loop(
     silence_limit: Option<Duration>,
     wire: Arc<Wire>,
 ) {
-    let mut partial: ChannelMap<Partial> = ChannelMap::default();
+    let mut partial = Partials::default();
     let mut stopped = wire.stopped();
     let mut check = tokio::time::interval(silence_limit.unwrap_or(Duration::from_secs(3600)) / 4);
     check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -116,7 +168,13 @@ pub(crate) async fn read_loop(
             // Most frames are handled without waiting; the few steps that
             // wait are taken here, keeping `route` a plain function (an
             // async one would build and move its future for every frame).
-            match route(&wire, &mut partial, frame) {
+            let step = route(&wire, &mut partial, frame);
+            if !matches!(step, Ok(Step::Next)) {
+                // A step that may wait: publishers are not kept waiting
+                // on it for room already freed.
+                partial.tell_freed();
+            }
+            match step {
                 Ok(Step::Next) => {}
                 Ok(Step::Answer(ch, m)) => ch.answer_method(&wire, m).await,
                 Ok(Step::Deliver(tx, d)) => {
@@ -132,6 +190,7 @@ pub(crate) async fn read_loop(
                 Err(e) => return fail(&wire, e),
             }
         }
+        partial.tell_freed();
         if *stopped.borrow() {
             return;
         }
@@ -180,7 +239,7 @@ enum Step {
 }
 
 /// Handle one frame as far as can be done without waiting.
-fn route(wire: &Arc<Wire>, partial: &mut ChannelMap<Partial>, f: Frame) -> Result<Step, Error> {
+fn route(wire: &Arc<Wire>, partial: &mut Partials, f: Frame) -> Result<Step, Error> {
     match f.kind {
         FrameType::Heartbeat => Ok(Step::Next),
         FrameType::Method => {
@@ -209,6 +268,20 @@ fn route(wire: &Arc<Wire>, partial: &mut ChannelMap<Partial>, f: Frame) -> Resul
                     let Some(ch) = wire.channel(f.channel) else {
                         return Ok(Step::Next);
                     };
+                    // Publishers waiting for in-flight room are told once
+                    // the whole read is routed: they then find all the
+                    // room its confirms freed, and publish it in one go.
+                    let freed = match &m {
+                        Method::BasicAck(a) => Some(ch.settle(a.delivery_tag, a.multiple, true)),
+                        Method::BasicNack(n) => Some(ch.settle(n.delivery_tag, n.multiple, false)),
+                        _ => None,
+                    };
+                    if let Some(freed) = freed {
+                        if freed && !partial.freed.iter().any(|c| Arc::ptr_eq(c, &ch)) {
+                            partial.freed.push(ch);
+                        }
+                        return Ok(Step::Next);
+                    }
                     Ok(match ch.method(m) {
                         Some(m) => Step::Answer(ch, m),
                         None => Step::Next,
@@ -217,7 +290,7 @@ fn route(wire: &Arc<Wire>, partial: &mut ChannelMap<Partial>, f: Frame) -> Resul
             }
         }
         FrameType::Header => {
-            let Some(p) = partial.get_mut(&f.channel) else {
+            let Some(p) = partial.get_mut(f.channel) else {
                 return Err(Error::Protocol(
                     "a content header with no method before it".into(),
                 ));
@@ -233,14 +306,15 @@ fn route(wire: &Arc<Wire>, partial: &mut ChannelMap<Partial>, f: Frame) -> Resul
                 )));
             }
             p.size = h.body_size;
-            p.properties = Some(Box::new(BasicProperties::decode(h.raw_properties)?));
+            check_properties(&h.raw_properties)?;
+            p.properties = Some(h.raw_properties);
             if p.size == 0 {
                 return Ok(deliver(wire, f.channel, partial));
             }
             Ok(Step::Next)
         }
         FrameType::Body => {
-            let Some(p) = partial.get_mut(&f.channel) else {
+            let Some(p) = partial.get_mut(f.channel) else {
                 return Err(Error::Protocol("a body frame with no method before it".into()));
             };
             if p.properties.is_none() {
@@ -266,8 +340,8 @@ fn route(wire: &Arc<Wire>, partial: &mut ChannelMap<Partial>, f: Frame) -> Resul
 }
 
 /// A whole message has arrived on `channel`: hand it on.
-fn deliver(wire: &Arc<Wire>, channel: u16, partial: &mut ChannelMap<Partial>) -> Step {
-    let Some(p) = partial.remove(&channel) else {
+fn deliver(wire: &Arc<Wire>, channel: u16, partial: &mut Partials) -> Step {
+    let Some(p) = partial.remove(channel) else {
         return Step::Next;
     };
     let Some(ch) = p.channel else { return Step::Next };

@@ -83,7 +83,7 @@ impl RpcClient {
         let router = tokio::spawn(async move {
             while let Some(reply) = replies.next().await {
                 let id = reply
-                    .properties
+                    .properties()
                     .correlation_id
                     .as_ref()
                     .map(|c| c.to_str_lossy().into_owned());
@@ -187,9 +187,9 @@ pub async fn reply(
     mut properties: BasicProperties,
     body: Bytes,
 ) -> Result<super::Confirm, Error> {
-    let Some(to) = request.properties.reply_to.as_ref() else {
+    let Some(to) = request.properties().reply_to.as_ref() else {
         return Err(Error::NotARequest);
     };
-    properties.correlation_id = request.properties.correlation_id.clone();
+    properties.correlation_id = request.properties().correlation_id.clone();
     channel.publish("", &to.to_str_lossy(), properties, body).await
 }
