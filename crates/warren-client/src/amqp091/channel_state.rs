@@ -221,30 +221,26 @@ impl ChannelState {
         }
     }
 
-    /// A confirm (basic.ack, or basic.nack when `ack` is false): true if
-    /// it freed an in-flight slot with publishers waiting for one, who
-    /// are then told (the reader tells them once per read, see
-    /// `io::route`, so they find every slot its confirms freed).
-    pub(crate) fn settle(&self, tag: u64, multiple: bool, ack: bool) -> bool {
-        self.confirms.lock().settle(tag, multiple, ack)
+    /// A confirm from the broker (basic.ack or basic.nack) settles its
+    /// publishes: `Some(true)` if it freed an in-flight slot with
+    /// publishers waiting for one, whom the caller tells (the reader
+    /// tells them once per read, so they find every slot its confirms
+    /// freed); `None` for any other method.
+    pub(crate) fn confirm(&self, m: &Method) -> Option<bool> {
+        let (tag, multiple, ack) = match m {
+            Method::BasicAck(a) => (a.delivery_tag, a.multiple, true),
+            Method::BasicNack(n) => (n.delivery_tag, n.multiple, false),
+            _ => return None,
+        };
+        Some(self.confirms.lock().settle(tag, multiple, ack))
     }
 
-    /// A method from the broker (content methods go to [`Self::content`]).
-    /// A method for this channel, handled on the reader's task without
-    /// waiting; one whose answer must be sent first comes back, for
-    /// [`Self::answer_method`].
+    /// A method from the broker (content methods go to [`Self::content`],
+    /// confirms to [`Self::confirm`]). A method for this channel, handled
+    /// on the reader's task without waiting; one whose answer must be
+    /// sent first comes back, for [`Self::answer_method`].
     pub(crate) fn method(&self, m: Method) -> Option<Method> {
         match m {
-            Method::BasicAck(a) => {
-                if self.settle(a.delivery_tag, a.multiple, true) {
-                    self.slot_freed.notify_waiters();
-                }
-            }
-            Method::BasicNack(n) => {
-                if self.settle(n.delivery_tag, n.multiple, false) {
-                    self.slot_freed.notify_waiters();
-                }
-            }
             // The broker cancelled a consumer (its queue was deleted):
             // its stream ends.
             Method::BasicCancel(c) => {

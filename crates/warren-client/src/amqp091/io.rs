@@ -271,12 +271,7 @@ fn route(wire: &Arc<Wire>, partial: &mut Partials, f: Frame) -> Result<Step, Err
                     // Publishers waiting for in-flight room are told once
                     // the whole read is routed: they then find all the
                     // room its confirms freed, and publish it in one go.
-                    let freed = match &m {
-                        Method::BasicAck(a) => Some(ch.settle(a.delivery_tag, a.multiple, true)),
-                        Method::BasicNack(n) => Some(ch.settle(n.delivery_tag, n.multiple, false)),
-                        _ => None,
-                    };
-                    if let Some(freed) = freed {
+                    if let Some(freed) = ch.confirm(&m) {
                         if freed && !partial.freed.iter().any(|c| Arc::ptr_eq(c, &ch)) {
                             partial.freed.push(ch);
                         }

@@ -23,7 +23,7 @@ fn durable() -> QueueDeclareOptions {
     }
 }
 
-async fn declare_quorum(ch: &Channel, name: &str, mut args: FieldTable) {
+pub(crate) async fn declare_quorum(ch: &Channel, name: &str, mut args: FieldTable) {
     args.insert("x-queue-type".into(), s("quorum"));
     within(ch.queue_declare(name.into(), durable(), args))
         .await
@@ -64,7 +64,7 @@ async fn publish_confirmed(ch: &Channel, queue: &str, n: usize) {
 
 /// Publish `body(i)` for each i of `ids`, persistent, with confirms;
 /// every one acked.
-async fn publish_each(
+pub(crate) async fn publish_each(
     ch: &Channel,
     queue: &str,
     ids: std::ops::Range<usize>,

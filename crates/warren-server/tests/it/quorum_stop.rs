@@ -7,9 +7,9 @@
 use futures_lite::StreamExt;
 use lapin::options::*;
 use lapin::types::FieldTable;
-use lapin::BasicProperties;
 
 use crate::common::*;
+use crate::quorum::{declare_quorum, publish_each};
 
 const QUEUES: usize = 6;
 const EACH: usize = 200;
@@ -28,32 +28,8 @@ async fn acks_a_channel_processed_survive_a_graceful_stop() {
             let mut consumers = Vec::new();
             for q in 0..QUEUES {
                 let name = format!("q{q}");
-                let mut args = FieldTable::default();
-                args.insert("x-queue-type".into(), s("quorum"));
-                let durable = QueueDeclareOptions {
-                    durable: true,
-                    ..Default::default()
-                };
-                within(ch.queue_declare(name.as_str().into(), durable, args))
-                    .await
-                    .unwrap();
-                let mut confirms = Vec::new();
-                for i in 0..EACH {
-                    confirms.push(
-                        within(ch.basic_publish(
-                            "".into(),
-                            name.as_str().into(),
-                            BasicPublishOptions::default(),
-                            format!("{round}-{i}").as_bytes(),
-                            BasicProperties::default().with_delivery_mode(2),
-                        ))
-                        .await
-                        .unwrap(),
-                    );
-                }
-                for c in confirms {
-                    assert!(within(c).await.unwrap().is_ack());
-                }
+                declare_quorum(&ch, &name, FieldTable::default()).await;
+                publish_each(&ch, &name, 0..EACH, |i| format!("{round}-{i}").into_bytes()).await;
                 let tag = format!("c{q}");
                 let c = within(ch.basic_consume(
                     name.as_str().into(),
