@@ -6,7 +6,8 @@
 #
 #   P  confirmed publishing, 12 B and 1 KB, at most 1, 5, 20, 200, 1,000
 #      and 10,000 unconfirmed, SECS seconds each, to a queue capped at
-#      10,000 messages (x-max-length)
+#      10,000 messages (x-max-length); warren-client twice, as it comes
+#      and with busy_poll(100 µs) (warren-busy-poll)
 #   C  consuming MSGS messages (12 B) with prefetch 1,000, acking with
 #      `multiple` every 1, 10 and 100
 #   D  warren-client's dispatch concurrency: a 0 ms handler at 1 and 32,
@@ -41,21 +42,25 @@ TSV="$OUT/client-bench.tsv"
 : > "$TSV"
 bench() { timeout 300 ./target/release/client-bench "$URI" "$@" | tee -a "$TSV" | cut -f1,2,3,4,5,6,7,10,11,12; }
 ORDERS=("warren lapin amqprs" "lapin amqprs warren" "amqprs warren lapin")
+PUB_ORDERS=("warren warren-busy-poll lapin amqprs" "lapin amqprs warren warren-busy-poll"
+  "amqprs warren-busy-poll warren lapin" "warren-busy-poll lapin amqprs warren")
 turn=0
 clients() { echo "${ORDERS[$((turn % 3))]}"; turn=$((turn + 1)); }
+publishers() { echo "${PUB_ORDERS[$((turn % 4))]}"; turn=$((turn + 1)); }
 
 # The floor under the low in-flight points: the broker's own answer time
 # to a synchronous method, through warren-client.
 bench warren round-trip --secs "$SECS"
+bench warren-busy-poll round-trip --secs "$SECS"
 for size in 12 1000; do
   for inflight in 1 5 20 200 1000 10000; do
-    for c in $(clients); do bench "$c" publish --size "$size" --in-flight "$inflight" --secs "$SECS"; done
+    for c in $(publishers); do bench "$c" publish --size "$size" --in-flight "$inflight" --secs "$SECS"; done
   done
 done
 for every in 1 10 100; do
   for c in $(clients); do bench "$c" consume --size 12 --ack-every "$every" --messages "$MSGS" --prefetch 1000; done
 done
-for n in 1 32 1 32; do
+for n in 1 32 1 32 1 32; do
   bench warren dispatch --concurrency $n --handler-ms 0 --messages $((MSGS * 4)) --secs "$SECS"
 done
 for n in 1 8 32 128; do

@@ -28,11 +28,28 @@ def table(workload, key, label):
         cpu = "/".join(at[c]["cpu_us_per_msg"] for c in ("Warren", "Lapin", "Amqprs"))
         csw = "/".join(at[c]["csw_per_msg"] for c in ("Warren", "Lapin", "Amqprs"))
         print(f"| {size} | {k} | {w:.0f} | {l:.0f} | {a:.0f} | {w / max(l, a):.2f} | {cpu} | {csw} |")
+    polled = [(size, k) for size, k in points
+              if any(r["client"] == "WarrenBusyPoll" and r["workload"] == workload
+                     and int(r["size"]) == size and int(r[key]) == k for r in rows)]
+    if not polled:
+        return
+    print(f"\n{label}, warren-client with busy_poll(100 µs)")
+    print("| size | %s | warren busy-poll msg/s | as it comes | ratio to the better of lapin, amqprs | CPU µs/msg | csw/msg |" % key)
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for size, k in polled:
+        at = {r["client"]: r for r in rows
+              if r["workload"] == workload and int(r["size"]) == size and int(r[key]) == k}
+        if len(at) < 4:
+            continue
+        p, w, l, a = (float(at[c]["rate"]) for c in ("WarrenBusyPoll", "Warren", "Lapin", "Amqprs"))
+        b = at["WarrenBusyPoll"]
+        print(f"| {size} | {k} | {p:.0f} | {w:.0f} | {p / max(l, a):.2f} | {b['cpu_us_per_msg']} | {b['csw_per_msg']} |")
 
 
 for r in rows:
     if r["workload"] == "RoundTrip":
-        print(f"Synchronous round trips (basic.qos, warren-client): {float(r['rate']):.0f} a second, "
+        how = " with busy_poll" if r["client"] == "WarrenBusyPoll" else ""
+        print(f"Synchronous round trips (basic.qos, warren-client{how}): {float(r['rate']):.0f} a second, "
               f"{1e6 / float(r['rate']):.0f} µs each: the floor under one publish in flight")
 table("Publish", "in_flight", "Confirmed publishing")
 table("Consume", "ack_every", "Consuming with acks (multiple every N)")
@@ -43,6 +60,13 @@ for r in rows:
     if r["workload"] == "Dispatch":
         print(f"| {r['handler_ms']} ms | {r['concurrency']} | {float(r['rate']):.0f} | "
               f"{r.get('handler_mean_ms', '-')} ms | {r.get('ideal_rate', '-')} | {r['cpu_us_per_msg']} |")
+zero = {n: [float(r["rate"]) for r in rows
+            if r["workload"] == "Dispatch" and r["handler_ms"] == "0" and r["concurrency"] == n]
+        for n in ("1", "32")}
+if zero["1"] and zero["32"]:
+    m1, m32 = (sum(v) / len(v) for v in (zero["1"], zero["32"]))
+    print(f"\n0 ms handler, mean of {len(zero['32'])} runs each: {m32:.0f} msg/s at 32, "
+          f"{m1:.0f} at 1: {m32 / m1 * 100:.0f} %")
 for r in rows:
     if r["workload"] == "Memory":
         a, b = float(r["rss_kib_first_half"]), float(r["rss_kib_second_half"])

@@ -9,7 +9,8 @@
 //! client-bench URI warren memory   --secs 30
 //! ```
 //!
-//! CLIENT is `warren` (warren-client), `lapin` or `amqprs`. Queues are
+//! CLIENT is `warren` (warren-client), `warren-busy-poll` (warren-client
+//! with `busy_poll`, publishing only), `lapin` or `amqprs`. Queues are
 //! set up (and filled, for `consume`) with warren-client before the
 //! clock starts.
 
@@ -23,9 +24,15 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
+/// warren-busy-poll's budget.
+const BUSY_POLL: Duration = Duration::from_micros(100);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Client {
     Warren,
+    /// warren-client with `busy_poll(100 µs)`: the reader polls a quiet
+    /// socket briefly before it sleeps.
+    WarrenBusyPoll,
     Lapin,
     Amqprs,
 }
@@ -98,7 +105,10 @@ async fn run(a: Args) {
             let q = setup::publish_queue(&a.uri).await;
             let before = usage::now();
             let o = match a.client {
-                Client::Warren => warren_side::publish(&a.uri, &q, &body, a.in_flight, secs).await,
+                Client::Warren => warren_side::publish(&a.uri, &q, &body, a.in_flight, secs, None).await,
+                Client::WarrenBusyPoll => {
+                    warren_side::publish(&a.uri, &q, &body, a.in_flight, secs, Some(BUSY_POLL)).await
+                }
                 Client::Lapin => lapin_side::publish(&a.uri, &q, &body, a.in_flight, secs).await,
                 Client::Amqprs => amqprs_side::publish(&a.uri, &q, &body, a.in_flight, secs).await,
             };
@@ -108,7 +118,9 @@ async fn run(a: Args) {
             let q = setup::filled_queue(&a.uri, &body, a.messages).await;
             let before = usage::now();
             let o = match a.client {
-                Client::Warren => warren_side::consume(&a.uri, &q, a.messages, a.ack_every, a.prefetch).await,
+                Client::Warren | Client::WarrenBusyPoll => {
+                    warren_side::consume(&a.uri, &q, a.messages, a.ack_every, a.prefetch).await
+                }
                 Client::Lapin => lapin_side::consume(&a.uri, &q, a.messages, a.ack_every, a.prefetch).await,
                 Client::Amqprs => amqprs_side::consume(&a.uri, &q, a.messages, a.ack_every, a.prefetch).await,
             };
@@ -128,7 +140,8 @@ async fn run(a: Args) {
         Workload::RoundTrip => {
             let before = usage::now();
             let o = match a.client {
-                Client::Warren => warren_side::round_trips(&a.uri, secs).await,
+                Client::Warren => warren_side::round_trips(&a.uri, secs, None).await,
+                Client::WarrenBusyPoll => warren_side::round_trips(&a.uri, secs, Some(BUSY_POLL)).await,
                 _ => panic!("round trips are measured with warren-client"),
             };
             (o, usage::now().since(&before))

@@ -10,8 +10,15 @@ use warren_client::amqp091::{Confirmation, Connection, ConsumeOptions, Propertie
 
 use crate::{usage, Outcome};
 
-pub async fn publish(uri: &str, q: &str, body: &[u8], in_flight: usize, secs: Duration) -> Outcome {
-    let conn = Connection::open(uri).await.expect("connects");
+pub async fn publish(
+    uri: &str,
+    q: &str,
+    body: &[u8],
+    in_flight: usize,
+    secs: Duration,
+    busy_poll: Option<Duration>,
+) -> Outcome {
+    let conn = open(uri, busy_poll).await;
     let ch = conn.channel().await.unwrap();
     ch.confirm_select().await.unwrap();
     ch.set_max_in_flight(in_flight);
@@ -178,8 +185,8 @@ pub async fn memory(uri: &str, body: &[u8], secs: Duration) -> Outcome {
     }
 }
 
-pub async fn round_trips(uri: &str, secs: Duration) -> Outcome {
-    let conn = Connection::open(uri).await.expect("connects");
+pub async fn round_trips(uri: &str, secs: Duration, busy_poll: Option<Duration>) -> Outcome {
+    let conn = open(uri, busy_poll).await;
     let ch = conn.channel().await.unwrap();
     let (start, mut n) = (Instant::now(), 0u64);
     while start.elapsed() < secs {
@@ -193,4 +200,13 @@ pub async fn round_trips(uri: &str, secs: Duration) -> Outcome {
         elapsed,
         note: String::new(),
     }
+}
+
+/// A connection, polling its socket for `busy_poll` before sleeping.
+async fn open(uri: &str, busy_poll: Option<Duration>) -> Connection {
+    let mut builder = Connection::builder(uri);
+    if let Some(budget) = busy_poll {
+        builder = builder.busy_poll(budget);
+    }
+    builder.open().await.expect("connects")
 }

@@ -547,3 +547,45 @@ async fn a_trace_context_travels_from_publisher_through_a_handler_to_the_next_co
         within(quiet.close()).await.unwrap();
     }
 }
+
+/// With `busy_poll` the reader polls its socket before sleeping; on this
+/// test's one-thread runtime the broker (in-process) runs only while the
+/// reader yields, so a reader that held the thread for its budget (5 s
+/// here) would stall every step past the test's limit. Publishing one
+/// at a time, a synchronous method after each, and consuming all of it
+/// in order still work.
+#[tokio::test]
+async fn a_busy_polling_reader_leaves_the_thread_to_others_and_misses_nothing() {
+    let (uris, _warren) = brokers().await;
+    for uri in uris {
+        let conn = within(
+            Connection::builder(&uri)
+                .busy_poll(std::time::Duration::from_secs(5))
+                .open(),
+        )
+        .await
+        .unwrap();
+        let ch = within(conn.channel()).await.unwrap();
+        within(ch.confirm_select()).await.unwrap();
+        let q = within(ch.queue_declare("", QueueOptions::default().exclusive()))
+            .await
+            .unwrap();
+        for i in 0..300u32 {
+            let body = Bytes::from(i.to_be_bytes().to_vec());
+            let c = within(ch.publish("", &q.name, Properties::default(), body))
+                .await
+                .unwrap();
+            assert_eq!(within(c).await.unwrap(), Confirmation::Ack);
+            within(ch.basic_qos(10)).await.unwrap();
+        }
+        let mut consumer = within(ch.consume(&q.name, ConsumeOptions::default()))
+            .await
+            .unwrap();
+        for i in 0..300u32 {
+            let d = within(consumer.next()).await.expect("a delivery");
+            assert_eq!(&d.body[..], &i.to_be_bytes(), "in order, against {uri}");
+            within(d.ack()).await.unwrap();
+        }
+        within(conn.close()).await.unwrap();
+    }
+}

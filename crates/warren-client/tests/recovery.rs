@@ -316,3 +316,66 @@ async fn a_silent_broker_is_noticed_by_its_heartbeats() {
     assert_eq!(q.name, "stop-q");
     conn.close().await.unwrap();
 }
+
+/// A reader that polls its socket before sleeping (`busy_poll`) still
+/// notices a killed broker (the socket's end read while polling) and
+/// recovers; confirms at one in flight come before and after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_busy_poll_a_killed_broker_is_noticed_and_publishing_goes_on() {
+    let port = free_port();
+    let dir = std::env::temp_dir().join(format!("warren-client-poll-{}-{port}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut broker = BrokerProcess::start(port, &dir).await;
+    let conn = builder(port, false)
+        .busy_poll(Duration::from_micros(200))
+        .open()
+        .await
+        .expect("connects");
+    let mut events = conn.events();
+    let ch = conn.channel().await.unwrap();
+    ch.confirm_select().await.unwrap();
+    ch.queue_declare("poll-q", QueueOptions::default().durable())
+        .await
+        .unwrap();
+    let one_at_a_time = |from: u32| {
+        let ch = ch.clone();
+        async move {
+            for i in from..from + 200 {
+                let props = Properties {
+                    delivery_mode: Some(2),
+                    ..Default::default()
+                };
+                let c = ch
+                    .publish("", "poll-q", props, Bytes::from(i.to_string()))
+                    .await
+                    .unwrap();
+                assert_eq!(c.await.unwrap(), Confirmation::Ack, "message {i}");
+            }
+        }
+    };
+    one_at_a_time(0).await;
+    broker.kill9();
+    next_event(&mut events, "Disconnected", Duration::from_secs(10), |e| {
+        matches!(e, Event::Disconnected { .. })
+    })
+    .await;
+    broker.restart().await;
+    next_event(&mut events, "Recovered", Duration::from_secs(30), |e| {
+        matches!(e, Event::Recovered)
+    })
+    .await;
+    one_at_a_time(200).await;
+    let q = ch
+        .queue_declare(
+            "poll-q",
+            QueueOptions {
+                passive: true,
+                durable: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(q.message_count, 400, "both rounds' persistent messages are there");
+    conn.close().await.unwrap();
+}

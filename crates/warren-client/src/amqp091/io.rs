@@ -151,6 +151,7 @@ pub(crate) async fn read_loop(
     mut input: ReadHalf,
     mut rbuf: BytesMut,
     silence_limit: Option<Duration>,
+    busy_poll: Option<Duration>,
     wire: Arc<Wire>,
 ) {
     let mut partial = Partials::default();
@@ -194,9 +195,16 @@ pub(crate) async fn read_loop(
         if *stopped.borrow() {
             return;
         }
+        let polled = match busy_poll {
+            Some(budget) => poll_for(&input, &mut rbuf, budget).await,
+            None => None,
+        };
         // One interval for the silence check and one watch receiver for
         // the whole life of the loop: no timer or subscription per read.
-        let n = tokio::select! {
+        let n = if let Some(n) = polled {
+            Ok(n)
+        } else {
+            tokio::select! {
             n = input.read_buf(&mut rbuf) => Ok(n),
             // Ended from this side (a close, or the writer failed).
             _ = stopped.changed() => return,
@@ -208,6 +216,7 @@ pub(crate) async fn read_loop(
                     continue;
                 }
             }
+            }
         };
         last_read = Instant::now();
         match n {
@@ -218,6 +227,26 @@ pub(crate) async fn read_loop(
         }
     };
     wire.end(why);
+}
+
+/// Poll the socket for up to `budget`, yielding between tries so the
+/// tasks this reader woke (a publisher whose confirm came) run on this
+/// thread meanwhile; the thread stays awake, and what the broker sends
+/// next is read without the wait for a sleeping thread to be woken.
+/// `None` when nothing came (or over TLS): the caller waits as usual.
+async fn poll_for(input: &ReadHalf, rbuf: &mut BytesMut, budget: Duration) -> Option<std::io::Result<usize>> {
+    let until = Instant::now() + budget;
+    loop {
+        match input.try_read_buf(rbuf) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if matches!(input, ReadHalf::Tls(_)) || Instant::now() >= until {
+                    return None;
+                }
+                tokio::task::yield_now().await;
+            }
+            r => return Some(r),
+        }
+    }
 }
 
 /// A frame that makes no sense: log it and end the connection (the

@@ -108,7 +108,7 @@ pub(crate) async fn recover(core: &Arc<Core>) -> Result<Arc<Wire>, Error> {
         let result: Result<(), Error> =
             match handshake::open(uri, core.settings.name.as_deref(), core.settings.tls.as_ref()).await {
                 Ok(opened) => {
-                    let wire = Wire::start(opened, core.signals.clone());
+                    let wire = Wire::start(opened, core.signals.clone(), core.settings.busy_poll);
                     match restore(core, &wire).await {
                         Ok(()) => return Ok(wire),
                         Err(e) => {

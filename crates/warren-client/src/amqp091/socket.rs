@@ -72,6 +72,17 @@ impl WriteHalf {
     }
 }
 
+impl ReadHalf {
+    /// Read what the socket holds now, without waiting (plain TCP only;
+    /// over TLS this is always WouldBlock).
+    pub(crate) fn try_read_buf(&self, buf: &mut bytes::BytesMut) -> io::Result<usize> {
+        match self {
+            ReadHalf::Plain(r) => r.try_read_buf(buf),
+            ReadHalf::Tls(_) => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+}
+
 impl AsyncRead for ReadHalf {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {

@@ -100,7 +100,7 @@ pub(crate) struct Wire {
 
 impl Wire {
     /// Start the reader and writer tasks on an opened socket.
-    pub(crate) fn start(opened: Opened, signals: Arc<Signals>) -> Arc<Wire> {
+    pub(crate) fn start(opened: Opened, signals: Arc<Signals>, busy_poll: Option<Duration>) -> Arc<Wire> {
         let Opened { stream, rbuf, tuned } = opened;
         let (read, write) = stream.split();
         let (stop, stopped) = watch::channel(false);
@@ -126,6 +126,7 @@ impl Wire {
             read,
             rbuf,
             beat.map(|b| b * 2),
+            busy_poll,
             wire.clone(),
         ));
         wire
