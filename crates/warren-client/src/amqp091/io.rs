@@ -142,6 +142,11 @@ impl Partials {
     }
 }
 
+/// What the reader asks the socket for at once, at most (deliveries'
+/// bodies are slices of this buffer: a new one is taken when they still
+/// hold the old).
+const READ_CHUNK: usize = 64 * 1024;
+
 /// The largest body accepted: RabbitMQ's own limit (max_message_size
 /// cannot be set above 512 MiB). A broker announcing more is refused
 /// before anything is buffered.
@@ -194,6 +199,12 @@ pub(crate) async fn read_loop(
         partial.tell_freed();
         if *stopped.borrow() {
             return;
+        }
+        // Room for a good read: without it the buffer keeps the 4 KiB it
+        // came with, and a stream of 1 KB deliveries took a recv call
+        // for every three or four of them.
+        if rbuf.capacity() - rbuf.len() < READ_CHUNK / 4 {
+            rbuf.reserve(READ_CHUNK);
         }
         let polled = match busy_poll {
             Some(budget) => poll_for(&input, &mut rbuf, budget).await,
