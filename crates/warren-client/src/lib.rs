@@ -41,7 +41,9 @@
 //! # Batches, typed bodies and traces
 //!
 //! [`Channel::publish_batch`] encodes many messages under one lock and
-//! sends them in one write. With the `json` feature, `Message::encode`
+//! sends them in one write; [`Channel::publish_bodies`] does the same for
+//! bodies that share one destination and one set of properties, encoded
+//! once. With the `json` feature, `Message::encode`
 //! and `Delivery::decode` carry values as JSON (`codec::Codec`, feature
 //! `serde`, for other formats). A publish made inside a [`trace::TraceContext`] scope
 //! carries a child of it in `traceparent`, and a consumer's handler runs
@@ -143,6 +145,7 @@
 //!
 //! [`Confirm`]: amqp091::Confirm
 //! [`Channel::publish_batch`]: amqp091::Channel::publish_batch
+//! [`Channel::publish_bodies`]: amqp091::Channel::publish_bodies
 //! [`Channel::set_max_in_flight`]: amqp091::Channel::set_max_in_flight
 //! [`Error::ConnectionLost`]: amqp091::Error::ConnectionLost
 

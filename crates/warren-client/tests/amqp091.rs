@@ -589,3 +589,83 @@ async fn a_busy_polling_reader_leaves_the_thread_to_others_and_misses_nothing() 
         within(conn.close()).await.unwrap();
     }
 }
+
+/// `publish_bodies` sends each body with the one set of properties
+/// (encoded once), in order, each confirmed; inside a trace scope each
+/// message still carries a span of its own.
+#[tokio::test]
+async fn bodies_published_together_share_their_properties_and_keep_their_order() {
+    use warren_client::trace::TraceContext;
+    let (uris, _warren) = brokers().await;
+    for uri in uris {
+        let conn = within(Connection::open(&uri)).await.unwrap();
+        let ch = within(conn.channel()).await.unwrap();
+        within(ch.confirm_select()).await.unwrap();
+        ch.set_max_in_flight(64);
+        let q = within(ch.queue_declare("", QueueOptions::default().exclusive()))
+            .await
+            .unwrap();
+        let mut headers = FieldTable::new();
+        headers.insert(
+            "tenant",
+            warren_client::amqp091::FieldValue::LongStr("eu-7".into()),
+        );
+        let props = Properties {
+            content_type: Some("text/plain".into()),
+            delivery_mode: Some(2),
+            headers: Some(headers),
+            ..Default::default()
+        };
+        // More than the in-flight limit: sent in turns.
+        let bodies = (0..300u32).map(|i| Bytes::from(format!("body {i}")));
+        let confirms = within(ch.publish_bodies("", &q.name, &props, bodies))
+            .await
+            .unwrap();
+        assert_eq!(confirms.len(), 300);
+        for c in confirms {
+            assert_eq!(within(c).await.unwrap(), Confirmation::Ack);
+        }
+        let root = TraceContext::new_root();
+        let traced = (0..3u32).map(|i| Bytes::from(format!("traced {i}")));
+        let confirms = within(root.clone().scope(ch.publish_bodies("", &q.name, &props, traced)))
+            .await
+            .unwrap();
+        for c in confirms {
+            assert_eq!(within(c).await.unwrap(), Confirmation::Ack);
+        }
+        let mut consumer = within(ch.consume(&q.name, ConsumeOptions::default().no_ack()))
+            .await
+            .unwrap();
+        for i in 0..300u32 {
+            let d = within(consumer.next()).await.expect("a delivery");
+            assert_eq!(
+                &d.body[..],
+                format!("body {i}").as_bytes(),
+                "in order, against {uri}"
+            );
+            let p = d.properties();
+            assert_eq!(p.content_type.as_ref().unwrap().to_str_lossy(), "text/plain");
+            assert_eq!(p.delivery_mode, Some(2));
+            let h = p.headers.as_ref().expect("the headers came");
+            assert!(
+                matches!(h.get("tenant"), Some(warren_client::amqp091::FieldValue::LongStr(v)) if &v[..] == b"eu-7"),
+                "{h:?}"
+            );
+            assert!(d.trace_context().is_none(), "no trace outside a scope");
+        }
+        let mut spans = std::collections::HashSet::new();
+        for i in 0..3u32 {
+            let d = within(consumer.next()).await.expect("a traced delivery");
+            assert_eq!(&d.body[..], format!("traced {i}").as_bytes());
+            assert_eq!(
+                d.properties().content_type.as_ref().unwrap().to_str_lossy(),
+                "text/plain"
+            );
+            let t = d.trace_context().expect("a trace context");
+            assert_eq!(t.trace_id(), root.trace_id());
+            spans.insert(t.parent_id());
+        }
+        assert_eq!(spans.len(), 3, "a span per message");
+        within(conn.close()).await.unwrap();
+    }
+}

@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use tokio::sync::futures::Notified;
-use warren_amqp091::frame::{write_basic_publish, write_body, write_content_header};
+use warren_amqp091::frame::{
+    write_basic_publish, write_body, write_content_header, write_content_header_raw,
+};
 use warren_amqp091::{BasicProperties, FieldValue, ShortStr};
 
 use super::channel::Channel;
@@ -171,8 +173,10 @@ impl Channel {
                         let start = buf.len();
                         encode_publish(
                             buf,
-                            id,
-                            frame_max,
+                            Target {
+                                channel: id,
+                                frame_max,
+                            },
                             exchange.as_bytes(),
                             routing_key.as_bytes(),
                             options.mandatory,
@@ -244,15 +248,100 @@ impl Channel {
     where
         I: IntoIterator<Item = Message>,
     {
-        let state = &self.inner.state;
-        let id = state.id;
         let trace = self.current_trace();
-        let mut messages = messages.into_iter().peekable();
-        let mut out = Vec::with_capacity(messages.size_hint().0);
-        while messages.peek().is_some() {
+        self.publish_each(messages, |buf, at, m: Message, publish_id| {
+            let publish_id = publish_id.filter(|_| m.mandatory);
+            let tagged = outgoing(&m.properties, publish_id, trace.as_ref());
+            encode_publish(
+                buf,
+                at,
+                m.exchange.as_bytes(),
+                m.routing_key.as_bytes(),
+                m.mandatory,
+                tagged.as_ref().unwrap_or(&m.properties),
+                &m.body,
+            );
+        })
+        .await
+    }
+
+    /// Publish each of `bodies`, in order, to `exchange` with
+    /// `routing_key` and the same `properties`: [`Self::publish_batch`]
+    /// for messages that differ only in their bodies, with the
+    /// properties encoded once rather than per message (and no
+    /// [`Message`] built for each). Not mandatory; publish a [`Message`]
+    /// for that.
+    ///
+    /// ```no_run
+    /// use bytes::Bytes;
+    /// use warren_client::amqp091::{Confirmation, Connection, Properties};
+    ///
+    /// # async fn run() -> Result<(), warren_client::amqp091::Error> {
+    /// let conn = Connection::open("amqp://guest:guest@localhost:5672/%2f").await?;
+    /// let ch = conn.channel().await?;
+    /// ch.confirm_select().await?;
+    /// let persistent = Properties { delivery_mode: Some(2), ..Default::default() };
+    /// let bodies = (0..100u32).map(|i| Bytes::from(i.to_string()));
+    /// for confirm in ch.publish_bodies("", "orders", &persistent, bodies).await? {
+    ///     assert_eq!(confirm.await?, Confirmation::Ack);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn publish_bodies<I>(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        properties: &BasicProperties,
+        bodies: I,
+    ) -> Result<Vec<Confirm>, Error>
+    where
+        I: IntoIterator<Item = Bytes>,
+    {
+        // Inside a trace scope each message carries a child context of
+        // its own, so its properties differ and are encoded each time.
+        let trace = self.current_trace();
+        let mut encoded = BytesMut::new();
+        if trace.is_none() {
+            properties.encode(&mut encoded);
+        }
+        self.publish_each(bodies, |buf, at, body: Bytes, _| {
+            let (exchange, routing_key) = (exchange.as_bytes(), routing_key.as_bytes());
+            buf.reserve(body.len() + 64 + exchange.len() + routing_key.len() + encoded.len());
+            write_basic_publish(buf, at.channel, exchange, routing_key, false, false);
+            match &trace {
+                None => write_content_header_raw(buf, at.channel, 60, body.len() as u64, &encoded),
+                Some(t) => {
+                    let tagged = outgoing(properties, None, Some(t));
+                    let properties = tagged.as_ref().unwrap_or(properties);
+                    write_content_header(buf, at.channel, 60, body.len() as u64, properties);
+                }
+            }
+            write_body(buf, at.channel, &body, at.frame_max);
+        })
+        .await
+    }
+
+    /// The batch loop under [`Self::publish_batch`] and
+    /// [`Self::publish_bodies`]: as many items as may go at once are
+    /// handed to `put` to encode into the outbox (with the id a
+    /// mandatory publish would carry, in confirm mode), numbered under
+    /// the confirms lock, and written in one go.
+    async fn publish_each<T, I, F>(&self, items: I, mut put: F) -> Result<Vec<Confirm>, Error>
+    where
+        I: IntoIterator<Item = T>,
+        F: FnMut(&mut BytesMut, Target, T, Option<u64>),
+    {
+        let state = &self.inner.state;
+        let mut items = items.into_iter().peekable();
+        let mut out = Vec::with_capacity(items.size_hint().0);
+        while items.peek().is_some() {
             let wire = self.publishing_wire().await?;
             let keep = state.republish.load(Ordering::Relaxed);
-            let frame_max = wire.frame_max;
+            let at = Target {
+                channel: state.id,
+                frame_max: wire.frame_max,
+            };
             let wait = {
                 let mut confirms = state.confirms.lock();
                 let room = confirms.room();
@@ -261,20 +350,10 @@ impl Channel {
                     let mut sent: Vec<Option<Bytes>> = Vec::new();
                     let limit = buf.len() + BATCH_BYTES;
                     while buf.len() < limit && sent.len() < room {
-                        let Some(m) = messages.next() else { break };
+                        let Some(item) = items.next() else { break };
                         let start = buf.len();
-                        let publish_id = (m.mandatory && confirming).then(|| first_id + sent.len() as u64);
-                        let tagged = outgoing(&m.properties, publish_id, trace.as_ref());
-                        encode_publish(
-                            buf,
-                            id,
-                            frame_max,
-                            m.exchange.as_bytes(),
-                            m.routing_key.as_bytes(),
-                            m.mandatory,
-                            tagged.as_ref().unwrap_or(&m.properties),
-                            &m.body,
-                        );
+                        let publish_id = confirming.then(|| first_id + sent.len() as u64);
+                        put(buf, at, item, publish_id);
                         sent.push(keep.then(|| Bytes::copy_from_slice(&buf[start..])));
                     }
                     sent
@@ -301,6 +380,14 @@ impl Channel {
         }
         Ok(out)
     }
+}
+
+/// Where a publish's frames go: the channel, in frames of at most
+/// `frame_max`.
+#[derive(Clone, Copy)]
+struct Target {
+    channel: u16,
+    frame_max: u32,
 }
 
 /// The properties a publish goes out with when the client adds to the
@@ -371,11 +458,9 @@ impl<'a> Wait<'a> {
 }
 
 /// basic.publish, its content header and body frames, appended to `buf`.
-#[allow(clippy::too_many_arguments)]
 fn encode_publish(
     buf: &mut BytesMut,
-    channel: u16,
-    frame_max: u32,
+    at: Target,
     exchange: &[u8],
     routing_key: &[u8],
     mandatory: bool,
@@ -383,7 +468,7 @@ fn encode_publish(
     body: &[u8],
 ) {
     buf.reserve(body.len() + 64 + exchange.len() + routing_key.len());
-    write_basic_publish(buf, channel, exchange, routing_key, mandatory, false);
-    write_content_header(buf, channel, 60, body.len() as u64, properties);
-    write_body(buf, channel, body, frame_max);
+    write_basic_publish(buf, at.channel, exchange, routing_key, mandatory, false);
+    write_content_header(buf, at.channel, 60, body.len() as u64, properties);
+    write_body(buf, at.channel, body, at.frame_max);
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use futures_util::FutureExt;
-use warren_client::amqp091::{Confirm, Confirmation, Error, Message, Properties, ShortStr};
+use warren_client::amqp091::{Confirm, Confirmation, Error, Properties};
 
 use crate::options::Uri;
 use crate::stats::{now_nanos, Stats};
@@ -126,9 +126,6 @@ pub async fn run(spec: ProducerSpec, stats: Arc<Stats>, stop: Arc<AtomicBool>) -
         1..LOW_IN_FLIGHT => 1,
         _ => BATCH as u64,
     };
-    let mut batch = Vec::with_capacity(BATCH);
-    // One name for every message: cloned, not copied.
-    let queue = ShortStr::from(spec.queue.as_str());
     let started = Instant::now();
     while !stop.load(Ordering::Relaxed) && (spec.messages == 0 || sent < spec.messages) {
         // As many as may go now, in one batch (one turn through the
@@ -171,11 +168,8 @@ pub async fn run(spec: ProducerSpec, stats: Arc<Stats>, stop: Arc<AtomicBool>) -
                 out.pending.push_back((sent_at, confirm));
             }
         } else {
-            batch.extend((0..n).map(|_| {
-                Message::new("", queue.clone(), next_body(&mut bodies, spec.size, sent_at))
-                    .properties(props.clone())
-            }));
-            let published = ch.publish_batch(batch.drain(..)).await?;
+            let batch = (0..n).map(|_| next_body(&mut bodies, spec.size, sent_at));
+            let published = ch.publish_bodies("", &spec.queue, &props, batch).await?;
             if confirms {
                 out.pending.extend(published.into_iter().map(|c| (sent_at, c)));
             }
