@@ -216,17 +216,17 @@ pub(crate) async fn read_loop(
             Ok(n)
         } else {
             tokio::select! {
-            n = input.read_buf(&mut rbuf) => Ok(n),
-            // Ended from this side (a close, or the writer failed).
-            _ = stopped.changed() => return,
-            _ = check.tick(), if silence_limit.is_some() => {
-                let limit = silence_limit.expect("checked");
-                if last_read.elapsed() > limit {
-                    Err(Error::ConnectionLost(format!("no heartbeat from the broker in {limit:?}")))
-                } else {
-                    continue;
+                n = input.read_buf(&mut rbuf) => Ok(n),
+                // Ended from this side (a close, or the writer failed).
+                _ = stopped.changed() => return,
+                _ = check.tick(), if silence_limit.is_some() => {
+                    let limit = silence_limit.expect("checked");
+                    if last_read.elapsed() > limit {
+                        Err(Error::ConnectionLost(format!("no heartbeat from the broker in {limit:?}")))
+                    } else {
+                        continue;
+                    }
                 }
-            }
             }
         };
         last_read = Instant::now();
