@@ -246,11 +246,14 @@ pub(crate) async fn read_loop(
 /// next is read without the wait for a sleeping thread to be woken.
 /// `None` when nothing came (or over TLS): the caller waits as usual.
 async fn poll_for(input: &ReadHalf, rbuf: &mut BytesMut, budget: Duration) -> Option<std::io::Result<usize>> {
+    if matches!(input, ReadHalf::Tls(_)) {
+        return None;
+    }
     let until = Instant::now() + budget;
     loop {
         match input.try_read_buf(rbuf) {
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if matches!(input, ReadHalf::Tls(_)) || Instant::now() >= until {
+                if Instant::now() >= until {
                     return None;
                 }
                 tokio::task::yield_now().await;

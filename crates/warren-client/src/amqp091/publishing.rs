@@ -180,7 +180,7 @@ impl Channel {
                             exchange.as_bytes(),
                             routing_key.as_bytes(),
                             options.mandatory,
-                            properties,
+                            Header::Properties(properties),
                             &body,
                         );
                         // Kept to publish again after a recovery, when asked for.
@@ -258,7 +258,7 @@ impl Channel {
                 m.exchange.as_bytes(),
                 m.routing_key.as_bytes(),
                 m.mandatory,
-                tagged.as_ref().unwrap_or(&m.properties),
+                Header::Properties(tagged.as_ref().unwrap_or(&m.properties)),
                 &m.body,
             );
         })
@@ -298,26 +298,27 @@ impl Channel {
     where
         I: IntoIterator<Item = Bytes>,
     {
-        // Inside a trace scope each message carries a child context of
-        // its own, so its properties differ and are encoded each time.
         let trace = self.current_trace();
         let mut encoded = BytesMut::new();
-        if trace.is_none() {
-            properties.encode(&mut encoded);
-        }
+        properties.encode(&mut encoded);
         self.publish_each(bodies, |buf, at, body: Bytes, _| {
-            let (exchange, routing_key) = (exchange.as_bytes(), routing_key.as_bytes());
-            buf.reserve(body.len() + 64 + exchange.len() + routing_key.len() + encoded.len());
-            write_basic_publish(buf, at.channel, exchange, routing_key, false, false);
-            match &trace {
-                None => write_content_header_raw(buf, at.channel, 60, body.len() as u64, &encoded),
-                Some(t) => {
-                    let tagged = outgoing(properties, None, Some(t));
-                    let properties = tagged.as_ref().unwrap_or(properties);
-                    write_content_header(buf, at.channel, 60, body.len() as u64, properties);
-                }
-            }
-            write_body(buf, at.channel, &body, at.frame_max);
+            // Inside a trace scope each message carries a child context
+            // of its own (unless the properties hold one already), so its
+            // properties differ and are encoded each time.
+            let tagged = trace.as_ref().and_then(|t| outgoing(properties, None, Some(t)));
+            let header = match &tagged {
+                Some(p) => Header::Properties(p),
+                None => Header::Encoded(&encoded),
+            };
+            encode_publish(
+                buf,
+                at,
+                exchange.as_bytes(),
+                routing_key.as_bytes(),
+                false,
+                header,
+                &body,
+            );
         })
         .await
     }
@@ -457,6 +458,13 @@ impl<'a> Wait<'a> {
     }
 }
 
+/// A publish's properties: to encode, or encoded already (one set for
+/// many bodies, [`Channel::publish_bodies`]).
+enum Header<'a> {
+    Properties(&'a BasicProperties),
+    Encoded(&'a [u8]),
+}
+
 /// basic.publish, its content header and body frames, appended to `buf`.
 fn encode_publish(
     buf: &mut BytesMut,
@@ -464,11 +472,15 @@ fn encode_publish(
     exchange: &[u8],
     routing_key: &[u8],
     mandatory: bool,
-    properties: &BasicProperties,
+    header: Header<'_>,
     body: &[u8],
 ) {
     buf.reserve(body.len() + 64 + exchange.len() + routing_key.len());
     write_basic_publish(buf, at.channel, exchange, routing_key, mandatory, false);
-    write_content_header(buf, at.channel, 60, body.len() as u64, properties);
+    let size = body.len() as u64;
+    match header {
+        Header::Properties(p) => write_content_header(buf, at.channel, 60, size, p),
+        Header::Encoded(raw) => write_content_header_raw(buf, at.channel, 60, size, raw),
+    }
     write_body(buf, at.channel, body, at.frame_max);
 }
