@@ -8,23 +8,17 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-use tokio::sync::mpsc;
 use warren_amqp091::methods::*;
 use warren_amqp091::{FieldTable, Method, ShortStr};
 
-use super::channel_state::Reply;
-pub(crate) use super::channel_state::{ChannelState, ConsumerEntry, Content};
-use super::consume::{Acker, Consumer, Delivery};
+use super::channel_state::{ChannelState, Reply};
 use super::core::Core;
+use super::delivery::{Acker, Delivery};
 use super::error::Error;
-use super::options::{ConsumeOptions, ExchangeKind, ExchangeOptions, QueueOptions};
+use super::options::{ExchangeKind, ExchangeOptions, QueueOptions};
 
 use super::topology::{RecordedBinding, RecordedExchange, RecordedQueue, Topology};
 use super::wire::Wire;
-
-/// A consumer's buffer when the channel has no prefetch limit.
-const UNLIMITED_BUFFER: usize = 256;
 
 /// A queue as queue.declare answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,7 +62,7 @@ impl std::fmt::Debug for Channel {
 }
 
 /// The reply a call expects, or a protocol error naming what came.
-macro_rules! expect {
+macro_rules! expect_reply {
     ($reply:expr, $variant:ident) => {
         match $reply {
             Reply::Method(Method::$variant(ok)) => Ok(ok),
@@ -83,6 +77,7 @@ macro_rules! expect {
         }
     };
 }
+pub(super) use expect_reply;
 
 impl Channel {
     pub(crate) fn new(state: Arc<ChannelState>, core: Arc<Core>) -> Channel {
@@ -111,7 +106,7 @@ impl Channel {
 
     /// Send `m` and wait for its reply, on the wire in use (waiting out a
     /// recovery first).
-    async fn call(&self, m: impl Into<Method>) -> Result<Reply, Error> {
+    pub(super) async fn call(&self, m: impl Into<Method>) -> Result<Reply, Error> {
         let m = m.into();
         let span = tracing::debug_span!("amqp091.call", channel = self.inner.state.id, method = m.name());
         let call = async {
@@ -140,7 +135,7 @@ impl Channel {
             .state
             .exchange(wire, ChannelOpen::default().into())
             .await?;
-        expect!(reply, ChannelOpenOk).map(|_| ())
+        expect_reply!(reply, ChannelOpenOk).map(|_| ())
     }
 
     /// Close the channel (reply code 200).
@@ -153,7 +148,7 @@ impl Channel {
                 method_id: 0,
             })
             .await?;
-        expect!(reply, ChannelCloseOk)?;
+        expect_reply!(reply, ChannelCloseOk)?;
         let id = self.inner.state.id;
         self.inner.core.channels.lock().remove(&id);
         if let Ok(wire) = self.inner.core.wire().await {
@@ -183,7 +178,7 @@ impl Channel {
                 ..Default::default()
             })
             .await?;
-        expect!(reply, ExchangeDeclareOk)?;
+        expect_reply!(reply, ExchangeDeclareOk)?;
         if !options.passive {
             self.record(|t| {
                 t.exchange(RecordedExchange {
@@ -205,7 +200,7 @@ impl Channel {
                 ..Default::default()
             })
             .await?;
-        expect!(reply, ExchangeDeleteOk)?;
+        expect_reply!(reply, ExchangeDeleteOk)?;
         self.record(|t| t.exchange_deleted(name));
         Ok(())
     }
@@ -251,7 +246,7 @@ impl Channel {
                 ..Default::default()
             })
             .await?;
-        let ok = expect!(reply, QueueDeclareOk)?;
+        let ok = expect_reply!(reply, QueueDeclareOk)?;
         let declared = DeclaredQueue {
             name: ok.queue.to_str_lossy().into_owned(),
             message_count: ok.message_count,
@@ -362,7 +357,7 @@ impl Channel {
                 ..Default::default()
             })
             .await?;
-        expect!(reply, QueuePurgeOk).map(|ok| ok.message_count)
+        expect_reply!(reply, QueuePurgeOk).map(|ok| ok.message_count)
     }
 
     /// queue.delete: how many messages went with it.
@@ -375,7 +370,7 @@ impl Channel {
                 ..Default::default()
             })
             .await?;
-        let ok = expect!(reply, QueueDeleteOk)?;
+        let ok = expect_reply!(reply, QueueDeleteOk)?;
         self.record(|t| t.queue_deleted(queue));
         Ok(ok.message_count)
     }
@@ -390,7 +385,7 @@ impl Channel {
                 ..Default::default()
             })
             .await?;
-        expect!(reply, BasicQosOk)?;
+        expect_reply!(reply, BasicQosOk)?;
         self.inner.state.prefetch.store(prefetch, Ordering::Relaxed);
         Ok(())
     }
@@ -399,33 +394,33 @@ impl Channel {
     /// channel has not acknowledged (`requeue` true puts them back in
     /// their queues for any consumer; RabbitMQ refuses false).
     pub async fn basic_recover(&self, requeue: bool) -> Result<(), Error> {
-        expect!(self.call(BasicRecover { requeue }).await?, BasicRecoverOk).map(|_| ())
+        expect_reply!(self.call(BasicRecover { requeue }).await?, BasicRecoverOk).map(|_| ())
     }
 
     /// confirm.select: from now on each publish's [`super::Confirm`] resolves to
     /// the broker's answer.
     pub async fn confirm_select(&self) -> Result<(), Error> {
         let reply = self.call(ConfirmSelect::default()).await?;
-        expect!(reply, ConfirmSelectOk)?;
+        expect_reply!(reply, ConfirmSelectOk)?;
         self.inner.state.confirms.lock().enable();
         Ok(())
     }
 
     /// tx.select.
     pub async fn tx_select(&self) -> Result<(), Error> {
-        expect!(self.call(TxSelect {}).await?, TxSelectOk)?;
+        expect_reply!(self.call(TxSelect {}).await?, TxSelectOk)?;
         self.inner.state.transactional.store(true, Ordering::Relaxed);
         Ok(())
     }
 
     /// tx.commit.
     pub async fn tx_commit(&self) -> Result<(), Error> {
-        expect!(self.call(TxCommit {}).await?, TxCommitOk).map(|_| ())
+        expect_reply!(self.call(TxCommit {}).await?, TxCommitOk).map(|_| ())
     }
 
     /// tx.rollback.
     pub async fn tx_rollback(&self) -> Result<(), Error> {
-        expect!(self.call(TxRollback {}).await?, TxRollbackOk).map(|_| ())
+        expect_reply!(self.call(TxRollback {}).await?, TxRollbackOk).map(|_| ())
     }
 
     /// basic.get: the next message, if any.
@@ -459,73 +454,12 @@ impl Channel {
                 c.properties,
                 c.body,
                 Acker {
-                    wire,
+                    wire: wire.outbound.clone(),
                     channel: self.inner.state.id,
                     tag: ok.delivery_tag,
                 },
             ),
         }))
-    }
-
-    /// basic.consume: a stream of the queue's deliveries, buffered up to
-    /// the channel's prefetch. The consumer is started again under its
-    /// tag after a recovery; the stream goes on.
-    pub async fn consume(&self, queue: &str, options: ConsumeOptions) -> Result<Consumer, Error> {
-        let buffer = match self.inner.state.prefetch.load(Ordering::Relaxed) {
-            0 => UNLIMITED_BUFFER,
-            n => n as usize,
-        };
-        let (tx, rx) = mpsc::channel(buffer);
-        let rx = Arc::new(Mutex::new(rx));
-        let entry = ConsumerEntry {
-            tx,
-            rx: rx.clone(),
-            queue: queue.to_string(),
-            options: options.clone(),
-        };
-        *self.inner.state.starting.lock() = Some(entry);
-        let reply = self
-            .call(BasicConsume {
-                queue: queue.into(),
-                consumer_tag: options.tag.as_str().into(),
-                no_ack: options.no_ack,
-                exclusive: options.exclusive,
-                arguments: options.arguments,
-                ..Default::default()
-            })
-            .await?;
-        let ok = expect!(reply, BasicConsumeOk)?;
-        Ok(Consumer {
-            tag: ok.consumer_tag.to_str_lossy().into_owned(),
-            rx,
-            channel: self.clone(),
-        })
-    }
-
-    pub(crate) async fn cancel(&self, tag: &str) -> Result<(), Error> {
-        let reply = self
-            .call(BasicCancel {
-                consumer_tag: tag.into(),
-                ..Default::default()
-            })
-            .await?;
-        expect!(reply, BasicCancelOk)?;
-        let queue = self.inner.state.consumers.lock().remove(tag).map(|c| c.queue);
-        // The broker deletes an auto-delete queue with its last consumer:
-        // recovery must not bring it back.
-        if let Some(q) = queue {
-            let core = &self.inner.core;
-            let others = core
-                .channels
-                .lock()
-                .values()
-                .any(|c| c.consumers.lock().values().any(|e| e.queue == q));
-            let mut t = core.topology.lock();
-            if !others && t.is_auto_delete_queue(&q) {
-                t.queue_deleted(&q);
-            }
-        }
-        Ok(())
     }
 }
 

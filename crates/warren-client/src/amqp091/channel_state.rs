@@ -14,12 +14,12 @@ use warren_amqp091::frame::write_method;
 use warren_amqp091::methods::*;
 use warren_amqp091::{BasicProperties, Method};
 
-use super::consume::{Acker, Delivery};
+use super::delivery::{Acker, Delivery};
 use super::error::Error;
 use super::events::Event;
 use super::options::ConsumeOptions;
+use super::outbound::Outbound;
 use super::publish::{Confirms, Returned, DEFAULT_IN_FLIGHT};
-use super::wire::Wire;
 
 /// A message with its method, as the reader assembled it.
 pub(crate) struct Content {
@@ -105,7 +105,7 @@ impl ChannelState {
 
     /// Send `m` on `wire` and wait for its reply; the caller holds
     /// `calls`.
-    pub(crate) async fn exchange(&self, wire: &Wire, m: Method) -> Result<Reply, Error> {
+    pub(crate) async fn exchange(&self, wire: &Outbound, m: Method) -> Result<Reply, Error> {
         self.check()?;
         let (tx, rx) = oneshot::channel();
         *self.reply.lock() = Some(tx);
@@ -125,7 +125,7 @@ impl ChannelState {
     }
 
     /// A call on `wire` whatever the connection's state (recovery's).
-    pub(crate) async fn call_method(&self, wire: &Wire, m: Method) -> Result<Method, Error> {
+    pub(crate) async fn call_method(&self, wire: &Outbound, m: Method) -> Result<Method, Error> {
         let _one = self.calls.lock().await;
         match self.exchange(wire, m).await? {
             Reply::Method(m) => Ok(m),
@@ -134,17 +134,12 @@ impl ChannelState {
     }
 
     /// Open this channel again on a new wire, as it was: its QoS, confirm
-    /// and transaction modes, and its consumers under their tags. If the
+    /// and transaction modes, and its consumers under their tags. The
+    /// caller has routed the wire's frames for this channel here. If the
     /// broker refuses a step (a consumer's queue is gone, say) the
     /// channel is closed as the broker says and the refusal reported;
     /// only a failing wire fails the recovery.
-    pub(crate) async fn reopen(self: &Arc<Self>, wire: &Wire) -> Result<(), Error> {
-        if self.is_ended() {
-            return Ok(());
-        }
-        if !wire.register(self.clone()) {
-            return Err(wire.ended_error());
-        }
+    pub(crate) async fn reopen(&self, wire: &Outbound) -> Result<(), Error> {
         let _one = self.calls.lock().await;
         match self.restore(wire).await {
             Err(error @ Error::ChannelClosed { .. }) => {
@@ -161,7 +156,7 @@ impl ChannelState {
         }
     }
 
-    async fn restore(&self, wire: &Wire) -> Result<(), Error> {
+    async fn restore(&self, wire: &Outbound) -> Result<(), Error> {
         let call = |m: Method| async move {
             match self.exchange(wire, m).await? {
                 Reply::Method(m) => Ok(m),
@@ -264,13 +259,12 @@ impl ChannelState {
 
     /// channel.close and channel.flow from the broker: answered before
     /// anything else happens on the channel.
-    pub(crate) async fn answer_method(&self, wire: &Wire, m: Method) {
+    pub(crate) async fn answer_method(&self, wire: &Outbound, m: Method) {
         match m {
             Method::ChannelClose(c) => {
                 let mut buf = BytesMut::new();
                 write_method(&mut buf, self.id, &Method::ChannelCloseOk(ChannelCloseOk {}));
                 let _ = wire.send(buf.freeze()).await;
-                wire.unregister(self.id);
                 self.closed(Error::ChannelClosed {
                     code: c.reply_code,
                     text: c.reply_text.to_str_lossy().into_owned(),
@@ -294,7 +288,11 @@ impl ChannelState {
     /// A whole message from the broker, handled without waiting; a
     /// delivery whose consumer's buffer is full comes back with the
     /// consumer's sender, for the reader to wait on.
-    pub(crate) fn content(&self, wire: &Arc<Wire>, c: Content) -> Option<(mpsc::Sender<Delivery>, Delivery)> {
+    pub(crate) fn content(
+        &self,
+        wire: &Arc<Outbound>,
+        c: Content,
+    ) -> Option<(mpsc::Sender<Delivery>, Delivery)> {
         match c.method {
             Method::BasicDeliver(d) => {
                 let acker = Acker {

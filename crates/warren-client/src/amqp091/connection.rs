@@ -12,14 +12,18 @@ use warren_amqp091::frame::write_method;
 use warren_amqp091::methods::*;
 use warren_amqp091::Method;
 
-use super::channel::{Channel, ChannelState};
-use super::core::{supervise, Core, Link};
+use super::channel::Channel;
+use super::channel_state::ChannelState;
+use super::core::{Core, Link};
 use super::error::Error;
-use super::events::Events;
+use super::events::{Events, Signals};
 use super::handshake;
-use super::recovery::RecoveryOptions;
-use super::token::{self, Token, TokenSource};
-use super::wire::{Signals, Wire};
+use super::io;
+use super::options::RecoveryOptions;
+use super::recovery::supervise;
+use super::refresh::keep_fresh;
+use super::settings::Settings;
+use super::token::{Token, TokenSource};
 use crate::tls::TlsOptions;
 use crate::uri::AmqpUri;
 
@@ -62,22 +66,6 @@ impl std::fmt::Debug for Connection {
 pub struct ConnectionBuilder {
     uris: Vec<String>,
     settings: Settings,
-}
-
-/// What a [`ConnectionBuilder`] sets beyond its addresses, kept by the
-/// connection for its recoveries.
-#[derive(Debug, Clone)]
-pub(crate) struct Settings {
-    pub(crate) name: Option<String>,
-    pub(crate) tls: Option<TlsOptions>,
-    pub(crate) recovery: RecoveryOptions,
-    /// How many deliveries `Consumer::run` handles at once.
-    pub(crate) consumer_concurrency: usize,
-    /// Publishes inside a [`TraceContext`](crate::trace::TraceContext) scope carry a child of it.
-    pub(crate) trace_propagation: bool,
-    pub(crate) token_source: Option<TokenSource>,
-    /// How long the reader keeps polling a quiet socket before it sleeps.
-    pub(crate) busy_poll: Option<Duration>,
 }
 
 impl ConnectionBuilder {
@@ -213,13 +201,13 @@ impl ConnectionBuilder {
                         blocked: watch::Sender::new(false),
                         events: broadcast::Sender::new(EVENTS_KEPT),
                     });
-                    let wire = Wire::start(opened, signals, settings.busy_poll);
+                    let wire = io::start(opened, signals, settings.busy_poll);
                     let source = settings.token_source.clone();
                     let secret = token.as_ref().map(|t| t.secret.clone());
                     let core = Core::new(uris.clone(), settings, secret, wire.clone());
                     tokio::spawn(supervise(core.clone(), wire));
                     if let (Some(source), Some(t)) = (source, token) {
-                        tokio::spawn(token::keep_fresh(Arc::downgrade(&core), source, t.expires_in));
+                        tokio::spawn(keep_fresh(Arc::downgrade(&core), source, t.expires_in));
                     }
                     return Ok(Connection { core });
                 }
@@ -241,15 +229,7 @@ impl Connection {
     pub fn builder(uri: &str) -> ConnectionBuilder {
         ConnectionBuilder {
             uris: vec![uri.to_string()],
-            settings: Settings {
-                name: None,
-                tls: None,
-                recovery: RecoveryOptions::default(),
-                consumer_concurrency: 1,
-                busy_poll: None,
-                trace_propagation: true,
-                token_source: None,
-            },
+            settings: Settings::default(),
         }
     }
 

@@ -1,8 +1,7 @@
 //! A connection as the application sees it, whichever socket carries it:
 //! the wire in use (or that it is recovering, or closed), the channels,
-//! the recorded topology and the signals. The supervisor task watches
-//! each wire and, when one ends without the application asking, has
-//! `recovery.rs` open the next.
+//! the recorded topology and the signals. When a wire ends without the
+//! application asking, `recovery.rs` opens the next.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,13 +13,12 @@ use warren_amqp091::frame::write_method;
 use warren_amqp091::methods::ConnectionUpdateSecret;
 use warren_amqp091::Method;
 
-use super::channel::ChannelState;
-use super::connection::Settings;
+use super::channel_state::ChannelState;
 use super::error::Error;
-use super::events::Event;
-use super::recovery;
+use super::events::Signals;
+use super::settings::Settings;
 use super::topology::Topology;
-use super::wire::{Signals, Wire};
+use super::wire::Wire;
 use crate::uri::AmqpUri;
 
 /// How long the broker has to accept a new secret.
@@ -151,54 +149,5 @@ impl Core {
             c.closed(why.clone());
         }
         self.signals.blocked.send_replace(false);
-    }
-}
-
-/// Watch the wire in use; when it ends, recover (or close for good).
-pub(crate) async fn supervise(core: Arc<Core>, mut wire: Arc<Wire>) {
-    loop {
-        wire.ended().await;
-        if core.closed().is_some() {
-            return;
-        }
-        let why = wire.ended_error();
-        core.signals.blocked.send_replace(false);
-        if !core.settings.recovery.enabled || matches!(why, Error::ClosedByClient) {
-            core.close_for_good(why);
-            return;
-        }
-        tracing::info!("AMQP 0-9-1 connection lost ({why}); recovering");
-        core.link.send_if_modified(|l| match l {
-            Link::Closed(_) => false,
-            _ => {
-                *l = Link::Recovering;
-                true
-            }
-        });
-        core.signals.emit(Event::Disconnected { error: why });
-        let span = tracing::info_span!("amqp091.recover", connection = core.settings.name.as_deref());
-        match tracing::Instrument::instrument(recovery::recover(&core), span).await {
-            Ok(next) => {
-                let installed = core.link.send_if_modified(|l| match l {
-                    Link::Closed(_) => false,
-                    _ => {
-                        *l = Link::Open(next.clone());
-                        true
-                    }
-                });
-                if !installed {
-                    // Closed by the application while recovering.
-                    next.end(Error::ClosedByClient);
-                    return;
-                }
-                tracing::info!("AMQP 0-9-1 connection recovered");
-                core.signals.emit(Event::Recovered);
-                wire = next;
-            }
-            Err(e) => {
-                core.close_for_good(e);
-                return;
-            }
-        }
     }
 }

@@ -1,7 +1,7 @@
 //! What happens to a connection that the application may want to know:
 //! losses, recoveries, blocked publishing, renamed queues.
 
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 use super::error::Error;
 
@@ -75,5 +75,19 @@ impl Events {
                 Err(broadcast::error::RecvError::Closed) => return None,
             }
         }
+    }
+}
+
+/// What every wire of a connection reports to: the blocked flag
+/// publishers wait on, and the events applications read.
+pub(crate) struct Signals {
+    pub(crate) blocked: watch::Sender<bool>,
+    pub(crate) events: broadcast::Sender<Event>,
+}
+
+impl Signals {
+    pub(crate) fn emit(&self, e: Event) {
+        // Nobody listening is fine.
+        let _ = self.events.send(e);
     }
 }

@@ -2,6 +2,7 @@
 //! frames into one write per wake-up (frames of many channels batched),
 //! and sends heartbeats when idle. The reader parses frames, assembles
 //! content (method, header, body frames) and routes each to its channel.
+//! [`start`] puts a wire on an opened socket and runs both.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,16 +14,36 @@ use warren_amqp091::frame::{write_heartbeat, write_method};
 use warren_amqp091::methods::*;
 use warren_amqp091::{ContentHeader, Frame, FrameType, Method};
 
-use super::channel::Content;
-use super::channel_state::ChannelState;
-use super::consume::{check_properties, Delivery};
+use super::channel_state::{ChannelState, Content};
+use super::delivery::{check_properties, Delivery};
 use super::error::Error;
-use super::events::Event;
+use super::events::{Event, Signals};
+use super::handshake::Opened;
+use super::outbound::Outbound;
 use super::socket::ReadHalf;
 use super::wire::{ChannelMap, Wire};
 
 /// The writer keeps a buffer of at most this much between writes.
 const KEEP_CAPACITY: usize = 4 << 20;
+
+/// Start the reader and writer tasks on an opened socket.
+pub(crate) fn start(opened: Opened, signals: Arc<Signals>, busy_poll: Option<Duration>) -> Arc<Wire> {
+    let Opened { stream, rbuf, tuned } = opened;
+    let (read, write) = stream.split();
+    let outbound = Outbound::new(write, tuned.frame_max, tuned.channel_max, signals);
+    let stopped = outbound.stopped();
+    let wire = Arc::new(Wire::new(outbound));
+    let beat = (tuned.heartbeat > 0).then(|| Duration::from_secs(tuned.heartbeat as u64));
+    tokio::spawn(write_loop(beat.map(|b| b / 2), stopped, wire.clone()));
+    tokio::spawn(read_loop(
+        read,
+        rbuf,
+        beat.map(|b| b * 2),
+        busy_poll,
+        wire.clone(),
+    ));
+    wire
+}
 
 pub(crate) async fn write_loop(
     heartbeat_every: Option<Duration>,
@@ -182,7 +203,14 @@ pub(crate) async fn read_loop(
             }
             match step {
                 Ok(Step::Next) => {}
-                Ok(Step::Answer(ch, m)) => ch.answer_method(&wire, m).await,
+                Ok(Step::Answer(ch, m)) => {
+                    if matches!(m, Method::ChannelClose(_)) {
+                        // Closed by the broker: frames for its number
+                        // from now on belong to whoever opens it next.
+                        wire.unregister(ch.id);
+                    }
+                    ch.answer_method(&wire, m).await
+                }
                 Ok(Step::Deliver(tx, d)) => {
                     // Bounded: waiting here holds the socket back (TCP
                     // flow control) rather than buffering without limit.
@@ -389,7 +417,7 @@ fn deliver(wire: &Arc<Wire>, channel: u16, partial: &mut Partials) -> Step {
         properties: p.properties.unwrap_or_default(),
         body,
     };
-    match ch.content(wire, content) {
+    match ch.content(&wire.outbound, content) {
         Some((tx, d)) => Step::Deliver(tx, d),
         None => Step::Next,
     }

@@ -14,15 +14,19 @@ mod channel_state;
 mod connection;
 mod consume;
 mod core;
+mod delivery;
 mod error;
 mod events;
 mod handshake;
 mod io;
 mod options;
+mod outbound;
 mod publish;
 mod publishing;
 mod recovery;
+mod refresh;
 mod rpc;
+mod settings;
 mod socket;
 mod token;
 mod topology;
@@ -30,13 +34,15 @@ mod wire;
 
 pub use channel::{Channel, DeclaredQueue, GetMessage};
 pub use connection::{Connection, ConnectionBuilder};
-pub use consume::{Acker, Consumer, Delivery};
+pub use consume::Consumer;
+pub use delivery::{Acker, Delivery};
 pub use error::Error;
 pub use events::{Event, Events};
-pub use options::{ConsumeOptions, ExchangeKind, ExchangeOptions, PublishOptions, QueueOptions};
+pub use options::{
+    ConsumeOptions, ExchangeKind, ExchangeOptions, PublishOptions, QueueOptions, RecoveryOptions,
+};
 pub use publish::{Confirm, Confirmation, Returned, DEFAULT_IN_FLIGHT};
 pub use publishing::Message;
-pub use recovery::RecoveryOptions;
 pub use rpc::{reply, RpcClient, DIRECT_REPLY_TO};
 pub use token::Token;
 pub use warren_amqp091::{BasicProperties as Properties, FieldTable, FieldValue, ShortStr};

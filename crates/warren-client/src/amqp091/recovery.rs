@@ -4,93 +4,22 @@
 //! in `topology.rs` on a channel of its own, then reopen every channel
 //! under its number with its QoS, confirm and transaction modes, and
 //! start its consumers again under their tags. Only then do calls and
-//! publishes waiting on the connection go on.
+//! publishes waiting on the connection go on. [`supervise`] is the task
+//! that watches the wire in use and starts a recovery when it ends.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use warren_amqp091::methods::*;
 use warren_amqp091::Method;
 
-use super::channel::ChannelState;
-use super::core::Core;
+use super::channel_state::ChannelState;
+use super::core::{Core, Link};
 use super::error::Error;
 use super::events::Event;
 use super::handshake;
+use super::io;
 use super::topology::Topology;
 use super::wire::Wire;
-
-/// How a connection recovers. On by default.
-///
-/// ```
-/// use std::time::Duration;
-/// use warren_client::amqp091::RecoveryOptions;
-///
-/// let patient = RecoveryOptions::default().max_delay(Duration::from_secs(30));
-/// let never = RecoveryOptions::disabled();
-/// assert!(patient.enabled && !never.enabled);
-/// ```
-#[derive(Debug, Clone)]
-pub struct RecoveryOptions {
-    /// Recover at all (when false a lost connection is closed for good).
-    pub enabled: bool,
-    /// The pause after the first failed attempt; each later one doubles
-    /// it, up to `max_delay`.
-    pub initial_delay: Duration,
-    /// The longest pause between attempts.
-    pub max_delay: Duration,
-    /// Give up (and close the connection) after this many failed
-    /// attempts; None tries for ever.
-    pub max_attempts: Option<u32>,
-    /// Publish again, after a recovery, what was published in confirm
-    /// mode and not yet confirmed when the connection was lost: its
-    /// `Confirm` then waits for the new wire's answer instead of failing
-    /// with [`Error::ConnectionLost`]. The broker may already have had
-    /// such a message, so it can arrive twice (at least once, not
-    /// exactly once). Off by default.
-    pub republish_unconfirmed: bool,
-}
-
-impl Default for RecoveryOptions {
-    fn default() -> Self {
-        RecoveryOptions {
-            enabled: true,
-            initial_delay: Duration::from_millis(100),
-            max_delay: Duration::from_secs(5),
-            max_attempts: None,
-            republish_unconfirmed: false,
-        }
-    }
-}
-
-impl RecoveryOptions {
-    /// No recovery: a lost connection ends, as it does with most clients.
-    pub fn disabled() -> Self {
-        RecoveryOptions {
-            enabled: false,
-            ..Default::default()
-        }
-    }
-
-    /// The longest pause between attempts.
-    pub fn max_delay(mut self, d: Duration) -> Self {
-        self.max_delay = d;
-        self
-    }
-
-    /// Publish unconfirmed messages again after a recovery (see
-    /// [`Self::republish_unconfirmed`](RecoveryOptions#structfield.republish_unconfirmed)).
-    pub fn republish_unconfirmed(mut self) -> Self {
-        self.republish_unconfirmed = true;
-        self
-    }
-
-    /// Give up after `n` failed attempts.
-    pub fn max_attempts(mut self, n: u32) -> Self {
-        self.max_attempts = Some(n);
-        self
-    }
-}
 
 /// Connect again and restore everything; the new wire, not yet in use.
 pub(crate) async fn recover(core: &Arc<Core>) -> Result<Arc<Wire>, Error> {
@@ -108,7 +37,7 @@ pub(crate) async fn recover(core: &Arc<Core>) -> Result<Arc<Wire>, Error> {
         let result: Result<(), Error> =
             match handshake::open(uri, core.settings.name.as_deref(), core.settings.tls.as_ref()).await {
                 Ok(opened) => {
-                    let wire = Wire::start(opened, core.signals.clone(), core.settings.busy_poll);
+                    let wire = io::start(opened, core.signals.clone(), core.settings.busy_poll);
                     match restore(core, &wire).await {
                         Ok(()) => return Ok(wire),
                         Err(e) => {
@@ -157,6 +86,12 @@ async fn restore(core: &Arc<Core>, wire: &Arc<Wire>) -> Result<(), Error> {
         .ok_or_else(|| Error::Protocol("no channel number free for recovery".into()))?;
     redeclare(core, wire, free).await?;
     for c in channels {
+        if c.is_ended() {
+            continue;
+        }
+        if !wire.register(c.clone()) {
+            return Err(wire.ended_error());
+        }
         c.reopen(wire).await?;
     }
     Ok(())
@@ -282,5 +217,54 @@ impl<'w> Scratch<'w> {
         self.state.call_method(self.wire, close.into()).await?;
         self.wire.unregister(self.state.id);
         Ok(())
+    }
+}
+
+/// Watch the wire in use; when it ends, recover (or close for good).
+pub(crate) async fn supervise(core: Arc<Core>, mut wire: Arc<Wire>) {
+    loop {
+        wire.ended().await;
+        if core.closed().is_some() {
+            return;
+        }
+        let why = wire.ended_error();
+        core.signals.blocked.send_replace(false);
+        if !core.settings.recovery.enabled || matches!(why, Error::ClosedByClient) {
+            core.close_for_good(why);
+            return;
+        }
+        tracing::info!("AMQP 0-9-1 connection lost ({why}); recovering");
+        core.link.send_if_modified(|l| match l {
+            Link::Closed(_) => false,
+            _ => {
+                *l = Link::Recovering;
+                true
+            }
+        });
+        core.signals.emit(Event::Disconnected { error: why });
+        let span = tracing::info_span!("amqp091.recover", connection = core.settings.name.as_deref());
+        match tracing::Instrument::instrument(recover(&core), span).await {
+            Ok(next) => {
+                let installed = core.link.send_if_modified(|l| match l {
+                    Link::Closed(_) => false,
+                    _ => {
+                        *l = Link::Open(next.clone());
+                        true
+                    }
+                });
+                if !installed {
+                    // Closed by the application while recovering.
+                    next.end(Error::ClosedByClient);
+                    return;
+                }
+                tracing::info!("AMQP 0-9-1 connection recovered");
+                core.signals.emit(Event::Recovered);
+                wire = next;
+            }
+            Err(e) => {
+                core.close_for_good(e);
+                return;
+            }
+        }
     }
 }

@@ -16,10 +16,11 @@ use warren_amqp091::BasicProperties;
 
 use super::channel::Channel;
 use super::connection::Connection;
-use super::consume::Delivery;
+use super::delivery::Delivery;
 use super::error::Error;
 use super::events::Event;
 use super::options::ConsumeOptions;
+use super::publish::Confirm;
 
 /// The pseudo-queue replies come from.
 pub const DIRECT_REPLY_TO: &str = "amq.rabbitmq.reply-to";
@@ -186,7 +187,7 @@ pub async fn reply(
     request: &Delivery,
     mut properties: BasicProperties,
     body: Bytes,
-) -> Result<super::Confirm, Error> {
+) -> Result<Confirm, Error> {
     let Some(to) = request.properties().reply_to.as_ref() else {
         return Err(Error::NotARequest);
     };

@@ -5,7 +5,7 @@ use ahash::AHashMap as HashMap;
 
 use warren_amqp091::ShortStr;
 
-use super::{Binding, Destination};
+use super::binding::{Binding, Destination};
 
 #[derive(Debug, Default)]
 pub struct DirectIndex {

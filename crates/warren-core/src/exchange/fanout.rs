@@ -1,7 +1,7 @@
 //! Fanout exchange (0-9-1 §3.1.3.2): every bound destination gets a copy;
 //! routing keys are ignored.
 
-use super::{Binding, Destination};
+use super::binding::{Binding, Destination};
 
 #[derive(Debug, Default)]
 pub struct FanoutIndex {

@@ -7,7 +7,7 @@
 
 use warren_amqp091::{FieldTable, FieldValue};
 
-use super::{Binding, Destination};
+use super::binding::{Binding, Destination};
 
 #[derive(Debug, Default)]
 pub struct HeadersIndex {

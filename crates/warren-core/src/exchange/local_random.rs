@@ -7,7 +7,8 @@
 
 use rand::Rng;
 
-use super::{fanout::FanoutIndex, Binding, Destination};
+use super::binding::{Binding, Destination};
+use super::fanout::FanoutIndex;
 
 #[derive(Debug, Default)]
 pub struct LocalRandomIndex {

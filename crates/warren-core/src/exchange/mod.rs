@@ -4,6 +4,7 @@
 //! message go to?"; following exchange-to-exchange bindings, alternate
 //! exchanges and looking up queues is the virtual host's job.
 
+mod binding;
 mod direct;
 mod fanout;
 mod headers;
@@ -14,32 +15,9 @@ use warren_amqp091::{FieldTable, FieldValue, ShortStr};
 
 use crate::error::BrokerError;
 
+pub use binding::{Binding, Destination};
 pub use headers::headers_match;
 pub use topic::TopicTrie;
-
-/// Where a binding leads.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Destination {
-    Queue(ShortStr),
-    Exchange(ShortStr),
-}
-
-impl Destination {
-    pub fn name(&self) -> &ShortStr {
-        match self {
-            Destination::Queue(n) | Destination::Exchange(n) => n,
-        }
-    }
-}
-
-/// One binding from an exchange (0-9-1 §3.1.3.3): destination, routing key
-/// (or pattern) and arguments. Two bindings differ if any of the three do.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Binding {
-    pub destination: Destination,
-    pub routing_key: ShortStr,
-    pub arguments: FieldTable,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExchangeKind {

@@ -10,7 +10,7 @@ use ahash::{AHashMap as HashMap, AHashSet as HashSet};
 use bytes::Bytes;
 use warren_amqp091::ShortStr;
 
-use super::Destination;
+use super::binding::Destination;
 
 #[derive(Debug, Default)]
 struct Node {
