@@ -7,7 +7,11 @@
 #   P  confirmed publishing, 12 B and 1 KB, at most 1, 5, 20, 200, 1,000
 #      and 10,000 unconfirmed, SECS seconds each, to a queue capped at
 #      10,000 messages (x-max-length); warren-client twice, as it comes
-#      and with busy_poll(100 µs) (warren-busy-poll)
+#      and with busy_poll(100 µs) (warren-busy-poll); and `floor`, no
+#      client library (raw frames, a blocking socket, one thread): what
+#      any client that sleeps while it waits must pay, so the most one
+#      client can beat another by at a point is the other's distance
+#      from it
 #   C  consuming MSGS messages (12 B) with prefetch 1,000, acking with
 #      `multiple` every 1, 10 and 100
 #   D  warren-client's dispatch concurrency: a 0 ms handler at 1 and 32,
@@ -42,11 +46,12 @@ TSV="$OUT/client-bench.tsv"
 : > "$TSV"
 bench() { timeout 300 ./target/release/client-bench "$URI" "$@" | tee -a "$TSV" | cut -f1,2,3,4,5,6,7,10,11,12; }
 ORDERS=("warren lapin amqprs" "lapin amqprs warren" "amqprs warren lapin")
-PUB_ORDERS=("warren warren-busy-poll lapin amqprs" "lapin amqprs warren warren-busy-poll"
-  "amqprs warren-busy-poll warren lapin" "warren-busy-poll lapin amqprs warren")
+PUB_ORDERS=("warren warren-busy-poll lapin amqprs floor" "lapin amqprs floor warren warren-busy-poll"
+  "floor warren lapin warren-busy-poll amqprs" "amqprs warren-busy-poll warren floor lapin"
+  "warren-busy-poll floor amqprs lapin warren")
 turn=0
 clients() { echo "${ORDERS[$((turn % 3))]}"; turn=$((turn + 1)); }
-publishers() { echo "${PUB_ORDERS[$((turn % 4))]}"; turn=$((turn + 1)); }
+publishers() { echo "${PUB_ORDERS[$((turn % 5))]}"; turn=$((turn + 1)); }
 
 # The floor under the low in-flight points: the broker's own answer time
 # to a synchronous method, through warren-client.

@@ -28,6 +28,22 @@ def table(workload, key, label):
         cpu = "/".join(at[c]["cpu_us_per_msg"] for c in ("Warren", "Lapin", "Amqprs"))
         csw = "/".join(at[c]["csw_per_msg"] for c in ("Warren", "Lapin", "Amqprs"))
         print(f"| {size} | {k} | {w:.0f} | {l:.0f} | {a:.0f} | {w / max(l, a):.2f} | {cpu} | {csw} |")
+    floored = [(size, k) for size, k in points
+               if any(r["client"] == "Floor" and r["workload"] == workload
+                      and int(r["size"]) == size and int(r[key]) == k for r in rows)]
+    if floored:
+        print(f"\n{label}: the floor (raw frames, a blocking socket, one thread)")
+        print("| size | %s | floor msg/s | warren as a share of it | the better of lapin, amqprs as a share | "
+              "the most any client could beat that one by | CPU µs/msg |" % key)
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        for size, k in floored:
+            at = {r["client"]: r for r in rows
+                  if r["workload"] == workload and int(r["size"]) == size and int(r[key]) == k}
+            if not all(c in at for c in ("Floor", "Warren", "Lapin", "Amqprs")):
+                continue
+            f, w, l, a = (float(at[c]["rate"]) for c in ("Floor", "Warren", "Lapin", "Amqprs"))
+            print(f"| {size} | {k} | {f:.0f} | {w / f * 100:.0f} % | {max(l, a) / f * 100:.0f} % | "
+                  f"{f / max(l, a):.2f}x | {at['Floor']['cpu_us_per_msg']} |")
     polled = [(size, k) for size, k in points
               if any(r["client"] == "WarrenBusyPoll" and r["workload"] == workload
                      and int(r["size"]) == size and int(r[key]) == k for r in rows)]

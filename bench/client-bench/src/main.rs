@@ -10,11 +10,13 @@
 //! ```
 //!
 //! CLIENT is `warren` (warren-client), `warren-busy-poll` (warren-client
-//! with `busy_poll`, publishing only), `lapin` or `amqprs`. Queues are
+//! with `busy_poll`, publishing only), `lapin`, `amqprs` or `floor` (no
+//! client library: raw frames on a blocking socket, publishing only). Queues are
 //! set up (and filled, for `consume`) with warren-client before the
 //! clock starts.
 
 mod amqprs_side;
+mod floor_side;
 mod lapin_side;
 mod setup;
 mod usage;
@@ -35,6 +37,9 @@ enum Client {
     WarrenBusyPoll,
     Lapin,
     Amqprs,
+    /// No client library: raw frames on a blocking socket, one thread
+    /// (publishing only): the floor any client that sleeps must pay.
+    Floor,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -111,6 +116,12 @@ async fn run(a: Args) {
                 }
                 Client::Lapin => lapin_side::publish(&a.uri, &q, &body, a.in_flight, secs).await,
                 Client::Amqprs => amqprs_side::publish(&a.uri, &q, &body, a.in_flight, secs).await,
+                Client::Floor => {
+                    let (uri, q, body, in_flight) = (a.uri.clone(), q.clone(), body.clone(), a.in_flight);
+                    tokio::task::spawn_blocking(move || floor_side::publish(&uri, &q, &body, in_flight, secs))
+                        .await
+                        .expect("the floor run")
+                }
             };
             (o, usage::now().since(&before))
         }
@@ -118,6 +129,7 @@ async fn run(a: Args) {
             let q = setup::filled_queue(&a.uri, &body, a.messages).await;
             let before = usage::now();
             let o = match a.client {
+                Client::Floor => panic!("the floor is measured publishing"),
                 Client::Warren | Client::WarrenBusyPoll => {
                     warren_side::consume(&a.uri, &q, a.messages, a.ack_every, a.prefetch).await
                 }

@@ -19,7 +19,7 @@ use super::error::Error;
 use super::events::Event;
 use super::options::ConsumeOptions;
 use super::outbound::Outbound;
-use super::publish::{Confirms, Returned, DEFAULT_IN_FLIGHT};
+use super::publish::{Confirms, Returned, Settle, DEFAULT_IN_FLIGHT};
 
 /// A message with its method, as the reader assembled it.
 pub(crate) struct Content {
@@ -217,17 +217,18 @@ impl ChannelState {
     }
 
     /// A confirm from the broker (basic.ack or basic.nack) settles its
-    /// publishes: `Some(true)` if it freed an in-flight slot with
-    /// publishers waiting for one, whom the caller tells (the reader
-    /// tells them once per read, so they find every slot its confirms
-    /// freed); `None` for any other method.
-    pub(crate) fn confirm(&self, m: &Method) -> Option<bool> {
+    /// publishes, which go to `settled` for the caller to tell once it
+    /// has routed the whole read (with no lock held): `Some(true)` if it
+    /// freed an in-flight slot with publishers waiting for one, whom the
+    /// caller also tells then, so they find every slot the read's
+    /// confirms freed; `None` for any other method.
+    pub(crate) fn confirm(&self, m: &Method, settled: &mut Vec<Settle>) -> Option<bool> {
         let (tag, multiple, ack) = match m {
             Method::BasicAck(a) => (a.delivery_tag, a.multiple, true),
             Method::BasicNack(n) => (n.delivery_tag, n.multiple, false),
             _ => return None,
         };
-        Some(self.confirms.lock().settle(tag, multiple, ack))
+        Some(self.confirms.lock().settle(tag, multiple, ack, settled))
     }
 
     /// A method from the broker (content methods go to [`Self::content`],

@@ -20,6 +20,7 @@ use super::error::Error;
 use super::events::{Event, Signals};
 use super::handshake::Opened;
 use super::outbound::Outbound;
+use super::publish::Settle;
 use super::socket::ReadHalf;
 use super::wire::{ChannelMap, Wire};
 
@@ -113,7 +114,8 @@ struct Partial {
 }
 
 /// What the reader keeps between frames: the messages being assembled,
-/// by channel, and the channels whose confirms freed in-flight room.
+/// by channel, the publishes confirmed and the channels whose confirms
+/// freed in-flight room, told once the read is routed.
 /// Content frames of one message come together, so usually one message
 /// is under way: it is kept in a slot of its own, and only messages of
 /// several channels interleaved go to the map (no hashing, or moving
@@ -122,14 +124,21 @@ struct Partial {
 struct Partials {
     one: Option<(u16, Partial)>,
     more: ChannelMap<Partial>,
+    /// Publishes confirmed in this read, their futures not yet told.
+    settled: Vec<Settle>,
     /// Channels whose confirms freed in-flight room in this read.
     freed: Vec<Arc<ChannelState>>,
 }
 
 impl Partials {
-    /// Tell the publishers waiting for room on the channels whose
-    /// confirms freed some (before the reader waits for anything).
-    fn tell_freed(&mut self) {
+    /// Tell the publishes this read confirmed, then the publishers
+    /// waiting for room on the channels whose confirms freed some (before
+    /// the reader waits for anything). Told together, a publisher woken
+    /// on another thread finds every confirm of the read, as a publisher
+    /// told one by one would not: it would wake, publish, and sleep again
+    /// for the next while the reader was still routing.
+    fn tell(&mut self) {
+        self.settled.drain(..).for_each(Settle::tell);
         for ch in self.freed.drain(..) {
             ch.slot_freed.notify_waiters();
         }
@@ -160,6 +169,14 @@ impl Partials {
             Some((c, _)) if *c == channel => self.one.take().map(|(_, p)| p),
             _ => self.more.remove(&channel),
         }
+    }
+}
+
+impl Drop for Partials {
+    /// The reader stopped (the wire ended): what the broker confirmed is
+    /// still told as confirmed, not lost with the wire.
+    fn drop(&mut self) {
+        self.tell();
     }
 }
 
@@ -199,7 +216,7 @@ pub(crate) async fn read_loop(
             if !matches!(step, Ok(Step::Next)) {
                 // A step that may wait: publishers are not kept waiting
                 // on it for room already freed.
-                partial.tell_freed();
+                partial.tell();
             }
             match step {
                 Ok(Step::Next) => {}
@@ -224,7 +241,7 @@ pub(crate) async fn read_loop(
                 Err(e) => return fail(&wire, e),
             }
         }
-        partial.tell_freed();
+        partial.tell();
         if *stopped.borrow() {
             return;
         }
@@ -342,7 +359,7 @@ fn route(wire: &Arc<Wire>, partial: &mut Partials, f: Frame) -> Result<Step, Err
                     // Publishers waiting for in-flight room are told once
                     // the whole read is routed: they then find all the
                     // room its confirms freed, and publish it in one go.
-                    if let Some(freed) = ch.confirm(&m) {
+                    if let Some(freed) = ch.confirm(&m, &mut partial.settled) {
                         if freed && !partial.freed.iter().any(|c| Arc::ptr_eq(c, &ch)) {
                             partial.freed.push(ch);
                         }

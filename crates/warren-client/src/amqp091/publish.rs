@@ -49,6 +49,18 @@ pub struct Returned {
 
 type Settled = Result<Confirmation, Error>;
 
+/// A publish the broker has answered, whose future is yet to be told.
+pub(crate) struct Settle(oneshot::Sender<Settled>, Confirmation);
+
+impl Settle {
+    /// Tell the publish's future. Done with no lock held: the task it
+    /// wakes may run at once on another thread, and its next publish
+    /// takes the confirm state's lock.
+    pub(crate) fn tell(self) {
+        let _ = self.0.send(Ok(self.1));
+    }
+}
+
 /// Publishes in flight per channel in confirm mode before `publish`
 /// waits for confirms.
 pub const DEFAULT_IN_FLIGHT: usize = 256;
@@ -185,16 +197,18 @@ impl Confirms {
     }
 
     /// basic.ack (`ack`) or basic.nack of `tag`, `multiple` or not; true
-    /// if that freed a slot a publish may be waiting for.
-    pub(crate) fn settle(&mut self, tag: u64, multiple: bool, ack: bool) -> bool {
+    /// if that freed a slot a publish may be waiting for. The publishes
+    /// it settles go to `settled`, to be told once the caller has let go
+    /// of this state's lock (see [`Settle::tell`]).
+    pub(crate) fn settle(&mut self, tag: u64, multiple: bool, ack: bool, settled: &mut Vec<Settle>) -> bool {
         let was_full = self.pending.len() >= self.max;
-        let answer = |p: Pending| {
+        let mut answer = |p: Pending| {
             let c = match (ack, p.returned) {
                 (false, _) => Confirmation::Nack,
                 (true, Some(r)) => Confirmation::Returned(r),
                 (true, None) => Confirmation::Ack,
             };
-            let _ = p.tx.send(Ok(c));
+            settled.push(Settle(p.tx, c));
         };
         if multiple {
             while self.pending.front().is_some_and(|p| p.seq <= tag) {
@@ -277,13 +291,20 @@ mod tests {
         c.enable();
         let mut rx: Vec<_> = (0..3).map(|_| c.push(None)).collect();
         assert_eq!(c.room(), 0);
-        assert!(c.settle(1, false, true), "a slot freed from full");
+        let mut settled = Vec::new();
+        assert!(c.settle(1, false, true, &mut settled), "a slot freed from full");
         assert_eq!(c.room(), 1);
-        assert!(!c.settle(3, false, true), "not full before: nobody waits");
+        assert!(
+            !c.settle(3, false, true, &mut settled),
+            "not full before: nobody waits"
+        );
         assert_eq!(c.room(), 2);
         rx.push(c.push(None));
-        assert!(!c.settle(4, true, true));
+        assert!(!c.settle(4, true, true, &mut settled));
         assert_eq!(c.room(), 3);
+        assert!(rx[0].try_recv().is_err(), "told only once the caller lets go");
+        assert_eq!(settled.len(), 4);
+        settled.into_iter().for_each(Settle::tell);
         for r in &mut rx {
             assert_eq!(r.try_recv().unwrap().unwrap(), Confirmation::Ack);
         }
