@@ -21,6 +21,8 @@
 #      slower than its publisher (1 KB messages)
 #
 #   bench/client.sh [SECS] [MSGS]        (default 5 s, 50,000 messages)
+#   REPEAT=3 bench/client.sh 5 50000     (each publishing point 3 times,
+#                                         read as the medians)
 #
 # Clients take turns in a rotating order at each point. Rows go to
 # bench/out/client-bench.tsv; a summary with ratios is printed.
@@ -59,7 +61,9 @@ bench warren round-trip --secs "$SECS"
 bench warren-busy-poll round-trip --secs "$SECS"
 for size in 12 1000; do
   for inflight in 1 5 20 200 1000 10000; do
-    for c in $(publishers); do bench "$c" publish --size "$size" --in-flight "$inflight" --secs "$SECS"; done
+    for _ in $(seq "${REPEAT:-1}"); do
+      for c in $(publishers); do bench "$c" publish --size "$size" --in-flight "$inflight" --secs "$SECS"; done
+    done
   done
 done
 for every in 1 10 100; do

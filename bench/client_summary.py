@@ -1,6 +1,8 @@
 """Summarise bench/client.sh's rows: warren-client beside the better of
 lapin and amqprs at each point, with CPU time and context switches per
-message; dispatch concurrency against its targets; memory."""
+message; dispatch concurrency against its targets; memory. A point run
+more than once (REPEAT) reads as its median rate, CPU and switches."""
+import statistics
 import sys
 
 rows = []
@@ -14,14 +16,31 @@ for line in open(sys.argv[1]):
     rows.append(r)
 
 
+def point(workload, key, size, k):
+    """Each client's row at one point; repeated runs as their medians."""
+    runs = {}
+    for r in rows:
+        if r["workload"] == workload and int(r["size"]) == size and int(r[key]) == k:
+            runs.setdefault(r["client"], []).append(r)
+    at = {}
+    for client, rs in runs.items():
+        m = dict(rs[-1])
+        for f in ("rate", "cpu_us_per_msg", "csw_per_msg"):
+            m[f] = str(statistics.median(float(r[f]) for r in rs))
+        m["runs"] = len(rs)
+        at[client] = m
+    return at
+
+
 def table(workload, key, label):
     points = sorted({(int(r["size"]), int(r[key])) for r in rows if r["workload"] == workload})
-    print(f"\n{label}")
+    repeats = max((sum(1 for r in rows if r["workload"] == workload and r["client"] == "Warren"
+                       and int(r["size"]) == s and int(r[key]) == k) for s, k in points), default=1)
+    print(f"\n{label}" + (f" (each figure the median of {repeats} runs)" if repeats > 1 else ""))
     print("| size | %s | warren msg/s | lapin | amqprs | ratio to the better | CPU µs/msg w/l/a | csw/msg w/l/a |" % key)
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for size, k in points:
-        at = {r["client"]: r for r in rows
-              if r["workload"] == workload and int(r["size"]) == size and int(r[key]) == k}
+        at = point(workload, key, size, k)
         if len(at) < 3:
             continue
         w, l, a = (float(at[c]["rate"]) for c in ("Warren", "Lapin", "Amqprs"))
@@ -37,8 +56,7 @@ def table(workload, key, label):
               "the most any client could beat that one by | CPU µs/msg |" % key)
         print("| --- | --- | --- | --- | --- | --- | --- |")
         for size, k in floored:
-            at = {r["client"]: r for r in rows
-                  if r["workload"] == workload and int(r["size"]) == size and int(r[key]) == k}
+            at = point(workload, key, size, k)
             if not all(c in at for c in ("Floor", "Warren", "Lapin", "Amqprs")):
                 continue
             f, w, l, a = (float(at[c]["rate"]) for c in ("Floor", "Warren", "Lapin", "Amqprs"))
@@ -53,8 +71,7 @@ def table(workload, key, label):
     print("| size | %s | warren busy-poll msg/s | as it comes | ratio to the better of lapin, amqprs | CPU µs/msg | csw/msg |" % key)
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for size, k in polled:
-        at = {r["client"]: r for r in rows
-              if r["workload"] == workload and int(r["size"]) == size and int(r[key]) == k}
+        at = point(workload, key, size, k)
         if len(at) < 4:
             continue
         p, w, l, a = (float(at[c]["rate"]) for c in ("WarrenBusyPoll", "Warren", "Lapin", "Amqprs"))
