@@ -121,8 +121,6 @@ impl Confirms {
         }
     }
 
-    /// Confirm mode again on a new wire: the broker numbers from 1 (the
-    /// publishes of the old one were failed when it ended).
     /// Confirm mode again on a new wire: the broker numbers from 1. The
     /// publishes held over from the old wire (see [`Self::hold`]) are
     /// numbered first, in their order; their frames come back to be
