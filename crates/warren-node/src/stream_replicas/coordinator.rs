@@ -8,6 +8,13 @@
 //! some member of any stopped majority holds it, and the longest log
 //! among them holds every one; a stopped member takes nothing more from
 //! the old leader, so it cannot commit past what was counted.
+//!
+//! Hence an election once begun always ends its epoch, even when the old
+//! leader comes back meanwhile (it is asked to stop too, and may well be
+//! chosen again): a stopped member waits for a new epoch. The elections
+//! live in the coordinator's memory only, so a member stopped for long
+//! reminds whichever node leads the metadata group now, which begins the
+//! election again if it knows of none.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,6 +35,16 @@ const CHECK: Duration = Duration::from_millis(250);
 /// answered may have gone meanwhile).
 const ELECTION_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// A member stopped this long with no new epoch reminds the coordinator.
+const REMIND: Duration = Duration::from_secs(10);
+
+/// This node's member of a stream was stopped in `epoch` (not yet
+/// reminded since `since`).
+pub struct Halt {
+    pub epoch: u64,
+    pub since: Instant,
+}
+
 pub struct Election {
     epoch: u64,
     started: Instant,
@@ -45,6 +62,15 @@ impl Election {
             proposed: false,
         }
     }
+}
+
+/// A stream's leader for the next epoch, as an election chose it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chosen {
+    pub vhost: String,
+    pub name: String,
+    pub epoch: u64,
+    pub leader: String,
 }
 
 /// The member to lead next: the highest tail (epoch, then chunk id; an
@@ -89,16 +115,44 @@ impl Streams {
                     _ = shutdown.changed() => return,
                 }
                 let Some(s) = me.upgrade() else { return };
-                if meta.leader().as_deref() != Some(s.node.as_str()) {
-                    s.elections.lock().clear();
+                let leader = meta.leader();
+                if let Some(l) = &leader {
+                    s.remind(l, REMIND);
+                }
+                if leader.as_deref() != Some(s.node.as_str()) {
+                    s.resign();
                     continue;
                 }
-                s.coordinate(&meta);
+                for c in s.coordinate() {
+                    s.propose(&meta, c);
+                }
             }
         });
     }
 
-    fn coordinate(self: &Arc<Self>, meta: &Arc<Meta>) {
+    /// Agree on a chosen leader through the metadata log.
+    fn propose(&self, meta: &Arc<Meta>, c: Chosen) {
+        tracing::info!(vhost = %c.vhost, stream = %c.name, epoch = c.epoch, leader = %c.leader, "electing a stream leader");
+        let name = c.name.clone();
+        let cmd = Command::StreamLeader {
+            vhost: c.vhost,
+            name: c.name,
+            epoch: c.epoch,
+            leader: c.leader,
+        };
+        let data = serde_json::to_vec(&cmd).expect("a command encodes");
+        let meta = meta.clone();
+        tokio::spawn(async move {
+            if let Err(e) = meta.propose(data, command::COMMIT_TIMEOUT).await {
+                tracing::info!(stream = %name, "a stream leader not agreed: {e}; the election starts again");
+            }
+        });
+    }
+
+    /// One check of every replicated stream: elections begun, members
+    /// asked to stop, and the leaders chosen (to be agreed).
+    pub(super) fn coordinate(&self) -> Vec<Chosen> {
+        let mut chosen = Vec::new();
         let placements: Vec<Placement> = self
             .registry
             .lock()
@@ -108,9 +162,19 @@ impl Streams {
             .collect();
         for p in placements {
             let key = (p.vhost.clone(), p.name.clone());
-            if p.leader.as_ref().is_some_and(|l| self.is_up(l)) {
-                self.elections.lock().remove(&key);
-                continue;
+            let leader_up = p.leader.as_ref().is_some_and(|l| self.is_up(l));
+            {
+                // An election of an earlier epoch is over. One of this
+                // epoch goes on even when the leader is back: the members
+                // it stopped take nothing more from it, so only a new
+                // epoch sets them going again.
+                let mut es = self.elections.lock();
+                if es.get(&key).is_some_and(|e| e.epoch != p.epoch) {
+                    es.remove(&key);
+                }
+                if leader_up && !es.contains_key(&key) {
+                    continue;
+                }
             }
             // An election needs a majority of the members stopped. A node
             // that reaches fewer (a metadata leader cut off from the rest,
@@ -125,29 +189,37 @@ impl Streams {
             if reachable < majority(&p) {
                 continue;
             }
-            let ask = {
+            // In its first checks, the election asks every member that
+            // has not answered, the old leader too if it is reachable.
+            let ask: Vec<String> = {
                 let mut es = self.elections.lock();
                 let e = es.entry(key.clone()).or_insert_with(|| Election::new(p.epoch));
-                if e.epoch != p.epoch || e.started.elapsed() > ELECTION_TIMEOUT {
+                if e.started.elapsed() > ELECTION_TIMEOUT {
                     *e = Election::new(p.epoch);
                 }
-                e.tails.is_empty() && e.started.elapsed() < CHECK * 2
+                if e.proposed || e.started.elapsed() >= CHECK * 2 {
+                    Vec::new()
+                } else {
+                    p.members
+                        .iter()
+                        .filter(|m| !e.tails.contains_key(*m))
+                        .cloned()
+                        .collect()
+                }
             };
-            if ask {
-                let stream = stream_ref(&p);
-                for m in p.members.iter().filter(|m| Some(*m) != p.leader.as_ref()) {
-                    if *m == self.node {
-                        if let Some(tail) = self.stop_here(&stream) {
-                            self.stopped(m, &stream, tail);
-                        }
-                    } else if self.is_up(m) {
-                        self.out.send(
-                            m,
-                            StreamMsg::Stop {
-                                stream: stream.clone(),
-                            },
-                        );
+            let stream = stream_ref(&p);
+            for m in &ask {
+                if *m == self.node {
+                    if let Some(tail) = self.stop_here(&stream) {
+                        self.stopped(m, &stream, tail);
                     }
+                } else if self.is_up(m) {
+                    self.out.send(
+                        m,
+                        StreamMsg::Stop {
+                            stream: stream.clone(),
+                        },
+                    );
                 }
             }
             let winner = {
@@ -160,34 +232,82 @@ impl Streams {
                 select_leader(&p, &e.tails)
             };
             let Some(leader) = winner else { continue };
-            tracing::info!(vhost = %p.vhost, stream = %p.name, epoch = p.epoch + 1, %leader, "electing a stream leader");
-            let c = Command::StreamLeader {
-                vhost: p.vhost.clone(),
-                name: p.name.clone(),
+            chosen.push(Chosen {
+                vhost: p.vhost,
+                name: p.name,
                 epoch: p.epoch + 1,
                 leader,
-            };
-            let data = serde_json::to_vec(&c).expect("a command encodes");
-            let meta = meta.clone();
-            tokio::spawn(async move {
-                if let Err(e) = meta.propose(data, command::COMMIT_TIMEOUT).await {
-                    tracing::info!(stream = %p.name, "a stream leader not agreed: {e}; the election starts again");
-                }
             });
+        }
+        chosen
+    }
+
+    /// This node no longer leads the metadata group: its elections go.
+    pub(super) fn resign(&self) {
+        self.elections.lock().clear();
+    }
+
+    /// Every [`CHECK`], on every node: a member stopped for `after`
+    /// with no new epoch says so to `coordinator` (the metadata leader),
+    /// every `after`. The coordinator that stopped it may have lost its
+    /// leadership, and its election with it; the next one ends the epoch.
+    pub(super) fn remind(&self, coordinator: &str, after: Duration) {
+        let due: Vec<StreamRef> = {
+            let reg = self.registry.lock();
+            let mut halts = self.halts.lock();
+            halts.retain(|(vhost, name), s| reg.get(vhost, name).is_some_and(|p| p.epoch == s.epoch));
+            halts
+                .iter_mut()
+                .filter(|(_, s)| s.since.elapsed() >= after)
+                .map(|((vhost, name), s)| {
+                    s.since = Instant::now();
+                    StreamRef {
+                        vhost: vhost.clone(),
+                        name: Bytes::from(name.clone().into_bytes()),
+                        epoch: s.epoch,
+                    }
+                })
+                .collect()
+        };
+        for stream in due {
+            let name = String::from_utf8_lossy(&stream.name).into_owned();
+            let Some(log) = self.local_log(&stream.vhost, &name) else {
+                continue;
+            };
+            let tail = log.last_chunk();
+            tracing::info!(vhost = %stream.vhost, stream = %name, epoch = stream.epoch, coordinator, "a member stopped with no new epoch reminds the coordinator");
+            if coordinator == self.node {
+                let node = self.node.clone();
+                self.stopped(&node, &stream, tail);
+            } else {
+                self.out.send(coordinator, StreamMsg::Stopped { stream, tail });
+            }
         }
     }
 
-    /// A member's answer to `Stop`.
+    /// A member's answer to `Stop`, or its reminder. One for an epoch
+    /// with no election here (the coordinator that began it forgot)
+    /// begins one: stopped members wait for a new epoch.
     pub(super) fn stopped(&self, from: &str, stream: &StreamRef, tail: Option<(u64, u64)>) {
         let key = (
             stream.vhost.clone(),
             String::from_utf8_lossy(&stream.name).into_owned(),
         );
+        let current = self
+            .placement(&key.0, &key.1)
+            .is_some_and(|p| p.epoch == stream.epoch);
         let mut es = self.elections.lock();
-        if let Some(e) = es.get_mut(&key) {
-            if e.epoch == stream.epoch && !e.proposed {
+        match es.get_mut(&key) {
+            Some(e) if e.epoch == stream.epoch && !e.proposed => {
                 e.tails.insert(from.to_string(), tail);
             }
+            Some(e) if e.epoch == stream.epoch => {}
+            _ if current => {
+                let mut e = Election::new(stream.epoch);
+                e.tails.insert(from.to_string(), tail);
+                es.insert(key, e);
+            }
+            _ => {}
         }
     }
 }

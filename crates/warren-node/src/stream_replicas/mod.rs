@@ -11,6 +11,8 @@
 //! (and readable anywhere) once a majority of the members has it.
 
 pub mod coordinator;
+#[cfg(test)]
+mod election_tests;
 pub mod forward;
 pub mod leader;
 pub mod outbox;
@@ -62,6 +64,8 @@ pub struct Streams {
     logs: Mutex<HashMap<(String, String), Weak<StreamLog>>>,
     /// The coordinator's elections under way (on the metadata leader).
     elections: Mutex<HashMap<(String, String), coordinator::Election>>,
+    /// This node's members stopped by an election, until a new epoch.
+    halts: Mutex<HashMap<(String, String), coordinator::Halt>>,
     /// `stream_status` requests to other members.
     asks: status::Asks,
     /// Publishes handed to leaders on other nodes.
@@ -77,6 +81,7 @@ impl Streams {
             runs: Mutex::new(HashMap::new()),
             logs: Mutex::new(HashMap::new()),
             elections: Mutex::new(HashMap::new()),
+            halts: Mutex::new(HashMap::new()),
             asks: Default::default(),
             writes: Default::default(),
         }))
@@ -234,6 +239,7 @@ impl Streams {
             r.stop();
         }
         self.logs.lock().remove(&key);
+        self.halts.lock().remove(&key);
         if let Err(e) = self.registry.lock().remove(vhost, name) {
             tracing::error!(vhost, stream = name, "cannot remove a stream's placement: {e}");
         }
@@ -531,6 +537,13 @@ impl Streams {
         if p.epoch != stream.epoch || !p.members.contains(&self.node) {
             return None;
         }
+        self.halts.lock().insert(
+            key.clone(),
+            coordinator::Halt {
+                epoch: stream.epoch,
+                since: std::time::Instant::now(),
+            },
+        );
         let run = self.runs.lock().remove(&key);
         match run {
             Some(Run::Replica(f)) => {

@@ -1,0 +1,183 @@
+//! The stream coordinator's elections among three members wired by hand:
+//! a message between them arrives only when the test delivers it, so an
+//! election can be cut exactly where a fault would cut it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use warren_core::queue::StreamLog;
+use warren_peer::Message;
+
+use super::coordinator::Chosen;
+use super::Streams;
+use crate::definitions::records::Placement;
+
+const NODES: [&str; 3] = ["a", "b", "c"];
+
+struct Cluster {
+    _dir: tempfile::TempDir,
+    nodes: HashMap<&'static str, Arc<Streams>>,
+    /// Kept open: a member holds its log weakly.
+    logs: HashMap<&'static str, Arc<StreamLog>>,
+    /// The links up: (from, to) and what `from` queued for `to`.
+    links: HashMap<(&'static str, &'static str), mpsc::UnboundedReceiver<Message>>,
+}
+
+impl Cluster {
+    /// Stream "s" on members a, b, c, led by a in epoch 1; a's log holds
+    /// one chunk the others do not (the longest log), and no links yet.
+    fn new() -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let placement = Placement {
+            vhost: "/".into(),
+            name: "s".into(),
+            members: NODES.iter().map(|n| n.to_string()).collect(),
+            leader: Some("a".into()),
+            epoch: 1,
+        };
+        let mut nodes = HashMap::new();
+        let mut logs = HashMap::new();
+        for n in NODES {
+            let home = dir.path().join(n);
+            std::fs::create_dir_all(&home).unwrap();
+            let s = Streams::open(&home, n).unwrap();
+            s.placed(placement.clone()).unwrap();
+            let log = StreamLog::open(&home.join("streams"), "/", "s", Default::default(), 0).unwrap();
+            if n == "a" {
+                log.append_marker().unwrap();
+            }
+            warren_core::queue::StreamSystem::attach(&*s, &log);
+            nodes.insert(n, s);
+            logs.insert(n, log);
+        }
+        Cluster {
+            _dir: dir,
+            nodes,
+            logs,
+            links: HashMap::new(),
+        }
+    }
+
+    fn node(&self, n: &str) -> &Arc<Streams> {
+        &self.nodes[n]
+    }
+
+    fn connect(&mut self, x: &'static str, y: &'static str) {
+        for (from, to) in [(x, y), (y, x)] {
+            let (tx, rx) = mpsc::unbounded_channel();
+            self.links.insert((from, to), rx);
+            self.nodes[from].up(to, tx);
+        }
+    }
+
+    fn cut(&mut self, x: &'static str, y: &'static str) {
+        for (from, to) in [(x, y), (y, x)] {
+            self.links.remove(&(from, to));
+            self.nodes[from].down(to);
+        }
+    }
+
+    /// Deliver what the links hold, and what that sends, until quiet.
+    fn deliver(&mut self) {
+        let Cluster { nodes, links, .. } = self;
+        loop {
+            let mut any = false;
+            for ((from, to), rx) in links.iter_mut() {
+                while let Ok(m) = rx.try_recv() {
+                    any = true;
+                    if let Message::Stream(m) = m {
+                        nodes[to].received(from, m);
+                    }
+                }
+            }
+            if !any {
+                return;
+            }
+        }
+    }
+
+    /// `coordinator` checks and the answers come in, a few times: the
+    /// leaders it chose.
+    fn elect(&mut self, coordinator: &str) -> Vec<Chosen> {
+        let mut chosen = Vec::new();
+        for _ in 0..4 {
+            chosen.extend(self.node(coordinator).coordinate());
+            self.deliver();
+        }
+        chosen
+    }
+}
+
+fn chosen(epoch: u64, leader: &str) -> Vec<Chosen> {
+    vec![Chosen {
+        vhost: "/".into(),
+        name: "s".into(),
+        epoch,
+        leader: leader.into(),
+    }]
+}
+
+#[tokio::test]
+async fn an_election_begun_ends_the_epoch_though_the_old_leader_comes_back() {
+    let mut c = Cluster::new();
+    c.connect("a", "b");
+    c.connect("a", "c");
+    c.connect("b", "c");
+    c.deliver();
+    assert!(c.elect("b").is_empty(), "no election while the leader is up");
+
+    // b leads the metadata group and loses sight of a: it stops its own
+    // member and asks c to stop, and a is back before c's answer is in.
+    c.cut("a", "b");
+    c.cut("a", "c");
+    assert!(c.node("b").coordinate().is_empty());
+    c.connect("a", "b");
+    c.connect("a", "c");
+    // The members stopped take nothing more from a in epoch 1, so the
+    // epoch must end; a, asked too, has the longest log and leads again.
+    assert_eq!(c.elect("b"), chosen(2, "a"));
+    assert!(c.elect("b").is_empty(), "one leader per epoch");
+    assert_eq!(c.logs["a"].last_chunk(), Some((1, 0)));
+}
+
+#[tokio::test]
+async fn members_stopped_for_a_forgotten_election_remind_the_next_coordinator() {
+    let mut c = Cluster::new();
+    c.connect("a", "b");
+    c.connect("a", "c");
+    c.connect("b", "c");
+    c.deliver();
+
+    // b begins an election without a and both b and c stop, but b
+    // loses the metadata leadership before it chooses: it forgets.
+    c.cut("a", "b");
+    c.cut("a", "c");
+    assert!(c.node("b").coordinate().is_empty());
+    c.deliver();
+    c.node("b").resign();
+    c.connect("a", "b");
+    c.connect("a", "c");
+    c.deliver();
+
+    // c leads the metadata group now and sees the stream's leader up.
+    assert!(c.elect("c").is_empty());
+    // The stopped members say so, and c ends the epoch. They are a
+    // majority, so a committed nothing since, and they choose between
+    // them (a's last chunk, on no majority, is not committed).
+    c.node("b").remind("c", Duration::ZERO);
+    c.node("c").remind("c", Duration::ZERO);
+    c.deliver();
+    assert_eq!(c.elect("c"), chosen(2, "b"));
+    // Once the epoch is over, nobody reminds any more.
+    let mut p = c.node("c").placement("/", "s").unwrap();
+    p.epoch = 2;
+    p.leader = Some("b".into());
+    for n in NODES {
+        c.node(n).placed(p.clone()).unwrap();
+        c.node(n).remind("c", Duration::ZERO);
+    }
+    assert!(c.links.values_mut().all(|rx| rx.try_recv().is_err()));
+    assert!(c.elect("c").is_empty());
+}
