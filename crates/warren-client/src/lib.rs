@@ -153,6 +153,7 @@
 
 pub mod amqp091;
 pub mod codec;
+mod socket;
 pub mod tls;
 pub mod trace;
 pub mod uri;

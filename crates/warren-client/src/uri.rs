@@ -50,8 +50,9 @@ pub struct AmqpUri {
 /// What is wrong with a URI.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UriError {
-    /// It does not start with amqp://.
-    #[error("not an AMQP URI (amqp://...): {0}")]
+    /// It does not start with a scheme of the protocol (amqp:// or
+    /// amqps://; rabbitmq-stream:// or rabbitmq-stream+tls://).
+    #[error("not a URI of the protocol (amqp://..., rabbitmq-stream://...): {0}")]
     Scheme(String),
     /// The port is not a number from 0 to 65535.
     #[error("bad port in {0}")]
@@ -80,11 +81,36 @@ impl AmqpUri {
     /// assert_eq!((u.vhost.as_str(), u.heartbeat), ("prod", Some(10)));
     /// ```
     pub fn parse(uri: &str) -> Result<AmqpUri, UriError> {
-        let (rest, tls) = if let Some(r) = uri.strip_prefix("amqp://") {
-            (r, false)
-        } else if let Some(r) = uri.strip_prefix("amqps://") {
-            (r, true)
-        } else {
+        AmqpUri::parse_as(uri, &[("amqp://", false, 5672), ("amqps://", true, 5671)])
+    }
+
+    /// Parse a stream protocol URI as RabbitMQ's stream clients read
+    /// them: `rabbitmq-stream://user:pass@host:port/vhost` (port 5552),
+    /// or `rabbitmq-stream+tls://` (TLS, port 5551), with the same parts
+    /// and TLS parameters as [`Self::parse`].
+    ///
+    /// ```
+    /// let u = warren_client::uri::AmqpUri::parse_stream("rabbitmq-stream://bob:pw@mq/%2f").unwrap();
+    /// assert_eq!((u.host.as_str(), u.port, u.vhost.as_str(), u.tls), ("mq", 5552, "/", false));
+    /// assert_eq!(warren_client::uri::AmqpUri::parse_stream("rabbitmq-stream+tls://mq").unwrap().port, 5551);
+    /// ```
+    pub fn parse_stream(uri: &str) -> Result<AmqpUri, UriError> {
+        AmqpUri::parse_as(
+            uri,
+            &[
+                ("rabbitmq-stream://", false, 5552),
+                ("rabbitmq-stream+tls://", true, 5551),
+            ],
+        )
+    }
+
+    /// Parse `uri` if it starts with one of `schemes`: (prefix, TLS,
+    /// default port).
+    fn parse_as(uri: &str, schemes: &[(&str, bool, u16)]) -> Result<AmqpUri, UriError> {
+        let Some((rest, tls, default_port)) = schemes
+            .iter()
+            .find_map(|(prefix, tls, port)| uri.strip_prefix(prefix).map(|r| (r, *tls, *port)))
+        else {
             return Err(UriError::Scheme(uri.to_string()));
         };
         let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
@@ -103,7 +129,6 @@ impl AmqpUri {
             },
             None => ("guest".to_string(), "guest".to_string()),
         };
-        let default_port = if tls { 5671 } else { 5672 };
         // Digits only (Rust's parser would take "+5672"), and never 0.
         let port_of = |p: &str| match p.bytes().all(|b| b.is_ascii_digit()) {
             true => p

@@ -73,3 +73,12 @@ impl From<warren_amqp091::CodecError> for Error {
         Error::Protocol(e.to_string())
     }
 }
+
+impl From<crate::socket::ConnectError> for Error {
+    fn from(e: crate::socket::ConnectError) -> Error {
+        match e {
+            crate::socket::ConnectError::Io(e) => e.into(),
+            crate::socket::ConnectError::Tls(e) => e.into(),
+        }
+    }
+}

@@ -3,16 +3,14 @@
 //! reader and writer tasks.
 
 use bytes::{Bytes, BytesMut};
-use rustls::pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use warren_amqp091::frame::write_method;
 use warren_amqp091::methods::*;
 use warren_amqp091::{FieldTable, FieldValue, Frame, FrameType, Method, PROTOCOL_HEADER};
 
 use super::error::Error;
-use super::socket::Socket;
-use crate::tls::{TlsError, TlsOptions};
+use crate::socket::Socket;
+use crate::tls::TlsOptions;
 use crate::uri::AmqpUri;
 
 /// The largest frame this client asks for (RabbitMQ's default).
@@ -36,13 +34,7 @@ pub(crate) async fn open(
 ) -> Result<Opened, Error> {
     let limit = uri.connection_timeout;
     tokio::time::timeout(limit, async {
-        let tcp = TcpStream::connect((uri.host.as_str(), uri.port)).await?;
-        tcp.set_nodelay(true)?;
-        let mut stream = if uri.tls || tls.is_some() {
-            Socket::Tls(Box::new(tls_connect(uri, tls, tcp).await?))
-        } else {
-            Socket::Plain(tcp)
-        };
+        let mut stream = Socket::connect(uri, tls).await?;
         let mut hs = Handshake {
             stream: &mut stream,
             rbuf: BytesMut::with_capacity(4096),
@@ -53,40 +45,6 @@ pub(crate) async fn open(
     })
     .await
     .map_err(|_| Error::Timeout(limit))?
-}
-
-/// TLS over `tcp`, with the application's options or the URI's files.
-async fn tls_connect(
-    uri: &AmqpUri,
-    tls: Option<&TlsOptions>,
-    tcp: TcpStream,
-) -> Result<tokio_rustls::client::TlsStream<TcpStream>, Error> {
-    let from_uri;
-    let tls = match tls {
-        Some(t) => t,
-        None => {
-            let client = match (&uri.certfile, &uri.keyfile) {
-                (Some(c), Some(k)) => {
-                    Some((std::path::Path::new(c.as_str()), std::path::Path::new(k.as_str())))
-                }
-                (None, None) => None,
-                _ => return Err(TlsError("certfile and keyfile go together".into()).into()),
-            };
-            from_uri =
-                TlsOptions::from_pem_files(uri.cacertfile.as_deref().map(std::path::Path::new), client)?;
-            &from_uri
-        }
-    };
-    let name = tls
-        .server_name
-        .clone()
-        .or_else(|| uri.server_name_indication.clone())
-        .unwrap_or_else(|| uri.host.clone());
-    let name = ServerName::try_from(name).map_err(|e| TlsError(format!("server name: {e}")))?;
-    tokio_rustls::TlsConnector::from(tls.config.clone())
-        .connect(name, tcp)
-        .await
-        .map_err(|e| TlsError(format!("handshake: {e}")).into())
 }
 
 /// What connection.tune settled.

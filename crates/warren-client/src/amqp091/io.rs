@@ -21,8 +21,8 @@ use super::events::{Event, Signals};
 use super::handshake::Opened;
 use super::outbound::Outbound;
 use super::publish::Settle;
-use super::socket::ReadHalf;
 use super::wire::{ChannelMap, Wire};
+use crate::socket::ReadHalf;
 
 /// The writer keeps a buffer of at most this much between writes.
 const KEEP_CAPACITY: usize = 4 << 20;

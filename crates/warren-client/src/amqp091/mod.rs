@@ -27,7 +27,6 @@ mod recovery;
 mod refresh;
 mod rpc;
 mod settings;
-mod socket;
 mod token;
 mod topology;
 mod wire;

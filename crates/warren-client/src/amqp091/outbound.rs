@@ -14,7 +14,7 @@ use tokio::sync::{oneshot, watch, Notify};
 
 use super::error::Error;
 use super::events::Signals;
-use super::socket::WriteHalf;
+use crate::socket::WriteHalf;
 
 /// A sender writes its frames itself only if the socket has been quiet
 /// this long (µs): a lone publish or ack then saves the writer task's

@@ -1,16 +1,30 @@
-//! The byte stream under a wire: plain TCP, or TLS over it (rustls). The
-//! halves the reader and writer use; only plain TCP can be written to
-//! without waiting (`try_write`), so the direct-write path of `wire.rs`
-//! applies to it alone.
+//! The byte stream under every protocol's connection: plain TCP, or TLS
+//! over it (rustls), opened as a URI and TLS options say. The halves the
+//! reader and writer tasks use; only plain TCP can be written to without
+//! waiting (`try_write`), so a direct write from a sender applies to it
+//! alone.
 
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
+
+use crate::tls::{TlsError, TlsOptions};
+use crate::uri::AmqpUri;
+
+/// Why a socket could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ConnectError {
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+}
 
 /// A connected socket, before it is split.
 pub(crate) enum Socket {
@@ -29,6 +43,18 @@ pub(crate) enum WriteHalf {
 }
 
 impl Socket {
+    /// Connect to the URI's host and port (no Nagle), with TLS for a TLS
+    /// URI or when options are given.
+    pub(crate) async fn connect(uri: &AmqpUri, tls: Option<&TlsOptions>) -> Result<Socket, ConnectError> {
+        let tcp = TcpStream::connect((uri.host.as_str(), uri.port)).await?;
+        tcp.set_nodelay(true)?;
+        Ok(if uri.tls || tls.is_some() {
+            Socket::Tls(Box::new(tls_connect(uri, tls, tcp).await?))
+        } else {
+            Socket::Plain(tcp)
+        })
+    }
+
     pub(crate) fn split(self) -> (ReadHalf, WriteHalf) {
         match self {
             Socket::Plain(s) => {
@@ -41,6 +67,40 @@ impl Socket {
             }
         }
     }
+}
+
+/// TLS over `tcp`, with the application's options or the URI's files.
+async fn tls_connect(
+    uri: &AmqpUri,
+    tls: Option<&TlsOptions>,
+    tcp: TcpStream,
+) -> Result<TlsStream<TcpStream>, ConnectError> {
+    let from_uri;
+    let tls = match tls {
+        Some(t) => t,
+        None => {
+            let client = match (&uri.certfile, &uri.keyfile) {
+                (Some(c), Some(k)) => {
+                    Some((std::path::Path::new(c.as_str()), std::path::Path::new(k.as_str())))
+                }
+                (None, None) => None,
+                _ => return Err(TlsError("certfile and keyfile go together".into()).into()),
+            };
+            from_uri =
+                TlsOptions::from_pem_files(uri.cacertfile.as_deref().map(std::path::Path::new), client)?;
+            &from_uri
+        }
+    };
+    let name = tls
+        .server_name
+        .clone()
+        .or_else(|| uri.server_name_indication.clone())
+        .unwrap_or_else(|| uri.host.clone());
+    let name = ServerName::try_from(name).map_err(|e| TlsError(format!("server name: {e}")))?;
+    tokio_rustls::TlsConnector::from(tls.config.clone())
+        .connect(name, tcp)
+        .await
+        .map_err(|e| TlsError(format!("handshake: {e}")).into())
 }
 
 impl WriteHalf {
