@@ -13,5 +13,6 @@ export PROM_PORT=15694
 bash "$ANCHOR" start "$NODE" "${PORTS[@]}"
 trap 'bash "$ANCHOR" stop "$NODE" "${PORTS[@]}"' EXIT
 export WARREN_CLIENT_RABBITMQ_URI="amqp://guest:guest@127.0.0.1:${PORTS[0]}/%2f"
+export WARREN_CLIENT_RABBITMQ_STREAM_URI="rabbitmq-stream://guest:guest@127.0.0.1:${PORTS[1]}/%2f"
 export WARREN_CLIENT_RABBITMQ_API="http://127.0.0.1:${PORTS[2]}"
 cargo test -p warren-client "$@"

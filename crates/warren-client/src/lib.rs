@@ -1,4 +1,5 @@
-//! Warren's client for Rust: AMQP 0-9-1 for Warren and RabbitMQ, on tokio.
+//! Warren's client for Rust: AMQP 0-9-1 ([`amqp091`]) and the stream
+//! protocol ([`stream`]) for Warren and RabbitMQ, on tokio.
 //!
 //! [`amqp091`] runs two tasks per connection on your runtime (no thread
 //! of its own): a reader that routes frames to channels and a writer that
@@ -154,6 +155,7 @@
 pub mod amqp091;
 pub mod codec;
 mod socket;
+pub mod stream;
 pub mod tls;
 pub mod trace;
 pub mod uri;

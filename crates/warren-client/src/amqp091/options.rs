@@ -158,7 +158,7 @@ pub struct RecoveryOptions {
     /// Publish again, after a recovery, what was published in confirm
     /// mode and not yet confirmed when the connection was lost: its
     /// `Confirm` then waits for the new wire's answer instead of failing
-    /// with [`Error::ConnectionLost`]. The broker may already have had
+    /// with [`Error::ConnectionLost`](super::Error::ConnectionLost). The broker may already have had
     /// such a message, so it can arrive twice (at least once, not
     /// exactly once). Off by default.
     pub republish_unconfirmed: bool,

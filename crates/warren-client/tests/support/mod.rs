@@ -44,6 +44,21 @@ pub async fn brokers_with(
     (uris, running)
 }
 
+/// The brokers a stream test runs against: an in-process Warren's
+/// stream listener, and RabbitMQ's when the environment names one
+/// (`WARREN_CLIENT_RABBITMQ_STREAM_URI`, set by tests/client/rabbitmq.sh).
+pub async fn stream_brokers() -> (Vec<String>, warren_server::Running) {
+    let (_, running) = brokers().await;
+    let mut uris = vec![format!(
+        "rabbitmq-stream://guest:guest@127.0.0.1:{}/%2f",
+        running.stream_addr.expect("a stream listener").port()
+    )];
+    if let Ok(u) = std::env::var("WARREN_CLIENT_RABBITMQ_STREAM_URI") {
+        uris.push(u);
+    }
+    (uris, running)
+}
+
 fn rand_suffix() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);

@@ -1,0 +1,476 @@
+//! One stream protocol connection, opened: a writer task that drains an
+//! outbox of encoded frames (frames of every producer batched into one
+//! write) and sends heartbeats when idle, and a reader task that routes
+//! what the broker sends: responses to the requests waiting on them (by
+//! correlation id), confirms and errors to producers (by publisher id),
+//! chunks to subscriptions (by subscription id), a metadata update to
+//! the producers and consumers of its stream.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use parking_lot::Mutex;
+use tokio::io::AsyncReadExt;
+use tokio::sync::{mpsc, oneshot, watch, Notify};
+use warren_stream::command::{code, key, parse_frame, Command, Response};
+
+use super::confirms::Confirms;
+use super::error::{Error, ResponseCode};
+use super::handshake::{self, Opened, CALL_TIMEOUT, READ_FRAME_MAX};
+use crate::socket::{ReadHalf, WriteHalf};
+use crate::tls::TlsOptions;
+use crate::uri::AmqpUri;
+
+/// Bytes of frames waiting for the writer before senders wait.
+const OUTBOX_LIMIT: usize = 4 << 20;
+
+/// A producer on this connection: its stream and its confirms.
+struct Publisher {
+    stream: String,
+    confirms: Arc<Confirms>,
+}
+
+/// A subscription on this connection: its stream and where its chunks go.
+struct Subscription {
+    stream: String,
+    chunks: mpsc::Sender<Result<Bytes, Error>>,
+}
+
+pub(crate) struct Connection {
+    outbox: Mutex<BytesMut>,
+    filled: Notify,
+    taken: Notify,
+    calls: Mutex<HashMap<u32, oneshot::Sender<Response>>>,
+    next_call: AtomicU32,
+    publishers: Mutex<HashMap<u8, Publisher>>,
+    subscriptions: Mutex<HashMap<u8, Subscription>>,
+    /// Why the connection ended, once it has.
+    ended: Mutex<Option<Error>>,
+    done: watch::Sender<bool>,
+    /// The largest frame this side may send.
+    pub(crate) frame_max: u32,
+    /// What the broker said of itself when the connection opened.
+    pub(crate) server_properties: Vec<(String, String)>,
+}
+
+impl Connection {
+    /// Connect, open the URI's virtual host and start the tasks.
+    pub(crate) async fn open(
+        uri: &AmqpUri,
+        name: &str,
+        tls: Option<&TlsOptions>,
+    ) -> Result<Arc<Connection>, Error> {
+        let Opened {
+            socket,
+            rbuf,
+            frame_max,
+            heartbeat,
+            properties,
+        } = handshake::open(uri, name, tls).await?;
+        let (read, write) = socket.split();
+        let (done, _) = watch::channel(false);
+        let c = Arc::new(Connection {
+            outbox: Mutex::new(BytesMut::with_capacity(64 * 1024)),
+            filled: Notify::new(),
+            taken: Notify::new(),
+            calls: Mutex::new(HashMap::new()),
+            next_call: AtomicU32::new(1),
+            publishers: Mutex::new(HashMap::new()),
+            subscriptions: Mutex::new(HashMap::new()),
+            ended: Mutex::new(None),
+            done,
+            frame_max,
+            server_properties: properties,
+        });
+        let beat = (heartbeat > 0).then(|| Duration::from_secs(heartbeat as u64));
+        tokio::spawn(write_loop(c.clone(), write, beat));
+        tokio::spawn(read_loop(c.clone(), read, rbuf, beat.map(|b| b * 2)));
+        Ok(c)
+    }
+
+    pub(crate) fn is_ended(&self) -> bool {
+        self.ended.lock().is_some()
+    }
+
+    fn ended_error(&self) -> Error {
+        self.ended
+            .lock()
+            .clone()
+            .unwrap_or_else(|| Error::ConnectionLost("the connection ended".into()))
+    }
+
+    /// Queue the frames `encode` appends, waiting while the outbox is
+    /// over its limit. `encode` runs whole under the outbox's lock, so
+    /// frames of one call are never interleaved with another's.
+    pub(crate) async fn send_with<R>(&self, encode: impl FnOnce(&mut BytesMut) -> R) -> Result<R, Error> {
+        let mut encode = Some(encode);
+        loop {
+            let room = self.taken.notified();
+            tokio::pin!(room);
+            room.as_mut().enable();
+            {
+                let mut outbox = self.outbox.lock();
+                if self.is_ended() {
+                    return Err(self.ended_error());
+                }
+                if outbox.len() < OUTBOX_LIMIT {
+                    let was_empty = outbox.is_empty();
+                    let r = (encode.take().expect("runs once"))(&mut outbox);
+                    if was_empty {
+                        self.filled.notify_one();
+                    }
+                    return Ok(r);
+                }
+            }
+            room.await;
+        }
+    }
+
+    /// Queue a small control frame (credit, unsubscribe) now, whatever
+    /// the outbox holds: it never waits (a consumer's poll and `drop`
+    /// send these), and such frames are few.
+    pub(crate) fn push(&self, c: &Command) {
+        let mut outbox = self.outbox.lock();
+        if self.is_ended() {
+            return;
+        }
+        let was_empty = outbox.is_empty();
+        c.encode(&mut outbox);
+        if was_empty {
+            self.filled.notify_one();
+        }
+    }
+
+    /// Send one command.
+    pub(crate) async fn send(&self, c: &Command) -> Result<(), Error> {
+        self.send_with(|out| c.encode(out)).await
+    }
+
+    /// Send a request and wait for its response; a code other than OK
+    /// is [`Error::Refused`] naming `operation`.
+    pub(crate) async fn call(
+        &self,
+        operation: &'static str,
+        make: impl FnOnce(u32) -> Command,
+    ) -> Result<Response, Error> {
+        let r = self.call_any(make).await?;
+        match r.code {
+            code::OK => Ok(r),
+            c => Err(Error::Refused {
+                operation,
+                code: ResponseCode::from_u16(c),
+            }),
+        }
+    }
+
+    /// A request and its response, whatever its code.
+    pub(crate) async fn call_any(&self, make: impl FnOnce(u32) -> Command) -> Result<Response, Error> {
+        let id = self.next_call.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.calls.lock().insert(id, tx);
+        if let Err(e) = self.send(&make(id)).await {
+            self.calls.lock().remove(&id);
+            return Err(e);
+        }
+        match tokio::time::timeout(CALL_TIMEOUT, rx).await {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(_)) => Err(self.ended_error()),
+            Err(_) => {
+                self.calls.lock().remove(&id);
+                Err(Error::Timeout(CALL_TIMEOUT))
+            }
+        }
+    }
+
+    /// A free publisher id for a producer on `stream`.
+    pub(crate) fn add_publisher(&self, stream: &str, confirms: Arc<Confirms>) -> Result<u8, Error> {
+        let mut ps = self.publishers.lock();
+        let id = (0..=u8::MAX)
+            .find(|i| !ps.contains_key(i))
+            .ok_or(Error::NoFreeId("publisher"))?;
+        ps.insert(
+            id,
+            Publisher {
+                stream: stream.to_string(),
+                confirms,
+            },
+        );
+        Ok(id)
+    }
+
+    pub(crate) fn remove_publisher(&self, id: u8) {
+        self.publishers.lock().remove(&id);
+    }
+
+    /// A free subscription id for a consumer of `stream`, whose chunks go
+    /// to `chunks`.
+    pub(crate) fn add_subscription(
+        &self,
+        stream: &str,
+        chunks: mpsc::Sender<Result<Bytes, Error>>,
+    ) -> Result<u8, Error> {
+        let mut ss = self.subscriptions.lock();
+        let id = (0..=u8::MAX)
+            .find(|i| !ss.contains_key(i))
+            .ok_or(Error::NoFreeId("subscription"))?;
+        ss.insert(
+            id,
+            Subscription {
+                stream: stream.to_string(),
+                chunks,
+            },
+        );
+        Ok(id)
+    }
+
+    pub(crate) fn remove_subscription(&self, id: u8) {
+        self.subscriptions.lock().remove(&id);
+    }
+
+    /// Close the connection (the broker answers, then the socket goes).
+    pub(crate) async fn close(&self) {
+        if self.is_ended() {
+            return;
+        }
+        let _ = tokio::time::timeout(
+            Duration::from_secs(5),
+            self.call_any(|id| Command::Close {
+                correlation_id: id,
+                code: code::OK,
+                reason: "closed by the application".into(),
+            }),
+        )
+        .await;
+        self.end(Error::Closed);
+    }
+
+    /// The connection ended: requests, producers and consumers learn why
+    /// and the writer stops, which closes the socket.
+    pub(crate) fn end(&self, why: Error) {
+        {
+            let mut e = self.ended.lock();
+            if e.is_some() {
+                return;
+            }
+            *e = Some(why.clone());
+        }
+        self.calls.lock().clear();
+        let ps: Vec<Publisher> = self.publishers.lock().drain().map(|(_, p)| p).collect();
+        for p in ps {
+            p.confirms.fail_all(&why);
+        }
+        let ss: Vec<Subscription> = self.subscriptions.lock().drain().map(|(_, s)| s).collect();
+        for s in ss {
+            let _ = s.chunks.try_send(Err(why.clone()));
+        }
+        self.taken.notify_waiters();
+        self.done.send_replace(true);
+    }
+
+    /// The broker says `stream` is no longer available here (its leader
+    /// moved, or it was deleted): its producers and consumers end.
+    fn stream_gone(&self, stream: &str, code: u16) {
+        let why = Error::Refused {
+            operation: "metadata update",
+            code: ResponseCode::from_u16(code),
+        };
+        let ps: Vec<Publisher> = {
+            let mut all = self.publishers.lock();
+            let ids: Vec<u8> = all
+                .iter()
+                .filter(|(_, p)| p.stream == stream)
+                .map(|(i, _)| *i)
+                .collect();
+            ids.iter().filter_map(|i| all.remove(i)).collect()
+        };
+        for p in ps {
+            p.confirms.fail_all(&why);
+        }
+        let ss: Vec<Subscription> = {
+            let mut all = self.subscriptions.lock();
+            let ids: Vec<u8> = all
+                .iter()
+                .filter(|(_, s)| s.stream == stream)
+                .map(|(i, _)| *i)
+                .collect();
+            ids.iter().filter_map(|i| all.remove(i)).collect()
+        };
+        for s in ss {
+            let _ = s.chunks.try_send(Err(why.clone()));
+        }
+    }
+
+    /// One frame from the broker; an error ends the connection.
+    async fn route(&self, frame: Bytes) -> Result<bool, Error> {
+        if frame.len() >= 2 && u16::from_be_bytes([frame[0], frame[1]]) == key::METADATA_UPDATE {
+            let mut r = warren_stream::wire::Reader::new(frame.slice(4..));
+            let code = r.u16()?;
+            let stream = r.string()?;
+            self.stream_gone(&stream, code);
+            return Ok(true);
+        }
+        match Command::decode(frame)? {
+            Command::Response(r) => {
+                if let Some(tx) = self.calls.lock().remove(&r.correlation_id) {
+                    let _ = tx.send(r);
+                }
+            }
+            Command::Deliver {
+                subscription_id,
+                chunk,
+            } => {
+                let tx = self
+                    .subscriptions
+                    .lock()
+                    .get(&subscription_id)
+                    .map(|s| s.chunks.clone());
+                if let Some(tx) = tx {
+                    // The channel holds the subscription's credit in
+                    // chunks, so this waits only for a broker sending
+                    // beyond its credit; waiting holds the socket back.
+                    let _ = tx.send(Ok(chunk)).await;
+                }
+            }
+            Command::PublishConfirm { publisher_id, ids } => {
+                let c = self
+                    .publishers
+                    .lock()
+                    .get(&publisher_id)
+                    .map(|p| p.confirms.clone());
+                if let Some(c) = c {
+                    c.confirmed(&ids);
+                }
+            }
+            Command::PublishError { publisher_id, errors } => {
+                let c = self
+                    .publishers
+                    .lock()
+                    .get(&publisher_id)
+                    .map(|p| p.confirms.clone());
+                if let Some(c) = c {
+                    for (id, code) in errors {
+                        c.rejected(id, code);
+                    }
+                }
+            }
+            Command::CreditError {
+                code,
+                subscription_id,
+            } => {
+                tracing::warn!(subscription_id, code, "the broker refused a credit");
+            }
+            Command::Close {
+                correlation_id,
+                code,
+                reason,
+            } => {
+                let mut out = BytesMut::new();
+                let at = warren_stream::command::begin_frame(&mut out);
+                bytes::BufMut::put_u16(&mut out, key::CLOSE | key::RESPONSE);
+                bytes::BufMut::put_u16(&mut out, 1);
+                bytes::BufMut::put_u32(&mut out, correlation_id);
+                bytes::BufMut::put_u16(&mut out, code::OK);
+                warren_stream::command::end_frame(&mut out, at);
+                let _ = self.send_with(|o| o.extend_from_slice(&out)).await;
+                self.end(Error::ConnectionLost(format!(
+                    "the broker closed the connection: {code} {reason}"
+                )));
+                return Ok(false);
+            }
+            Command::Heartbeat | Command::Tune { .. } => {}
+            other => {
+                tracing::debug!("a stream frame ignored: {other:?}");
+            }
+        }
+        Ok(true)
+    }
+}
+
+async fn write_loop(c: Arc<Connection>, mut out: WriteHalf, heartbeat: Option<Duration>) {
+    let mut stopped = c.done.subscribe();
+    let mut taken = BytesMut::with_capacity(64 * 1024);
+    let idle = heartbeat.unwrap_or(Duration::from_secs(3600));
+    let mut beat = tokio::time::interval(idle / 2);
+    beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_write = Instant::now();
+    loop {
+        tokio::select! {
+            biased;
+            _ = c.filled.notified() => {}
+            _ = stopped.changed() => {}
+            _ = beat.tick(), if heartbeat.is_some() => {
+                if last_write.elapsed() >= idle / 2 {
+                    let _ = c.send_with(|o| Command::Heartbeat.encode(o)).await;
+                }
+            }
+        }
+        loop {
+            {
+                let mut outbox = c.outbox.lock();
+                if outbox.is_empty() {
+                    break;
+                }
+                std::mem::swap(&mut *outbox, &mut taken);
+            }
+            c.taken.notify_waiters();
+            last_write = Instant::now();
+            if let Err(e) = out.write_all(&taken).await {
+                c.end(Error::ConnectionLost(format!("writing: {e}")));
+                break;
+            }
+            taken.clear();
+            if taken.capacity() > OUTBOX_LIMIT {
+                taken = BytesMut::with_capacity(64 * 1024);
+            }
+        }
+        if *stopped.borrow() {
+            break;
+        }
+    }
+    let _ = out.shutdown().await;
+}
+
+async fn read_loop(c: Arc<Connection>, mut input: ReadHalf, mut rbuf: BytesMut, silence: Option<Duration>) {
+    let mut stopped = c.done.subscribe();
+    let mut check = tokio::time::interval(silence.unwrap_or(Duration::from_secs(3600)) / 4);
+    check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_read = Instant::now();
+    let why = loop {
+        loop {
+            let frame = match parse_frame(&mut rbuf, READ_FRAME_MAX) {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(e) => return c.end(e.into()),
+            };
+            match c.route(frame).await {
+                Ok(true) => {}
+                Ok(false) => return,
+                Err(e) => {
+                    tracing::warn!("stream connection failed: {e}");
+                    return c.end(e);
+                }
+            }
+        }
+        if rbuf.capacity() - rbuf.len() < 16 * 1024 {
+            rbuf.reserve(64 * 1024);
+        }
+        tokio::select! {
+            n = input.read_buf(&mut rbuf) => match n {
+                Ok(0) => break Error::ConnectionLost("the broker closed the socket".into()),
+                Ok(_) => last_read = Instant::now(),
+                Err(e) => break Error::ConnectionLost(format!("reading: {e}")),
+            },
+            _ = stopped.changed() => return,
+            _ = check.tick(), if silence.is_some() => {
+                let limit = silence.expect("checked");
+                if last_read.elapsed() > limit {
+                    break Error::ConnectionLost(format!("no heartbeat from the broker in {limit:?}"));
+                }
+            }
+        }
+    };
+    c.end(why);
+}

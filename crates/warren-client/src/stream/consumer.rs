@@ -1,0 +1,328 @@
+//! Consumers: a subscription to one stream from an offset specification,
+//! read as a `futures` Stream of deliveries. Credit is granted a chunk at
+//! a time as chunks are taken, so at most the initial credit's chunks are
+//! buffered however slow the application is.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use futures_core::Stream;
+use tokio::sync::mpsc;
+use warren_stream::chunk::{Chunk, Entry, TYPE_USER};
+use warren_stream::command::{Command, OffsetSpec};
+
+use super::connection::Connection;
+use super::environment::Environment;
+use super::error::Error;
+use super::message;
+
+/// Chunks the broker may send ahead of the application (the Java
+/// client's default initial credit).
+pub const DEFAULT_INITIAL_CREDIT: u16 = 10;
+
+/// Where a consumer starts reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OffsetSpecification {
+    /// The first message the stream holds.
+    First,
+    /// The last chunk written.
+    Last,
+    /// What is written from now on.
+    Next,
+    /// This offset (or the first held, if it is gone).
+    Offset(u64),
+    /// The first chunk written at or after this time (ms since the epoch).
+    Timestamp(i64),
+}
+
+impl OffsetSpecification {
+    fn spec(self) -> OffsetSpec {
+        match self {
+            OffsetSpecification::First => OffsetSpec::First,
+            OffsetSpecification::Last => OffsetSpec::Last,
+            OffsetSpecification::Next => OffsetSpec::Next,
+            OffsetSpecification::Offset(o) => OffsetSpec::Offset(o),
+            OffsetSpecification::Timestamp(t) => OffsetSpec::Timestamp(t),
+        }
+    }
+}
+
+/// A consumer's settings, then [`Self::build`].
+#[must_use = "a builder does nothing until built"]
+pub struct ConsumerBuilder {
+    env: Environment,
+    offset: OffsetSpecification,
+    credit: u16,
+    check_crc: bool,
+}
+
+impl ConsumerBuilder {
+    pub(crate) fn new(env: Environment) -> ConsumerBuilder {
+        ConsumerBuilder {
+            env,
+            offset: OffsetSpecification::Next,
+            credit: DEFAULT_INITIAL_CREDIT,
+            check_crc: true,
+        }
+    }
+
+    /// Where to start (default [`OffsetSpecification::Next`]).
+    pub fn offset(mut self, offset: OffsetSpecification) -> ConsumerBuilder {
+        self.offset = offset;
+        self
+    }
+
+    /// Chunks the broker may send ahead (default
+    /// [`DEFAULT_INITIAL_CREDIT`]); one more is granted as each is taken.
+    pub fn initial_credit(mut self, chunks: u16) -> ConsumerBuilder {
+        self.credit = chunks.max(1);
+        self
+    }
+
+    /// Check each chunk's CRC-32 (on by default).
+    pub fn check_crc(mut self, check: bool) -> ConsumerBuilder {
+        self.check_crc = check;
+        self
+    }
+
+    /// Subscribe to `stream`.
+    pub async fn build(self, stream: &str) -> Result<Consumer, Error> {
+        let conn = self.env.connection().await?;
+        // Room for every chunk the credit lets the broker send, and an
+        // ending: the reader never waits on a consumer within its credit.
+        let (tx, rx) = mpsc::channel(self.credit as usize + 1);
+        let id = conn.add_subscription(stream, tx)?;
+        let subscribed = conn
+            .call("subscribe", |c| Command::Subscribe {
+                correlation_id: c,
+                subscription_id: id,
+                stream: stream.to_string(),
+                offset: self.offset.spec(),
+                credit: self.credit,
+                properties: Vec::new(),
+            })
+            .await;
+        if let Err(e) = subscribed {
+            conn.remove_subscription(id);
+            return Err(e);
+        }
+        let from = match self.offset {
+            OffsetSpecification::Offset(o) => o,
+            _ => 0,
+        };
+        Ok(Consumer {
+            conn,
+            id,
+            stream: stream.to_string(),
+            chunks: rx,
+            ready: VecDeque::new(),
+            from,
+            check_crc: self.check_crc,
+            closed: false,
+            unsubscribed: false,
+        })
+    }
+}
+
+/// A message read from a stream.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    offset: u64,
+    timestamp: i64,
+    raw: Bytes,
+}
+
+impl Delivery {
+    /// Its offset in the stream.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// When its chunk was written (ms since the epoch).
+    pub fn timestamp(&self) -> i64 {
+        self.timestamp
+    }
+
+    /// The message as stored (its AMQP 1.0 encoding).
+    pub fn raw(&self) -> &Bytes {
+        &self.raw
+    }
+
+    /// Its body: the data sections' bytes (or an amqp-value's binary or
+    /// string).
+    pub fn body(&self) -> Result<Bytes, Error> {
+        Ok(message::decode(&self.raw)?.body)
+    }
+
+    /// Its application properties, as text.
+    pub fn application_properties(&self) -> Result<Vec<(String, String)>, Error> {
+        Ok(message::decode(&self.raw)?.application_properties)
+    }
+}
+
+/// Reads one stream: a `Stream` of [`Delivery`] in offset order, ending
+/// with an error if the subscription or its connection ends.
+///
+/// ```no_run
+/// use futures_util::StreamExt;
+/// use warren_client::stream::{Environment, OffsetSpecification};
+///
+/// # async fn run() -> Result<(), warren_client::stream::Error> {
+/// let env = Environment::connect("rabbitmq-stream://guest:guest@localhost:5552/%2f").await?;
+/// let mut consumer = env.consumer().offset(OffsetSpecification::First).build("orders").await?;
+/// while let Some(delivery) = consumer.next().await {
+///     let delivery = delivery?;
+///     println!("{}: {:?}", delivery.offset(), delivery.body()?);
+/// }
+/// # Ok(()) }
+/// ```
+pub struct Consumer {
+    conn: Arc<Connection>,
+    id: u8,
+    stream: String,
+    chunks: mpsc::Receiver<Result<Bytes, Error>>,
+    /// Messages of the chunk taken last, not yet handed out.
+    ready: VecDeque<Delivery>,
+    /// Offsets below this are skipped (a chunk holds the asked-for
+    /// offset, and those before it in the chunk).
+    from: u64,
+    check_crc: bool,
+    /// An error ended it: nothing more is read.
+    closed: bool,
+    /// [`Self::close`] unsubscribed it.
+    unsubscribed: bool,
+}
+
+impl Consumer {
+    /// The stream it reads.
+    pub fn stream(&self) -> &str {
+        &self.stream
+    }
+
+    /// Unsubscribe.
+    pub async fn close(mut self) -> Result<(), Error> {
+        self.unsubscribed = true;
+        let id = self.id;
+        let r = self
+            .conn
+            .call("unsubscribe", |c| Command::Unsubscribe {
+                correlation_id: c,
+                subscription_id: id,
+            })
+            .await;
+        self.conn.remove_subscription(id);
+        r.map(|_| ())
+    }
+
+    /// Take a chunk: its messages go to `ready`, and the broker gets a
+    /// credit for the next.
+    fn take(&mut self, chunk: Bytes) -> Result<(), Error> {
+        self.conn.push(&Command::Credit {
+            subscription_id: self.id,
+            credit: 1,
+        });
+        let c = Chunk::parse(&chunk, self.check_crc)?;
+        if c.header.chunk_type != TYPE_USER {
+            return Ok(());
+        }
+        let timestamp = c.header.timestamp;
+        let mut offset = c.header.first_offset;
+        for e in c.entries {
+            match e {
+                Entry::Simple(raw) => {
+                    if offset >= self.from {
+                        self.ready.push_back(Delivery {
+                            offset,
+                            timestamp,
+                            raw,
+                        });
+                    }
+                    offset += 1;
+                }
+                Entry::SubBatch {
+                    compression: 0,
+                    records,
+                    body,
+                    ..
+                } => {
+                    let mut at = 0usize;
+                    for _ in 0..records {
+                        if body.len() < at + 4 {
+                            return Err(Error::Protocol("a sub-entry cut short".into()));
+                        }
+                        let n =
+                            u32::from_be_bytes([body[at], body[at + 1], body[at + 2], body[at + 3]]) as usize;
+                        if body.len() < at + 4 + n {
+                            return Err(Error::Protocol("a sub-entry cut short".into()));
+                        }
+                        if offset >= self.from {
+                            let raw = body.slice(at + 4..at + 4 + n);
+                            self.ready.push_back(Delivery {
+                                offset,
+                                timestamp,
+                                raw,
+                            });
+                        }
+                        at += 4 + n;
+                        offset += 1;
+                    }
+                }
+                Entry::SubBatch { compression, .. } => {
+                    return Err(Error::Protocol(format!(
+                        "sub-entries compressed with codec {compression} are not read yet"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Stream for Consumer {
+    type Item = Result<Delivery, Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        loop {
+            if let Some(d) = self.ready.pop_front() {
+                return Poll::Ready(Some(Ok(d)));
+            }
+            if self.closed {
+                return Poll::Ready(None);
+            }
+            match self.chunks.poll_recv(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Ready(Some(Err(e))) => {
+                    self.closed = true;
+                    return Poll::Ready(Some(Err(e)));
+                }
+                Poll::Ready(Some(Ok(chunk))) => {
+                    if let Err(e) = self.take(chunk) {
+                        self.closed = true;
+                        return Poll::Ready(Some(Err(e)));
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Consumer {
+    /// Unsubscribe without waiting, unless [`Consumer::close`] did. The
+    /// request is queued before the id is freed, so it reaches the broker
+    /// before any subscription that takes the id next.
+    fn drop(&mut self) {
+        if self.unsubscribed {
+            return;
+        }
+        self.conn.push(&Command::Unsubscribe {
+            correlation_id: 0,
+            subscription_id: self.id,
+        });
+        self.conn.remove_subscription(self.id);
+    }
+}

@@ -1,0 +1,50 @@
+//! The RabbitMQ Stream protocol (port 5552): an [`Environment`] that
+//! knows the broker and manages streams, [`Producer`]s whose publishes
+//! resolve to confirms under an in-flight limit (named ones deduplicated
+//! by the broker), and [`Consumer`]s read as a `futures` Stream from an
+//! offset specification, with credit granted as chunks are taken. It
+//! works against RabbitMQ as well as Warren.
+//!
+//! ```no_run
+//! use futures_util::StreamExt;
+//! use warren_client::stream::{Environment, Message, OffsetSpecification, StreamOptions};
+//!
+//! # async fn run() -> Result<(), warren_client::stream::Error> {
+//! let env = Environment::connect("rabbitmq-stream://guest:guest@localhost:5552/%2f").await?;
+//! env.create_stream("events", &StreamOptions::default()).await?;
+//!
+//! let producer = env.producer().name("events-writer").build("events").await?;
+//! let confirms = producer
+//!     .send_batch((0..100).map(|i| Message::new(format!("event {i}"))))
+//!     .await?;
+//! for c in confirms {
+//!     assert!(c.await?.is_confirmed());
+//! }
+//!
+//! let mut consumer = env.consumer().offset(OffsetSpecification::First).build("events").await?;
+//! let first = consumer.next().await.expect("a message")?;
+//! assert_eq!(first.offset(), 0);
+//! assert_eq!(&first.body()?[..], b"event 0");
+//! # Ok(()) }
+//! ```
+//!
+//! Not yet here (issue 35 carries on): a locator with pooled connections
+//! to each stream's leader or replicas, sub-entry batching and
+//! compression, offset tracking, single active consumer, super streams,
+//! filtering, and recovery.
+
+mod confirms;
+mod connection;
+mod consumer;
+mod environment;
+mod error;
+mod handshake;
+mod message;
+mod producer;
+
+pub use confirms::{Confirm, Confirmation};
+pub use consumer::{Consumer, ConsumerBuilder, Delivery, OffsetSpecification, DEFAULT_INITIAL_CREDIT};
+pub use environment::{Environment, EnvironmentBuilder, StreamOptions};
+pub use error::{Error, ResponseCode};
+pub use message::Message;
+pub use producer::{Producer, ProducerBuilder, DEFAULT_MAX_UNCONFIRMED};

@@ -1,0 +1,216 @@
+//! The stream client against an in-process Warren and, when
+//! tests/client/rabbitmq.sh runs them, the RabbitMQ 3.10 anchor: streams
+//! created and deleted, confirmed publishing, reading from each offset
+//! specification, named producers' sequences and deduplication, and the
+//! broker's refusals as typed errors.
+
+mod support;
+
+use futures_util::StreamExt;
+use support::{stream_brokers, unique, within};
+use warren_client::stream::{
+    Consumer, Environment, Error, Message, OffsetSpecification, ResponseCode, StreamOptions,
+};
+
+/// The next `n` deliveries: (offset, body).
+async fn read(consumer: &mut Consumer, n: usize) -> Vec<(u64, Vec<u8>)> {
+    let mut got = Vec::with_capacity(n);
+    while got.len() < n {
+        let d = within(consumer.next())
+            .await
+            .expect("the stream goes on")
+            .expect("a delivery");
+        got.push((d.offset(), d.body().unwrap().to_vec()));
+    }
+    got
+}
+
+#[tokio::test]
+async fn published_messages_are_confirmed_and_read_back_in_order() {
+    let (uris, _broker) = stream_brokers().await;
+    for uri in &uris {
+        let env = within(Environment::connect(uri)).await.unwrap();
+        let s = unique("stream-order");
+        within(env.create_stream(&s, &StreamOptions::default().max_length_bytes(100_000_000)))
+            .await
+            .unwrap();
+        let producer = within(env.producer().build(&s)).await.unwrap();
+        let confirms = within(producer.send_batch((0..1000).map(|i| Message::new(format!("m{i}")))))
+            .await
+            .unwrap();
+        for m in 1000..1050 {
+            let c =
+                within(producer.send(Message::new(format!("m{m}")).application_property("n", m.to_string())))
+                    .await
+                    .unwrap();
+            assert!(within(c).await.unwrap().is_confirmed(), "{uri}");
+        }
+        for c in confirms {
+            assert!(within(c).await.unwrap().is_confirmed(), "{uri}");
+        }
+        assert_eq!(producer.unconfirmed(), 0);
+
+        let mut consumer = within(env.consumer().offset(OffsetSpecification::First).build(&s))
+            .await
+            .unwrap();
+        let got = read(&mut consumer, 1050).await;
+        for (i, (offset, body)) in got.iter().enumerate() {
+            assert_eq!(*offset, i as u64, "{uri}");
+            assert_eq!(body, format!("m{i}").as_bytes(), "{uri}");
+        }
+        within(consumer.close()).await.unwrap();
+        let mut last = within(env.consumer().offset(OffsetSpecification::Offset(1040)).build(&s))
+            .await
+            .unwrap();
+        let d = within(last.next()).await.unwrap().unwrap();
+        assert_eq!(d.offset(), 1040, "{uri}: Offset(n) starts at n exactly");
+        assert_eq!(
+            d.application_properties().unwrap(),
+            vec![("n".to_string(), "1040".to_string())]
+        );
+        within(producer.close()).await.unwrap();
+        within(env.delete_stream(&s)).await.unwrap();
+        env.close().await;
+    }
+}
+
+#[tokio::test]
+async fn a_consumer_at_next_sees_only_what_comes_after_it() {
+    let (uris, _broker) = stream_brokers().await;
+    for uri in &uris {
+        let env = within(Environment::connect(uri)).await.unwrap();
+        let s = unique("stream-next");
+        within(env.create_stream(&s, &StreamOptions::default()))
+            .await
+            .unwrap();
+        let producer = within(env.producer().build(&s)).await.unwrap();
+        for c in within(producer.send_batch((0..10).map(|i| Message::new(format!("old{i}")))))
+            .await
+            .unwrap()
+        {
+            within(c).await.unwrap();
+        }
+        let mut consumer = within(env.consumer().offset(OffsetSpecification::Next).build(&s))
+            .await
+            .unwrap();
+        let c = within(producer.send(Message::new("new"))).await.unwrap();
+        within(c).await.unwrap();
+        let got = read(&mut consumer, 1).await;
+        assert_eq!(got, vec![(10, b"new".to_vec())], "{uri}");
+        drop(consumer);
+        within(env.delete_stream(&s)).await.unwrap();
+        env.close().await;
+    }
+}
+
+#[tokio::test]
+async fn a_named_producer_carries_on_its_sequence_and_repeats_are_not_stored() {
+    let (uris, _broker) = stream_brokers().await;
+    for uri in &uris {
+        let env = within(Environment::connect(uri)).await.unwrap();
+        let s = unique("stream-dedup");
+        within(env.create_stream(&s, &StreamOptions::default()))
+            .await
+            .unwrap();
+        let first = within(env.producer().name("writer").build(&s)).await.unwrap();
+        assert_eq!(first.next_publishing_id(), 1, "{uri}: nothing stored yet");
+        for c in within(first.send_batch((1..=10).map(|i| Message::new(format!("m{i}")))))
+            .await
+            .unwrap()
+        {
+            assert!(within(c).await.unwrap().is_confirmed());
+        }
+        within(first.close()).await.unwrap();
+
+        let again = within(env.producer().name("writer").build(&s)).await.unwrap();
+        assert_eq!(again.next_publishing_id(), 11, "{uri}: the broker's sequence");
+        // A message sent again after a failure: confirmed, not stored.
+        let repeat = within(again.send(Message::new("m5").publishing_id(5)))
+            .await
+            .unwrap();
+        within(repeat).await.unwrap();
+        let fresh = within(again.send(Message::new("m11"))).await.unwrap();
+        assert!(within(fresh).await.unwrap().is_confirmed());
+
+        let mut consumer = within(env.consumer().offset(OffsetSpecification::First).build(&s))
+            .await
+            .unwrap();
+        let got = read(&mut consumer, 11).await;
+        let bodies: Vec<Vec<u8>> = got.into_iter().map(|(_, b)| b).collect();
+        let want: Vec<Vec<u8>> = (1..=11).map(|i| format!("m{i}").into_bytes()).collect();
+        assert_eq!(bodies, want, "{uri}");
+        assert!(
+            tokio::time::timeout(std::time::Duration::from_millis(500), consumer.next())
+                .await
+                .is_err(),
+            "{uri}: nothing stored twice"
+        );
+        drop(consumer);
+        within(env.delete_stream(&s)).await.unwrap();
+        env.close().await;
+    }
+}
+
+#[tokio::test]
+async fn the_brokers_refusals_are_errors_to_match_on() {
+    let (uris, _broker) = stream_brokers().await;
+    for uri in &uris {
+        let env = within(Environment::connect(uri)).await.unwrap();
+        let s = unique("stream-refusals");
+        within(env.create_stream(&s, &StreamOptions::default()))
+            .await
+            .unwrap();
+        let again = within(env.create_stream(&s, &StreamOptions::default())).await;
+        assert!(
+            matches!(
+                again,
+                Err(Error::Refused {
+                    code: ResponseCode::StreamAlreadyExists,
+                    ..
+                })
+            ),
+            "{uri}: {again:?}"
+        );
+        let missing = unique("no-such-stream");
+        let p = within(env.producer().build(&missing)).await;
+        assert!(
+            matches!(
+                p,
+                Err(Error::Refused {
+                    code: ResponseCode::StreamDoesNotExist,
+                    ..
+                })
+            ),
+            "{uri}: {:?}",
+            p.err()
+        );
+        let c = within(env.consumer().build(&missing)).await;
+        assert!(
+            matches!(
+                c,
+                Err(Error::Refused {
+                    code: ResponseCode::StreamDoesNotExist,
+                    ..
+                })
+            ),
+            "{uri}: {:?}",
+            c.err()
+        );
+        // The connection is fine after refusals.
+        within(env.delete_stream(&s)).await.unwrap();
+        let bad = uri.replacen("guest:guest", "guest:wrong", 1);
+        let refused = within(Environment::connect(&bad)).await;
+        assert!(
+            matches!(
+                refused,
+                Err(Error::Refused {
+                    code: ResponseCode::AuthenticationFailure,
+                    ..
+                })
+            ),
+            "{uri}: {:?}",
+            refused.err()
+        );
+        env.close().await;
+    }
+}
