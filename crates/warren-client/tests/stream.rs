@@ -9,7 +9,7 @@ mod support;
 use futures_util::StreamExt;
 use support::{stream_brokers, unique, within};
 use warren_client::stream::{
-    Consumer, Environment, Error, Message, OffsetSpecification, ResponseCode, StreamOptions,
+    Compression, Consumer, Environment, Error, Message, OffsetSpecification, ResponseCode, StreamOptions,
 };
 
 /// The next `n` deliveries: (offset, body).
@@ -211,6 +211,54 @@ async fn the_brokers_refusals_are_errors_to_match_on() {
             "{uri}: {:?}",
             refused.err()
         );
+        env.close().await;
+    }
+}
+
+#[tokio::test]
+async fn sub_entry_batches_with_every_codec_read_back_as_their_messages() {
+    let (uris, _broker) = stream_brokers().await;
+    for uri in &uris {
+        let env = within(Environment::connect(uri)).await.unwrap();
+        let s = unique("stream-sub-entries");
+        within(env.create_stream(&s, &StreamOptions::default()))
+            .await
+            .unwrap();
+        let codecs = [
+            Compression::None,
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ];
+        let mut want = Vec::new();
+        for (k, codec) in codecs.into_iter().enumerate() {
+            let producer = within(env.producer().sub_entry_size(10).compression(codec).build(&s))
+                .await
+                .unwrap();
+            // 95: nine whole sub-entries and one of five.
+            let bodies: Vec<String> = (0..95)
+                .map(|i| format!("{codec:?} message {i} ").repeat(k + 1))
+                .collect();
+            let confirms = within(producer.send_batch(bodies.iter().map(|b| Message::new(b.clone()))))
+                .await
+                .unwrap();
+            assert_eq!(confirms.len(), 95);
+            for c in confirms {
+                assert!(within(c).await.unwrap().is_confirmed(), "{uri} {codec:?}");
+            }
+            want.extend(bodies);
+        }
+        let mut consumer = within(env.consumer().offset(OffsetSpecification::First).build(&s))
+            .await
+            .unwrap();
+        let got = read(&mut consumer, want.len()).await;
+        for (i, ((offset, body), w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(*offset, i as u64, "{uri}");
+            assert_eq!(body, w.as_bytes(), "{uri}");
+        }
+        drop(consumer);
+        within(env.delete_stream(&s)).await.unwrap();
         env.close().await;
     }
 }

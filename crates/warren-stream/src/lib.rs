@@ -7,6 +7,7 @@
 
 pub mod chunk;
 pub mod command;
+pub mod compression;
 pub mod error;
 pub mod publish;
 pub mod wire;

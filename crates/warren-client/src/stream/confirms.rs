@@ -42,14 +42,18 @@ impl Confirmation {
 type Told = Result<Confirmation, Error>;
 
 struct Waiting {
+    /// The message's own publishing id (a sub-entry batch goes under its
+    /// last message's, and its confirm settles every message in it).
+    id: u64,
     tx: oneshot::Sender<Told>,
     /// Its place under the in-flight limit, given back when settled.
     _slot: OwnedSemaphorePermit,
 }
 
-/// One producer's outstanding publishes.
+/// One producer's outstanding publishes, by the publishing id they went
+/// under on the wire.
 pub(crate) struct Confirms {
-    pending: Mutex<HashMap<u64, Waiting>>,
+    pending: Mutex<HashMap<u64, Vec<Waiting>>>,
     slots: Arc<Semaphore>,
 }
 
@@ -70,34 +74,35 @@ impl Confirms {
             .expect("the semaphore is never closed")
     }
 
-    /// `publishing_id` is on its way: its confirm arrives on the future.
-    pub(crate) fn wait(&self, publishing_id: u64, slot: OwnedSemaphorePermit) -> Confirm {
+    /// Message `id` is on its way under publishing id `wire` (its own, or
+    /// its sub-entry batch's): its confirm arrives on the future.
+    pub(crate) fn wait(&self, wire: u64, id: u64, slot: OwnedSemaphorePermit) -> Confirm {
         let (tx, rx) = oneshot::channel();
         self.pending
             .lock()
-            .insert(publishing_id, Waiting { tx, _slot: slot });
+            .entry(wire)
+            .or_default()
+            .push(Waiting { id, tx, _slot: slot });
         Confirm(rx)
     }
 
     /// PublishConfirm: these ids are stored.
     pub(crate) fn confirmed(&self, ids: &[u64]) {
-        let told: Vec<(u64, Waiting)> = {
+        let told: Vec<Waiting> = {
             let mut p = self.pending.lock();
-            ids.iter()
-                .filter_map(|id| p.remove(id).map(|w| (*id, w)))
-                .collect()
+            ids.iter().filter_map(|id| p.remove(id)).flatten().collect()
         };
-        for (publishing_id, w) in told {
-            let _ = w.tx.send(Ok(Confirmation::Confirmed { publishing_id }));
+        for w in told {
+            let _ = w.tx.send(Ok(Confirmation::Confirmed { publishing_id: w.id }));
         }
     }
 
     /// PublishError: this id was refused.
-    pub(crate) fn rejected(&self, publishing_id: u64, code: u16) {
-        let w = self.pending.lock().remove(&publishing_id);
-        if let Some(w) = w {
+    pub(crate) fn rejected(&self, wire: u64, code: u16) {
+        let told = self.pending.lock().remove(&wire).unwrap_or_default();
+        for w in told {
             let _ = w.tx.send(Ok(Confirmation::Rejected {
-                publishing_id,
+                publishing_id: w.id,
                 code: ResponseCode::from_u16(code),
             }));
         }
@@ -106,7 +111,7 @@ impl Confirms {
     /// The producer or its connection ended: every outstanding publish
     /// learns why (it may or may not have been stored).
     pub(crate) fn fail_all(&self, why: &Error) {
-        let all: Vec<Waiting> = self.pending.lock().drain().map(|(_, w)| w).collect();
+        let all: Vec<Waiting> = self.pending.lock().drain().flat_map(|(_, w)| w).collect();
         for w in all {
             let _ = w.tx.send(Err(why.clone()));
         }
@@ -114,7 +119,7 @@ impl Confirms {
 
     /// How many publishes await their confirm.
     pub(crate) fn outstanding(&self) -> usize {
-        self.pending.lock().len()
+        self.pending.lock().values().map(Vec::len).sum()
     }
 }
 
@@ -146,8 +151,8 @@ mod tests {
     #[tokio::test]
     async fn confirms_and_errors_settle_their_publishes_and_free_their_slots() {
         let c = Confirms::new(2);
-        let a = c.wait(1, c.slot().await);
-        let b = c.wait(2, c.slot().await);
+        let a = c.wait(1, 1, c.slot().await);
+        let b = c.wait(2, 2, c.slot().await);
         assert_eq!(c.slots.available_permits(), 0);
         c.confirmed(&[1, 7]);
         c.rejected(2, 0x06);
@@ -160,9 +165,15 @@ mod tests {
             }
         );
         assert_eq!(c.slots.available_permits(), 2);
-        let d = c.wait(3, c.slot().await);
+        let d = c.wait(3, 3, c.slot().await);
         c.fail_all(&Error::Closed);
         assert!(matches!(d.await, Err(Error::Closed)));
         assert_eq!(c.outstanding(), 0);
+        // A sub-entry batch: one confirm under its last id settles all.
+        let e = c.wait(5, 4, c.slot().await);
+        let f = c.wait(5, 5, c.slot().await);
+        c.confirmed(&[5]);
+        assert_eq!(e.await.unwrap(), Confirmation::Confirmed { publishing_id: 4 });
+        assert_eq!(f.await.unwrap(), Confirmation::Confirmed { publishing_id: 5 });
     }
 }

@@ -29,8 +29,7 @@
 //! ```
 //!
 //! Not yet here (issue 35 carries on): a locator with pooled connections
-//! to each stream's leader or replicas, sub-entry batching and
-//! compression, offset tracking, single active consumer, super streams,
+//! to each stream's leader or replicas, offset tracking, single active consumer, super streams,
 //! filtering, and recovery.
 
 mod confirms;
@@ -47,4 +46,19 @@ pub use consumer::{Consumer, ConsumerBuilder, Delivery, OffsetSpecification, DEF
 pub use environment::{Environment, EnvironmentBuilder, StreamOptions};
 pub use error::{Error, ResponseCode};
 pub use message::Message;
-pub use producer::{Producer, ProducerBuilder, DEFAULT_MAX_UNCONFIRMED};
+pub use producer::{Compression, Producer, ProducerBuilder, DEFAULT_MAX_UNCONFIRMED};
+
+/// Entry points for `crates/warren-client/fuzz` (not part of the API).
+#[doc(hidden)]
+pub mod fuzzing {
+    /// Read `data` as a delivered chunk, as a consumer does (CRC checked
+    /// and not), and each message in it as a stored message.
+    pub fn read_chunk(data: &[u8]) {
+        let chunk = bytes::Bytes::copy_from_slice(data);
+        for crc in [true, false] {
+            let _ = super::consumer::read_chunk(&chunk, crc, |_, _, raw| {
+                let _ = super::message::decode(&raw);
+            });
+        }
+    }
+}

@@ -6,7 +6,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
+use warren_stream::chunk::Entry;
 use warren_stream::command::{begin_publish, end_frame, Command};
 
 use super::confirms::{Confirm, Confirms};
@@ -22,6 +23,36 @@ pub const DEFAULT_MAX_UNCONFIRMED: usize = 10_000;
 /// Messages encoded into one Publish frame at most.
 const BATCH_MESSAGES: usize = 256;
 
+/// How a producer compresses its sub-entry batches (the stream protocol's
+/// codes; the framed snappy and lz4 formats of RabbitMQ's Java client).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Compression {
+    /// Stored as they are.
+    #[default]
+    None,
+    /// gzip (code 1).
+    Gzip,
+    /// Snappy, framed (code 2).
+    Snappy,
+    /// LZ4, framed (code 3).
+    Lz4,
+    /// Zstandard (code 4).
+    Zstd,
+}
+
+impl Compression {
+    fn code(self) -> u8 {
+        match self {
+            Compression::None => 0,
+            Compression::Gzip => 1,
+            Compression::Snappy => 2,
+            Compression::Lz4 => 3,
+            Compression::Zstd => 4,
+        }
+    }
+}
+
 /// A producer's settings, then [`Self::build`].
 ///
 /// ```no_run
@@ -34,6 +65,8 @@ pub struct ProducerBuilder {
     env: Environment,
     name: Option<String>,
     max_unconfirmed: usize,
+    sub_entry_size: usize,
+    compression: Compression,
 }
 
 impl ProducerBuilder {
@@ -42,7 +75,25 @@ impl ProducerBuilder {
             env,
             name: None,
             max_unconfirmed: DEFAULT_MAX_UNCONFIRMED,
+            sub_entry_size: 1,
+            compression: Compression::None,
         }
+    }
+
+    /// Messages of a batch go `n` to an entry (sub-entry batching): fewer
+    /// entries for the broker to index, and together they compress
+    /// better. Each sub-entry goes under its last message's publishing
+    /// id, so deduplication holds per sub-entry. 1 (the default) sends
+    /// each message as an entry of its own.
+    pub fn sub_entry_size(mut self, n: u16) -> ProducerBuilder {
+        self.sub_entry_size = n.max(1) as usize;
+        self
+    }
+
+    /// Compress sub-entries (with [`Self::sub_entry_size`] above 1).
+    pub fn compression(mut self, compression: Compression) -> ProducerBuilder {
+        self.compression = compression;
+        self
     }
 
     /// A name (the protocol's publisher reference): the broker keeps the
@@ -97,6 +148,8 @@ impl ProducerBuilder {
             stream: stream.to_string(),
             confirms,
             next: AtomicU64::new(next),
+            sub_entry_size: self.sub_entry_size,
+            compression: self.compression,
             closed: false,
         })
     }
@@ -121,6 +174,8 @@ pub struct Producer {
     stream: String,
     confirms: Arc<Confirms>,
     next: AtomicU64,
+    sub_entry_size: usize,
+    compression: Compression,
     closed: bool,
 }
 
@@ -154,6 +209,9 @@ impl Producer {
     where
         I: IntoIterator<Item = Message>,
     {
+        if self.sub_entry_size > 1 {
+            return self.send_sub_entries(messages).await;
+        }
         let mut out = Vec::new();
         let mut batch = Vec::with_capacity(BATCH_MESSAGES);
         let mut it = messages.into_iter().peekable();
@@ -168,7 +226,7 @@ impl Producer {
                 bytes += m.body.len() + 64;
                 let id = self.publishing_id(&m);
                 let slot = self.confirms.slot().await;
-                out.push(self.confirms.wait(id, slot));
+                out.push(self.confirms.wait(id, id, slot));
                 batch.push((id, m));
             }
             let pid = self.id;
@@ -178,6 +236,76 @@ impl Producer {
                 return Err(e);
             }
             batch.clear();
+        }
+        Ok(out)
+    }
+
+    /// [`Self::send_batch`] with sub-entry batching: each sub-entry's
+    /// messages are encoded and compressed together (outside the outbox's
+    /// lock), and a frame carries several sub-entries.
+    async fn send_sub_entries<I>(&self, messages: I) -> Result<Vec<Confirm>, Error>
+    where
+        I: IntoIterator<Item = Message>,
+    {
+        let codec = self.compression.code();
+        let mut out = Vec::new();
+        let mut it = messages.into_iter().peekable();
+        let mut entries: Vec<(u64, Entry)> = Vec::new();
+        while it.peek().is_some() {
+            let mut bytes = 0usize;
+            while it.peek().is_some()
+                && entries.len() < BATCH_MESSAGES
+                && (entries.is_empty() || bytes < self.conn.frame_max as usize / 2)
+            {
+                let mut plain = BytesMut::new();
+                let mut ids = Vec::with_capacity(self.sub_entry_size);
+                for m in it.by_ref().take(self.sub_entry_size) {
+                    let id = self.publishing_id(&m);
+                    ids.push((id, self.confirms.slot().await));
+                    let len_at = plain.len();
+                    plain.put_u32(0);
+                    m.encode(&mut plain);
+                    let len = (plain.len() - len_at - 4) as u32;
+                    plain[len_at..len_at + 4].copy_from_slice(&len.to_be_bytes());
+                }
+                let wire = ids.last().map(|(id, _)| *id).expect("at least one message");
+                let records = ids.len() as u16;
+                let uncompressed_length = plain.len() as u32;
+                for (id, slot) in ids {
+                    out.push(self.confirms.wait(wire, id, slot));
+                }
+                let body = match codec {
+                    0 => plain.freeze(),
+                    c => Bytes::from(warren_stream::compression::compress(c, &plain).expect("a known codec")),
+                };
+                bytes += body.len();
+                entries.push((
+                    wire,
+                    Entry::SubBatch {
+                        compression: codec,
+                        records,
+                        uncompressed_length,
+                        body,
+                    },
+                ));
+            }
+            let pid = self.id;
+            let sent = self
+                .conn
+                .send_with(|buf| {
+                    let at = begin_publish(buf, pid, entries.len() as u32);
+                    for (id, e) in &entries {
+                        buf.put_u64(*id);
+                        e.encode(buf);
+                    }
+                    end_frame(buf, at);
+                })
+                .await;
+            if let Err(e) = sent {
+                self.confirms.fail_all(&e);
+                return Err(e);
+            }
+            entries.clear();
         }
         Ok(out)
     }

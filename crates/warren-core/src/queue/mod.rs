@@ -21,7 +21,6 @@ mod quorum_dlx;
 mod remote;
 pub mod stream;
 mod stream_cache;
-mod stream_compression;
 pub mod stream_log;
 pub mod stream_member;
 #[cfg(test)]

@@ -154,7 +154,7 @@ fn records(chunk: &Bytes) -> Vec<(u64, Bytes)> {
                 body,
                 ..
             } => {
-                let Some(plain) = super::stream_compression::decompress(compression, &body) else {
+                let Some(plain) = warren_stream::compression::decompress(compression, &body) else {
                     tracing::warn!("skipping a sub-batch compressed with codec {compression}");
                     offset += records as u64;
                     continue;
