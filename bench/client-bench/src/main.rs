@@ -7,18 +7,23 @@
 //! client-bench URI CLIENT consume  --size 12 --ack-every 10 --messages 200000
 //! client-bench URI warren dispatch --concurrency 32 --handler-ms 5 --secs 5
 //! client-bench URI warren memory   --secs 30
+//! client-bench STREAM_URI CLIENT stream-publish --size 12 --in-flight 10000 --secs 5
+//! client-bench STREAM_URI CLIENT stream-consume --size 12 --messages 1000000
 //! ```
 //!
 //! CLIENT is `warren` (warren-client), `warren-busy-poll` (warren-client
 //! with `busy_poll`, publishing only), `lapin`, `amqprs` or `floor` (no
-//! client library: raw frames on a blocking socket, publishing only). Queues are
+//! client library: raw frames on a blocking socket, publishing only); for the
+//! stream workloads `warren` or `rabbitmq-stream-client`. Queues are
 //! set up (and filled, for `consume`) with warren-client before the
 //! clock starts.
 
 mod amqprs_side;
 mod floor_side;
 mod lapin_side;
+mod rsc_side;
 mod setup;
+mod stream_side;
 mod usage;
 mod warren_side;
 
@@ -40,6 +45,9 @@ enum Client {
     /// No client library: raw frames on a blocking socket, one thread
     /// (publishing only): the floor any client that sleeps must pay.
     Floor,
+    /// rabbitmq-stream-client (the stream workloads).
+    #[value(name = "rabbitmq-stream-client")]
+    RustStream,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -56,6 +64,12 @@ enum Workload {
     /// Synchronous round trips (basic.qos) for --secs: the broker's own
     /// answer time, the floor under publishing at one in flight.
     RoundTrip,
+    /// Stream protocol: publish batches of 100 with at most --in-flight
+    /// unconfirmed for --secs (URI rabbitmq-stream://; warren or
+    /// rabbitmq-stream-client).
+    StreamPublish,
+    /// Stream protocol: read --messages from the start of a stream.
+    StreamConsume,
 }
 
 #[derive(Parser, Debug)]
@@ -116,6 +130,7 @@ async fn run(a: Args) {
                 }
                 Client::Lapin => lapin_side::publish(&a.uri, &q, &body, a.in_flight, secs).await,
                 Client::Amqprs => amqprs_side::publish(&a.uri, &q, &body, a.in_flight, secs).await,
+                Client::RustStream => panic!("rabbitmq-stream-client speaks the stream protocol"),
                 Client::Floor => {
                     let (uri, q, body, in_flight) = (a.uri.clone(), q.clone(), body.clone(), a.in_flight);
                     tokio::task::spawn_blocking(move || floor_side::publish(&uri, &q, &body, in_flight, secs))
@@ -130,6 +145,7 @@ async fn run(a: Args) {
             let before = usage::now();
             let o = match a.client {
                 Client::Floor => panic!("the floor is measured publishing"),
+                Client::RustStream => panic!("rabbitmq-stream-client speaks the stream protocol"),
                 Client::Warren | Client::WarrenBusyPoll => {
                     warren_side::consume(&a.uri, &q, a.messages, a.ack_every, a.prefetch).await
                 }
@@ -155,6 +171,29 @@ async fn run(a: Args) {
                 Client::Warren => warren_side::round_trips(&a.uri, secs, None).await,
                 Client::WarrenBusyPoll => warren_side::round_trips(&a.uri, secs, Some(BUSY_POLL)).await,
                 _ => panic!("round trips are measured with warren-client"),
+            };
+            (o, usage::now().since(&before))
+        }
+        Workload::StreamPublish => {
+            let s = "client-bench-stream-publish";
+            stream_side::fresh_stream(&a.uri, s).await;
+            let before = usage::now();
+            let o = match a.client {
+                Client::Warren => stream_side::publish(&a.uri, s, &body, a.in_flight, secs).await,
+                Client::RustStream => rsc_side::publish(&a.uri, s, &body, a.in_flight, secs).await,
+                other => panic!("{other:?} does not speak the stream protocol"),
+            };
+            (o, usage::now().since(&before))
+        }
+        Workload::StreamConsume => {
+            let s = "client-bench-stream-consume";
+            stream_side::fresh_stream(&a.uri, s).await;
+            stream_side::fill(&a.uri, s, &body, a.messages).await;
+            let before = usage::now();
+            let o = match a.client {
+                Client::Warren => stream_side::consume(&a.uri, s, a.messages).await,
+                Client::RustStream => rsc_side::consume(&a.uri, s, a.messages).await,
+                other => panic!("{other:?} does not speak the stream protocol"),
             };
             (o, usage::now().since(&before))
         }

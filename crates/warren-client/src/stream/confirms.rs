@@ -6,11 +6,10 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use parking_lot::Mutex;
-use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{oneshot, Semaphore};
 
 use super::error::{Error, ResponseCode};
 
@@ -46,80 +45,129 @@ struct Waiting {
     /// last message's, and its confirm settles every message in it).
     id: u64,
     tx: oneshot::Sender<Told>,
-    /// Its place under the in-flight limit, given back when settled.
-    _slot: OwnedSemaphorePermit,
+}
+
+/// What waits under one publishing id on the wire: a message, or a
+/// sub-entry batch's messages (no list for the common case).
+enum Under {
+    One(Waiting),
+    Many(Vec<Waiting>),
+}
+
+impl Under {
+    fn len(&self) -> usize {
+        match self {
+            Under::One(_) => 1,
+            Under::Many(v) => v.len(),
+        }
+    }
+
+    fn tell(self, told: impl Fn(u64) -> Told) {
+        let send = |w: Waiting| {
+            let _ = w.tx.send(told(w.id));
+        };
+        match self {
+            Under::One(w) => send(w),
+            Under::Many(v) => v.into_iter().for_each(send),
+        }
+    }
 }
 
 /// One producer's outstanding publishes, by the publishing id they went
-/// under on the wire.
+/// under on the wire, and the in-flight limit's free places (taken a
+/// batch at a time, given back as confirms settle).
 pub(crate) struct Confirms {
-    pending: Mutex<HashMap<u64, Vec<Waiting>>>,
-    slots: Arc<Semaphore>,
+    pending: Mutex<HashMap<u64, Under>>,
+    slots: Semaphore,
+    max: usize,
 }
 
 impl Confirms {
     pub(crate) fn new(max_unconfirmed: usize) -> Confirms {
+        let max = max_unconfirmed.max(1);
         Confirms {
             pending: Mutex::new(HashMap::new()),
-            slots: Arc::new(Semaphore::new(max_unconfirmed.max(1))),
+            slots: Semaphore::new(max),
+            max,
         }
     }
 
-    /// A place under the in-flight limit, waiting while it is full.
-    pub(crate) async fn slot(&self) -> OwnedSemaphorePermit {
-        self.slots
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("the semaphore is never closed")
+    /// The in-flight limit.
+    pub(crate) fn max(&self) -> usize {
+        self.max
     }
 
-    /// Message `id` is on its way under publishing id `wire` (its own, or
-    /// its sub-entry batch's): its confirm arrives on the future.
-    pub(crate) fn wait(&self, wire: u64, id: u64, slot: OwnedSemaphorePermit) -> Confirm {
+    /// `n` places under the in-flight limit (at most the limit), waiting
+    /// while they are not free. They come back as the publishes settle.
+    pub(crate) async fn take(&self, n: usize) {
+        debug_assert!(n <= self.max);
+        self.slots
+            .acquire_many(n as u32)
+            .await
+            .expect("the semaphore is never closed")
+            .forget();
+    }
+
+    /// Message `id`, holding a place taken, is on its way under
+    /// publishing id `wire` (its own, or its sub-entry batch's): its
+    /// confirm arrives on the future.
+    pub(crate) fn wait(&self, wire: u64, id: u64) -> Confirm {
         let (tx, rx) = oneshot::channel();
-        self.pending
-            .lock()
-            .entry(wire)
-            .or_default()
-            .push(Waiting { id, tx, _slot: slot });
+        let w = Waiting { id, tx };
+        let mut p = self.pending.lock();
+        match p.remove(&wire) {
+            None => p.insert(wire, Under::One(w)),
+            Some(Under::One(first)) => p.insert(wire, Under::Many(vec![first, w])),
+            Some(Under::Many(mut v)) => {
+                v.push(w);
+                p.insert(wire, Under::Many(v))
+            }
+        };
         Confirm(rx)
+    }
+
+    /// Settle what waits under these wire ids, giving their places back.
+    fn settle(&self, ids: impl IntoIterator<Item = u64>, told: impl Fn(u64) -> Told) {
+        let settled: Vec<Under> = {
+            let mut p = self.pending.lock();
+            ids.into_iter().filter_map(|id| p.remove(&id)).collect()
+        };
+        let n: usize = settled.iter().map(Under::len).sum();
+        for u in settled {
+            u.tell(&told);
+        }
+        if n > 0 {
+            self.slots.add_permits(n);
+        }
     }
 
     /// PublishConfirm: these ids are stored.
     pub(crate) fn confirmed(&self, ids: &[u64]) {
-        let told: Vec<Waiting> = {
-            let mut p = self.pending.lock();
-            ids.iter().filter_map(|id| p.remove(id)).flatten().collect()
-        };
-        for w in told {
-            let _ = w.tx.send(Ok(Confirmation::Confirmed { publishing_id: w.id }));
-        }
+        self.settle(ids.iter().copied(), |publishing_id| {
+            Ok(Confirmation::Confirmed { publishing_id })
+        });
     }
 
     /// PublishError: this id was refused.
     pub(crate) fn rejected(&self, wire: u64, code: u16) {
-        let told = self.pending.lock().remove(&wire).unwrap_or_default();
-        for w in told {
-            let _ = w.tx.send(Ok(Confirmation::Rejected {
-                publishing_id: w.id,
+        self.settle([wire], |publishing_id| {
+            Ok(Confirmation::Rejected {
+                publishing_id,
                 code: ResponseCode::from_u16(code),
-            }));
-        }
+            })
+        });
     }
 
     /// The producer or its connection ended: every outstanding publish
     /// learns why (it may or may not have been stored).
     pub(crate) fn fail_all(&self, why: &Error) {
-        let all: Vec<Waiting> = self.pending.lock().drain().flat_map(|(_, w)| w).collect();
-        for w in all {
-            let _ = w.tx.send(Err(why.clone()));
-        }
+        let all: Vec<u64> = self.pending.lock().keys().copied().collect();
+        self.settle(all, |_| Err(why.clone()));
     }
 
     /// How many publishes await their confirm.
     pub(crate) fn outstanding(&self) -> usize {
-        self.pending.lock().values().map(Vec::len).sum()
+        self.pending.lock().values().map(Under::len).sum()
     }
 }
 
@@ -149,10 +197,11 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn confirms_and_errors_settle_their_publishes_and_free_their_slots() {
+    async fn confirms_and_errors_settle_their_publishes_and_free_their_places() {
         let c = Confirms::new(2);
-        let a = c.wait(1, 1, c.slot().await);
-        let b = c.wait(2, 2, c.slot().await);
+        c.take(2).await;
+        let a = c.wait(1, 1);
+        let b = c.wait(2, 2);
         assert_eq!(c.slots.available_permits(), 0);
         c.confirmed(&[1, 7]);
         c.rejected(2, 0x06);
@@ -165,15 +214,19 @@ mod tests {
             }
         );
         assert_eq!(c.slots.available_permits(), 2);
-        let d = c.wait(3, 3, c.slot().await);
+        c.take(1).await;
+        let d = c.wait(3, 3);
         c.fail_all(&Error::Closed);
         assert!(matches!(d.await, Err(Error::Closed)));
         assert_eq!(c.outstanding(), 0);
         // A sub-entry batch: one confirm under its last id settles all.
-        let e = c.wait(5, 4, c.slot().await);
-        let f = c.wait(5, 5, c.slot().await);
+        c.take(2).await;
+        let e = c.wait(5, 4);
+        let f = c.wait(5, 5);
+        assert_eq!(c.outstanding(), 2);
         c.confirmed(&[5]);
         assert_eq!(e.await.unwrap(), Confirmation::Confirmed { publishing_id: 4 });
         assert_eq!(f.await.unwrap(), Confirmation::Confirmed { publishing_id: 5 });
+        assert_eq!(c.slots.available_permits(), 2);
     }
 }

@@ -155,7 +155,7 @@ impl Delivery {
     /// Its body: the data sections' bytes (or an amqp-value's binary or
     /// string).
     pub fn body(&self) -> Result<Bytes, Error> {
-        Ok(message::decode(&self.raw)?.body)
+        message::body(&self.raw)
     }
 
     /// Its application properties, as text.

@@ -61,7 +61,17 @@ impl Message {
                 .collect();
             Value::described(APPLICATION_PROPERTIES, Value::Map(map)).encode(out);
         }
-        Value::described(DATA, Value::Binary(self.body.clone())).encode(out);
+        // The data section written directly (described, small ulong code
+        // 0x75, then vbin8 or vbin32): no value tree per message.
+        out.extend_from_slice(&[0x00, 0x53, DATA as u8]);
+        match u8::try_from(self.body.len()) {
+            Ok(n) => out.extend_from_slice(&[0xa0, n]),
+            Err(_) => {
+                out.extend_from_slice(&[0xb0]);
+                out.extend_from_slice(&(self.body.len() as u32).to_be_bytes());
+            }
+        }
+        out.extend_from_slice(&self.body);
     }
 }
 
@@ -96,6 +106,22 @@ pub(crate) fn decode(raw: &[u8]) -> Result<Decoded, Error> {
     Ok(d)
 }
 
+/// The body of a stored message. A message that is one data section (as
+/// stream clients write them) is sliced, not copied or decoded.
+pub(crate) fn body(raw: &Bytes) -> Result<Bytes, Error> {
+    if let [0x00, 0x53, 0x75, rest @ ..] = &raw[..] {
+        let (len, head) = match rest {
+            [0xa0, n, ..] => (*n as usize, 5),
+            [0xb0, a, b, c, d, ..] => (u32::from_be_bytes([*a, *b, *c, *d]) as usize, 8),
+            _ => (usize::MAX, 0),
+        };
+        if head > 0 && raw.len() - head == len {
+            return Ok(raw.slice(head..));
+        }
+    }
+    Ok(decode(raw)?.body)
+}
+
 /// A simple value as text (strings, symbols, numbers, booleans).
 fn text(v: &Value) -> Option<String> {
     Some(match v {
@@ -126,6 +152,22 @@ mod tests {
         let d = decode(&out).unwrap();
         assert_eq!(&d.body[..], b"body");
         assert_eq!(d.application_properties, vec![("k".to_string(), "v".to_string())]);
+        // The data section as the codec writes it, short and long, and
+        // its body sliced back out.
+        for n in [0usize, 255, 256, 70_000] {
+            let payload = Bytes::from(vec![7u8; n]);
+            let mut direct = BytesMut::new();
+            Message::new(payload.clone()).encode(&mut direct);
+            let mut coded = BytesMut::new();
+            Value::described(DATA, Value::Binary(payload.clone())).encode(&mut coded);
+            assert_eq!(direct, coded, "{n} bytes");
+            assert_eq!(body(&direct.freeze()).unwrap(), payload);
+        }
+        // With more than the data section, the sections are decoded.
+        let mut both = BytesMut::new();
+        Message::new("x").application_property("a", "b").encode(&mut both);
+        assert_eq!(&body(&both.freeze()).unwrap()[..], b"x");
+        assert!(body(&Bytes::from_static(&[0x00, 0x53, 0x75, 0xa0, 9, 1])).is_err());
         assert!(
             decode(&[0x00, 0x53]).is_err(),
             "a cut section is an error, not a panic"

@@ -58,6 +58,7 @@ pub mod fuzzing {
         for crc in [true, false] {
             let _ = super::consumer::read_chunk(&chunk, crc, |_, _, raw| {
                 let _ = super::message::decode(&raw);
+                let _ = super::message::body(&raw);
             });
         }
     }

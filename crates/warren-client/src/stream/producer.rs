@@ -204,98 +204,59 @@ impl Producer {
 
     /// Publish messages in order, as few frames as possible; one confirm
     /// per message, in order. Waits, as [`Self::send`] does, while the
-    /// in-flight limit is reached.
+    /// in-flight limit is reached. Messages without a publishing id are
+    /// numbered as their frame goes into the outbox, so ids follow the
+    /// order on the wire (what deduplication needs) even when tasks
+    /// share the producer.
     pub async fn send_batch<I>(&self, messages: I) -> Result<Vec<Confirm>, Error>
     where
         I: IntoIterator<Item = Message>,
     {
-        if self.sub_entry_size > 1 {
-            return self.send_sub_entries(messages).await;
-        }
-        let mut out = Vec::new();
-        let mut batch = Vec::with_capacity(BATCH_MESSAGES);
-        let mut it = messages.into_iter().peekable();
-        while it.peek().is_some() {
-            // Each message's place under the limit first (this may wait),
-            // then the frame, encoded whole into the outbox.
-            let mut bytes = 0usize;
-            while let Some(m) = it.next_if(|m| {
-                batch.len() < BATCH_MESSAGES
-                    && (batch.is_empty() || bytes + m.body.len() + 64 < self.conn.frame_max as usize / 2)
-            }) {
-                bytes += m.body.len() + 64;
-                let id = self.publishing_id(&m);
-                let slot = self.confirms.slot().await;
-                out.push(self.confirms.wait(id, id, slot));
-                batch.push((id, m));
-            }
-            let pid = self.id;
-            let sent = self.conn.send_with(|buf| encode_publish(buf, pid, &batch)).await;
-            if let Err(e) = sent {
-                self.confirms.fail_all(&e);
-                return Err(e);
-            }
-            batch.clear();
-        }
-        Ok(out)
-    }
-
-    /// [`Self::send_batch`] with sub-entry batching: each sub-entry's
-    /// messages are encoded and compressed together (outside the outbox's
-    /// lock), and a frame carries several sub-entries.
-    async fn send_sub_entries<I>(&self, messages: I) -> Result<Vec<Confirm>, Error>
-    where
-        I: IntoIterator<Item = Message>,
-    {
-        let codec = self.compression.code();
+        let per_entry = self.sub_entry_size;
+        let per_frame = BATCH_MESSAGES.min(self.confirms.max() / per_entry).max(1);
+        let frame_bytes = self.conn.frame_max as usize / 2;
         let mut out = Vec::new();
         let mut it = messages.into_iter().peekable();
-        let mut entries: Vec<(u64, Entry)> = Vec::new();
+        let mut entries: Vec<Pending> = Vec::new();
         while it.peek().is_some() {
-            let mut bytes = 0usize;
+            // A frame's worth of entries, encoded (and compressed) before
+            // the outbox's lock is taken; then their places under the
+            // in-flight limit (this may wait).
+            let (mut bytes, mut messages) = (0usize, 0usize);
             while it.peek().is_some()
-                && entries.len() < BATCH_MESSAGES
-                && (entries.is_empty() || bytes < self.conn.frame_max as usize / 2)
+                && entries.len() < per_frame
+                && (entries.is_empty() || bytes < frame_bytes)
             {
-                let mut plain = BytesMut::new();
-                let mut ids = Vec::with_capacity(self.sub_entry_size);
-                for m in it.by_ref().take(self.sub_entry_size) {
-                    let id = self.publishing_id(&m);
-                    ids.push((id, self.confirms.slot().await));
-                    let len_at = plain.len();
-                    plain.put_u32(0);
-                    m.encode(&mut plain);
-                    let len = (plain.len() - len_at - 4) as u32;
-                    plain[len_at..len_at + 4].copy_from_slice(&len.to_be_bytes());
-                }
-                let wire = ids.last().map(|(id, _)| *id).expect("at least one message");
-                let records = ids.len() as u16;
-                let uncompressed_length = plain.len() as u32;
-                for (id, slot) in ids {
-                    out.push(self.confirms.wait(wire, id, slot));
-                }
-                let body = match codec {
-                    0 => plain.freeze(),
-                    c => Bytes::from(warren_stream::compression::compress(c, &plain).expect("a known codec")),
+                let e = match per_entry {
+                    1 => Pending::simple(it.next().expect("peeked")),
+                    n => Pending::sub_entry(it.by_ref().take(n), self.compression.code()),
                 };
-                bytes += body.len();
-                entries.push((
-                    wire,
-                    Entry::SubBatch {
-                        compression: codec,
-                        records,
-                        uncompressed_length,
-                        body,
-                    },
-                ));
+                bytes += e.size();
+                messages += e.ids.len();
+                entries.push(e);
             }
-            let pid = self.id;
+            self.confirms.take(messages.min(self.confirms.max())).await;
+            let (pid, next, confirms) = (self.id, &self.next, &self.confirms);
             let sent = self
                 .conn
                 .send_with(|buf| {
                     let at = begin_publish(buf, pid, entries.len() as u32);
-                    for (id, e) in &entries {
-                        buf.put_u64(*id);
+                    for e in &mut entries {
+                        let mut wire = 0;
+                        for id in e.ids.iter_mut() {
+                            *id = match *id {
+                                Some(given) => {
+                                    next.fetch_max(given + 1, Ordering::Relaxed);
+                                    Some(given)
+                                }
+                                None => Some(next.fetch_add(1, Ordering::Relaxed)),
+                            };
+                            wire = id.expect("numbered");
+                        }
+                        for id in &e.ids {
+                            out.push(confirms.wait(wire, id.expect("numbered")));
+                        }
+                        buf.put_u64(wire);
                         e.encode(buf);
                     }
                     end_frame(buf, at);
@@ -308,16 +269,6 @@ impl Producer {
             entries.clear();
         }
         Ok(out)
-    }
-
-    fn publishing_id(&self, m: &Message) -> u64 {
-        match m.publishing_id {
-            Some(id) => {
-                self.next.fetch_max(id + 1, Ordering::Relaxed);
-                id
-            }
-            None => self.next.fetch_add(1, Ordering::Relaxed),
-        }
     }
 
     /// Delete the producer on the broker. Publishes still unconfirmed
@@ -355,19 +306,76 @@ impl Drop for Producer {
     }
 }
 
-/// One Publish frame (version 1) of `batch`: each message's publishing
-/// id and its AMQP 1.0 encoding, written in place (no copy per message).
-fn encode_publish(out: &mut BytesMut, publisher_id: u8, batch: &[(u64, Message)]) {
-    let at = begin_publish(out, publisher_id, batch.len() as u32);
-    for (id, m) in batch {
-        out.put_u64(*id);
-        let len_at = out.len();
-        out.put_u32(0);
-        m.encode(out);
-        let len = (out.len() - len_at - 4) as u32;
-        out[len_at..len_at + 4].copy_from_slice(&len.to_be_bytes());
+/// An entry of a frame being built: its messages' publishing ids (given,
+/// or None until numbered in the outbox) and what goes on the wire.
+struct Pending {
+    ids: Vec<Option<u64>>,
+    body: Body,
+}
+
+enum Body {
+    /// One message, encoded in place in the outbox.
+    Simple(Message),
+    /// A sub-entry batch, encoded (and compressed) beforehand.
+    SubBatch(Entry),
+}
+
+impl Pending {
+    fn simple(m: Message) -> Pending {
+        Pending {
+            ids: vec![m.publishing_id],
+            body: Body::Simple(m),
+        }
     }
-    end_frame(out, at);
+
+    fn sub_entry(messages: impl Iterator<Item = Message>, codec: u8) -> Pending {
+        let mut plain = BytesMut::new();
+        let mut ids = Vec::new();
+        for m in messages {
+            ids.push(m.publishing_id);
+            put_message(&mut plain, &m);
+        }
+        let uncompressed_length = plain.len() as u32;
+        let body = match codec {
+            0 => plain.freeze(),
+            c => Bytes::from(warren_stream::compression::compress(c, &plain).expect("a known codec")),
+        };
+        Pending {
+            body: Body::SubBatch(Entry::SubBatch {
+                compression: codec,
+                records: ids.len() as u16,
+                uncompressed_length,
+                body,
+            }),
+            ids,
+        }
+    }
+
+    /// Bytes on the wire, about.
+    fn size(&self) -> usize {
+        match &self.body {
+            Body::Simple(m) => m.body.len() + 16,
+            Body::SubBatch(Entry::SubBatch { body, .. }) => body.len() + 19,
+            Body::SubBatch(Entry::Simple(b)) => b.len() + 12,
+        }
+    }
+
+    /// The entry as a Publish frame holds it (after its publishing id).
+    fn encode(&self, out: &mut BytesMut) {
+        match &self.body {
+            Body::Simple(m) => put_message(out, m),
+            Body::SubBatch(e) => e.encode(out),
+        }
+    }
+}
+
+/// A message with its 4-byte length before it, encoded in place.
+fn put_message(out: &mut BytesMut, m: &Message) {
+    let len_at = out.len();
+    out.put_u32(0);
+    m.encode(out);
+    let len = (out.len() - len_at - 4) as u32;
+    out[len_at..len_at + 4].copy_from_slice(&len.to_be_bytes());
 }
 
 #[cfg(test)]
@@ -375,28 +383,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_publish_frame_reads_back_as_its_messages() {
+    fn entries_encode_as_the_codec_reads_them() {
+        let simple = Pending::simple(Message::new("a"));
+        let sub = Pending::sub_entry([Message::new("b"), Message::new("cc")].into_iter(), 4);
         let mut out = BytesMut::new();
-        let batch = vec![
-            (7, Message::new("a")),
-            (8, Message::new("bb").application_property("k", "v")),
-        ];
-        encode_publish(&mut out, 3, &batch);
-        let mut buf = out;
-        let frame = warren_stream::command::parse_frame(&mut buf, 1 << 20)
+        let at = begin_publish(&mut out, 3, 2);
+        for (id, e) in [(7u64, &simple), (9, &sub)] {
+            out.put_u64(id);
+            e.encode(&mut out);
+        }
+        end_frame(&mut out, at);
+        let frame = warren_stream::command::parse_frame(&mut out, 1 << 20)
             .unwrap()
             .unwrap();
-        let Command::Publish {
-            publisher_id,
-            messages,
-        } = Command::decode(frame).unwrap()
-        else {
-            panic!("a publish")
-        };
+        let (publisher_id, entries) = warren_stream::publish::parse_publish(frame).unwrap();
         assert_eq!(publisher_id, 3);
-        assert_eq!(messages.len(), 2);
-        assert_eq!(messages[1].0, 8);
-        let d = super::super::message::decode(&messages[1].1).unwrap();
-        assert_eq!(&d.body[..], b"bb");
+        assert_eq!(entries[0].publishing_id, 7);
+        let Body::SubBatch(sent) = &sub.body else {
+            panic!("a sub-entry batch")
+        };
+        assert_eq!(&entries[1].entry, sent);
+        assert_eq!(sub.ids, vec![None, None]);
+        let Entry::SubBatch { records: 2, .. } = entries[1].entry else {
+            panic!("a sub-entry batch of two")
+        };
     }
 }
