@@ -10,6 +10,7 @@ use futures_util::StreamExt;
 use support::{stream_brokers, unique, within};
 use warren_client::stream::{
     Compression, Consumer, Environment, Error, Message, OffsetSpecification, ResponseCode, StreamOptions,
+    Tracking,
 };
 
 /// The next `n` deliveries: (offset, body).
@@ -258,6 +259,93 @@ async fn sub_entry_batches_with_every_codec_read_back_as_their_messages() {
             assert_eq!(body, w.as_bytes(), "{uri}");
         }
         drop(consumer);
+        within(env.delete_stream(&s)).await.unwrap();
+        env.close().await;
+    }
+}
+
+#[tokio::test]
+async fn a_named_consumer_carries_on_after_its_stored_offset() {
+    let (uris, _broker) = stream_brokers().await;
+    for uri in &uris {
+        let env = within(Environment::connect(uri)).await.unwrap();
+        let s = unique("stream-tracking");
+        within(env.create_stream(&s, &StreamOptions::default()))
+            .await
+            .unwrap();
+        let producer = within(env.producer().build(&s)).await.unwrap();
+        for c in within(producer.send_batch((0..100).map(|i| Message::new(format!("m{i}")))))
+            .await
+            .unwrap()
+        {
+            within(c).await.unwrap();
+        }
+        assert_eq!(
+            within(env.query_offset("reader", &s)).await.unwrap(),
+            None,
+            "{uri}"
+        );
+
+        // Automatic: every 10 messages, and on close.
+        let auto = Tracking::Automatic {
+            messages: 10,
+            interval: std::time::Duration::from_secs(3600),
+        };
+        let mut c1 = within(
+            env.consumer()
+                .name("reader")
+                .tracking(auto)
+                .offset(OffsetSpecification::First)
+                .build(&s),
+        )
+        .await
+        .unwrap();
+        let got = read(&mut c1, 25).await;
+        assert_eq!(got.last().unwrap().0, 24);
+        within(c1.close()).await.unwrap();
+        let stored = within(async {
+            loop {
+                match env.query_offset("reader", &s).await.unwrap() {
+                    Some(24) => return 24,
+                    _ => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+                }
+            }
+        })
+        .await;
+        assert_eq!(stored, 24, "{uri}");
+        let mut c2 = within(
+            env.consumer()
+                .name("reader")
+                .offset(OffsetSpecification::First)
+                .build(&s),
+        )
+        .await
+        .unwrap();
+        assert_eq!(read(&mut c2, 1).await[0].0, 25, "{uri}: carries on after 24");
+        drop(c2);
+
+        // Manual: only what the application stores.
+        let c3 = within(
+            env.consumer()
+                .name("manual")
+                .tracking(Tracking::Manual)
+                .offset(OffsetSpecification::First)
+                .build(&s),
+        )
+        .await
+        .unwrap();
+        c3.store_offset(7).unwrap();
+        let stored = within(async {
+            loop {
+                if let Some(o) = env.query_offset("manual", &s).await.unwrap() {
+                    return o;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        assert_eq!(stored, 7, "{uri}");
+        drop(c3);
         within(env.delete_stream(&s)).await.unwrap();
         env.close().await;
     }

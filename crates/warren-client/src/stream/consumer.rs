@@ -18,6 +18,7 @@ use super::connection::Connection;
 use super::environment::Environment;
 use super::error::Error;
 use super::message;
+use super::tracking::{Tracker, Tracking};
 
 /// Chunks the broker may send ahead of the application (the Java
 /// client's default initial credit).
@@ -58,6 +59,8 @@ pub struct ConsumerBuilder {
     offset: OffsetSpecification,
     credit: u16,
     check_crc: bool,
+    name: Option<String>,
+    tracking: Tracking,
 }
 
 impl ConsumerBuilder {
@@ -67,7 +70,26 @@ impl ConsumerBuilder {
             offset: OffsetSpecification::Next,
             credit: DEFAULT_INITIAL_CREDIT,
             check_crc: true,
+            name: None,
+            tracking: Tracking::default(),
         }
+    }
+
+    /// A name: the reference its offset is stored under (see
+    /// [`Self::tracking`]). A named consumer whose stream holds an offset
+    /// stored under its name starts just after it, whatever
+    /// [`Self::offset`] says.
+    pub fn name(mut self, name: impl Into<String>) -> ConsumerBuilder {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// How a named consumer's offset is stored (default: automatically,
+    /// every 10,000 messages, every 5 s while messages come, and on
+    /// close).
+    pub fn tracking(mut self, tracking: Tracking) -> ConsumerBuilder {
+        self.tracking = tracking;
+        self
     }
 
     /// Where to start (default [`OffsetSpecification::Next`]).
@@ -92,6 +114,16 @@ impl ConsumerBuilder {
     /// Subscribe to `stream`.
     pub async fn build(self, stream: &str) -> Result<Consumer, Error> {
         let conn = self.env.connection().await?;
+        let mut offset = self.offset;
+        if let Some(name) = &self.name {
+            if let Some(stored) = self.env.query_offset(name, stream).await? {
+                offset = OffsetSpecification::Offset(stored + 1);
+            }
+        }
+        let properties = match &self.name {
+            Some(n) => vec![("name".to_string(), n.clone())],
+            None => Vec::new(),
+        };
         // Room for every chunk the credit lets the broker send, and an
         // ending: the reader never waits on a consumer within its credit.
         let (tx, rx) = mpsc::channel(self.credit as usize + 1);
@@ -101,16 +133,16 @@ impl ConsumerBuilder {
                 correlation_id: c,
                 subscription_id: id,
                 stream: stream.to_string(),
-                offset: self.offset.spec(),
+                offset: offset.spec(),
                 credit: self.credit,
-                properties: Vec::new(),
+                properties,
             })
             .await;
         if let Err(e) = subscribed {
             conn.remove_subscription(id);
             return Err(e);
         }
-        let from = match self.offset {
+        let from = match offset {
             OffsetSpecification::Offset(o) => o,
             _ => 0,
         };
@@ -122,6 +154,8 @@ impl ConsumerBuilder {
             ready: VecDeque::new(),
             from,
             check_crc: self.check_crc,
+            tracker: self.name.as_ref().and_then(|_| Tracker::new(self.tracking)),
+            name: self.name,
             closed: false,
             unsubscribed: false,
         })
@@ -191,6 +225,10 @@ pub struct Consumer {
     /// offset, and those before it in the chunk).
     from: u64,
     check_crc: bool,
+    /// Its name, the reference offsets are stored under.
+    name: Option<String>,
+    /// Automatic tracking's state (named consumers).
+    tracker: Option<Tracker>,
     /// An error ended it: nothing more is read.
     closed: bool,
     /// [`Self::close`] unsubscribed it.
@@ -203,8 +241,27 @@ impl Consumer {
         &self.stream
     }
 
-    /// Unsubscribe.
+    /// Store `offset` as this consumer's place (a named consumer; with
+    /// automatic tracking this happens by itself). A consumer of the same
+    /// name built later starts just after it.
+    pub fn store_offset(&self, offset: u64) -> Result<(), Error> {
+        let Some(reference) = &self.name else {
+            return Err(Error::Protocol("only a named consumer stores its offset".into()));
+        };
+        self.conn.push(&Command::StoreOffset {
+            reference: reference.clone(),
+            stream: self.stream.clone(),
+            offset,
+        });
+        Ok(())
+    }
+
+    /// Unsubscribe (storing the last offset handed out, with automatic
+    /// tracking).
     pub async fn close(mut self) -> Result<(), Error> {
+        if let Some(o) = self.tracker.as_mut().and_then(Tracker::closing) {
+            self.store_offset(o)?;
+        }
         self.unsubscribed = true;
         let id = self.id;
         let r = self
@@ -297,6 +354,9 @@ impl Stream for Consumer {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         loop {
             if let Some(d) = self.ready.pop_front() {
+                if let Some(o) = self.tracker.as_mut().and_then(|t| t.handed_out(d.offset)) {
+                    let _ = self.store_offset(o);
+                }
                 return Poll::Ready(Some(Ok(d)));
             }
             if self.closed {
@@ -327,6 +387,9 @@ impl Drop for Consumer {
     fn drop(&mut self) {
         if self.unsubscribed {
             return;
+        }
+        if let Some(o) = self.tracker.as_mut().and_then(Tracker::closing) {
+            let _ = self.store_offset(o);
         }
         self.conn.push(&Command::Unsubscribe {
             correlation_id: 0,

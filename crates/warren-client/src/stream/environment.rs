@@ -196,6 +196,27 @@ impl Environment {
         .map(|_| ())
     }
 
+    /// The offset stored under `reference` for `stream` (None if none
+    /// is).
+    pub async fn query_offset(&self, reference: &str, stream: &str) -> Result<Option<u64>, Error> {
+        let conn = self.connection().await?;
+        let r = conn
+            .call_any(|c| Command::QueryOffset {
+                correlation_id: c,
+                reference: reference.to_string(),
+                stream: stream.to_string(),
+            })
+            .await?;
+        match r.code {
+            warren_stream::command::code::OK => Ok(Some(warren_stream::wire::Reader::new(r.rest).u64()?)),
+            warren_stream::command::code::NO_OFFSET => Ok(None),
+            c => Err(Error::Refused {
+                operation: "query offset",
+                code: super::error::ResponseCode::from_u16(c),
+            }),
+        }
+    }
+
     /// A producer's settings.
     pub fn producer(&self) -> ProducerBuilder {
         ProducerBuilder::new(self.clone())

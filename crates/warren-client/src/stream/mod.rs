@@ -29,7 +29,7 @@
 //! ```
 //!
 //! Not yet here (issue 35 carries on): a locator with pooled connections
-//! to each stream's leader or replicas, offset tracking, single active consumer, super streams,
+//! to each stream's leader or replicas, single active consumer, super streams,
 //! filtering, and recovery.
 
 mod confirms;
@@ -40,6 +40,7 @@ mod error;
 mod handshake;
 mod message;
 mod producer;
+mod tracking;
 
 pub use confirms::{Confirm, Confirmation};
 pub use consumer::{Consumer, ConsumerBuilder, Delivery, OffsetSpecification, DEFAULT_INITIAL_CREDIT};
@@ -47,6 +48,7 @@ pub use environment::{Environment, EnvironmentBuilder, StreamOptions};
 pub use error::{Error, ResponseCode};
 pub use message::Message;
 pub use producer::{Compression, Producer, ProducerBuilder, DEFAULT_MAX_UNCONFIRMED};
+pub use tracking::Tracking;
 
 /// Entry points for `crates/warren-client/fuzz` (not part of the API).
 #[doc(hidden)]
