@@ -350,3 +350,45 @@ async fn a_named_consumer_carries_on_after_its_stored_offset() {
         env.close().await;
     }
 }
+
+#[tokio::test]
+async fn streams_are_found_through_metadata_or_through_a_load_balancer() {
+    let (uris, _broker) = stream_brokers().await;
+    for uri in &uris {
+        let env = within(Environment::connect(uri)).await.unwrap();
+        let s = unique("stream-located");
+        assert!(!within(env.stream_exists(&s)).await.unwrap(), "{uri}");
+        within(env.create_stream(&s, &StreamOptions::default()))
+            .await
+            .unwrap();
+        assert!(within(env.stream_exists(&s)).await.unwrap(), "{uri}");
+        // Every connection through the URI's address, kept once it is on
+        // the node the stream's metadata names.
+        let balanced = within(
+            Environment::builder()
+                .uri(uri.as_str())
+                .load_balancer_mode(true)
+                .build(),
+        )
+        .await
+        .unwrap();
+        let producer = within(balanced.producer().build(&s)).await.unwrap();
+        let c = within(producer.send(Message::new("through the balancer")))
+            .await
+            .unwrap();
+        assert!(within(c).await.unwrap().is_confirmed(), "{uri}");
+        let mut consumer = within(balanced.consumer().offset(OffsetSpecification::First).build(&s))
+            .await
+            .unwrap();
+        assert_eq!(
+            read(&mut consumer, 1).await[0].1,
+            b"through the balancer",
+            "{uri}"
+        );
+        drop(consumer);
+        drop(producer);
+        balanced.close().await;
+        within(env.delete_stream(&s)).await.unwrap();
+        env.close().await;
+    }
+}

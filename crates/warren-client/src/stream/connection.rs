@@ -18,8 +18,10 @@ use tokio::sync::{mpsc, oneshot, watch, Notify};
 use warren_stream::command::{code, key, parse_frame, Command, Response};
 
 use super::confirms::Confirms;
+use super::environment::Role;
 use super::error::{Error, ResponseCode};
 use super::handshake::{self, Opened, CALL_TIMEOUT, READ_FRAME_MAX};
+use super::metadata::{self, Endpoint, Placement};
 use crate::socket::{ReadHalf, WriteHalf};
 use crate::tls::TlsOptions;
 use crate::uri::AmqpUri;
@@ -91,6 +93,29 @@ impl Connection {
         Ok(c)
     }
 
+    /// Producers (for the leader's role) or consumers on it.
+    pub(crate) fn users(&self, role: Role) -> usize {
+        match role {
+            Role::Leader => self.publishers.lock().len(),
+            Role::Replica => self.subscriptions.lock().len(),
+        }
+    }
+
+    /// The node it reached, as the node advertises itself
+    /// (`advertised_host`, `advertised_port`).
+    pub(crate) fn advertised(&self) -> Option<Endpoint> {
+        let get = |k: &str| {
+            self.server_properties
+                .iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.clone())
+        };
+        Some(Endpoint {
+            host: get("advertised_host")?,
+            port: get("advertised_port")?.parse().ok()?,
+        })
+    }
+
     pub(crate) fn is_ended(&self) -> bool {
         self.ended.lock().is_some()
     }
@@ -144,11 +169,6 @@ impl Connection {
         }
     }
 
-    /// Send one command.
-    pub(crate) async fn send(&self, c: &Command) -> Result<(), Error> {
-        self.send_with(|out| c.encode(out)).await
-    }
-
     /// Send a request and wait for its response; a code other than OK
     /// is [`Error::Refused`] naming `operation`.
     pub(crate) async fn call(
@@ -168,10 +188,27 @@ impl Connection {
 
     /// A request and its response, whatever its code.
     pub(crate) async fn call_any(&self, make: impl FnOnce(u32) -> Command) -> Result<Response, Error> {
+        self.call_encoded(|out, id| make(id).encode(out)).await
+    }
+
+    /// Where `streams` live (a Metadata request).
+    pub(crate) async fn metadata(
+        &self,
+        streams: &[&str],
+    ) -> Result<HashMap<String, Result<Placement, ResponseCode>>, Error> {
+        let r = self
+            .call_encoded(|out, id| metadata::encode_request(out, id, streams))
+            .await?;
+        metadata::parse_response(r.rest)
+    }
+
+    /// A request `encode` writes with the correlation id it is given, and
+    /// its response.
+    async fn call_encoded(&self, encode: impl FnOnce(&mut BytesMut, u32)) -> Result<Response, Error> {
         let id = self.next_call.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         self.calls.lock().insert(id, tx);
-        if let Err(e) = self.send(&make(id)).await {
+        if let Err(e) = self.send_with(|out| encode(out, id)).await {
             self.calls.lock().remove(&id);
             return Err(e);
         }
@@ -310,6 +347,19 @@ impl Connection {
             let code = r.u16()?;
             let stream = r.string()?;
             self.stream_gone(&stream, code);
+            return Ok(true);
+        }
+        if frame.len() >= 8 && u16::from_be_bytes([frame[0], frame[1]]) == key::METADATA | key::RESPONSE {
+            // No response code at the top of a metadata response.
+            let correlation_id = u32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+            if let Some(tx) = self.calls.lock().remove(&correlation_id) {
+                let _ = tx.send(Response {
+                    key: key::METADATA,
+                    correlation_id,
+                    code: code::OK,
+                    rest: frame.slice(8..),
+                });
+            }
             return Ok(true);
         }
         match Command::decode(frame)? {

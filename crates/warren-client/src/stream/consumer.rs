@@ -15,7 +15,7 @@ use warren_stream::chunk::{Chunk, Entry, TYPE_USER};
 use warren_stream::command::{Command, OffsetSpec};
 
 use super::connection::Connection;
-use super::environment::Environment;
+use super::environment::{Environment, Role};
 use super::error::Error;
 use super::message;
 use super::tracking::{Tracker, Tracking};
@@ -113,7 +113,7 @@ impl ConsumerBuilder {
 
     /// Subscribe to `stream`.
     pub async fn build(self, stream: &str) -> Result<Consumer, Error> {
-        let conn = self.env.connection().await?;
+        let conn = self.env.connection_for(stream, Role::Replica).await?;
         let mut offset = self.offset;
         if let Some(name) = &self.name {
             if let Some(stored) = self.env.query_offset(name, stream).await? {

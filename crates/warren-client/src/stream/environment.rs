@@ -1,15 +1,22 @@
-//! The environment: where the broker is and how to log in, the
-//! connection its producers and consumers share, and stream management
-//! (create, delete).
+//! The environment: where the brokers are and how to log in; a locator
+//! connection for stream management and metadata; and a pool of
+//! connections by node, which producers (on a stream's leader) and
+//! consumers (on a replica, when there is one) share, up to 256 of each
+//! per connection. Behind a load balancer, connections are opened to
+//! its address until one lands on the node wanted.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
+
+use rand::seq::SliceRandom;
 
 use warren_stream::command::Command;
 
 use super::connection::Connection;
 use super::consumer::ConsumerBuilder;
 use super::error::Error;
+use super::metadata::{Endpoint, Placement};
 use super::producer::ProducerBuilder;
 use crate::tls::TlsOptions;
 use crate::uri::AmqpUri;
@@ -99,8 +106,27 @@ struct Inner {
     uri: AmqpUri,
     tls: Option<TlsOptions>,
     name: String,
-    conn: tokio::sync::Mutex<Option<Arc<Connection>>>,
+    load_balancer: bool,
+    locator: tokio::sync::Mutex<Option<Arc<Connection>>>,
+    pool: tokio::sync::Mutex<HashMap<Endpoint, Vec<Arc<Connection>>>>,
 }
+
+/// Which member of a stream a connection is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// The leader: producers.
+    Leader,
+    /// A replica if the stream has one, else the leader: consumers.
+    Replica,
+}
+
+/// Producers, or consumers, on one connection at most (the protocol's
+/// one-byte ids).
+const PER_CONNECTION: usize = 256;
+
+/// Connections opened through a load balancer until one reaches the node
+/// wanted.
+const BALANCER_TRIES: usize = 10;
 
 /// An environment's settings, then [`Self::build`].
 #[must_use = "a builder does nothing until built"]
@@ -108,6 +134,7 @@ pub struct EnvironmentBuilder {
     uri: String,
     tls: Option<TlsOptions>,
     name: String,
+    load_balancer: bool,
 }
 
 impl EnvironmentBuilder {
@@ -129,8 +156,18 @@ impl EnvironmentBuilder {
         self
     }
 
-    /// Connect (the connection is opened now, so a wrong address or
-    /// password fails here).
+    /// The URI's address is a load balancer in front of the nodes (or a
+    /// node whose advertised host this side cannot reach): every
+    /// connection goes to it, and one is kept only once it has landed on
+    /// the node a producer or consumer needs (the node's advertised host
+    /// and port tell).
+    pub fn load_balancer_mode(mut self, on: bool) -> EnvironmentBuilder {
+        self.load_balancer = on;
+        self
+    }
+
+    /// Connect (the locator connection is opened now, so a wrong address
+    /// or password fails here).
     pub async fn build(self) -> Result<Environment, Error> {
         let uri = AmqpUri::parse_stream(&self.uri)?;
         let env = Environment {
@@ -138,10 +175,12 @@ impl EnvironmentBuilder {
                 uri,
                 tls: self.tls,
                 name: self.name,
-                conn: tokio::sync::Mutex::new(None),
+                load_balancer: self.load_balancer,
+                locator: tokio::sync::Mutex::new(None),
+                pool: tokio::sync::Mutex::new(HashMap::new()),
             }),
         };
-        env.connection().await?;
+        env.locator().await?;
         Ok(env)
     }
 }
@@ -153,6 +192,7 @@ impl Environment {
             uri: "rabbitmq-stream://guest:guest@localhost:5552/%2f".into(),
             tls: None,
             name: "warren-client".into(),
+            load_balancer: false,
         }
     }
 
@@ -161,20 +201,88 @@ impl Environment {
         Environment::builder().uri(uri).build().await
     }
 
-    /// The connection in use, opened again if it has ended.
-    pub(crate) async fn connection(&self) -> Result<Arc<Connection>, Error> {
-        let mut c = self.inner.conn.lock().await;
+    /// The locator connection (to the URI's address), opened again if it
+    /// has ended.
+    pub(crate) async fn locator(&self) -> Result<Arc<Connection>, Error> {
+        let mut c = self.inner.locator.lock().await;
         if let Some(conn) = c.as_ref().filter(|c| !c.is_ended()) {
             return Ok(conn.clone());
         }
-        let conn = Connection::open(&self.inner.uri, &self.inner.name, self.inner.tls.as_ref()).await?;
+        let conn = self.open(&self.inner.uri).await?;
         *c = Some(conn.clone());
         Ok(conn)
     }
 
+    async fn open(&self, uri: &AmqpUri) -> Result<Arc<Connection>, Error> {
+        Connection::open(uri, &self.inner.name, self.inner.tls.as_ref()).await
+    }
+
+    /// Where `stream` lives.
+    pub(crate) async fn placement(&self, stream: &str) -> Result<Placement, Error> {
+        let mut m = self.locator().await?.metadata(&[stream]).await?;
+        match m.remove(stream) {
+            Some(Ok(p)) => Ok(p),
+            Some(Err(code)) => Err(Error::Refused {
+                operation: "metadata",
+                code,
+            }),
+            None => Err(Error::Protocol(format!("no metadata for stream '{stream}'"))),
+        }
+    }
+
+    /// A connection to `stream`'s member in `role`, with room for one more
+    /// producer (or consumer): pooled by node.
+    pub(crate) async fn connection_for(&self, stream: &str, role: Role) -> Result<Arc<Connection>, Error> {
+        let p = self.placement(stream).await?;
+        let wanted = match (role, p.replicas.choose(&mut rand::thread_rng())) {
+            (Role::Replica, Some(r)) => Some(r.clone()),
+            _ => p.leader.clone(),
+        };
+        let Some(wanted) = wanted else {
+            return Err(Error::Refused {
+                operation: "metadata",
+                code: super::error::ResponseCode::StreamNotAvailable,
+            });
+        };
+        let mut pool = self.inner.pool.lock().await;
+        let conns = pool.entry(wanted.clone()).or_default();
+        conns.retain(|c| !c.is_ended());
+        if let Some(c) = conns.iter().find(|c| c.users(role) < PER_CONNECTION) {
+            return Ok(c.clone());
+        }
+        let conn = match self.inner.load_balancer {
+            false => {
+                let mut uri = self.inner.uri.clone();
+                uri.host = wanted.host.clone();
+                uri.port = wanted.port;
+                self.open(&uri).await?
+            }
+            true => self.open_through_balancer(&wanted).await?,
+        };
+        conns.push(conn.clone());
+        Ok(conn)
+    }
+
+    /// Connections to the URI's address until one is on `wanted` (its
+    /// advertised host and port); the last one if none is.
+    async fn open_through_balancer(&self, wanted: &Endpoint) -> Result<Arc<Connection>, Error> {
+        let mut last = None;
+        for _ in 0..BALANCER_TRIES {
+            let c = self.open(&self.inner.uri).await?;
+            if c.advertised().as_ref() == Some(wanted) {
+                return Ok(c);
+            }
+            if let Some(old) = last.replace(c) {
+                old.close().await;
+            }
+        }
+        tracing::warn!(host = %wanted.host, port = wanted.port, "no connection through the load balancer reached the node wanted; using another");
+        Ok(last.expect("at least one try"))
+    }
+
     /// Create a stream.
     pub async fn create_stream(&self, name: &str, options: &StreamOptions) -> Result<(), Error> {
-        let conn = self.connection().await?;
+        let conn = self.locator().await?;
         let arguments = options.arguments();
         conn.call("create", |c| Command::Create {
             correlation_id: c,
@@ -187,7 +295,7 @@ impl Environment {
 
     /// Delete a stream.
     pub async fn delete_stream(&self, name: &str) -> Result<(), Error> {
-        let conn = self.connection().await?;
+        let conn = self.locator().await?;
         conn.call("delete", |c| Command::Delete {
             correlation_id: c,
             stream: name.to_string(),
@@ -199,7 +307,7 @@ impl Environment {
     /// The offset stored under `reference` for `stream` (None if none
     /// is).
     pub async fn query_offset(&self, reference: &str, stream: &str) -> Result<Option<u64>, Error> {
-        let conn = self.connection().await?;
+        let conn = self.locator().await?;
         let r = conn
             .call_any(|c| Command::QueryOffset {
                 correlation_id: c,
@@ -227,17 +335,37 @@ impl Environment {
         ConsumerBuilder::new(self.clone())
     }
 
-    /// What the broker said of itself when the connection opened
-    /// (`advertised_host`, `advertised_port`, ...).
-    pub async fn server_properties(&self) -> Result<Vec<(String, String)>, Error> {
-        Ok(self.connection().await?.server_properties.clone())
+    /// Whether `stream` exists.
+    pub async fn stream_exists(&self, stream: &str) -> Result<bool, Error> {
+        match self.placement(stream).await {
+            Ok(_) => Ok(true),
+            Err(Error::Refused {
+                code: super::error::ResponseCode::StreamDoesNotExist,
+                ..
+            }) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
-    /// Close the connection: its producers' unconfirmed publishes and its
+    /// What the broker said of itself when the locator connection opened
+    /// (`advertised_host`, `advertised_port`, ...).
+    pub async fn server_properties(&self) -> Result<Vec<(String, String)>, Error> {
+        Ok(self.locator().await?.server_properties.clone())
+    }
+
+    /// Close every connection: producers' unconfirmed publishes and
     /// consumers end with [`Error::Closed`].
     pub async fn close(&self) {
-        let conn = self.inner.conn.lock().await.take();
-        if let Some(c) = conn {
+        let locator = self.inner.locator.lock().await.take();
+        let pooled: Vec<Arc<Connection>> = self
+            .inner
+            .pool
+            .lock()
+            .await
+            .drain()
+            .flat_map(|(_, v)| v)
+            .collect();
+        for c in locator.into_iter().chain(pooled) {
             c.close().await;
         }
     }

@@ -28,9 +28,13 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Not yet here (issue 35 carries on): a locator with pooled connections
-//! to each stream's leader or replicas, single active consumer, super streams,
-//! filtering, and recovery.
+//! Producers connect to their stream's leader and consumers to a
+//! replica when there is one (the broker's metadata says where), on
+//! connections pooled by node; [`EnvironmentBuilder::load_balancer_mode`]
+//! is for brokers behind a load balancer.
+//!
+//! Not yet here (issue 35 carries on): recovery, single active consumer,
+//! super streams, filtering.
 
 mod confirms;
 mod connection;
@@ -39,6 +43,7 @@ mod environment;
 mod error;
 mod handshake;
 mod message;
+mod metadata;
 mod producer;
 mod tracking;
 

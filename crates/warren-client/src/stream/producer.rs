@@ -12,7 +12,7 @@ use warren_stream::command::{begin_publish, end_frame, Command};
 
 use super::confirms::{Confirm, Confirms};
 use super::connection::Connection;
-use super::environment::Environment;
+use super::environment::{Environment, Role};
 use super::error::Error;
 use super::message::Message;
 
@@ -114,7 +114,7 @@ impl ProducerBuilder {
 
     /// Declare the producer on `stream`.
     pub async fn build(self, stream: &str) -> Result<Producer, Error> {
-        let conn = self.env.connection().await?;
+        let conn = self.env.connection_for(stream, Role::Leader).await?;
         let confirms = Arc::new(Confirms::new(self.max_unconfirmed));
         let id = conn.add_publisher(stream, confirms.clone())?;
         let declared = conn
