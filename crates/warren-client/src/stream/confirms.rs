@@ -8,9 +8,12 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use std::sync::OnceLock;
+
 use parking_lot::Mutex;
 use tokio::sync::{oneshot, Semaphore};
 
+use super::entry::Body;
 use super::error::{Error, ResponseCode};
 
 /// What the broker said of one published message.
@@ -48,7 +51,13 @@ struct Waiting {
 }
 
 /// What waits under one publishing id on the wire: a message, or a
-/// sub-entry batch's messages (no list for the common case).
+/// sub-entry batch's messages (no list for the common case), and the
+/// entry, kept to be sent again after a recovery.
+struct Sent {
+    under: Under,
+    entry: Body,
+}
+
 enum Under {
     One(Waiting),
     Many(Vec<Waiting>),
@@ -77,9 +86,12 @@ impl Under {
 /// under on the wire, and the in-flight limit's free places (taken a
 /// batch at a time, given back as confirms settle).
 pub(crate) struct Confirms {
-    pending: Mutex<HashMap<u64, Under>>,
+    pending: Mutex<HashMap<u64, Sent>>,
     slots: Semaphore,
     max: usize,
+    /// What the producer does when its connection is lost (recover);
+    /// without it, every outstanding publish fails.
+    on_lost: OnceLock<Box<dyn Fn(Error) + Send + Sync>>,
 }
 
 impl Confirms {
@@ -89,7 +101,39 @@ impl Confirms {
             pending: Mutex::new(HashMap::new()),
             slots: Semaphore::new(max),
             max,
+            on_lost: OnceLock::new(),
         }
+    }
+
+    /// What to do when the producer's connection is lost.
+    pub(crate) fn set_on_lost(&self, f: Box<dyn Fn(Error) + Send + Sync>) {
+        let _ = self.on_lost.set(f);
+    }
+
+    /// The producer's connection was lost, or its stream moved.
+    pub(crate) fn lost(&self, why: Error) {
+        match self.on_lost.get() {
+            Some(f) => f(why),
+            None => self.fail_all(&why),
+        }
+    }
+
+    /// Give back `n` places taken for publishes that were not sent.
+    pub(crate) fn give_back(&self, n: usize) {
+        self.slots.add_permits(n);
+    }
+
+    /// The entries not yet confirmed, in publishing id order, to send
+    /// again.
+    pub(crate) fn unconfirmed(&self) -> Vec<(u64, Body)> {
+        let mut v: Vec<(u64, Body)> = self
+            .pending
+            .lock()
+            .iter()
+            .map(|(wire, s)| (*wire, s.entry.clone()))
+            .collect();
+        v.sort_unstable_by_key(|(wire, _)| *wire);
+        v
     }
 
     /// The in-flight limit.
@@ -108,29 +152,30 @@ impl Confirms {
             .forget();
     }
 
-    /// Message `id`, holding a place taken, is on its way under
-    /// publishing id `wire` (its own, or its sub-entry batch's): its
-    /// confirm arrives on the future.
-    pub(crate) fn wait(&self, wire: u64, id: u64) -> Confirm {
-        let (tx, rx) = oneshot::channel();
-        let w = Waiting { id, tx };
-        let mut p = self.pending.lock();
-        match p.remove(&wire) {
-            None => p.insert(wire, Under::One(w)),
-            Some(Under::One(first)) => p.insert(wire, Under::Many(vec![first, w])),
-            Some(Under::Many(mut v)) => {
-                v.push(w);
-                p.insert(wire, Under::Many(v))
-            }
+    /// An entry is on its way under publishing id `wire` (its own, or its
+    /// sub-entry batch's last), holding places taken for its messages
+    /// `ids`: their confirms arrive on the futures.
+    pub(crate) fn wait(&self, wire: u64, ids: &[u64], entry: Body, out: &mut Vec<Confirm>) {
+        let mut waiting = ids.iter().map(|&id| {
+            let (tx, rx) = oneshot::channel();
+            out.push(Confirm(rx));
+            Waiting { id, tx }
+        });
+        let under = match ids.len() {
+            1 => Under::One(waiting.next().expect("one")),
+            _ => Under::Many(waiting.collect()),
         };
-        Confirm(rx)
+        self.pending.lock().insert(wire, Sent { under, entry });
     }
 
     /// Settle what waits under these wire ids, giving their places back.
     fn settle(&self, ids: impl IntoIterator<Item = u64>, told: impl Fn(u64) -> Told) {
         let settled: Vec<Under> = {
             let mut p = self.pending.lock();
-            ids.into_iter().filter_map(|id| p.remove(&id)).collect()
+            ids.into_iter()
+                .filter_map(|id| p.remove(&id))
+                .map(|s| s.under)
+                .collect()
         };
         let n: usize = settled.iter().map(Under::len).sum();
         for u in settled {
@@ -167,7 +212,7 @@ impl Confirms {
 
     /// How many publishes await their confirm.
     pub(crate) fn outstanding(&self) -> usize {
-        self.pending.lock().values().map(Under::len).sum()
+        self.pending.lock().values().map(|s| s.under.len()).sum()
     }
 }
 
@@ -195,14 +240,25 @@ impl Future for Confirm {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stream::Message;
+
+    fn one(c: &Confirms, wire: u64) -> Confirm {
+        let mut out = Vec::new();
+        c.wait(wire, &[wire], Body::Simple(Message::new("m")), &mut out);
+        out.pop().unwrap()
+    }
 
     #[tokio::test]
     async fn confirms_and_errors_settle_their_publishes_and_free_their_places() {
         let c = Confirms::new(2);
         c.take(2).await;
-        let a = c.wait(1, 1);
-        let b = c.wait(2, 2);
+        let a = one(&c, 1);
+        let b = one(&c, 2);
         assert_eq!(c.slots.available_permits(), 0);
+        assert_eq!(
+            c.unconfirmed().iter().map(|(w, _)| *w).collect::<Vec<_>>(),
+            vec![1, 2]
+        );
         c.confirmed(&[1, 7]);
         c.rejected(2, 0x06);
         assert_eq!(a.await.unwrap(), Confirmation::Confirmed { publishing_id: 1 });
@@ -215,16 +271,21 @@ mod tests {
         );
         assert_eq!(c.slots.available_permits(), 2);
         c.take(1).await;
-        let d = c.wait(3, 3);
-        c.fail_all(&Error::Closed);
-        assert!(matches!(d.await, Err(Error::Closed)));
+        let d = one(&c, 3);
+        c.lost(Error::Closed);
+        assert!(
+            matches!(d.await, Err(Error::Closed)),
+            "no recovery: lost is failed"
+        );
         assert_eq!(c.outstanding(), 0);
         // A sub-entry batch: one confirm under its last id settles all.
         c.take(2).await;
-        let e = c.wait(5, 4);
-        let f = c.wait(5, 5);
+        let mut out = Vec::new();
+        c.wait(5, &[4, 5], Body::Simple(Message::new("batch")), &mut out);
         assert_eq!(c.outstanding(), 2);
         c.confirmed(&[5]);
+        let f = out.pop().unwrap();
+        let e = out.pop().unwrap();
         assert_eq!(e.await.unwrap(), Confirmation::Confirmed { publishing_id: 4 });
         assert_eq!(f.await.unwrap(), Confirmation::Confirmed { publishing_id: 5 });
         assert_eq!(c.slots.available_permits(), 2);

@@ -297,7 +297,7 @@ impl Connection {
         self.calls.lock().clear();
         let ps: Vec<Publisher> = self.publishers.lock().drain().map(|(_, p)| p).collect();
         for p in ps {
-            p.confirms.fail_all(&why);
+            p.confirms.lost(why.clone());
         }
         let ss: Vec<Subscription> = self.subscriptions.lock().drain().map(|(_, s)| s).collect();
         for s in ss {
@@ -324,7 +324,7 @@ impl Connection {
             ids.iter().filter_map(|i| all.remove(i)).collect()
         };
         for p in ps {
-            p.confirms.fail_all(&why);
+            p.confirms.lost(why.clone());
         }
         let ss: Vec<Subscription> = {
             let mut all = self.subscriptions.lock();

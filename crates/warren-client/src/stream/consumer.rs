@@ -1,22 +1,26 @@
 //! Consumers: a subscription to one stream from an offset specification,
 //! read as a `futures` Stream of deliveries. Credit is granted a chunk at
 //! a time as chunks are taken, so at most the initial credit's chunks are
-//! buffered however slow the application is.
+//! buffered however slow the application is. A lost connection or a
+//! member that moves is recovered by subscribing again after the last
+//! message handed out.
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures_core::Stream;
 use tokio::sync::mpsc;
-use warren_stream::chunk::{Chunk, Entry, TYPE_USER};
 use warren_stream::command::{Command, OffsetSpec};
 
+use super::chunk::read_chunk;
 use super::connection::Connection;
 use super::environment::{Environment, Role};
-use super::error::Error;
+use super::error::{Error, ResponseCode};
 use super::message;
 use super::tracking::{Tracker, Tracking};
 
@@ -61,6 +65,7 @@ pub struct ConsumerBuilder {
     check_crc: bool,
     name: Option<String>,
     tracking: Tracking,
+    recovery: bool,
 }
 
 impl ConsumerBuilder {
@@ -72,7 +77,17 @@ impl ConsumerBuilder {
             check_crc: true,
             name: None,
             tracking: Tracking::default(),
+            recovery: true,
         }
+    }
+
+    /// Subscribe again by itself when the connection is lost or the
+    /// stream's member moves (on by default): after the last message
+    /// handed out, on the member the broker's metadata names then. Off,
+    /// the consumer ends with the error.
+    pub fn recovery(mut self, on: bool) -> ConsumerBuilder {
+        self.recovery = on;
+        self
     }
 
     /// A name: the reference its offset is stored under (see
@@ -113,26 +128,79 @@ impl ConsumerBuilder {
 
     /// Subscribe to `stream`.
     pub async fn build(self, stream: &str) -> Result<Consumer, Error> {
-        let conn = self.env.connection_for(stream, Role::Replica).await?;
         let mut offset = self.offset;
         if let Some(name) = &self.name {
             if let Some(stored) = self.env.query_offset(name, stream).await? {
                 offset = OffsetSpecification::Offset(stored + 1);
             }
         }
+        let how = Subscribing {
+            env: self.env,
+            stream: stream.to_string(),
+            credit: self.credit,
+            name: self.name.clone(),
+        };
+        let sub = how.subscribe(offset).await?;
+        Ok(Consumer {
+            from: match offset {
+                OffsetSpecification::Offset(o) => o,
+                _ => 0,
+            },
+            offset,
+            sub,
+            how: Arc::new(how),
+            ready: VecDeque::new(),
+            last: None,
+            check_crc: self.check_crc,
+            tracker: self.name.as_ref().and_then(|_| Tracker::new(self.tracking)),
+            name: self.name,
+            recovery: self.recovery,
+            recovering: None,
+            closed: false,
+            unsubscribed: false,
+        })
+    }
+}
+
+/// What a consumer needs to subscribe (again).
+struct Subscribing {
+    env: Environment,
+    stream: String,
+    credit: u16,
+    name: Option<String>,
+}
+
+/// A subscription made: its connection, id and chunks.
+struct Subscribed {
+    conn: Arc<Connection>,
+    id: u8,
+    chunks: mpsc::Receiver<Result<Bytes, Error>>,
+}
+
+/// A subscription being made again.
+type Resubscribing = Pin<Box<dyn Future<Output = Result<Subscribed, Error>> + Send>>;
+
+/// How long recovery waits between tries, at first and at most.
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+const RETRY_MAX: Duration = Duration::from_secs(3);
+
+impl Subscribing {
+    /// Subscribe from `offset` on the member the metadata names now.
+    async fn subscribe(&self, offset: OffsetSpecification) -> Result<Subscribed, Error> {
+        let conn = self.env.connection_for(&self.stream, Role::Replica).await?;
         let properties = match &self.name {
             Some(n) => vec![("name".to_string(), n.clone())],
             None => Vec::new(),
         };
         // Room for every chunk the credit lets the broker send, and an
         // ending: the reader never waits on a consumer within its credit.
-        let (tx, rx) = mpsc::channel(self.credit as usize + 1);
-        let id = conn.add_subscription(stream, tx)?;
+        let (tx, chunks) = mpsc::channel(self.credit as usize + 1);
+        let id = conn.add_subscription(&self.stream, tx)?;
         let subscribed = conn
             .call("subscribe", |c| Command::Subscribe {
                 correlation_id: c,
                 subscription_id: id,
-                stream: stream.to_string(),
+                stream: self.stream.clone(),
                 offset: offset.spec(),
                 credit: self.credit,
                 properties,
@@ -142,23 +210,48 @@ impl ConsumerBuilder {
             conn.remove_subscription(id);
             return Err(e);
         }
-        let from = match offset {
-            OffsetSpecification::Offset(o) => o,
-            _ => 0,
-        };
-        Ok(Consumer {
-            conn,
-            id,
-            stream: stream.to_string(),
-            chunks: rx,
-            ready: VecDeque::new(),
-            from,
-            check_crc: self.check_crc,
-            tracker: self.name.as_ref().and_then(|_| Tracker::new(self.tracking)),
-            name: self.name,
-            closed: false,
-            unsubscribed: false,
-        })
+        Ok(Subscribed { conn, id, chunks })
+    }
+
+    /// Subscribe again after `why`, trying until it works or an error
+    /// says it never will (the stream is gone, access is refused, the
+    /// environment closed).
+    async fn resubscribe(
+        self: Arc<Self>,
+        offset: OffsetSpecification,
+        why: Error,
+    ) -> Result<Subscribed, Error> {
+        tracing::info!(stream = %self.stream, "stream consumer recovering: {why}");
+        let mut wait = RETRY_FIRST;
+        loop {
+            tokio::time::sleep(wait).await;
+            match self.subscribe(offset).await {
+                Ok(s) => {
+                    tracing::info!(stream = %self.stream, ?offset, "stream consumer recovered");
+                    return Ok(s);
+                }
+                Err(e) if recoverable(&e) => {
+                    tracing::debug!(stream = %self.stream, "stream consumer not recovered yet: {e}");
+                    wait = (wait * 2).min(RETRY_MAX);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// Whether a consumer or producer that met `e` may try again: the
+/// connection went, or the stream's member is moving.
+pub(crate) fn recoverable(e: &Error) -> bool {
+    match e {
+        Error::Io(_) | Error::ConnectionLost(_) | Error::Timeout(_) => true,
+        Error::Refused { code, .. } => matches!(
+            code,
+            ResponseCode::StreamNotAvailable
+                | ResponseCode::InternalError
+                | ResponseCode::PublisherDoesNotExist
+        ),
+        _ => false,
     }
 }
 
@@ -215,12 +308,14 @@ impl Delivery {
 /// # Ok(()) }
 /// ```
 pub struct Consumer {
-    conn: Arc<Connection>,
-    id: u8,
-    stream: String,
-    chunks: mpsc::Receiver<Result<Bytes, Error>>,
+    sub: Subscribed,
+    how: Arc<Subscribing>,
+    /// Where it started.
+    offset: OffsetSpecification,
     /// Messages of the chunk taken last, not yet handed out.
     ready: VecDeque<Delivery>,
+    /// The last offset handed out.
+    last: Option<u64>,
     /// Offsets below this are skipped (a chunk holds the asked-for
     /// offset, and those before it in the chunk).
     from: u64,
@@ -229,6 +324,9 @@ pub struct Consumer {
     name: Option<String>,
     /// Automatic tracking's state (named consumers).
     tracker: Option<Tracker>,
+    recovery: bool,
+    /// A subscription being made again.
+    recovering: Option<Resubscribing>,
     /// An error ended it: nothing more is read.
     closed: bool,
     /// [`Self::close`] unsubscribed it.
@@ -238,7 +336,7 @@ pub struct Consumer {
 impl Consumer {
     /// The stream it reads.
     pub fn stream(&self) -> &str {
-        &self.stream
+        &self.how.stream
     }
 
     /// Store `offset` as this consumer's place (a named consumer; with
@@ -248,9 +346,9 @@ impl Consumer {
         let Some(reference) = &self.name else {
             return Err(Error::Protocol("only a named consumer stores its offset".into()));
         };
-        self.conn.push(&Command::StoreOffset {
+        self.sub.conn.push(&Command::StoreOffset {
             reference: reference.clone(),
-            stream: self.stream.clone(),
+            stream: self.how.stream.clone(),
             offset,
         });
         Ok(())
@@ -263,23 +361,24 @@ impl Consumer {
             self.store_offset(o)?;
         }
         self.unsubscribed = true;
-        let id = self.id;
+        let id = self.sub.id;
         let r = self
+            .sub
             .conn
             .call("unsubscribe", |c| Command::Unsubscribe {
                 correlation_id: c,
                 subscription_id: id,
             })
             .await;
-        self.conn.remove_subscription(id);
+        self.sub.conn.remove_subscription(id);
         r.map(|_| ())
     }
 
     /// Take a chunk: its messages go to `ready`, and the broker gets a
     /// credit for the next.
     fn take(&mut self, chunk: Bytes) -> Result<(), Error> {
-        self.conn.push(&Command::Credit {
-            subscription_id: self.id,
+        self.sub.conn.push(&Command::Credit {
+            subscription_id: self.sub.id,
             credit: 1,
         });
         let from = self.from;
@@ -295,65 +394,13 @@ impl Consumer {
     }
 }
 
-/// Hand each message of a delivered chunk to `each` (offset, chunk
-/// timestamp, message), opening sub-entry batches; a chunk that is not
-/// the application's (tracking, say) has none. Checked against what the
-/// bytes hold: a broken chunk is an error, never a panic.
-pub(crate) fn read_chunk(
-    chunk: &Bytes,
-    check_crc: bool,
-    mut each: impl FnMut(u64, i64, Bytes),
-) -> Result<(), Error> {
-    let c = Chunk::parse(chunk, check_crc)?;
-    if c.header.chunk_type != TYPE_USER {
-        return Ok(());
-    }
-    let timestamp = c.header.timestamp;
-    let mut offset = c.header.first_offset;
-    for e in c.entries {
-        match e {
-            Entry::Simple(raw) => {
-                each(offset, timestamp, raw);
-                offset = offset.wrapping_add(1);
-            }
-            Entry::SubBatch {
-                compression,
-                records,
-                body,
-                ..
-            } => {
-                let body = match compression {
-                    0 => body,
-                    c => Bytes::from(warren_stream::compression::decompress(c, &body).ok_or_else(|| {
-                        Error::Protocol(format!("a sub-entry batch that codec {c} does not open"))
-                    })?),
-                };
-                let mut at = 0usize;
-                for _ in 0..records {
-                    let rest = &body[at..];
-                    if rest.len() < 4 {
-                        return Err(Error::Protocol("a sub-entry cut short".into()));
-                    }
-                    let n = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
-                    if rest.len() - 4 < n {
-                        return Err(Error::Protocol("a sub-entry cut short".into()));
-                    }
-                    each(offset, timestamp, body.slice(at + 4..at + 4 + n));
-                    at += 4 + n;
-                    offset = offset.wrapping_add(1);
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
 impl Stream for Consumer {
     type Item = Result<Delivery, Error>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         loop {
             if let Some(d) = self.ready.pop_front() {
+                self.last = Some(d.offset);
                 if let Some(o) = self.tracker.as_mut().and_then(|t| t.handed_out(d.offset)) {
                     let _ = self.store_offset(o);
                 }
@@ -362,14 +409,47 @@ impl Stream for Consumer {
             if self.closed {
                 return Poll::Ready(None);
             }
-            match self.chunks.poll_recv(cx) {
+            if let Some(r) = self.recovering.as_mut() {
+                match r.as_mut().poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Ok(sub)) => {
+                        self.sub = sub;
+                        self.recovering = None;
+                        continue;
+                    }
+                    Poll::Ready(Err(e)) => {
+                        self.recovering = None;
+                        self.closed = true;
+                        return Poll::Ready(Some(Err(e)));
+                    }
+                }
+            }
+            let next = match self.sub.chunks.poll_recv(cx) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(None) => return Poll::Ready(None),
-                Poll::Ready(Some(Err(e))) => {
+                // The connection dropped the subscription without a word
+                // (its ending did not fit behind the chunks buffered).
+                Poll::Ready(None) => Err(Error::ConnectionLost("the subscription ended".into())),
+                Poll::Ready(Some(r)) => r,
+            };
+            match next {
+                Err(e) if self.recovery && recoverable(&e) => {
+                    // After the last message handed out (the rest of a
+                    // chunk taken is dropped and read again).
+                    self.ready.clear();
+                    let offset = match self.last {
+                        Some(o) => OffsetSpecification::Offset(o + 1),
+                        None => self.offset,
+                    };
+                    if let OffsetSpecification::Offset(o) = offset {
+                        self.from = o;
+                    }
+                    self.recovering = Some(Box::pin(self.how.clone().resubscribe(offset, e)));
+                }
+                Err(e) => {
                     self.closed = true;
                     return Poll::Ready(Some(Err(e)));
                 }
-                Poll::Ready(Some(Ok(chunk))) => {
+                Ok(chunk) => {
                     if let Err(e) = self.take(chunk) {
                         self.closed = true;
                         return Poll::Ready(Some(Err(e)));
@@ -391,10 +471,10 @@ impl Drop for Consumer {
         if let Some(o) = self.tracker.as_mut().and_then(Tracker::closing) {
             let _ = self.store_offset(o);
         }
-        self.conn.push(&Command::Unsubscribe {
+        self.sub.conn.push(&Command::Unsubscribe {
             correlation_id: 0,
-            subscription_id: self.id,
+            subscription_id: self.sub.id,
         });
-        self.conn.remove_subscription(self.id);
+        self.sub.conn.remove_subscription(self.sub.id);
     }
 }

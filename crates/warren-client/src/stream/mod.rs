@@ -33,12 +33,19 @@
 //! connections pooled by node; [`EnvironmentBuilder::load_balancer_mode`]
 //! is for brokers behind a load balancer.
 //!
-//! Not yet here (issue 35 carries on): recovery, single active consumer,
-//! super streams, filtering.
+//! Producers and consumers recover by themselves from a lost connection
+//! or a member that moves: a producer sends its unconfirmed entries again
+//! under their publishing ids, a consumer subscribes again after the
+//! last message it handed out.
+//!
+//! Not yet here (issue 35 carries on): single active consumer, super
+//! streams, filtering.
 
+mod chunk;
 mod confirms;
 mod connection;
 mod consumer;
+mod entry;
 mod environment;
 mod error;
 mod handshake;
@@ -63,7 +70,7 @@ pub mod fuzzing {
     pub fn read_chunk(data: &[u8]) {
         let chunk = bytes::Bytes::copy_from_slice(data);
         for crc in [true, false] {
-            let _ = super::consumer::read_chunk(&chunk, crc, |_, _, raw| {
+            let _ = super::chunk::read_chunk(&chunk, crc, |_, _, raw| {
                 let _ = super::message::decode(&raw);
                 let _ = super::message::body(&raw);
             });

@@ -1,17 +1,22 @@
 //! Producers: messages published to one stream, each with a publishing
 //! id, confirmed as futures, under an in-flight limit; a named producer's
 //! ids carry on from what the broker stored (deduplication across
-//! restarts of the application).
+//! restarts of the application). A lost connection or a leader that
+//! moves is recovered by a task of its own: attached to the new leader,
+//! the producer sends its unconfirmed entries again first.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
-use warren_stream::chunk::Entry;
+use bytes::BufMut;
+use tokio::sync::watch;
 use warren_stream::command::{begin_publish, end_frame, Command};
 
 use super::confirms::{Confirm, Confirms};
 use super::connection::Connection;
+use super::consumer::recoverable;
+use super::entry::{Body, Pending};
 use super::environment::{Environment, Role};
 use super::error::Error;
 use super::message::Message;
@@ -67,6 +72,7 @@ pub struct ProducerBuilder {
     max_unconfirmed: usize,
     sub_entry_size: usize,
     compression: Compression,
+    recovery: bool,
 }
 
 impl ProducerBuilder {
@@ -77,7 +83,19 @@ impl ProducerBuilder {
             max_unconfirmed: DEFAULT_MAX_UNCONFIRMED,
             sub_entry_size: 1,
             compression: Compression::None,
+            recovery: true,
         }
+    }
+
+    /// Attach again by itself when the connection is lost or the
+    /// stream's leader moves (on by default): to the leader the broker's
+    /// metadata names then, sending the unconfirmed messages again under
+    /// their publishing ids first (a named producer's broker stores none
+    /// twice). Meanwhile `send` waits. Off, unconfirmed publishes fail
+    /// with the error.
+    pub fn recovery(mut self, on: bool) -> ProducerBuilder {
+        self.recovery = on;
+        self
     }
 
     /// Messages of a batch go `n` to an entry (sub-entry batching): fewer
@@ -114,45 +132,187 @@ impl ProducerBuilder {
 
     /// Declare the producer on `stream`.
     pub async fn build(self, stream: &str) -> Result<Producer, Error> {
-        let conn = self.env.connection_for(stream, Role::Leader).await?;
-        let confirms = Arc::new(Confirms::new(self.max_unconfirmed));
-        let id = conn.add_publisher(stream, confirms.clone())?;
+        let shared = Arc::new(Shared {
+            env: self.env,
+            stream: stream.to_string(),
+            name: self.name,
+            confirms: Arc::new(Confirms::new(self.max_unconfirmed)),
+            link: watch::channel(Link::Recovering).0,
+            next: AtomicU64::new(0),
+            sub_entry_size: self.sub_entry_size,
+            compression: self.compression,
+            recovery: self.recovery,
+            closed: AtomicBool::new(false),
+        });
+        let (conn, id) = shared.attach().await?;
+        if let Some(name) = &shared.name {
+            let r = conn
+                .call("query publisher sequence", |c| Command::QueryPublisherSequence {
+                    correlation_id: c,
+                    reference: name.clone(),
+                    stream: stream.to_string(),
+                })
+                .await?;
+            shared.next.store(
+                warren_stream::wire::Reader::new(r.rest).u64()? + 1,
+                Ordering::Relaxed,
+            );
+        }
+        shared.link.send_replace(Link::Up(conn, id));
+        let weak = Arc::downgrade(&shared);
+        shared.confirms.set_on_lost(Box::new(move |why| {
+            if let Some(s) = weak.upgrade() {
+                s.lost(why);
+            }
+        }));
+        Ok(Producer {
+            shared,
+            closed: false,
+        })
+    }
+}
+
+/// Where a producer publishes now.
+#[derive(Clone)]
+enum Link {
+    /// On this connection, under this publisher id.
+    Up(Arc<Connection>, u8),
+    /// Attaching again after a loss.
+    Recovering,
+    /// Ended for good.
+    Failed(Error),
+}
+
+/// A producer's state, shared with its recovery task.
+struct Shared {
+    env: Environment,
+    stream: String,
+    name: Option<String>,
+    confirms: Arc<Confirms>,
+    link: watch::Sender<Link>,
+    next: AtomicU64,
+    sub_entry_size: usize,
+    compression: Compression,
+    recovery: bool,
+    closed: AtomicBool,
+}
+
+/// How long recovery waits between tries, at first and at most.
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+const RETRY_MAX: Duration = Duration::from_secs(3);
+
+impl Shared {
+    /// Declare the publisher on the stream's leader now, and send what
+    /// is unconfirmed again (before anything new: senders wait for the
+    /// link).
+    async fn attach(&self) -> Result<(Arc<Connection>, u8), Error> {
+        let conn = self.env.connection_for(&self.stream, Role::Leader).await?;
+        let id = conn.add_publisher(&self.stream, self.confirms.clone())?;
         let declared = conn
             .call("declare publisher", |c| Command::DeclarePublisher {
                 correlation_id: c,
                 publisher_id: id,
                 reference: self.name.clone(),
-                stream: stream.to_string(),
+                stream: self.stream.clone(),
             })
             .await;
         if let Err(e) = declared {
             conn.remove_publisher(id);
             return Err(e);
         }
-        let next = match &self.name {
-            Some(name) => {
-                let r = conn
-                    .call("query publisher sequence", |c| Command::QueryPublisherSequence {
-                        correlation_id: c,
-                        reference: name.clone(),
-                        stream: stream.to_string(),
-                    })
-                    .await?;
-                warren_stream::wire::Reader::new(r.rest).u64()? + 1
-            }
-            None => 0,
-        };
-        Ok(Producer {
-            conn,
-            id,
-            stream: stream.to_string(),
-            confirms,
-            next: AtomicU64::new(next),
-            sub_entry_size: self.sub_entry_size,
-            compression: self.compression,
-            closed: false,
-        })
+        let again = self.confirms.unconfirmed();
+        if !again.is_empty() {
+            let frame_bytes = conn.frame_max as usize / 2;
+            conn.send_with(|buf| {
+                for frame in frames(&again, frame_bytes) {
+                    let at = begin_publish(buf, id, frame.len() as u32);
+                    for (wire, entry) in frame {
+                        buf.put_u64(*wire);
+                        entry.encode(buf);
+                    }
+                    end_frame(buf, at);
+                }
+            })
+            .await?;
+            tracing::info!(stream = %self.stream, count = again.len(), "stream producer sent its unconfirmed entries again");
+        }
+        Ok((conn, id))
     }
+
+    /// The connection was lost (or the leader moved): recover, or fail
+    /// what is outstanding.
+    fn lost(self: Arc<Self>, why: Error) {
+        if !self.recovery || !recoverable(&why) || self.closed.load(Ordering::Acquire) {
+            self.link.send_replace(Link::Failed(why.clone()));
+            self.confirms.fail_all(&why);
+            return;
+        }
+        if matches!(*self.link.borrow(), Link::Recovering) {
+            return;
+        }
+        self.link.send_replace(Link::Recovering);
+        tracing::info!(stream = %self.stream, "stream producer recovering: {why}");
+        tokio::spawn(self.recover());
+    }
+
+    async fn recover(self: Arc<Self>) {
+        let mut wait = RETRY_FIRST;
+        loop {
+            tokio::time::sleep(wait).await;
+            if self.closed.load(Ordering::Acquire) {
+                return;
+            }
+            match self.attach().await {
+                Ok((conn, id)) => {
+                    tracing::info!(stream = %self.stream, "stream producer recovered");
+                    self.link.send_replace(Link::Up(conn, id));
+                    return;
+                }
+                Err(e) if recoverable(&e) => wait = (wait * 2).min(RETRY_MAX),
+                Err(e) => {
+                    self.link.send_replace(Link::Failed(e.clone()));
+                    self.confirms.fail_all(&e);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The connection and publisher id to publish on, waiting while the
+    /// producer recovers.
+    async fn current(&self) -> Result<(Arc<Connection>, u8), Error> {
+        let mut rx = self.link.subscribe();
+        loop {
+            match &*rx.borrow_and_update() {
+                Link::Up(c, id) => return Ok((c.clone(), *id)),
+                Link::Failed(e) => return Err(e.clone()),
+                Link::Recovering => {}
+            }
+            if rx.changed().await.is_err() {
+                return Err(Error::Closed);
+            }
+        }
+    }
+}
+
+/// Entries in frames of at most [`BATCH_MESSAGES`] entries and about
+/// `bytes` bytes.
+fn frames(entries: &[(u64, Body)], bytes: usize) -> Vec<&[(u64, Body)]> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut size = 0;
+    for (i, (_, e)) in entries.iter().enumerate() {
+        if i > start && (i - start >= BATCH_MESSAGES || size + e.size() > bytes) {
+            out.push(&entries[start..i]);
+            start = i;
+            size = 0;
+        }
+        size += e.size();
+    }
+    if start < entries.len() {
+        out.push(&entries[start..]);
+    }
+    out
 }
 
 /// Publishes to one stream. Dropping it deletes it on the broker (as
@@ -169,30 +329,24 @@ impl ProducerBuilder {
 /// # Ok(()) }
 /// ```
 pub struct Producer {
-    conn: Arc<Connection>,
-    id: u8,
-    stream: String,
-    confirms: Arc<Confirms>,
-    next: AtomicU64,
-    sub_entry_size: usize,
-    compression: Compression,
+    shared: Arc<Shared>,
     closed: bool,
 }
 
 impl Producer {
     /// The stream it publishes to.
     pub fn stream(&self) -> &str {
-        &self.stream
+        &self.shared.stream
     }
 
     /// The publishing id the next message without one gets.
     pub fn next_publishing_id(&self) -> u64 {
-        self.next.load(Ordering::Relaxed)
+        self.shared.next.load(Ordering::Relaxed)
     }
 
     /// Publishes awaiting their confirm.
     pub fn unconfirmed(&self) -> usize {
-        self.confirms.outstanding()
+        self.shared.confirms.outstanding()
     }
 
     /// Publish one message: once it is queued for the socket, the future
@@ -204,21 +358,23 @@ impl Producer {
 
     /// Publish messages in order, as few frames as possible; one confirm
     /// per message, in order. Waits, as [`Self::send`] does, while the
-    /// in-flight limit is reached. Messages without a publishing id are
-    /// numbered as their frame goes into the outbox, so ids follow the
-    /// order on the wire (what deduplication needs) even when tasks
-    /// share the producer.
+    /// in-flight limit is reached or the producer recovers. Messages
+    /// without a publishing id are numbered as their frame goes into the
+    /// outbox, so ids follow the order on the wire (what deduplication
+    /// needs) even when tasks share the producer.
     pub async fn send_batch<I>(&self, messages: I) -> Result<Vec<Confirm>, Error>
     where
         I: IntoIterator<Item = Message>,
     {
-        let per_entry = self.sub_entry_size;
-        let per_frame = BATCH_MESSAGES.min(self.confirms.max() / per_entry).max(1);
-        let frame_bytes = self.conn.frame_max as usize / 2;
+        let s = &*self.shared;
+        let per_entry = s.sub_entry_size;
+        let per_frame = BATCH_MESSAGES.min(s.confirms.max() / per_entry).max(1);
         let mut out = Vec::new();
         let mut it = messages.into_iter().peekable();
         let mut entries: Vec<Pending> = Vec::new();
         while it.peek().is_some() {
+            let (conn, _) = s.current().await?;
+            let frame_bytes = conn.frame_max as usize / 2;
             // A frame's worth of entries, encoded (and compressed) before
             // the outbox's lock is taken; then their places under the
             // in-flight limit (this may wait).
@@ -229,44 +385,61 @@ impl Producer {
             {
                 let e = match per_entry {
                     1 => Pending::simple(it.next().expect("peeked")),
-                    n => Pending::sub_entry(it.by_ref().take(n), self.compression.code()),
+                    n => Pending::sub_entry(it.by_ref().take(n), s.compression.code()),
                 };
                 bytes += e.size();
                 messages += e.ids.len();
                 entries.push(e);
             }
-            self.confirms.take(messages.min(self.confirms.max())).await;
-            let (pid, next, confirms) = (self.id, &self.next, &self.confirms);
-            let sent = self
-                .conn
-                .send_with(|buf| {
-                    let at = begin_publish(buf, pid, entries.len() as u32);
-                    for e in &mut entries {
-                        let mut wire = 0;
-                        for id in e.ids.iter_mut() {
-                            *id = match *id {
-                                Some(given) => {
-                                    next.fetch_max(given + 1, Ordering::Relaxed);
-                                    Some(given)
-                                }
-                                None => Some(next.fetch_add(1, Ordering::Relaxed)),
-                            };
-                            wire = id.expect("numbered");
-                        }
-                        for id in &e.ids {
-                            out.push(confirms.wait(wire, id.expect("numbered")));
-                        }
-                        buf.put_u64(wire);
-                        e.encode(buf);
+            let places = messages.min(s.confirms.max());
+            s.confirms.take(places).await;
+            loop {
+                let (conn, pid) = match s.current().await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        s.confirms.give_back(places);
+                        return Err(e);
                     }
-                    end_frame(buf, at);
-                })
-                .await;
-            if let Err(e) = sent {
-                self.confirms.fail_all(&e);
-                return Err(e);
+                };
+                let sent = conn
+                    .send_with(|buf| {
+                        let at = begin_publish(buf, pid, entries.len() as u32);
+                        for e in entries.drain(..) {
+                            let ids: Vec<u64> = e
+                                .ids
+                                .iter()
+                                .map(|id| match *id {
+                                    Some(given) => {
+                                        s.next.fetch_max(given + 1, Ordering::Relaxed);
+                                        given
+                                    }
+                                    None => s.next.fetch_add(1, Ordering::Relaxed),
+                                })
+                                .collect();
+                            let wire = *ids.last().expect("an entry holds a message");
+                            buf.put_u64(wire);
+                            e.encode(buf);
+                            s.confirms.wait(wire, &ids, e.body, &mut out);
+                        }
+                        end_frame(buf, at);
+                    })
+                    .await;
+                match sent {
+                    Ok(()) => break,
+                    // The connection ended before the frame went into its
+                    // outbox (nothing of it was numbered): once the
+                    // producer has recovered, on the new one.
+                    Err(e) if s.recovery && recoverable(&e) => {
+                        if matches!(&*s.link.borrow(), Link::Up(c, _) if Arc::ptr_eq(c, &conn)) {
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        }
+                    }
+                    Err(e) => {
+                        s.confirms.give_back(places);
+                        return Err(e);
+                    }
+                }
             }
-            entries.clear();
         }
         Ok(out)
     }
@@ -275,17 +448,24 @@ impl Producer {
     /// resolve to [`Error::Closed`].
     pub async fn close(mut self) -> Result<(), Error> {
         self.closed = true;
-        let id = self.id;
-        let r = self
-            .conn
-            .call("delete publisher", |c| Command::DeletePublisher {
-                correlation_id: c,
-                publisher_id: id,
-            })
-            .await;
-        self.conn.remove_publisher(id);
-        self.confirms.fail_all(&Error::Closed);
-        r.map(|_| ())
+        self.shared.closed.store(true, Ordering::Release);
+        let link = self.shared.link.borrow().clone();
+        let r = match link {
+            Link::Up(conn, id) => {
+                let r = conn
+                    .call("delete publisher", |c| Command::DeletePublisher {
+                        correlation_id: c,
+                        publisher_id: id,
+                    })
+                    .await;
+                conn.remove_publisher(id);
+                r.map(|_| ())
+            }
+            _ => Ok(()),
+        };
+        self.shared.link.send_replace(Link::Failed(Error::Closed));
+        self.shared.confirms.fail_all(&Error::Closed);
+        r
     }
 }
 
@@ -297,115 +477,15 @@ impl Drop for Producer {
         if self.closed {
             return;
         }
-        self.conn.push(&Command::DeletePublisher {
-            correlation_id: 0,
-            publisher_id: self.id,
-        });
-        self.conn.remove_publisher(self.id);
-        self.confirms.fail_all(&Error::Closed);
-    }
-}
-
-/// An entry of a frame being built: its messages' publishing ids (given,
-/// or None until numbered in the outbox) and what goes on the wire.
-struct Pending {
-    ids: Vec<Option<u64>>,
-    body: Body,
-}
-
-enum Body {
-    /// One message, encoded in place in the outbox.
-    Simple(Message),
-    /// A sub-entry batch, encoded (and compressed) beforehand.
-    SubBatch(Entry),
-}
-
-impl Pending {
-    fn simple(m: Message) -> Pending {
-        Pending {
-            ids: vec![m.publishing_id],
-            body: Body::Simple(m),
+        self.shared.closed.store(true, Ordering::Release);
+        if let Link::Up(conn, id) = self.shared.link.borrow().clone() {
+            conn.push(&Command::DeletePublisher {
+                correlation_id: 0,
+                publisher_id: id,
+            });
+            conn.remove_publisher(id);
         }
-    }
-
-    fn sub_entry(messages: impl Iterator<Item = Message>, codec: u8) -> Pending {
-        let mut plain = BytesMut::new();
-        let mut ids = Vec::new();
-        for m in messages {
-            ids.push(m.publishing_id);
-            put_message(&mut plain, &m);
-        }
-        let uncompressed_length = plain.len() as u32;
-        let body = match codec {
-            0 => plain.freeze(),
-            c => Bytes::from(warren_stream::compression::compress(c, &plain).expect("a known codec")),
-        };
-        Pending {
-            body: Body::SubBatch(Entry::SubBatch {
-                compression: codec,
-                records: ids.len() as u16,
-                uncompressed_length,
-                body,
-            }),
-            ids,
-        }
-    }
-
-    /// Bytes on the wire, about.
-    fn size(&self) -> usize {
-        match &self.body {
-            Body::Simple(m) => m.body.len() + 16,
-            Body::SubBatch(Entry::SubBatch { body, .. }) => body.len() + 19,
-            Body::SubBatch(Entry::Simple(b)) => b.len() + 12,
-        }
-    }
-
-    /// The entry as a Publish frame holds it (after its publishing id).
-    fn encode(&self, out: &mut BytesMut) {
-        match &self.body {
-            Body::Simple(m) => put_message(out, m),
-            Body::SubBatch(e) => e.encode(out),
-        }
-    }
-}
-
-/// A message with its 4-byte length before it, encoded in place.
-fn put_message(out: &mut BytesMut, m: &Message) {
-    let len_at = out.len();
-    out.put_u32(0);
-    m.encode(out);
-    let len = (out.len() - len_at - 4) as u32;
-    out[len_at..len_at + 4].copy_from_slice(&len.to_be_bytes());
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn entries_encode_as_the_codec_reads_them() {
-        let simple = Pending::simple(Message::new("a"));
-        let sub = Pending::sub_entry([Message::new("b"), Message::new("cc")].into_iter(), 4);
-        let mut out = BytesMut::new();
-        let at = begin_publish(&mut out, 3, 2);
-        for (id, e) in [(7u64, &simple), (9, &sub)] {
-            out.put_u64(id);
-            e.encode(&mut out);
-        }
-        end_frame(&mut out, at);
-        let frame = warren_stream::command::parse_frame(&mut out, 1 << 20)
-            .unwrap()
-            .unwrap();
-        let (publisher_id, entries) = warren_stream::publish::parse_publish(frame).unwrap();
-        assert_eq!(publisher_id, 3);
-        assert_eq!(entries[0].publishing_id, 7);
-        let Body::SubBatch(sent) = &sub.body else {
-            panic!("a sub-entry batch")
-        };
-        assert_eq!(&entries[1].entry, sent);
-        assert_eq!(sub.ids, vec![None, None]);
-        let Entry::SubBatch { records: 2, .. } = entries[1].entry else {
-            panic!("a sub-entry batch of two")
-        };
+        self.shared.link.send_replace(Link::Failed(Error::Closed));
+        self.shared.confirms.fail_all(&Error::Closed);
     }
 }

@@ -37,6 +37,8 @@ pub fn free_port() -> u16 {
 /// A broker process on 127.0.0.1:`port` keeping its data in `dir`.
 pub struct BrokerProcess {
     pub port: u16,
+    /// Its stream protocol listener's port.
+    pub stream_port: u16,
     dir: PathBuf,
     child: Option<Child>,
 }
@@ -45,6 +47,7 @@ impl BrokerProcess {
     pub async fn start(port: u16, dir: &Path) -> BrokerProcess {
         let mut b = BrokerProcess {
             port,
+            stream_port: free_port(),
             dir: dir.to_path_buf(),
             child: None,
         };
@@ -57,7 +60,7 @@ impl BrokerProcess {
         assert!(self.child.is_none(), "already running");
         let child = Command::new(warren_binary())
             .args(["--amqp-listen", &format!("127.0.0.1:{}", self.port)])
-            .args(["--stream-listen", "127.0.0.1:0"])
+            .args(["--stream-listen", &format!("127.0.0.1:{}", self.stream_port)])
             .args(["--http-listen", "127.0.0.1:0"])
             .args(["--prometheus-listen", "127.0.0.1:0"])
             .arg("--data-dir")
@@ -71,6 +74,9 @@ impl BrokerProcess {
         while tokio::net::TcpStream::connect(("127.0.0.1", self.port))
             .await
             .is_err()
+            || tokio::net::TcpStream::connect(("127.0.0.1", self.stream_port))
+                .await
+                .is_err()
         {
             assert!(Instant::now() < deadline, "warren did not listen within 30 s");
             tokio::time::sleep(Duration::from_millis(20)).await;

@@ -1,0 +1,127 @@
+//! An entry of a Publish frame as a producer builds it: one message
+//! (encoded in place in the outbox) or a sub-entry batch (encoded and
+//! compressed beforehand), with its messages' publishing ids. Kept until
+//! confirmed, to be sent again after a recovery.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use warren_stream::chunk::Entry;
+
+use super::message::Message;
+
+/// An entry of a frame being built: its messages' publishing ids (given,
+/// or None until numbered in the outbox) and what goes on the wire.
+pub(crate) struct Pending {
+    pub(crate) ids: Vec<Option<u64>>,
+    pub(crate) body: Body,
+}
+
+#[derive(Clone)]
+pub(crate) enum Body {
+    /// One message, encoded in place in the outbox.
+    Simple(Message),
+    /// A sub-entry batch, encoded (and compressed) beforehand.
+    SubBatch(Entry),
+}
+
+impl Pending {
+    pub(crate) fn simple(m: Message) -> Pending {
+        Pending {
+            ids: vec![m.publishing_id],
+            body: Body::Simple(m),
+        }
+    }
+
+    pub(crate) fn sub_entry(messages: impl Iterator<Item = Message>, codec: u8) -> Pending {
+        let mut plain = BytesMut::new();
+        let mut ids = Vec::new();
+        for m in messages {
+            ids.push(m.publishing_id);
+            put_message(&mut plain, &m);
+        }
+        let uncompressed_length = plain.len() as u32;
+        let body = match codec {
+            0 => plain.freeze(),
+            c => Bytes::from(warren_stream::compression::compress(c, &plain).expect("a known codec")),
+        };
+        Pending {
+            body: Body::SubBatch(Entry::SubBatch {
+                compression: codec,
+                records: ids.len() as u16,
+                uncompressed_length,
+                body,
+            }),
+            ids,
+        }
+    }
+
+    /// Bytes on the wire, about.
+    pub(crate) fn size(&self) -> usize {
+        self.body.size()
+    }
+
+    /// The entry as a Publish frame holds it (after its publishing id).
+    pub(crate) fn encode(&self, out: &mut BytesMut) {
+        self.body.encode(out)
+    }
+}
+
+impl Body {
+    /// The entry as a Publish frame holds it (after its publishing id).
+    pub(crate) fn encode(&self, out: &mut BytesMut) {
+        match self {
+            Body::Simple(m) => put_message(out, m),
+            Body::SubBatch(e) => e.encode(out),
+        }
+    }
+
+    /// Bytes on the wire, about.
+    pub(crate) fn size(&self) -> usize {
+        match self {
+            Body::Simple(m) => m.body.len() + 16,
+            Body::SubBatch(Entry::SubBatch { body, .. }) => body.len() + 19,
+            Body::SubBatch(Entry::Simple(b)) => b.len() + 12,
+        }
+    }
+}
+
+/// A message with its 4-byte length before it, encoded in place.
+fn put_message(out: &mut BytesMut, m: &Message) {
+    let len_at = out.len();
+    out.put_u32(0);
+    m.encode(out);
+    let len = (out.len() - len_at - 4) as u32;
+    out[len_at..len_at + 4].copy_from_slice(&len.to_be_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use warren_stream::command::{begin_publish, end_frame};
+
+    #[test]
+    fn entries_encode_as_the_codec_reads_them() {
+        let simple = Pending::simple(Message::new("a"));
+        let sub = Pending::sub_entry([Message::new("b"), Message::new("cc")].into_iter(), 4);
+        let mut out = BytesMut::new();
+        let at = begin_publish(&mut out, 3, 2);
+        for (id, e) in [(7u64, &simple), (9, &sub)] {
+            out.put_u64(id);
+            e.encode(&mut out);
+        }
+        end_frame(&mut out, at);
+        let frame = warren_stream::command::parse_frame(&mut out, 1 << 20)
+            .unwrap()
+            .unwrap();
+        let (publisher_id, entries) = warren_stream::publish::parse_publish(frame).unwrap();
+        assert_eq!(publisher_id, 3);
+        assert_eq!(entries[0].publishing_id, 7);
+        let Body::SubBatch(sent) = &sub.body else {
+            panic!("a sub-entry batch")
+        };
+        assert_eq!(&entries[1].entry, sent);
+        assert_eq!(sub.ids, vec![None, None]);
+        let Entry::SubBatch { records: 2, .. } = entries[1].entry else {
+            panic!("a sub-entry batch of two")
+        };
+    }
+}
