@@ -103,7 +103,8 @@ pub struct Environment {
 }
 
 struct Inner {
-    uri: AmqpUri,
+    /// The addresses the locator tries, in turn.
+    uris: Vec<AmqpUri>,
     tls: Option<TlsOptions>,
     name: String,
     load_balancer: bool,
@@ -131,7 +132,7 @@ const BALANCER_TRIES: usize = 10;
 /// An environment's settings, then [`Self::build`].
 #[must_use = "a builder does nothing until built"]
 pub struct EnvironmentBuilder {
-    uri: String,
+    uris: Vec<String>,
     tls: Option<TlsOptions>,
     name: String,
     load_balancer: bool,
@@ -140,7 +141,20 @@ pub struct EnvironmentBuilder {
 impl EnvironmentBuilder {
     /// The broker's URI (`rabbitmq-stream://` or `rabbitmq-stream+tls://`).
     pub fn uri(mut self, uri: impl Into<String>) -> EnvironmentBuilder {
-        self.uri = uri.into();
+        self.uris = vec![uri.into()];
+        self
+    }
+
+    /// Several nodes' URIs: the locator connection goes to the first that
+    /// answers, trying them in turn (from a random one), and again to the
+    /// next when it is lost. Credentials, virtual host and TLS are taken
+    /// from each.
+    pub fn uris<I, S>(mut self, uris: I) -> EnvironmentBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.uris = uris.into_iter().map(Into::into).collect();
         self
     }
 
@@ -169,10 +183,17 @@ impl EnvironmentBuilder {
     /// Connect (the locator connection is opened now, so a wrong address
     /// or password fails here).
     pub async fn build(self) -> Result<Environment, Error> {
-        let uri = AmqpUri::parse_stream(&self.uri)?;
+        let uris = self
+            .uris
+            .iter()
+            .map(|u| AmqpUri::parse_stream(u))
+            .collect::<Result<Vec<_>, _>>()?;
+        if uris.is_empty() {
+            return Err(Error::Protocol("no URI to connect to".into()));
+        }
         let env = Environment {
             inner: Arc::new(Inner {
-                uri,
+                uris,
                 tls: self.tls,
                 name: self.name,
                 load_balancer: self.load_balancer,
@@ -189,7 +210,7 @@ impl Environment {
     /// Settings for an environment.
     pub fn builder() -> EnvironmentBuilder {
         EnvironmentBuilder {
-            uri: "rabbitmq-stream://guest:guest@localhost:5552/%2f".into(),
+            uris: vec!["rabbitmq-stream://guest:guest@localhost:5552/%2f".into()],
             tls: None,
             name: "warren-client".into(),
             load_balancer: false,
@@ -208,9 +229,22 @@ impl Environment {
         if let Some(conn) = c.as_ref().filter(|c| !c.is_ended()) {
             return Ok(conn.clone());
         }
-        let conn = self.open(&self.inner.uri).await?;
-        *c = Some(conn.clone());
-        Ok(conn)
+        let uris = &self.inner.uris;
+        let first = rand::random::<usize>() % uris.len();
+        let mut last = None;
+        for k in 0..uris.len() {
+            match self.open(&uris[(first + k) % uris.len()]).await {
+                Ok(conn) => {
+                    *c = Some(conn.clone());
+                    return Ok(conn);
+                }
+                // A refusal (a wrong password, say) is the same on every
+                // node: no use trying the others.
+                Err(e @ Error::Refused { .. }) => return Err(e),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.expect("at least one URI"))
     }
 
     async fn open(&self, uri: &AmqpUri) -> Result<Arc<Connection>, Error> {
@@ -252,7 +286,7 @@ impl Environment {
         }
         let conn = match self.inner.load_balancer {
             false => {
-                let mut uri = self.inner.uri.clone();
+                let mut uri = self.inner.uris[0].clone();
                 uri.host = wanted.host.clone();
                 uri.port = wanted.port;
                 self.open(&uri).await?
@@ -268,7 +302,7 @@ impl Environment {
     async fn open_through_balancer(&self, wanted: &Endpoint) -> Result<Arc<Connection>, Error> {
         let mut last = None;
         for _ in 0..BALANCER_TRIES {
-            let c = self.open(&self.inner.uri).await?;
+            let c = self.open(&self.inner.uris[0]).await?;
             if c.advertised().as_ref() == Some(wanted) {
                 return Ok(c);
             }

@@ -11,6 +11,7 @@ use super::broker::{free_port, warren_binary};
 pub struct ClusterNode {
     pub amqp: u16,
     pub http: u16,
+    pub stream: u16,
     config: PathBuf,
     child: Option<Child>,
 }
@@ -20,7 +21,7 @@ pub struct Cluster {
     dir: PathBuf,
 }
 
-fn config(dir: &Path, i: usize, cluster: &[u16], amqp: u16, http: u16) -> PathBuf {
+fn config(dir: &Path, i: usize, cluster: &[u16], amqp: u16, http: u16, stream: u16) -> PathBuf {
     let peers: Vec<String> = (0..3)
         .filter(|&j| j != i)
         .map(|j| {
@@ -35,7 +36,7 @@ fn config(dir: &Path, i: usize, cluster: &[u16], amqp: u16, http: u16) -> PathBu
 data_dir = "{data}"
 amqp_listen = "127.0.0.1:{amqp}"
 amqps_listen = "none"
-stream_listen = "none"
+stream_listen = "127.0.0.1:{stream}"
 stream_tls_listen = "none"
 https_listen = "none"
 prometheus_listen = "none"
@@ -66,11 +67,12 @@ impl Cluster {
         let cluster: Vec<u16> = (0..3).map(|_| free_port()).collect();
         let nodes = (0..3)
             .map(|i| {
-                let (amqp, http) = (free_port(), free_port());
+                let (amqp, http, stream) = (free_port(), free_port(), free_port());
                 ClusterNode {
                     amqp,
                     http,
-                    config: config(dir, i, &cluster, amqp, http),
+                    stream,
+                    config: config(dir, i, &cluster, amqp, http, stream),
                     child: None,
                 }
             })
@@ -114,6 +116,14 @@ impl Cluster {
             c.kill().expect("SIGKILL");
             c.wait().expect("reaped");
         }
+    }
+
+    /// The stream protocol URIs of every node, node 0's first.
+    pub fn stream_uris(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .map(|n| format!("rabbitmq-stream://guest:guest@127.0.0.1:{}/%2f", n.stream))
+            .collect()
     }
 
     /// The AMQP URIs of every node, node 0's first.

@@ -6,6 +6,7 @@
 
 pub mod broker;
 pub mod cluster;
+pub mod stream_load;
 
 use std::time::{Duration, Instant};
 
