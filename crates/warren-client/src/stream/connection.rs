@@ -295,14 +295,7 @@ impl Connection {
             *e = Some(why.clone());
         }
         self.calls.lock().clear();
-        let ps: Vec<Publisher> = self.publishers.lock().drain().map(|(_, p)| p).collect();
-        for p in ps {
-            p.confirms.lost(why.clone());
-        }
-        let ss: Vec<Subscription> = self.subscriptions.lock().drain().map(|(_, s)| s).collect();
-        for s in ss {
-            let _ = s.chunks.try_send(Err(why.clone()));
-        }
+        self.lose(|_| true, &why);
         self.taken.notify_waiters();
         self.done.send_replace(true);
     }
@@ -314,11 +307,18 @@ impl Connection {
             operation: "metadata update",
             code: ResponseCode::from_u16(code),
         };
+        self.lose(|s| s == stream, &why);
+    }
+
+    /// The producers and consumers of the streams `which` picks leave
+    /// this connection, told `why` (a producer may recover; a consumer
+    /// finds the error after its chunks).
+    fn lose(&self, which: impl Fn(&str) -> bool, why: &Error) {
         let ps: Vec<Publisher> = {
             let mut all = self.publishers.lock();
             let ids: Vec<u8> = all
                 .iter()
-                .filter(|(_, p)| p.stream == stream)
+                .filter(|(_, p)| which(&p.stream))
                 .map(|(i, _)| *i)
                 .collect();
             ids.iter().filter_map(|i| all.remove(i)).collect()
@@ -330,7 +330,7 @@ impl Connection {
             let mut all = self.subscriptions.lock();
             let ids: Vec<u8> = all
                 .iter()
-                .filter(|(_, s)| s.stream == stream)
+                .filter(|(_, s)| which(&s.stream))
                 .map(|(i, _)| *i)
                 .collect();
             ids.iter().filter_map(|i| all.remove(i)).collect()
