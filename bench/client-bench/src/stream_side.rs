@@ -11,11 +11,13 @@ use crate::Outcome;
 /// Messages per `send_batch`, for both stream clients.
 pub const BATCH: usize = 100;
 
-/// A fresh stream named `name` (deleted first if it is there).
+/// A fresh stream named `name` (deleted first if it is there), with room
+/// for every message a run writes (retention would cut the start of the
+/// stream a consume run reads from).
 pub async fn fresh_stream(uri: &str, name: &str) {
     let env = Environment::connect(uri).await.expect("connects");
     let _ = env.delete_stream(name).await;
-    env.create_stream(name, &StreamOptions::default().max_length_bytes(2_000_000_000))
+    env.create_stream(name, &StreamOptions::default().max_length_bytes(20_000_000_000))
         .await
         .unwrap();
     env.close().await;
