@@ -18,10 +18,9 @@ use tokio::sync::{mpsc, oneshot, watch, Notify};
 use warren_stream::command::{code, key, parse_frame, Command, Response};
 
 use super::confirms::Confirms;
-use super::environment::Role;
 use super::error::{Error, ResponseCode};
 use super::handshake::{self, Opened, CALL_TIMEOUT, READ_FRAME_MAX};
-use super::metadata::{self, Endpoint, Placement};
+use super::metadata::{self, Endpoint, Placement, Role};
 use crate::socket::{ReadHalf, WriteHalf};
 use crate::tls::TlsOptions;
 use crate::uri::AmqpUri;

@@ -19,9 +19,10 @@ use warren_stream::command::{Command, OffsetSpec};
 
 use super::chunk::read_chunk;
 use super::connection::Connection;
-use super::environment::{Environment, Role};
-use super::error::{Error, ResponseCode};
+use super::environment::Environment;
+use super::error::{recoverable, Error};
 use super::message;
+use super::metadata::Role;
 use super::tracking::{Tracker, Tracking};
 
 /// Chunks the broker may send ahead of the application (the Java
@@ -68,8 +69,15 @@ pub struct ConsumerBuilder {
     recovery: bool,
 }
 
+impl Environment {
+    /// A consumer's settings.
+    pub fn consumer(&self) -> ConsumerBuilder {
+        ConsumerBuilder::new(self.clone())
+    }
+}
+
 impl ConsumerBuilder {
-    pub(crate) fn new(env: Environment) -> ConsumerBuilder {
+    fn new(env: Environment) -> ConsumerBuilder {
         ConsumerBuilder {
             env,
             offset: OffsetSpecification::Next,
@@ -237,21 +245,6 @@ impl Subscribing {
                 Err(e) => return Err(e),
             }
         }
-    }
-}
-
-/// Whether a consumer or producer that met `e` may try again: the
-/// connection went, or the stream's member is moving.
-pub(crate) fn recoverable(e: &Error) -> bool {
-    match e {
-        Error::Io(_) | Error::ConnectionLost(_) | Error::Timeout(_) => true,
-        Error::Refused { code, .. } => matches!(
-            code,
-            ResponseCode::StreamNotAvailable
-                | ResponseCode::InternalError
-                | ResponseCode::PublisherDoesNotExist
-        ),
-        _ => false,
     }
 }
 

@@ -14,10 +14,8 @@ use rand::seq::SliceRandom;
 use warren_stream::command::Command;
 
 use super::connection::Connection;
-use super::consumer::ConsumerBuilder;
 use super::error::Error;
-use super::metadata::{Endpoint, Placement};
-use super::producer::ProducerBuilder;
+use super::metadata::{Endpoint, Placement, Role};
 use crate::tls::TlsOptions;
 use crate::uri::AmqpUri;
 
@@ -110,15 +108,6 @@ struct Inner {
     load_balancer: bool,
     locator: tokio::sync::Mutex<Option<Arc<Connection>>>,
     pool: tokio::sync::Mutex<HashMap<Endpoint, Vec<Arc<Connection>>>>,
-}
-
-/// Which member of a stream a connection is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Role {
-    /// The leader: producers.
-    Leader,
-    /// A replica if the stream has one, else the leader: consumers.
-    Replica,
 }
 
 /// Producers, or consumers, on one connection at most (the protocol's
@@ -357,16 +346,6 @@ impl Environment {
                 code: super::error::ResponseCode::from_u16(c),
             }),
         }
-    }
-
-    /// A producer's settings.
-    pub fn producer(&self) -> ProducerBuilder {
-        ProducerBuilder::new(self.clone())
-    }
-
-    /// A consumer's settings.
-    pub fn consumer(&self) -> ConsumerBuilder {
-        ConsumerBuilder::new(self.clone())
     }
 
     /// Whether `stream` exists.

@@ -140,3 +140,18 @@ impl From<crate::socket::ConnectError> for Error {
         }
     }
 }
+
+/// Whether a consumer or producer that met `e` may try again: the
+/// connection went, or the stream's member is moving.
+pub(crate) fn recoverable(e: &Error) -> bool {
+    match e {
+        Error::Io(_) | Error::ConnectionLost(_) | Error::Timeout(_) => true,
+        Error::Refused { code, .. } => matches!(
+            code,
+            ResponseCode::StreamNotAvailable
+                | ResponseCode::InternalError
+                | ResponseCode::PublisherDoesNotExist
+        ),
+        _ => false,
+    }
+}

@@ -24,6 +24,15 @@ pub(crate) struct Placement {
     pub(crate) replicas: Vec<Endpoint>,
 }
 
+/// Which member of a stream a connection is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// The leader: producers.
+    Leader,
+    /// A replica if the stream has one, else the leader: consumers.
+    Replica,
+}
+
 /// A Metadata request for `streams`.
 pub(crate) fn encode_request(out: &mut BytesMut, correlation_id: u32, streams: &[&str]) {
     let at = begin_frame(out);

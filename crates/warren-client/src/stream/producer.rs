@@ -15,11 +15,11 @@ use warren_stream::command::{begin_publish, end_frame, Command};
 
 use super::confirms::{Confirm, Confirms};
 use super::connection::Connection;
-use super::consumer::recoverable;
 use super::entry::{Body, Pending};
-use super::environment::{Environment, Role};
-use super::error::Error;
+use super::environment::Environment;
+use super::error::{recoverable, Error};
 use super::message::Message;
+use super::metadata::Role;
 
 /// Publishes in flight per producer before `send` waits (the Java
 /// client's default).
@@ -75,8 +75,15 @@ pub struct ProducerBuilder {
     recovery: bool,
 }
 
+impl Environment {
+    /// A producer's settings.
+    pub fn producer(&self) -> ProducerBuilder {
+        ProducerBuilder::new(self.clone())
+    }
+}
+
 impl ProducerBuilder {
-    pub(crate) fn new(env: Environment) -> ProducerBuilder {
+    fn new(env: Environment) -> ProducerBuilder {
         ProducerBuilder {
             env,
             name: None,

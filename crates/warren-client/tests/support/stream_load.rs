@@ -37,7 +37,7 @@ impl Load {
             let (confirmed, failed, stop) = (confirmed.clone(), failed.clone(), stop.clone());
             tokio::spawn(async move {
                 let mut next = 0u64;
-                while !stop.load(Ordering::Relaxed) && next < 1_000_000 {
+                while !stop.load(Ordering::Relaxed) && next < 10_000_000 {
                     let ids: Vec<u64> = (next..next + 20).collect();
                     next += 20;
                     let messages: Vec<Message> = ids
