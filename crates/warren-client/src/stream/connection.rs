@@ -223,18 +223,11 @@ impl Connection {
 
     /// A free publisher id for a producer on `stream`.
     pub(crate) fn add_publisher(&self, stream: &str, confirms: Arc<Confirms>) -> Result<u8, Error> {
-        let mut ps = self.publishers.lock();
-        let id = (0..=u8::MAX)
-            .find(|i| !ps.contains_key(i))
-            .ok_or(Error::NoFreeId("publisher"))?;
-        ps.insert(
-            id,
-            Publisher {
-                stream: stream.to_string(),
-                confirms,
-            },
-        );
-        Ok(id)
+        let p = Publisher {
+            stream: stream.to_string(),
+            confirms,
+        };
+        insert_free(&mut self.publishers.lock(), p).ok_or(Error::NoFreeId("publisher"))
     }
 
     pub(crate) fn remove_publisher(&self, id: u8) {
@@ -248,18 +241,11 @@ impl Connection {
         stream: &str,
         chunks: mpsc::Sender<Result<Bytes, Error>>,
     ) -> Result<u8, Error> {
-        let mut ss = self.subscriptions.lock();
-        let id = (0..=u8::MAX)
-            .find(|i| !ss.contains_key(i))
-            .ok_or(Error::NoFreeId("subscription"))?;
-        ss.insert(
-            id,
-            Subscription {
-                stream: stream.to_string(),
-                chunks,
-            },
-        );
-        Ok(id)
+        let sub = Subscription {
+            stream: stream.to_string(),
+            chunks,
+        };
+        insert_free(&mut self.subscriptions.lock(), sub).ok_or(Error::NoFreeId("subscription"))
     }
 
     pub(crate) fn remove_subscription(&self, id: u8) {
@@ -313,27 +299,11 @@ impl Connection {
     /// this connection, told `why` (a producer may recover; a consumer
     /// finds the error after its chunks).
     fn lose(&self, which: impl Fn(&str) -> bool, why: &Error) {
-        let ps: Vec<Publisher> = {
-            let mut all = self.publishers.lock();
-            let ids: Vec<u8> = all
-                .iter()
-                .filter(|(_, p)| which(&p.stream))
-                .map(|(i, _)| *i)
-                .collect();
-            ids.iter().filter_map(|i| all.remove(i)).collect()
-        };
+        let ps = take_where(&mut self.publishers.lock(), |p| which(&p.stream));
         for p in ps {
             p.confirms.lost(why.clone());
         }
-        let ss: Vec<Subscription> = {
-            let mut all = self.subscriptions.lock();
-            let ids: Vec<u8> = all
-                .iter()
-                .filter(|(_, s)| which(&s.stream))
-                .map(|(i, _)| *i)
-                .collect();
-            ids.iter().filter_map(|i| all.remove(i)).collect()
-        };
+        let ss = take_where(&mut self.subscriptions.lock(), |s| which(&s.stream));
         for s in ss {
             let _ = s.chunks.try_send(Err(why.clone()));
         }
@@ -436,6 +406,19 @@ impl Connection {
         }
         Ok(true)
     }
+}
+
+/// Put `v` under the lowest id not in use; None when all 256 are.
+fn insert_free<T>(map: &mut HashMap<u8, T>, v: T) -> Option<u8> {
+    let id = (0..=u8::MAX).find(|i| !map.contains_key(i))?;
+    map.insert(id, v);
+    Some(id)
+}
+
+/// Take out of `map` the entries `pick` picks.
+fn take_where<T>(map: &mut HashMap<u8, T>, pick: impl Fn(&T) -> bool) -> Vec<T> {
+    let ids: Vec<u8> = map.iter().filter(|(_, v)| pick(v)).map(|(i, _)| *i).collect();
+    ids.iter().filter_map(|i| map.remove(i)).collect()
 }
 
 async fn write_loop(c: Arc<Connection>, mut out: WriteHalf, heartbeat: Option<Duration>) {

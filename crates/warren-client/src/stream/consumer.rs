@@ -426,9 +426,8 @@ impl Stream for Consumer {
             };
             match next {
                 Err(e) if self.recovery && recoverable(&e) => {
-                    // After the last message handed out (the rest of a
-                    // chunk taken is dropped and read again).
-                    self.ready.clear();
+                    // After the last message handed out (`ready` is empty
+                    // whenever the chunks are polled).
                     let offset = match self.last {
                         Some(o) => OffsetSpecification::Offset(o + 1),
                         None => self.offset,
