@@ -15,7 +15,7 @@ use warren_stream::command::key;
 use warren_stream::wire::put_string;
 
 use super::publish::StreamNodes;
-use crate::conn::{ext_key, response, Conn};
+use crate::conn::{response, Conn};
 use warren_node::topology;
 use warren_stream::command::code;
 
@@ -232,7 +232,7 @@ impl Conn {
                 c
             }
         };
-        response(&mut self.wbuf, ext_key::STREAM_STATS, correlation_id, c, &rest);
+        response(&mut self.wbuf, key::STREAM_STATS, correlation_id, c, &rest);
     }
 
     pub(super) fn store_offset(&mut self, reference: &str, stream: &str, offset: u64) {
@@ -322,20 +322,15 @@ impl Conn {
 
     pub(super) fn partitions(&mut self, correlation_id: u32, super_stream: &str) {
         match self.partition_list(super_stream) {
-            Some(p) => self.list_response(ext_key::PARTITIONS, correlation_id, code::OK, &p),
-            None => self.list_response(
-                ext_key::PARTITIONS,
-                correlation_id,
-                code::STREAM_DOES_NOT_EXIST,
-                &[],
-            ),
+            Some(p) => self.list_response(key::PARTITIONS, correlation_id, code::OK, &p),
+            None => self.list_response(key::PARTITIONS, correlation_id, code::STREAM_DOES_NOT_EXIST, &[]),
         }
     }
 
     pub(super) fn route(&mut self, correlation_id: u32, routing_key: &str, super_stream: &str) {
         let vh = self.vhost().clone();
         if vh.check_exchange(super_stream.as_bytes()).is_err() {
-            return self.list_response(ext_key::ROUTE, correlation_id, code::STREAM_DOES_NOT_EXIST, &[]);
+            return self.list_response(key::ROUTE, correlation_id, code::STREAM_DOES_NOT_EXIST, &[]);
         }
         let mut queues = Vec::new();
         let _ = vh.route(
@@ -349,7 +344,7 @@ impl Conn {
             .filter(|q| q.stream().is_some())
             .map(|q| q.name.to_str_lossy().into_owned())
             .collect();
-        self.list_response(ext_key::ROUTE, correlation_id, code::OK, &names);
+        self.list_response(key::ROUTE, correlation_id, code::OK, &names);
     }
 
     pub(super) fn create_super_stream(
@@ -361,7 +356,7 @@ impl Conn {
         args: &[(String, String)],
     ) {
         let c = self.declare_super_stream(name, partitions, keys, args);
-        self.respond(ext_key::CREATE_SUPER_STREAM, correlation_id, c);
+        self.respond(key::CREATE_SUPER_STREAM, correlation_id, c);
     }
 
     fn declare_super_stream(
@@ -426,7 +421,7 @@ impl Conn {
     pub(super) fn delete_super_stream(&mut self, correlation_id: u32, name: &str) {
         let Some(parts) = self.partition_list(name) else {
             return self.respond(
-                ext_key::DELETE_SUPER_STREAM,
+                key::DELETE_SUPER_STREAM,
                 correlation_id,
                 code::STREAM_DOES_NOT_EXIST,
             );
@@ -439,7 +434,7 @@ impl Conn {
             &self.ctx,
             topology::delete_exchange(&self.ctx, &vh, &name.into(), false),
         );
-        self.respond(ext_key::DELETE_SUPER_STREAM, correlation_id, code::OK);
+        self.respond(key::DELETE_SUPER_STREAM, correlation_id, code::OK);
         self.drop_deleted_streams();
     }
 }

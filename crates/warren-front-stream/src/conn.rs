@@ -22,17 +22,6 @@ use crate::wake::Wake;
 /// Stop producing deliveries while this much is waiting to be written.
 pub(super) const WRITE_HIGH: usize = 1 << 20;
 
-/// Keys the codec does not name yet (PROTOCOL.adoc, newest).
-pub(super) mod ext_key {
-    pub const ROUTE: u16 = 0x0018;
-    pub const PARTITIONS: u16 = 0x0019;
-    pub const CONSUMER_UPDATE: u16 = 0x001a;
-    pub const EXCHANGE_COMMAND_VERSIONS: u16 = 0x001b;
-    pub const STREAM_STATS: u16 = 0x001c;
-    pub const CREATE_SUPER_STREAM: u16 = 0x001d;
-    pub const DELETE_SUPER_STREAM: u16 = 0x001e;
-}
-
 /// Why the connection ends.
 #[derive(Debug)]
 pub(super) enum Stop {

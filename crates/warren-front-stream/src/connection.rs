@@ -16,7 +16,7 @@ use warren_core::{Access, Resource, VHost};
 use warren_stream::command::{begin_frame, end_frame, key, parse_frame, Command};
 use warren_stream::wire::{put_pairs, put_string, Reader};
 
-use crate::conn::{ext_key, response, Conn, Stop};
+use crate::conn::{response, Conn, Stop};
 use crate::wake::Wake;
 use warren_node::connections::Login;
 use warren_node::ServerCtx;
@@ -414,17 +414,17 @@ impl Conn {
                 self.publish(f);
                 return Ok(true);
             }
-            ext_key::ROUTE
-            | ext_key::PARTITIONS
-            | ext_key::EXCHANGE_COMMAND_VERSIONS
-            | ext_key::STREAM_STATS
-            | ext_key::CREATE_SUPER_STREAM
-            | ext_key::DELETE_SUPER_STREAM
+            key::ROUTE
+            | key::PARTITIONS
+            | key::EXCHANGE_COMMAND_VERSIONS
+            | key::STREAM_STATS
+            | key::CREATE_SUPER_STREAM
+            | key::DELETE_SUPER_STREAM
             | key::METADATA => {
                 self.extended(k, f)?;
                 return Ok(true);
             }
-            k if k == ext_key::CONSUMER_UPDATE | key::RESPONSE => {
+            k if k == key::CONSUMER_UPDATE | key::RESPONSE => {
                 self.consumer_update_reply(f)?;
                 return Ok(true);
             }
@@ -566,7 +566,7 @@ impl Conn {
                 }
                 self.metadata(correlation_id, &streams);
             }
-            ext_key::EXCHANGE_COMMAND_VERSIONS => {
+            key::EXCHANGE_COMMAND_VERSIONS => {
                 let n = r.count(6)?;
                 for _ in 0..n {
                     let (k, _min, max) = (r.u16()?, r.u16()?, r.u16()?);
@@ -584,20 +584,20 @@ impl Conn {
                 }
                 response(&mut self.wbuf, k, correlation_id, code::OK, &rest);
             }
-            ext_key::STREAM_STATS => {
+            key::STREAM_STATS => {
                 let stream = r.string()?;
                 self.stream_stats(correlation_id, &stream);
             }
-            ext_key::ROUTE => {
+            key::ROUTE => {
                 let routing_key = r.string()?;
                 let super_stream = r.string()?;
                 self.route(correlation_id, &routing_key, &super_stream);
             }
-            ext_key::PARTITIONS => {
+            key::PARTITIONS => {
                 let super_stream = r.string()?;
                 self.partitions(correlation_id, &super_stream);
             }
-            ext_key::CREATE_SUPER_STREAM => {
+            key::CREATE_SUPER_STREAM => {
                 let name = r.string()?;
                 let n = r.count(2)?;
                 let mut partitions = Vec::with_capacity(n);
@@ -622,7 +622,7 @@ impl Conn {
                     self.respond(k, correlation_id, code::ACCESS_REFUSED);
                 }
             }
-            ext_key::DELETE_SUPER_STREAM => {
+            key::DELETE_SUPER_STREAM => {
                 let name = r.string()?;
                 if self.check(Access::Configure, Resource::Exchange, &name).is_ok() {
                     self.delete_super_stream(correlation_id, &name);

@@ -148,7 +148,7 @@ impl Conn {
         let correlation_id = self.next_correlation;
         self.next_correlation = self.next_correlation.wrapping_add(1);
         self.consumer_updates.insert(correlation_id, (id, active));
-        self.command(crate::conn::ext_key::CONSUMER_UPDATE, |out| {
+        self.command(key::CONSUMER_UPDATE, |out| {
             out.put_u32(correlation_id);
             out.put_u8(id);
             out.put_u8(u8::from(active));

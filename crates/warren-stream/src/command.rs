@@ -32,6 +32,16 @@ pub mod key {
     pub const OPEN: u16 = 0x0015;
     pub const CLOSE: u16 = 0x0016;
     pub const HEARTBEAT: u16 = 0x0017;
+    // Added by RabbitMQ 3.11 and later.
+    pub const ROUTE: u16 = 0x0018;
+    pub const PARTITIONS: u16 = 0x0019;
+    /// Sent by the broker: a single-active-consumer subscription became
+    /// (in)active; the client answers with where it reads from.
+    pub const CONSUMER_UPDATE: u16 = 0x001a;
+    pub const EXCHANGE_COMMAND_VERSIONS: u16 = 0x001b;
+    pub const STREAM_STATS: u16 = 0x001c;
+    pub const CREATE_SUPER_STREAM: u16 = 0x001d;
+    pub const DELETE_SUPER_STREAM: u16 = 0x001e;
     /// Set on the key of every response.
     pub const RESPONSE: u16 = 0x8000;
 }
@@ -84,6 +94,35 @@ impl OffsetSpec {
                 None => s.parse().ok().map(OffsetSpec::Offset),
             },
         }
+    }
+
+    /// As Subscribe and the answer to ConsumerUpdate carry it: a type,
+    /// then the offset or timestamp for those two types.
+    pub fn encode(&self, out: &mut BytesMut) {
+        match self {
+            OffsetSpec::First => out.put_u16(1),
+            OffsetSpec::Last => out.put_u16(2),
+            OffsetSpec::Next => out.put_u16(3),
+            OffsetSpec::Offset(o) => {
+                out.put_u16(4);
+                out.put_u64(*o);
+            }
+            OffsetSpec::Timestamp(t) => {
+                out.put_u16(5);
+                out.put_i64(*t);
+            }
+        }
+    }
+
+    pub fn decode(r: &mut Reader) -> Result<OffsetSpec, CodecError> {
+        Ok(match r.u16()? {
+            1 => OffsetSpec::First,
+            2 => OffsetSpec::Last,
+            3 => OffsetSpec::Next,
+            4 => OffsetSpec::Offset(r.u64()?),
+            5 => OffsetSpec::Timestamp(r.i64()?),
+            t => return Err(CodecError::Invalid(format!("offset type {t}"))),
+        })
     }
 }
 
@@ -242,9 +281,15 @@ pub fn end_frame(out: &mut BytesMut, at: usize) {
 /// [`put_published`], and [`end_frame`] closes it. Lets a producer batch
 /// without building a `Command`.
 pub fn begin_publish(out: &mut BytesMut, publisher_id: u8, count: u32) -> usize {
+    begin_publish_version(out, publisher_id, count, 1)
+}
+
+/// [`begin_publish`] for a version: 2 puts a filter value (a string, or
+/// -1 for none) between each message's publishing id and the message.
+pub fn begin_publish_version(out: &mut BytesMut, publisher_id: u8, count: u32, version: u16) -> usize {
     let at = begin_frame(out);
     out.put_u16(key::PUBLISH);
-    out.put_u16(1);
+    out.put_u16(version);
     out.put_u8(publisher_id);
     out.put_i32(count as i32);
     at
@@ -389,19 +434,7 @@ impl Command {
                 out.put_u32(*correlation_id);
                 out.put_u8(*subscription_id);
                 put_string(out, stream);
-                match offset {
-                    OffsetSpec::First => out.put_u16(1),
-                    OffsetSpec::Last => out.put_u16(2),
-                    OffsetSpec::Next => out.put_u16(3),
-                    OffsetSpec::Offset(o) => {
-                        out.put_u16(4);
-                        out.put_u64(*o);
-                    }
-                    OffsetSpec::Timestamp(t) => {
-                        out.put_u16(5);
-                        out.put_i64(*t);
-                    }
-                }
+                offset.encode(out);
                 out.put_u16(*credit);
                 put_pairs(out, properties);
             }
@@ -585,14 +618,7 @@ impl Command {
                 let correlation_id = r.u32()?;
                 let subscription_id = r.u8()?;
                 let stream = r.string()?;
-                let offset = match r.u16()? {
-                    1 => OffsetSpec::First,
-                    2 => OffsetSpec::Last,
-                    3 => OffsetSpec::Next,
-                    4 => OffsetSpec::Offset(r.u64()?),
-                    5 => OffsetSpec::Timestamp(r.i64()?),
-                    t => return Err(CodecError::Invalid(format!("offset type {t}"))),
-                };
+                let offset = OffsetSpec::decode(&mut r)?;
                 let credit = r.u16()?;
                 // Properties are optional in early versions of the protocol.
                 let properties = if r.remaining() > 0 { r.pairs()? } else { Vec::new() };

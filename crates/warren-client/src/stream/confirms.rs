@@ -158,7 +158,7 @@ impl Confirms {
     pub(crate) fn wait(&self, wire: u64, ids: &[u64], entry: Body, out: &mut Vec<Confirm>) {
         let mut waiting = ids.iter().map(|&id| {
             let (tx, rx) = oneshot::channel();
-            out.push(Confirm(rx));
+            out.push(Confirm(Awaited::One(rx)));
             Waiting { id, tx }
         });
         let under = match ids.len() {
@@ -220,20 +220,50 @@ impl Confirms {
 /// [`Confirmation`], or to an error when the producer or its connection
 /// ended first (the message may or may not have been stored).
 #[must_use = "a confirm says whether the broker stored the message"]
-#[derive(Debug)]
-pub struct Confirm(oneshot::Receiver<Told>);
+pub struct Confirm(Awaited);
+
+impl std::fmt::Debug for Confirm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Confirm")
+    }
+}
+
+enum Awaited {
+    /// One message's word.
+    One(oneshot::Receiver<Told>),
+    /// Several partitions' words on one message (a super stream key
+    /// bound to more than one).
+    All(Pin<Box<dyn Future<Output = Told> + Send>>),
+}
+
+impl Confirm {
+    /// One confirm for a message sent to several streams: the first that
+    /// is not a confirmation, else the first.
+    pub(crate) fn all(confirms: Vec<Confirm>) -> Confirm {
+        Confirm(Awaited::All(Box::pin(async move {
+            let told = futures_util::future::join_all(confirms).await;
+            let bad = told.iter().position(|t| !matches!(t, Ok(c) if c.is_confirmed()));
+            told.into_iter()
+                .nth(bad.unwrap_or(0))
+                .unwrap_or(Err(Error::Protocol("a message sent nowhere".into())))
+        })))
+    }
+}
 
 impl Future for Confirm {
     type Output = Result<Confirmation, Error>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Pin::new(&mut self.0).poll(cx).map(|r| {
-            r.unwrap_or_else(|_| {
-                Err(Error::ConnectionLost(
-                    "the producer ended before the confirm".into(),
-                ))
-            })
-        })
+        match &mut self.0 {
+            Awaited::One(rx) => Pin::new(rx).poll(cx).map(|r| {
+                r.unwrap_or_else(|_| {
+                    Err(Error::ConnectionLost(
+                        "the producer ended before the confirm".into(),
+                    ))
+                })
+            }),
+            Awaited::All(f) => f.as_mut().poll(cx),
+        }
     }
 }
 

@@ -3,8 +3,8 @@
 //! write) and sends heartbeats when idle, and a reader task that routes
 //! what the broker sends: responses to the requests waiting on them (by
 //! correlation id), confirms and errors to producers (by publisher id),
-//! chunks to subscriptions (by subscription id), a metadata update to
-//! the producers and consumers of its stream.
+//! chunks and consumer updates to subscriptions (by subscription id), a
+//! metadata update to the producers and consumers of its stream.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -17,6 +17,7 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 use warren_stream::command::{code, key, parse_frame, Command, Response};
 
+use super::commands::{self, ConsumerUpdateRequest};
 use super::confirms::Confirms;
 use super::error::{Error, ResponseCode};
 use super::handshake::{self, Opened, CALL_TIMEOUT, READ_FRAME_MAX};
@@ -34,10 +35,22 @@ struct Publisher {
     confirms: Arc<Confirms>,
 }
 
-/// A subscription on this connection: its stream and where its chunks go.
+/// A subscription on this connection: its stream and where its events go.
 struct Subscription {
     stream: String,
-    chunks: mpsc::Sender<Result<Bytes, Error>>,
+    events: mpsc::Sender<Event>,
+}
+
+/// What the connection tells a subscription, in the order it came.
+#[derive(Debug)]
+pub(crate) enum Event {
+    /// A chunk delivered.
+    Chunk(Bytes),
+    /// The broker made it the active consumer of its group (or asks it
+    /// to step down): it answers this correlation id.
+    Update { correlation_id: u32, active: bool },
+    /// The subscription ended.
+    Ended(Error),
 }
 
 pub(crate) struct Connection {
@@ -55,6 +68,8 @@ pub(crate) struct Connection {
     pub(crate) frame_max: u32,
     /// What the broker said of itself when the connection opened.
     pub(crate) server_properties: Vec<(String, String)>,
+    /// The commands and versions the broker takes, once asked.
+    versions: tokio::sync::OnceCell<Vec<(u16, u16, u16)>>,
 }
 
 impl Connection {
@@ -85,6 +100,7 @@ impl Connection {
             done,
             frame_max,
             server_properties: properties,
+            versions: tokio::sync::OnceCell::new(),
         });
         let beat = (heartbeat > 0).then(|| Duration::from_secs(heartbeat as u64));
         tokio::spawn(write_loop(c.clone(), write, beat));
@@ -113,6 +129,50 @@ impl Connection {
             host: get("advertised_host")?,
             port: get("advertised_port")?.parse().ok()?,
         })
+    }
+
+    /// Whether the broker takes command `k` at `version`: asked once
+    /// (ExchangeCommandVersions) of a broker that knows the question
+    /// (RabbitMQ 3.11 and later, by the version it gives); older ones take
+    /// version 1 of everything.
+    pub(crate) async fn supports(&self, k: u16, version: u16) -> Result<bool, Error> {
+        let versions = self
+            .versions
+            .get_or_try_init(|| async {
+                if !self.server_at_least(3, 11) {
+                    return Ok(Vec::new());
+                }
+                // Ours: version 1 of every command, 2 of Publish (filter
+                // values). Not Deliver 2: chunks are read as version 1.
+                let ours: Vec<(u16, u16, u16)> = (key::DECLARE_PUBLISHER..=key::DELETE_SUPER_STREAM)
+                    .map(|k| (k, 1, if k == key::PUBLISH { 2 } else { 1 }))
+                    .collect();
+                let r = self
+                    .request(
+                        "exchange command versions",
+                        key::EXCHANGE_COMMAND_VERSIONS,
+                        |out| commands::put_versions(out, &ours),
+                    )
+                    .await?;
+                commands::versions(r.rest)
+            })
+            .await?;
+        Ok(version == 1
+            || versions
+                .iter()
+                .any(|(key, min, max)| *key == k && (*min..=*max).contains(&version)))
+    }
+
+    /// Whether the broker's `version` property is at least `major.minor`.
+    fn server_at_least(&self, major: u32, minor: u32) -> bool {
+        let Some((_, v)) = self.server_properties.iter().find(|(k, _)| k == "version") else {
+            return false;
+        };
+        let mut parts = v
+            .split(|c: char| !c.is_ascii_digit())
+            .map(|p| p.parse::<u32>().unwrap_or(0));
+        let (a, b) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+        (a, b) >= (major, minor)
     }
 
     pub(crate) fn is_ended(&self) -> bool {
@@ -157,12 +217,17 @@ impl Connection {
     /// the outbox holds: it never waits (a consumer's poll and `drop`
     /// send these), and such frames are few.
     pub(crate) fn push(&self, c: &Command) {
+        self.push_with(|out| c.encode(out))
+    }
+
+    /// [`Self::push`] for frames `encode` writes.
+    pub(crate) fn push_with(&self, encode: impl FnOnce(&mut BytesMut)) {
         let mut outbox = self.outbox.lock();
         if self.is_ended() {
             return;
         }
         let was_empty = outbox.is_empty();
-        c.encode(&mut outbox);
+        encode(&mut outbox);
         if was_empty {
             self.filled.notify_one();
         }
@@ -188,6 +253,27 @@ impl Connection {
     /// A request and its response, whatever its code.
     pub(crate) async fn call_any(&self, make: impl FnOnce(u32) -> Command) -> Result<Response, Error> {
         self.call_encoded(|out, id| make(id).encode(out)).await
+    }
+
+    /// A request of the commands the codec does not carry (`body` writes
+    /// what follows the correlation id) and its response; a code other
+    /// than OK is [`Error::Refused`] naming `operation`.
+    pub(crate) async fn request(
+        &self,
+        operation: &'static str,
+        k: u16,
+        body: impl FnOnce(&mut BytesMut),
+    ) -> Result<Response, Error> {
+        let r = self
+            .call_encoded(|out, id| commands::request(out, k, id, body))
+            .await?;
+        match r.code {
+            code::OK => Ok(r),
+            c => Err(Error::Refused {
+                operation,
+                code: ResponseCode::from_u16(c),
+            }),
+        }
     }
 
     /// Where `streams` live (a Metadata request).
@@ -234,16 +320,12 @@ impl Connection {
         self.publishers.lock().remove(&id);
     }
 
-    /// A free subscription id for a consumer of `stream`, whose chunks go
-    /// to `chunks`.
-    pub(crate) fn add_subscription(
-        &self,
-        stream: &str,
-        chunks: mpsc::Sender<Result<Bytes, Error>>,
-    ) -> Result<u8, Error> {
+    /// A free subscription id for a consumer of `stream`, whose events go
+    /// to `events`.
+    pub(crate) fn add_subscription(&self, stream: &str, events: mpsc::Sender<Event>) -> Result<u8, Error> {
         let sub = Subscription {
             stream: stream.to_string(),
-            chunks,
+            events,
         };
         insert_free(&mut self.subscriptions.lock(), sub).ok_or(Error::NoFreeId("subscription"))
     }
@@ -285,6 +367,11 @@ impl Connection {
         self.done.send_replace(true);
     }
 
+    /// Where subscription `id`'s events go.
+    fn events_of(&self, id: u8) -> Option<mpsc::Sender<Event>> {
+        self.subscriptions.lock().get(&id).map(|s| s.events.clone())
+    }
+
     /// The broker says `stream` is no longer available here (its leader
     /// moved, or it was deleted): its producers and consumers end.
     fn stream_gone(&self, stream: &str, code: u16) {
@@ -305,7 +392,7 @@ impl Connection {
         }
         let ss = take_where(&mut self.subscriptions.lock(), |s| which(&s.stream));
         for s in ss {
-            let _ = s.chunks.try_send(Err(why.clone()));
+            let _ = s.events.try_send(Event::Ended(why.clone()));
         }
     }
 
@@ -331,6 +418,25 @@ impl Connection {
             }
             return Ok(true);
         }
+        if frame.len() >= 2 && u16::from_be_bytes([frame[0], frame[1]]) == key::CONSUMER_UPDATE {
+            let u = ConsumerUpdateRequest::decode(frame)?;
+            match self.events_of(u.subscription_id) {
+                Some(tx) => {
+                    let _ = tx
+                        .send(Event::Update {
+                            correlation_id: u.correlation_id,
+                            active: u.active,
+                        })
+                        .await;
+                }
+                None => {
+                    let _ = self
+                        .send_with(|o| commands::consumer_update_unknown(o, u.correlation_id))
+                        .await;
+                }
+            }
+            return Ok(true);
+        }
         match Command::decode(frame)? {
             Command::Response(r) => {
                 if let Some(tx) = self.calls.lock().remove(&r.correlation_id) {
@@ -341,16 +447,11 @@ impl Connection {
                 subscription_id,
                 chunk,
             } => {
-                let tx = self
-                    .subscriptions
-                    .lock()
-                    .get(&subscription_id)
-                    .map(|s| s.chunks.clone());
-                if let Some(tx) = tx {
+                if let Some(tx) = self.events_of(subscription_id) {
                     // The channel holds the subscription's credit in
                     // chunks, so this waits only for a broker sending
                     // beyond its credit; waiting holds the socket back.
-                    let _ = tx.send(Ok(chunk)).await;
+                    let _ = tx.send(Event::Chunk(chunk)).await;
                 }
             }
             Command::PublishConfirm { publisher_id, ids } => {

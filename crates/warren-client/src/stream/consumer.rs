@@ -3,7 +3,8 @@
 //! a time as chunks are taken, so at most the initial credit's chunks are
 //! buffered however slow the application is. A lost connection or a
 //! member that moves is recovered by subscribing again after the last
-//! message handed out.
+//! message handed out. A single-active-consumer member answers the
+//! broker's consumer updates as it is polled (see [`super::single_active`]).
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -15,14 +16,16 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_core::Stream;
 use tokio::sync::mpsc;
-use warren_stream::command::{Command, OffsetSpec};
+use warren_stream::command::{key, Command, OffsetSpec};
 
 use super::chunk::read_chunk;
-use super::connection::Connection;
+use super::commands;
+use super::connection::{Connection, Event};
 use super::environment::Environment;
 use super::error::{recoverable, Error};
 use super::message;
 use super::metadata::Role;
+use super::single_active::{self, Answer, ConsumerUpdate, OnUpdate};
 use super::tracking::{Tracker, Tracking};
 
 /// Chunks the broker may send ahead of the application (the Java
@@ -59,6 +62,7 @@ impl OffsetSpecification {
 
 /// A consumer's settings, then [`Self::build`].
 #[must_use = "a builder does nothing until built"]
+#[derive(Clone)]
 pub struct ConsumerBuilder {
     env: Environment,
     offset: OffsetSpecification,
@@ -67,7 +71,26 @@ pub struct ConsumerBuilder {
     name: Option<String>,
     tracking: Tracking,
     recovery: bool,
+    single_active: bool,
+    on_update: Option<OnUpdate>,
+    /// The super stream whose partition it reads (a super stream
+    /// consumer's member).
+    super_stream: Option<String>,
+    filter: Option<Filter>,
 }
+
+/// A consumer's filter: the values the broker looks for in chunks' Bloom
+/// filters, and the application's check of each message of the chunks
+/// that pass (a Bloom filter lets through some chunks without the value).
+#[derive(Clone)]
+struct Filter {
+    values: Vec<String>,
+    match_unfiltered: bool,
+    post: PostFilter,
+}
+
+/// The application's check of a message the broker's filter let through.
+type PostFilter = Arc<dyn Fn(&Delivery) -> bool + Send + Sync>;
 
 impl Environment {
     /// A consumer's settings.
@@ -86,7 +109,110 @@ impl ConsumerBuilder {
             name: None,
             tracking: Tracking::default(),
             recovery: true,
+            single_active: false,
+            on_update: None,
+            super_stream: None,
+            filter: None,
         }
+    }
+
+    /// Read only the messages whose filter value is among `values`
+    /// (RabbitMQ 3.13 and later, and Warren; see
+    /// [`super::ProducerBuilder::filter_value`]). The broker skips the
+    /// chunks whose Bloom filter has none of them; `post_filter` then
+    /// keeps the messages of the chunks sent that the application wants
+    /// (a Bloom filter has false positives, and a chunk holds messages of
+    /// other values too).
+    ///
+    /// ```no_run
+    /// use warren_client::stream::Delivery;
+    ///
+    /// # async fn run(env: warren_client::stream::Environment) -> Result<(), warren_client::stream::Error> {
+    /// let consumer = env
+    ///     .consumer()
+    ///     .filter(["eu"], |d: &Delivery| {
+    ///         d.application_property("region").ok().flatten().as_deref() == Some("eu")
+    ///     })
+    ///     .build("orders")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn filter<I, S, F>(mut self, values: I, post_filter: F) -> ConsumerBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+        F: Fn(&Delivery) -> bool + Send + Sync + 'static,
+    {
+        self.filter = Some(Filter {
+            values: values.into_iter().map(Into::into).collect(),
+            match_unfiltered: false,
+            post: Arc::new(post_filter),
+        });
+        self
+    }
+
+    /// With [`Self::filter`]: also read the chunks of messages published
+    /// without a filter value (off by default).
+    pub fn match_unfiltered(mut self, on: bool) -> ConsumerBuilder {
+        if let Some(f) = self.filter.as_mut() {
+            f.match_unfiltered = on;
+        }
+        self
+    }
+
+    pub(crate) fn environment(&self) -> &Environment {
+        &self.env
+    }
+
+    pub(crate) fn tracking_of(&self) -> Option<Tracking> {
+        self.name.as_ref().map(|_| self.tracking)
+    }
+
+    /// A member of a super stream consumer: as a single active consumer,
+    /// its group is a partition's, which the broker shares out.
+    pub(crate) fn of_super_stream(mut self, super_stream: &str) -> ConsumerBuilder {
+        self.super_stream = Some(super_stream.to_string());
+        self
+    }
+
+    /// Join the single-active-consumer group of the consumers of this
+    /// stream with the same [`Self::name`] (required): one member at a
+    /// time reads. RabbitMQ 3.11 and later (and Warren).
+    pub fn single_active_consumer(mut self, on: bool) -> ConsumerBuilder {
+        self.single_active = on;
+        self
+    }
+
+    /// Decide where a single active consumer reads from when it becomes
+    /// active (and learn that it steps down). By default it carries on
+    /// after the offset stored under its name, or starts at
+    /// [`Self::offset`] if none is.
+    ///
+    /// ```no_run
+    /// use warren_client::stream::{ConsumerUpdate, OffsetSpecification};
+    ///
+    /// # async fn run(env: warren_client::stream::Environment) -> Result<(), warren_client::stream::Error> {
+    /// let consumer = env
+    ///     .consumer()
+    ///     .name("billing")
+    ///     .single_active_consumer(true)
+    ///     .consumer_update(|update: ConsumerUpdate| async move {
+    ///         match update.stored_offset().await {
+    ///             Ok(Some(o)) => OffsetSpecification::Offset(o + 1),
+    ///             _ => OffsetSpecification::First,
+    ///         }
+    ///     })
+    ///     .build("invoices")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn consumer_update<F, A>(mut self, f: F) -> ConsumerBuilder
+    where
+        F: Fn(ConsumerUpdate) -> A + Send + Sync + 'static,
+        A: Future<Output = OffsetSpecification> + Send + 'static,
+    {
+        self.on_update = Some(Arc::new(move |u| -> Answer { Box::pin(f(u)) }));
+        self
     }
 
     /// Subscribe again by itself when the connection is lost or the
@@ -137,16 +263,42 @@ impl ConsumerBuilder {
     /// Subscribe to `stream`.
     pub async fn build(self, stream: &str) -> Result<Consumer, Error> {
         let mut offset = self.offset;
+        let mut properties = Vec::new();
         if let Some(name) = &self.name {
+            properties.push(("name".to_string(), name.clone()));
+        }
+        if self.single_active {
+            if self.name.is_none() {
+                return Err(Error::Misconfigured(
+                    "a single active consumer needs a name".into(),
+                ));
+            }
+            properties.push(("single-active-consumer".to_string(), "true".to_string()));
+            if let Some(s) = &self.super_stream {
+                properties.push(("super-stream".to_string(), s.clone()));
+            }
+        } else if let Some(name) = &self.name {
+            // A single active consumer's start is the answer to its
+            // consumer update.
             if let Some(stored) = self.env.query_offset(name, stream).await? {
                 offset = OffsetSpecification::Offset(stored + 1);
             }
+        }
+        if let Some(f) = &self.filter {
+            if f.values.is_empty() {
+                return Err(Error::Misconfigured("a filter needs at least one value".into()));
+            }
+            for (i, v) in f.values.iter().enumerate() {
+                properties.push((format!("filter.{i}"), v.clone()));
+            }
+            properties.push(("match-unfiltered".to_string(), f.match_unfiltered.to_string()));
         }
         let how = Subscribing {
             env: self.env,
             stream: stream.to_string(),
             credit: self.credit,
-            name: self.name.clone(),
+            properties,
+            filtering: self.filter.is_some(),
         };
         let sub = how.subscribe(offset).await?;
         Ok(Consumer {
@@ -166,6 +318,10 @@ impl ConsumerBuilder {
             recovering: None,
             closed: false,
             unsubscribed: false,
+            on_update: self.on_update,
+            stepped_down: false,
+            updating: None,
+            post_filter: self.filter.map(|f| f.post),
         })
     }
 }
@@ -175,14 +331,17 @@ struct Subscribing {
     env: Environment,
     stream: String,
     credit: u16,
-    name: Option<String>,
+    /// Its name, single-active-consumer group and so on.
+    properties: Vec<(String, String)>,
+    /// It asks the broker to filter (which brokers before 3.13 cannot).
+    filtering: bool,
 }
 
-/// A subscription made: its connection, id and chunks.
+/// A subscription made: its connection, id and events.
 struct Subscribed {
     conn: Arc<Connection>,
     id: u8,
-    chunks: mpsc::Receiver<Result<Bytes, Error>>,
+    events: mpsc::Receiver<Event>,
 }
 
 /// A subscription being made again.
@@ -196,13 +355,15 @@ impl Subscribing {
     /// Subscribe from `offset` on the member the metadata names now.
     async fn subscribe(&self, offset: OffsetSpecification) -> Result<Subscribed, Error> {
         let conn = self.env.connection_for(&self.stream, Role::Replica).await?;
-        let properties = match &self.name {
-            Some(n) => vec![("name".to_string(), n.clone())],
-            None => Vec::new(),
-        };
-        // Room for every chunk the credit lets the broker send, and an
-        // ending: the reader never waits on a consumer within its credit.
-        let (tx, chunks) = mpsc::channel(self.credit as usize + 1);
+        if self.filtering && !conn.supports(key::PUBLISH, 2).await? {
+            return Err(Error::Misconfigured(
+                "the broker does not filter (RabbitMQ 3.13 and later do)".into(),
+            ));
+        }
+        // Room for every chunk the credit lets the broker send, a
+        // consumer update and an ending: the reader never waits on a
+        // consumer within its credit.
+        let (tx, events) = mpsc::channel(self.credit as usize + 2);
         let id = conn.add_subscription(&self.stream, tx)?;
         let subscribed = conn
             .call("subscribe", |c| Command::Subscribe {
@@ -211,14 +372,14 @@ impl Subscribing {
                 stream: self.stream.clone(),
                 offset: offset.spec(),
                 credit: self.credit,
-                properties,
+                properties: self.properties.clone(),
             })
             .await;
         if let Err(e) = subscribed {
             conn.remove_subscription(id);
             return Err(e);
         }
-        Ok(Subscribed { conn, id, chunks })
+        Ok(Subscribed { conn, id, events })
     }
 
     /// Subscribe again after `why`, trying until it works or an error
@@ -282,6 +443,15 @@ impl Delivery {
     pub fn application_properties(&self) -> Result<Vec<(String, String)>, Error> {
         Ok(message::decode(&self.raw)?.application_properties)
     }
+
+    /// The value of application property `name`, as text, if it has one.
+    pub fn application_property(&self, name: &str) -> Result<Option<String>, Error> {
+        Ok(self
+            .application_properties()?
+            .into_iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v))
+    }
 }
 
 /// Reads one stream: a `Stream` of [`Delivery`] in offset order, ending
@@ -324,6 +494,16 @@ pub struct Consumer {
     closed: bool,
     /// [`Self::close`] unsubscribed it.
     unsubscribed: bool,
+    /// The application's consumer-update callback.
+    on_update: Option<OnUpdate>,
+    /// A single active consumer told to step down: chunks still coming
+    /// are dropped (and their credit given back).
+    stepped_down: bool,
+    /// A consumer update being answered: its correlation id, whether it
+    /// became active, and the answer to come.
+    updating: Option<(u32, bool, Answer)>,
+    /// The application's check of each message a filtering broker sends.
+    post_filter: Option<PostFilter>,
 }
 
 impl Consumer {
@@ -337,7 +517,9 @@ impl Consumer {
     /// name built later starts just after it.
     pub fn store_offset(&self, offset: u64) -> Result<(), Error> {
         let Some(reference) = &self.name else {
-            return Err(Error::Protocol("only a named consumer stores its offset".into()));
+            return Err(Error::Misconfigured(
+                "only a named consumer stores its offset".into(),
+            ));
         };
         self.sub.conn.push(&Command::StoreOffset {
             reference: reference.clone(),
@@ -345,6 +527,51 @@ impl Consumer {
             offset,
         });
         Ok(())
+    }
+
+    /// The broker made this consumer active or asks it to step down:
+    /// start answering. A member stepping down hands out nothing more,
+    /// and stores its last offset first (automatic tracking).
+    fn consumer_update(&mut self, correlation_id: u32, active: bool) {
+        let mut flushed = None;
+        if !active {
+            self.stepped_down = true;
+            self.ready.clear();
+            flushed = self.tracker.as_mut().and_then(Tracker::closing);
+            if let Some(o) = flushed {
+                let _ = self.store_offset(o);
+            }
+        }
+        let update = ConsumerUpdate {
+            stream: self.how.stream.clone(),
+            name: self.name.clone().unwrap_or_default(),
+            active,
+            last_offset: self.last,
+            env: self.how.env.clone(),
+            conn: self.sub.conn.clone(),
+        };
+        let answer = single_active::answer(update, flushed, self.on_update.as_ref(), self.offset);
+        self.updating = Some((correlation_id, active, answer));
+    }
+
+    /// The application answered: tell the broker; an active consumer
+    /// hands out from there.
+    fn answered(&mut self, correlation_id: u32, active: bool, from: OffsetSpecification) {
+        self.sub.conn.push_with(|out| {
+            commands::consumer_update_answer(
+                out,
+                correlation_id,
+                warren_stream::command::code::OK,
+                from.spec(),
+            )
+        });
+        if active {
+            self.stepped_down = false;
+            self.from = match from {
+                OffsetSpecification::Offset(o) => o,
+                _ => 0,
+            };
+        }
     }
 
     /// Unsubscribe (storing the last offset handed out, with automatic
@@ -374,14 +601,21 @@ impl Consumer {
             subscription_id: self.sub.id,
             credit: 1,
         });
+        if self.stepped_down {
+            return Ok(());
+        }
         let from = self.from;
+        let keep = self.post_filter.clone();
         read_chunk(&chunk, self.check_crc, |offset, timestamp, raw| {
             if offset >= from {
-                self.ready.push_back(Delivery {
+                let d = Delivery {
                     offset,
                     timestamp,
                     raw,
-                });
+                };
+                if keep.as_ref().is_none_or(|f| f(&d)) {
+                    self.ready.push_back(d);
+                }
             }
         })
     }
@@ -408,6 +642,9 @@ impl Stream for Consumer {
                     Poll::Ready(Ok(sub)) => {
                         self.sub = sub;
                         self.recovering = None;
+                        // A new member of its group: inactive until told.
+                        self.stepped_down = false;
+                        self.updating = None;
                         continue;
                     }
                     Poll::Ready(Err(e)) => {
@@ -417,12 +654,31 @@ impl Stream for Consumer {
                     }
                 }
             }
-            let next = match self.sub.chunks.poll_recv(cx) {
+            if let Some((correlation_id, active, answer)) = self.updating.as_mut() {
+                let (correlation_id, active) = (*correlation_id, *active);
+                match answer.as_mut().poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(from) => {
+                        self.updating = None;
+                        self.answered(correlation_id, active, from);
+                        continue;
+                    }
+                }
+            }
+            let next = match self.sub.events.poll_recv(cx) {
                 Poll::Pending => return Poll::Pending,
                 // The connection dropped the subscription without a word
                 // (its ending did not fit behind the chunks buffered).
                 Poll::Ready(None) => Err(Error::ConnectionLost("the subscription ended".into())),
-                Poll::Ready(Some(r)) => r,
+                Poll::Ready(Some(Event::Ended(e))) => Err(e),
+                Poll::Ready(Some(Event::Chunk(c))) => Ok(c),
+                Poll::Ready(Some(Event::Update {
+                    correlation_id,
+                    active,
+                })) => {
+                    self.consumer_update(correlation_id, active);
+                    continue;
+                }
             };
             match next {
                 Err(e) if self.recovery && recoverable(&e) => {

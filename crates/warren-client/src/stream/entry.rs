@@ -5,6 +5,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use warren_stream::chunk::Entry;
+use warren_stream::wire::put_opt_string;
 
 use super::message::Message;
 
@@ -59,25 +60,38 @@ impl Pending {
         self.body.size()
     }
 
-    /// The entry as a Publish frame holds it (after its publishing id).
-    pub(crate) fn encode(&self, out: &mut BytesMut) {
-        self.body.encode(out)
+    /// The entry as a Publish frame holds it (after its publishing id;
+    /// a version 2 frame's filter value first).
+    pub(crate) fn encode(&self, out: &mut BytesMut, v2: bool) {
+        self.body.encode(out, v2)
     }
 }
 
 impl Body {
-    /// The entry as a Publish frame holds it (after its publishing id).
-    pub(crate) fn encode(&self, out: &mut BytesMut) {
+    /// The entry as a Publish frame holds it (after its publishing id;
+    /// a version 2 frame's filter value first: producers that filter do
+    /// not batch sub-entries).
+    pub(crate) fn encode(&self, out: &mut BytesMut, v2: bool) {
         match self {
-            Body::Simple(m) => put_message(out, m),
-            Body::SubBatch(e) => e.encode(out),
+            Body::Simple(m) => {
+                if v2 {
+                    put_opt_string(out, m.filter_value.as_deref());
+                }
+                put_message(out, m)
+            }
+            Body::SubBatch(e) => {
+                if v2 {
+                    put_opt_string(out, None);
+                }
+                e.encode(out)
+            }
         }
     }
 
     /// Bytes on the wire, about.
     pub(crate) fn size(&self) -> usize {
         match self {
-            Body::Simple(m) => m.body.len() + 16,
+            Body::Simple(m) => m.body.len() + 16 + m.filter_value.as_ref().map_or(0, |f| f.len() + 2),
             Body::SubBatch(Entry::SubBatch { body, .. }) => body.len() + 19,
             Body::SubBatch(Entry::Simple(b)) => b.len() + 12,
         }
@@ -106,7 +120,7 @@ mod tests {
         let at = begin_publish(&mut out, 3, 2);
         for (id, e) in [(7u64, &simple), (9, &sub)] {
             out.put_u64(id);
-            e.encode(&mut out);
+            e.encode(&mut out, false);
         }
         end_frame(&mut out, at);
         let frame = warren_stream::command::parse_frame(&mut out, 1 << 20)

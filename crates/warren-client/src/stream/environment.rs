@@ -66,7 +66,7 @@ impl StreamOptions {
         self
     }
 
-    fn arguments(&self) -> Vec<(String, String)> {
+    pub(crate) fn arguments(&self) -> Vec<(String, String)> {
         let mut a = Vec::new();
         if let Some(n) = self.max_length_bytes {
             a.push(("max-length-bytes".into(), n.to_string()));
@@ -81,6 +81,39 @@ impl StreamOptions {
             a.push(("initial-cluster-size".into(), n.to_string()));
         }
         a
+    }
+}
+
+/// A stream's statistics, as the broker names them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamStats {
+    values: Vec<(String, i64)>,
+}
+
+impl StreamStats {
+    /// The first offset the stream holds (None while it is empty).
+    pub fn first_offset(&self) -> Option<u64> {
+        self.offset("first_chunk_id")
+    }
+
+    /// The id (first offset) of the last chunk a majority of its members
+    /// hold: what consumers may read.
+    pub fn committed_chunk_id(&self) -> Option<u64> {
+        self.offset("committed_chunk_id")
+    }
+
+    /// The statistic `name` (-1 stands for none).
+    pub fn get(&self, name: &str) -> Option<i64> {
+        self.values.iter().find(|(k, _)| k == name).map(|(_, v)| *v)
+    }
+
+    /// Every statistic, by name.
+    pub fn all(&self) -> &[(String, i64)] {
+        &self.values
+    }
+
+    fn offset(&self, name: &str) -> Option<u64> {
+        self.get(name).and_then(|v| u64::try_from(v).ok())
     }
 }
 
@@ -346,6 +379,27 @@ impl Environment {
                 code: super::error::ResponseCode::from_u16(c),
             }),
         }
+    }
+
+    /// A stream's statistics (RabbitMQ 3.11 and later, and Warren).
+    ///
+    /// ```no_run
+    /// # async fn run(env: warren_client::stream::Environment) -> Result<(), warren_client::stream::Error> {
+    /// let stats = env.stream_stats("orders").await?;
+    /// println!("first offset {:?}, committed chunk {:?}", stats.first_offset(), stats.committed_chunk_id());
+    /// # Ok(()) }
+    /// ```
+    pub async fn stream_stats(&self, stream: &str) -> Result<StreamStats, Error> {
+        let r = self
+            .locator()
+            .await?
+            .request("stream stats", warren_stream::command::key::STREAM_STATS, |out| {
+                warren_stream::wire::put_string(out, stream)
+            })
+            .await?;
+        Ok(StreamStats {
+            values: super::commands::stats(r.rest)?,
+        })
     }
 
     /// Whether `stream` exists.

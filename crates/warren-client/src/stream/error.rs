@@ -118,6 +118,20 @@ pub enum Error {
     /// A connection carries at most 256 producers (or consumers).
     #[error("no free {0} id on the connection (256 in use)")]
     NoFreeId(&'static str),
+    /// Settings that cannot work (a single active consumer without a
+    /// name, filtering with sub-entry batching, ...), or an operation the
+    /// producer or consumer was not built for.
+    #[error("misconfigured: {0}")]
+    Misconfigured(String),
+    /// A super stream producer found no partition for a message's
+    /// routing key.
+    #[error("no partition of super stream '{super_stream}' for routing key '{routing_key}'")]
+    NoRoute {
+        /// The super stream.
+        super_stream: String,
+        /// The key drawn from the message.
+        routing_key: String,
+    },
 }
 
 impl From<std::io::Error> for Error {

@@ -30,8 +30,9 @@ pub(crate) struct Opened {
     pub(crate) frame_max: u32,
     /// Seconds between heartbeats (0: none).
     pub(crate) heartbeat: u32,
-    /// What the broker said of itself in its open response
-    /// (`advertised_host`, `advertised_port`).
+    /// What the broker said of itself: its peer properties (`product`,
+    /// `version`, ...), then its open response's (`advertised_host`,
+    /// `advertised_port`).
     pub(crate) properties: Vec<(String, String)>,
 }
 
@@ -52,11 +53,15 @@ pub(crate) async fn open(uri: &AmqpUri, name: &str, tls: Option<&TlsOptions>) ->
             ("platform".to_string(), "Rust".to_string()),
             ("connection_name".to_string(), name.to_string()),
         ];
-        hs.call("peer properties", |id| Command::PeerProperties {
-            correlation_id: id,
-            properties: props,
-        })
-        .await?;
+        let peer = hs
+            .call("peer properties", |id| Command::PeerProperties {
+                correlation_id: id,
+                properties: props,
+            })
+            .await?;
+        let mut properties = warren_stream::wire::Reader::new(peer.rest)
+            .pairs()
+            .unwrap_or_default();
         hs.call("SASL handshake", |id| Command::SaslHandshake {
             correlation_id: id,
         })
@@ -95,9 +100,11 @@ pub(crate) async fn open(uri: &AmqpUri, name: &str, tls: Option<&TlsOptions>) ->
                 vhost,
             })
             .await?;
-        let properties = warren_stream::wire::Reader::new(open.rest)
-            .pairs()
-            .unwrap_or_default();
+        properties.extend(
+            warren_stream::wire::Reader::new(open.rest)
+                .pairs()
+                .unwrap_or_default(),
+        );
         Ok(Opened {
             socket: hs.socket,
             rbuf: hs.rbuf,

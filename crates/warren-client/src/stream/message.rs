@@ -28,6 +28,8 @@ pub struct Message {
     /// without one itself. A named producer's broker drops an id it has
     /// already stored (deduplication).
     pub publishing_id: Option<u64>,
+    /// Its filter value, which the producer's extractor gave it.
+    pub(crate) filter_value: Option<String>,
 }
 
 impl Message {
@@ -43,6 +45,14 @@ impl Message {
     pub fn application_property(mut self, name: impl Into<String>, value: impl Into<String>) -> Message {
         self.application_properties.push((name.into(), value.into()));
         self
+    }
+
+    /// The value of application property `name`, if it has one.
+    pub fn application_property_value(&self, name: &str) -> Option<&str> {
+        self.application_properties
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 
     /// Under this publishing id.

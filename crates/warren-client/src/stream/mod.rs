@@ -38,10 +38,16 @@
 //! under their publishing ids, a consumer subscribes again after the
 //! last message it handed out.
 //!
-//! Not yet here (issue 35 carries on): single active consumer, super
-//! streams, filtering.
+//! Of RabbitMQ 3.11-3.13: single active consumers
+//! ([`ConsumerBuilder::single_active_consumer`], [`single_active`]),
+//! super streams ([`Environment::create_super_stream`],
+//! [`Environment::super_stream_producer`],
+//! [`Environment::super_stream_consumer`]), filtering
+//! ([`ProducerBuilder::filter_value`], [`ConsumerBuilder::filter`]) and
+//! [`Environment::stream_stats`].
 
 mod chunk;
+mod commands;
 mod confirms;
 mod connection;
 mod consumer;
@@ -52,14 +58,22 @@ mod handshake;
 mod message;
 mod metadata;
 mod producer;
+pub mod single_active;
+mod super_consumer;
+mod super_producer;
+mod super_stream;
 mod tracking;
 
 pub use confirms::{Confirm, Confirmation};
 pub use consumer::{Consumer, ConsumerBuilder, Delivery, OffsetSpecification, DEFAULT_INITIAL_CREDIT};
-pub use environment::{Environment, EnvironmentBuilder, StreamOptions};
+pub use environment::{Environment, EnvironmentBuilder, StreamOptions, StreamStats};
 pub use error::{Error, ResponseCode};
 pub use message::Message;
 pub use producer::{Compression, Producer, ProducerBuilder, DEFAULT_MAX_UNCONFIRMED};
+pub use single_active::ConsumerUpdate;
+pub use super_consumer::{PartitionDelivery, SuperStreamConsumer, SuperStreamConsumerBuilder};
+pub use super_producer::{SuperStreamProducer, SuperStreamProducerBuilder};
+pub use super_stream::{RoutingStrategy, SuperStreamSpec};
 pub use tracking::Tracking;
 
 /// Entry points for `crates/warren-client/fuzz` (not part of the API).

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use bytes::BufMut;
 use tokio::sync::watch;
-use warren_stream::command::{begin_publish, end_frame, Command};
+use warren_stream::command::{begin_publish_version, end_frame, key, Command};
 
 use super::confirms::{Confirm, Confirms};
 use super::connection::Connection;
@@ -66,6 +66,7 @@ impl Compression {
 /// # Ok(()) }
 /// ```
 #[must_use = "a builder does nothing until built"]
+#[derive(Clone)]
 pub struct ProducerBuilder {
     env: Environment,
     name: Option<String>,
@@ -73,7 +74,11 @@ pub struct ProducerBuilder {
     sub_entry_size: usize,
     compression: Compression,
     recovery: bool,
+    filter_value: Option<FilterValueOf>,
 }
+
+/// Draws a message's filter value.
+type FilterValueOf = Arc<dyn Fn(&Message) -> Option<String> + Send + Sync>;
 
 impl Environment {
     /// A producer's settings.
@@ -83,6 +88,10 @@ impl Environment {
 }
 
 impl ProducerBuilder {
+    pub(crate) fn environment(&self) -> &Environment {
+        &self.env
+    }
+
     fn new(env: Environment) -> ProducerBuilder {
         ProducerBuilder {
             env,
@@ -91,7 +100,33 @@ impl ProducerBuilder {
             sub_entry_size: 1,
             compression: Compression::None,
             recovery: true,
+            filter_value: None,
         }
+    }
+
+    /// Give each message the filter value `f` draws from it (RabbitMQ
+    /// 3.13 and later, and Warren): the broker keeps a Bloom filter of
+    /// each chunk's values, and consumers that filter skip the chunks
+    /// without theirs (see [`super::ConsumerBuilder::filter`]). Not with
+    /// sub-entry batching.
+    ///
+    /// ```no_run
+    /// use warren_client::stream::Message;
+    ///
+    /// # async fn run(env: warren_client::stream::Environment) -> Result<(), warren_client::stream::Error> {
+    /// let producer = env
+    ///     .producer()
+    ///     .filter_value(|m: &Message| m.application_property_value("region").map(str::to_string))
+    ///     .build("orders")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn filter_value<F>(mut self, f: F) -> ProducerBuilder
+    where
+        F: Fn(&Message) -> Option<String> + Send + Sync + 'static,
+    {
+        self.filter_value = Some(Arc::new(f));
+        self
     }
 
     /// Attach again by itself when the connection is lost or the
@@ -139,6 +174,11 @@ impl ProducerBuilder {
 
     /// Declare the producer on `stream`.
     pub async fn build(self, stream: &str) -> Result<Producer, Error> {
+        if self.filter_value.is_some() && self.sub_entry_size > 1 {
+            return Err(Error::Misconfigured(
+                "filter values and sub-entry batching do not go together".into(),
+            ));
+        }
         let shared = Arc::new(Shared {
             env: self.env,
             stream: stream.to_string(),
@@ -150,6 +190,7 @@ impl ProducerBuilder {
             compression: self.compression,
             recovery: self.recovery,
             closed: AtomicBool::new(false),
+            filter_value: self.filter_value,
         });
         let (conn, id) = shared.attach().await?;
         if let Some(name) = &shared.name {
@@ -202,6 +243,8 @@ struct Shared {
     compression: Compression,
     recovery: bool,
     closed: AtomicBool,
+    /// Its filter-value extractor: frames go as Publish version 2.
+    filter_value: Option<FilterValueOf>,
 }
 
 /// How long recovery waits between tries, at first and at most.
@@ -214,6 +257,11 @@ impl Shared {
     /// link).
     async fn attach(&self) -> Result<(Arc<Connection>, u8), Error> {
         let conn = self.env.connection_for(&self.stream, Role::Leader).await?;
+        if self.filter_value.is_some() && !conn.supports(key::PUBLISH, 2).await? {
+            return Err(Error::Misconfigured(
+                "the broker does not take filter values (RabbitMQ 3.13 and later do)".into(),
+            ));
+        }
         let id = conn.add_publisher(&self.stream, self.confirms.clone())?;
         let declared = conn
             .call("declare publisher", |c| Command::DeclarePublisher {
@@ -230,12 +278,13 @@ impl Shared {
         let again = self.confirms.unconfirmed();
         if !again.is_empty() {
             let frame_bytes = conn.frame_max as usize / 2;
+            let (version, v2) = self.publish_version();
             conn.send_with(|buf| {
                 for frame in frames(&again, frame_bytes) {
-                    let at = begin_publish(buf, id, frame.len() as u32);
+                    let at = begin_publish_version(buf, id, frame.len() as u32, version);
                     for (wire, entry) in frame {
                         buf.put_u64(*wire);
-                        entry.encode(buf);
+                        entry.encode(buf, v2);
                     }
                     end_frame(buf, at);
                 }
@@ -244,6 +293,14 @@ impl Shared {
             tracing::info!(stream = %self.stream, count = again.len(), "stream producer sent its unconfirmed entries again");
         }
         Ok((conn, id))
+    }
+
+    /// The Publish version its frames go as, and whether that is 2.
+    fn publish_version(&self) -> (u16, bool) {
+        match self.filter_value {
+            Some(_) => (2, true),
+            None => (1, false),
+        }
     }
 
     /// The connection was lost (or the leader moved): recover, or fail
@@ -391,7 +448,13 @@ impl Producer {
                 && (entries.is_empty() || bytes < frame_bytes)
             {
                 let e = match per_entry {
-                    1 => Pending::simple(it.next().expect("peeked")),
+                    1 => {
+                        let mut m = it.next().expect("peeked");
+                        if let Some(f) = &s.filter_value {
+                            m.filter_value = f(&m);
+                        }
+                        Pending::simple(m)
+                    }
                     n => Pending::sub_entry(it.by_ref().take(n), s.compression.code()),
                 };
                 bytes += e.size();
@@ -408,9 +471,10 @@ impl Producer {
                         return Err(e);
                     }
                 };
+                let (version, v2) = s.publish_version();
                 let sent = conn
                     .send_with(|buf| {
-                        let at = begin_publish(buf, pid, entries.len() as u32);
+                        let at = begin_publish_version(buf, pid, entries.len() as u32, version);
                         for e in entries.drain(..) {
                             let ids: Vec<u64> = e
                                 .ids
@@ -425,7 +489,7 @@ impl Producer {
                                 .collect();
                             let wire = *ids.last().expect("an entry holds a message");
                             buf.put_u64(wire);
-                            e.encode(buf);
+                            e.encode(buf, v2);
                             s.confirms.wait(wire, &ids, e.body, &mut out);
                         }
                         end_frame(buf, at);
