@@ -392,3 +392,73 @@ async fn streams_are_found_through_metadata_or_through_a_load_balancer() {
         env.close().await;
     }
 }
+
+#[derive(Default)]
+struct Counts {
+    published: std::sync::atomic::AtomicU64,
+    confirmed: std::sync::atomic::AtomicU64,
+    chunk_records: std::sync::atomic::AtomicU64,
+    consumed: std::sync::atomic::AtomicU64,
+    lags: std::sync::atomic::AtomicU64,
+}
+
+impl warren_client::stream::Metrics for Counts {
+    fn published(&self, _: &str, n: u64) {
+        self.published.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+    fn confirmed(&self, _: &str, n: u64) {
+        self.confirmed.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+    fn chunk(&self, _: &str, n: u64) {
+        self.chunk_records
+            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+    fn consumed(&self, _: &str, n: u64) {
+        self.consumed.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+    fn lag(&self, _: &str, _: u64) {
+        self.lags.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[tokio::test]
+async fn metrics_hooks_count_what_producers_and_consumers_do() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let (uris, _broker) = stream_brokers().await;
+    for (n, uri) in uris.iter().enumerate() {
+        let counts = std::sync::Arc::new(Counts::default());
+        let env = within(Environment::builder().uri(uri).metrics(counts.clone()).build())
+            .await
+            .unwrap();
+        let s = unique("metrics");
+        within(env.create_stream(&s, &StreamOptions::default()))
+            .await
+            .unwrap();
+        let producer = within(env.producer().build(&s)).await.unwrap();
+        for c in within(producer.send_batch((0..250).map(|i| Message::new(format!("m{i}")))))
+            .await
+            .unwrap()
+        {
+            assert!(within(c).await.unwrap().is_confirmed());
+        }
+        assert_eq!(counts.published.load(Relaxed), 250, "{uri}");
+        assert_eq!(counts.confirmed.load(Relaxed), 250, "{uri}");
+        // Starting at offset 100: the chunk holding it is read whole,
+        // the messages before 100 are not handed out.
+        let mut consumer = within(env.consumer().offset(OffsetSpecification::Offset(100)).build(&s))
+            .await
+            .unwrap();
+        let got = read(&mut consumer, 150).await;
+        assert_eq!(got[0].0, 100);
+        assert_eq!(counts.consumed.load(Relaxed), 150, "{uri}");
+        assert!(counts.chunk_records.load(Relaxed) >= 150, "{uri}");
+        // Warren (as RabbitMQ 3.11 and later) says the committed chunk
+        // with each chunk; RabbitMQ 3.10 does not.
+        assert_eq!(consumer.lag().is_some(), n == 0, "{uri}");
+        assert_eq!(counts.lags.load(Relaxed) > 0, n == 0, "{uri}");
+        within(consumer.close()).await.unwrap();
+        within(producer.close()).await.unwrap();
+        within(env.delete_stream(&s)).await.unwrap();
+        env.close().await;
+    }
+}

@@ -8,13 +8,14 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 use tokio::sync::{oneshot, Semaphore};
 
 use super::entry::Body;
 use super::error::{Error, ResponseCode};
+use super::metrics::Metrics;
 
 /// What the broker said of one published message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +93,8 @@ pub(crate) struct Confirms {
     /// What the producer does when its connection is lost (recover);
     /// without it, every outstanding publish fails.
     on_lost: OnceLock<Box<dyn Fn(Error) + Send + Sync>>,
+    /// Where confirmed and failed counts go, and the stream to name.
+    metrics: Option<(Arc<dyn Metrics>, Arc<str>)>,
 }
 
 impl Confirms {
@@ -102,7 +105,14 @@ impl Confirms {
             slots: Semaphore::new(max),
             max,
             on_lost: OnceLock::new(),
+            metrics: None,
         }
+    }
+
+    /// Count confirmed and failed publishes of `stream` into `metrics`.
+    pub(crate) fn with_metrics(mut self, metrics: Option<Arc<dyn Metrics>>, stream: &str) -> Confirms {
+        self.metrics = metrics.map(|m| (m, Arc::from(stream)));
+        self
     }
 
     /// What to do when the producer's connection is lost.
@@ -168,8 +178,14 @@ impl Confirms {
         self.pending.lock().insert(wire, Sent { under, entry });
     }
 
-    /// Settle what waits under these wire ids, giving their places back.
-    fn settle(&self, ids: impl IntoIterator<Item = u64>, told: impl Fn(u64) -> Told) {
+    /// Settle what waits under these wire ids, giving their places back
+    /// and counting them (`report`) into the metrics.
+    fn settle(
+        &self,
+        ids: impl IntoIterator<Item = u64>,
+        told: impl Fn(u64) -> Told,
+        report: fn(&dyn Metrics, &str, u64),
+    ) {
         let settled: Vec<Under> = {
             let mut p = self.pending.lock();
             ids.into_iter()
@@ -183,31 +199,40 @@ impl Confirms {
         }
         if n > 0 {
             self.slots.add_permits(n);
+            if let Some((m, stream)) = &self.metrics {
+                report(&**m, stream, n as u64);
+            }
         }
     }
 
     /// PublishConfirm: these ids are stored.
     pub(crate) fn confirmed(&self, ids: &[u64]) {
-        self.settle(ids.iter().copied(), |publishing_id| {
-            Ok(Confirmation::Confirmed { publishing_id })
-        });
+        self.settle(
+            ids.iter().copied(),
+            |publishing_id| Ok(Confirmation::Confirmed { publishing_id }),
+            |m, s, n| m.confirmed(s, n),
+        );
     }
 
     /// PublishError: this id was refused.
     pub(crate) fn rejected(&self, wire: u64, code: u16) {
-        self.settle([wire], |publishing_id| {
-            Ok(Confirmation::Rejected {
-                publishing_id,
-                code: ResponseCode::from_u16(code),
-            })
-        });
+        self.settle(
+            [wire],
+            |publishing_id| {
+                Ok(Confirmation::Rejected {
+                    publishing_id,
+                    code: ResponseCode::from_u16(code),
+                })
+            },
+            |m, s, n| m.errored(s, n),
+        );
     }
 
     /// The producer or its connection ended: every outstanding publish
     /// learns why (it may or may not have been stored).
     pub(crate) fn fail_all(&self, why: &Error) {
         let all: Vec<u64> = self.pending.lock().keys().copied().collect();
-        self.settle(all, |_| Err(why.clone()));
+        self.settle(all, |_| Err(why.clone()), |m, s, n| m.errored(s, n));
     }
 
     /// How many publishes await their confirm.

@@ -44,8 +44,9 @@ struct Subscription {
 /// What the connection tells a subscription, in the order it came.
 #[derive(Debug)]
 pub(crate) enum Event {
-    /// A chunk delivered.
-    Chunk(Bytes),
+    /// A chunk delivered, and the stream's committed chunk id when the
+    /// broker says it (Deliver version 2).
+    Chunk { chunk: Bytes, committed: Option<u64> },
     /// The broker made it the active consumer of its group (or asks it
     /// to step down): it answers this correlation id.
     Update { correlation_id: u32, active: bool },
@@ -105,6 +106,9 @@ impl Connection {
         let beat = (heartbeat > 0).then(|| Duration::from_secs(heartbeat as u64));
         tokio::spawn(write_loop(c.clone(), write, beat));
         tokio::spawn(read_loop(c.clone(), read, rbuf, beat.map(|b| b * 2)));
+        // Versions agreed before any subscription: the broker sends
+        // Deliver version 2 (with the committed chunk id) from then on.
+        c.supports(key::DELIVER, 2).await?;
         Ok(c)
     }
 
@@ -143,9 +147,19 @@ impl Connection {
                     return Ok(Vec::new());
                 }
                 // Ours: version 1 of every command, 2 of Publish (filter
-                // values). Not Deliver 2: chunks are read as version 1.
+                // values) and Deliver (the committed chunk id).
                 let ours: Vec<(u16, u16, u16)> = (key::DECLARE_PUBLISHER..=key::DELETE_SUPER_STREAM)
-                    .map(|k| (k, 1, if k == key::PUBLISH { 2 } else { 1 }))
+                    .map(|k| {
+                        (
+                            k,
+                            1,
+                            if k == key::PUBLISH || k == key::DELIVER {
+                                2
+                            } else {
+                                1
+                            },
+                        )
+                    })
                     .collect();
                 let r = self
                     .request(
@@ -418,6 +432,21 @@ impl Connection {
             }
             return Ok(true);
         }
+        if frame.len() >= 4 && frame[..4] == [0, key::DELIVER as u8, 0, 2] {
+            // Deliver version 2: the committed chunk id before the chunk.
+            let mut r = warren_stream::wire::Reader::new(frame.slice(4..));
+            let subscription_id = r.u8()?;
+            let committed = r.u64()?;
+            if let Some(tx) = self.events_of(subscription_id) {
+                let _ = tx
+                    .send(Event::Chunk {
+                        chunk: r.rest(),
+                        committed: Some(committed),
+                    })
+                    .await;
+            }
+            return Ok(true);
+        }
         if frame.len() >= 2 && u16::from_be_bytes([frame[0], frame[1]]) == key::CONSUMER_UPDATE {
             let u = ConsumerUpdateRequest::decode(frame)?;
             match self.events_of(u.subscription_id) {
@@ -451,7 +480,12 @@ impl Connection {
                     // The channel holds the subscription's credit in
                     // chunks, so this waits only for a broker sending
                     // beyond its credit; waiting holds the socket back.
-                    let _ = tx.send(Event::Chunk(chunk)).await;
+                    let _ = tx
+                        .send(Event::Chunk {
+                            chunk,
+                            committed: None,
+                        })
+                        .await;
                 }
             }
             Command::PublishConfirm { publisher_id, ids } => {

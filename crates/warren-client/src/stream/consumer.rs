@@ -322,6 +322,7 @@ impl ConsumerBuilder {
             stepped_down: false,
             updating: None,
             post_filter: self.filter.map(|f| f.post),
+            lag: None,
         })
     }
 }
@@ -504,6 +505,8 @@ pub struct Consumer {
     updating: Option<(u32, bool, Answer)>,
     /// The application's check of each message a filtering broker sends.
     post_filter: Option<PostFilter>,
+    /// See [`Self::lag`].
+    lag: Option<u64>,
 }
 
 impl Consumer {
@@ -595,8 +598,9 @@ impl Consumer {
     }
 
     /// Take a chunk: its messages go to `ready`, and the broker gets a
-    /// credit for the next.
-    fn take(&mut self, chunk: Bytes) -> Result<(), Error> {
+    /// credit for the next. `committed`: the stream's committed chunk id,
+    /// if the broker said it.
+    fn take(&mut self, chunk: Bytes, committed: Option<u64>) -> Result<(), Error> {
         self.sub.conn.push(&Command::Credit {
             subscription_id: self.sub.id,
             credit: 1,
@@ -606,7 +610,10 @@ impl Consumer {
         }
         let from = self.from;
         let keep = self.post_filter.clone();
+        let (mut records, mut first, before) = (0u64, None, self.ready.len());
         read_chunk(&chunk, self.check_crc, |offset, timestamp, raw| {
+            records += 1;
+            first.get_or_insert(offset);
             if offset >= from {
                 let d = Delivery {
                     offset,
@@ -617,7 +624,25 @@ impl Consumer {
                     self.ready.push_back(d);
                 }
             }
-        })
+        })?;
+        if let (Some(c), Some(f)) = (committed, first) {
+            self.lag = Some(c.saturating_sub(f));
+        }
+        if let Some(m) = self.how.env.metrics() {
+            let stream = &self.how.stream;
+            m.chunk(stream, records);
+            m.consumed(stream, (self.ready.len() - before) as u64);
+            if let Some(l) = self.lag {
+                m.lag(stream, l);
+            }
+        }
+        Ok(())
+    }
+
+    /// How far the latest chunk is behind the stream's committed chunk,
+    /// in offsets (None until a broker that tells has sent a chunk).
+    pub fn lag(&self) -> Option<u64> {
+        self.lag
     }
 }
 
@@ -671,7 +696,7 @@ impl Stream for Consumer {
                 // (its ending did not fit behind the chunks buffered).
                 Poll::Ready(None) => Err(Error::ConnectionLost("the subscription ended".into())),
                 Poll::Ready(Some(Event::Ended(e))) => Err(e),
-                Poll::Ready(Some(Event::Chunk(c))) => Ok(c),
+                Poll::Ready(Some(Event::Chunk { chunk, committed })) => Ok((chunk, committed)),
                 Poll::Ready(Some(Event::Update {
                     correlation_id,
                     active,
@@ -697,8 +722,8 @@ impl Stream for Consumer {
                     self.closed = true;
                     return Poll::Ready(Some(Err(e)));
                 }
-                Ok(chunk) => {
-                    if let Err(e) = self.take(chunk) {
+                Ok((chunk, committed)) => {
+                    if let Err(e) = self.take(chunk, committed) {
                         self.closed = true;
                         return Poll::Ready(Some(Err(e)));
                     }

@@ -16,6 +16,7 @@ use warren_stream::command::Command;
 use super::connection::Connection;
 use super::error::Error;
 use super::metadata::{Endpoint, Placement, Role};
+use super::metrics::Metrics;
 use crate::tls::TlsOptions;
 use crate::uri::AmqpUri;
 
@@ -141,6 +142,7 @@ struct Inner {
     load_balancer: bool,
     locator: tokio::sync::Mutex<Option<Arc<Connection>>>,
     pool: tokio::sync::Mutex<HashMap<Endpoint, Vec<Arc<Connection>>>>,
+    metrics: Option<Arc<dyn Metrics>>,
 }
 
 /// Producers, or consumers, on one connection at most (the protocol's
@@ -158,9 +160,16 @@ pub struct EnvironmentBuilder {
     tls: Option<TlsOptions>,
     name: String,
     load_balancer: bool,
+    metrics: Option<Arc<dyn Metrics>>,
 }
 
 impl EnvironmentBuilder {
+    /// Tell `metrics` what producers and consumers do (see [`Metrics`]).
+    pub fn metrics<M: Metrics>(mut self, metrics: Arc<M>) -> EnvironmentBuilder {
+        self.metrics = Some(metrics);
+        self
+    }
+
     /// The broker's URI (`rabbitmq-stream://` or `rabbitmq-stream+tls://`).
     pub fn uri(mut self, uri: impl Into<String>) -> EnvironmentBuilder {
         self.uris = vec![uri.into()];
@@ -221,6 +230,7 @@ impl EnvironmentBuilder {
                 load_balancer: self.load_balancer,
                 locator: tokio::sync::Mutex::new(None),
                 pool: tokio::sync::Mutex::new(HashMap::new()),
+                metrics: self.metrics,
             }),
         };
         env.locator().await?;
@@ -236,12 +246,18 @@ impl Environment {
             tls: None,
             name: "warren-client".into(),
             load_balancer: false,
+            metrics: None,
         }
     }
 
     /// Connect to `uri` with the default settings.
     pub async fn connect(uri: &str) -> Result<Environment, Error> {
         Environment::builder().uri(uri).build().await
+    }
+
+    /// Where counts go, if anywhere.
+    pub(crate) fn metrics(&self) -> Option<&Arc<dyn Metrics>> {
+        self.inner.metrics.as_ref()
     }
 
     /// The locator connection (to the URI's address), opened again if it

@@ -57,6 +57,7 @@ mod error;
 mod handshake;
 mod message;
 mod metadata;
+mod metrics;
 mod producer;
 pub mod single_active;
 mod super_consumer;
@@ -69,6 +70,7 @@ pub use consumer::{Consumer, ConsumerBuilder, Delivery, OffsetSpecification, DEF
 pub use environment::{Environment, EnvironmentBuilder, StreamOptions, StreamStats};
 pub use error::{Error, ResponseCode};
 pub use message::Message;
+pub use metrics::Metrics;
 pub use producer::{Compression, Producer, ProducerBuilder, DEFAULT_MAX_UNCONFIRMED};
 pub use single_active::ConsumerUpdate;
 pub use super_consumer::{PartitionDelivery, SuperStreamConsumer, SuperStreamConsumerBuilder};

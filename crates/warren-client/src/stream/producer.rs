@@ -179,11 +179,12 @@ impl ProducerBuilder {
                 "filter values and sub-entry batching do not go together".into(),
             ));
         }
+        let confirms = Confirms::new(self.max_unconfirmed).with_metrics(self.env.metrics().cloned(), stream);
         let shared = Arc::new(Shared {
             env: self.env,
             stream: stream.to_string(),
             name: self.name,
-            confirms: Arc::new(Confirms::new(self.max_unconfirmed)),
+            confirms: Arc::new(confirms),
             link: watch::channel(Link::Recovering).0,
             next: AtomicU64::new(0),
             sub_entry_size: self.sub_entry_size,
@@ -496,7 +497,12 @@ impl Producer {
                     })
                     .await;
                 match sent {
-                    Ok(()) => break,
+                    Ok(()) => {
+                        if let Some(m) = s.env.metrics() {
+                            m.published(&s.stream, messages as u64);
+                        }
+                        break;
+                    }
                     // The connection ended before the frame went into its
                     // outbox (nothing of it was numbered): once the
                     // producer has recovered, on the new one.
