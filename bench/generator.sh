@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Did warren-perf's 0-9-1 figures fall when it moved onto warren-client?
+# Did warren-perf's figures fall when it moved onto warren-client?
 # Two warren-perf binaries (OLD, e.g. built at 708aab4 with its private
 # client, and NEW) against one Warren (release build, pinned to CPU 1),
 # each pinned to CPU 0, alternating OLD NEW OLD NEW per workload; prints
@@ -12,6 +12,11 @@
 #   bench/generator.sh /tmp/wp-old/target/release/warren-perf target/release/warren-perf [SECONDS]
 #
 # PIN=0 runs both unpinned, sharing the two cores as bench/compare.sh does.
+# PROTO=stream runs bench/stream.sh's stream workloads instead; OLD_ARGS and
+# NEW_ARGS are added to each binary's, so one binary can run against
+# itself: PROTO=stream NEW_ARGS=--warren-client bench/generator.sh
+# target/release/warren-perf target/release/warren-perf compares the
+# built-in stream mode with the one on warren-client.
 #
 # Loopback only; the broker is stopped at the end.
 set -u
@@ -26,12 +31,20 @@ WP=$!
 trap 'kill $WP 2>/dev/null; wait $WP 2>/dev/null; rm -rf "$D/data"' EXIT
 sleep 1.5
 U=amqp://guest:guest@127.0.0.1:5690/%2f
-for w in "confirms-1kb:-x 1 -y 1 -s 1000 -c 1000 -q 1000 -A 100" "autoack-12b:-x 1 -y 1 -s 12 -a" \
-         "confirms-12b-20:-x 1 -y 1 -s 12 -c 20 -q 100 -A 10" "publish-12b:-x 1 -y 0 -s 12 -c 1000"; do
+WORKLOADS=("confirms-1kb:-x 1 -y 1 -s 1000 -c 1000 -q 1000 -A 100" "autoack-12b:-x 1 -y 1 -s 12 -a"
+           "confirms-12b-20:-x 1 -y 1 -s 12 -c 20 -q 100 -A 10" "publish-12b:-x 1 -y 0 -s 12 -c 1000")
+if [ "${PROTO:-amqp091}" = stream ]; then
+  # bench/stream.sh's workloads (1 producer, 1 consumer from the start,
+  # batches of 100).
+  U=rabbitmq-stream://guest:guest@127.0.0.1:5594/%2f
+  WORKLOADS=("stream-12b:-P stream -x 1 -y 1 -s 12 --offset first" "stream-1kb:-P stream -x 1 -y 1 -s 1000 --offset first")
+fi
+for w in "${WORKLOADS[@]}"; do
   name=${w%%:*}; args=${w#*:}
   for bin in OLD NEW OLD NEW; do
+    extra=${bin}_ARGS
     # shellcheck disable=SC2086
-    /usr/bin/time -f "%U %S" -o "$D/time" timeout $((SECS + 30)) "${GEN_CPU[@]}" "${!bin}" -h $U $args -z "$SECS" \
+    /usr/bin/time -f "%U %S" -o "$D/time" timeout $((SECS + 30)) "${GEN_CPU[@]}" "${!bin}" -h $U $args ${!extra:-} -z "$SECS" \
       --quiet --json "$D/$name-$bin.json" > "$D/$name-$bin.txt" 2>&1
     python3 - "$D/$name-$bin.json" "$name" "$bin" "$D/time" <<'PY'
 import json, sys

@@ -462,3 +462,39 @@ async fn metrics_hooks_count_what_producers_and_consumers_do() {
         env.close().await;
     }
 }
+
+#[tokio::test]
+async fn send_all_resolves_once_for_every_message_of_a_batch() {
+    let (uris, _broker) = stream_brokers().await;
+    for uri in &uris {
+        let env = within(Environment::connect(uri)).await.unwrap();
+        let s = unique("send-all");
+        within(env.create_stream(&s, &StreamOptions::default()))
+            .await
+            .unwrap();
+        // More than one frame's worth, and a small in-flight limit the
+        // batch must wait on.
+        let producer = within(env.producer().max_unconfirmed(300).build(&s))
+            .await
+            .unwrap();
+        let all = within(producer.send_all((0..1000).map(|i| Message::new(format!("m{i}")))))
+            .await
+            .unwrap();
+        let outcome = within(all).await;
+        assert!(outcome.all_confirmed(), "{uri}: {outcome:?}");
+        assert_eq!(outcome.confirmed, 1000, "{uri}");
+        assert_eq!(producer.unconfirmed(), 0);
+        let mut consumer = within(env.consumer().offset(OffsetSpecification::First).build(&s))
+            .await
+            .unwrap();
+        let got = read(&mut consumer, 1000).await;
+        assert!(got
+            .iter()
+            .enumerate()
+            .all(|(i, (o, b))| *o == i as u64 && b == format!("m{i}").as_bytes()));
+        within(consumer.close()).await.unwrap();
+        within(producer.close()).await.unwrap();
+        within(env.delete_stream(&s)).await.unwrap();
+        env.close().await;
+    }
+}

@@ -32,6 +32,8 @@ pub enum PerfError {
     Amqp10(#[from] amqp10::conn::Amqp10Error),
     #[error("stream protocol: {0}")]
     Stream(#[from] stream::conn::StreamError),
+    #[error("stream protocol: {0}")]
+    StreamClient(#[from] warren_client::stream::Error),
 }
 
 /// After the producers are done (count mode), how long the consumers may
@@ -51,6 +53,7 @@ pub async fn run_workload(opts: &Options, live: bool) -> Result<Summary, PerfErr
     };
     stats::clock();
     let queues = match opts.protocol {
+        Protocol::Stream if opts.warren_client => stream::on_client::declare(opts, &uris[0], &run_id).await?,
         Protocol::Stream => stream::declare(opts, &uris[0], &run_id).await?,
         _ => amqp091::declare(opts, &uris[0], &run_id).await?,
     };
@@ -67,6 +70,15 @@ pub async fn run_workload(opts: &Options, live: bool) -> Result<Summary, PerfErr
             &mut consumers,
             &mut producers,
         ),
+        Protocol::Stream if opts.warren_client => stream::on_client::spawn(
+            opts,
+            &uris,
+            &queues,
+            &stats,
+            &stop,
+            &mut consumers,
+            &mut producers,
+        )?,
         Protocol::Stream => stream::spawn(
             opts,
             &uris,

@@ -12,6 +12,31 @@ pub enum Protocol {
     Stream,
 }
 
+/// Stream: how sub-entry batches are compressed (stream-perf-test's
+/// `--compression`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum StreamCompression {
+    #[default]
+    None,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+impl From<StreamCompression> for warren_client::stream::Compression {
+    fn from(c: StreamCompression) -> Self {
+        use warren_client::stream::Compression as C;
+        match c {
+            StreamCompression::None => C::None,
+            StreamCompression::Gzip => C::Gzip,
+            StreamCompression::Snappy => C::Snappy,
+            StreamCompression::Lz4 => C::Lz4,
+            StreamCompression::Zstd => C::Zstd,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum QueueType {
     Classic,
@@ -114,9 +139,24 @@ pub struct Options {
     /// Consumers do not ack (autoack / pre-settled).
     #[arg(short = 'a', long)]
     pub autoack: bool,
-    /// Stream: messages per publish batch (sub-entry batching size).
+    /// Stream: messages per publish batch.
     #[arg(long, default_value_t = 100)]
     pub batch_size: u32,
+    /// Stream: run producers and consumers on warren-client's stream
+    /// module (which the next three options need) instead of the lean
+    /// built-in one.
+    #[arg(long)]
+    pub warren_client: bool,
+    /// Stream: messages per sub-entry (1: no sub-entry batching).
+    #[arg(long, default_value_t = 1)]
+    pub sub_entry_size: u16,
+    /// Stream: compression of sub-entries.
+    #[arg(long, value_enum, default_value_t = StreamCompression::None)]
+    pub compression: StreamCompression,
+    /// Stream: every connection to the URI's address (a load balancer,
+    /// or a node whose advertised host is not reachable from here).
+    #[arg(long)]
+    pub load_balancer: bool,
     /// Stream: producer name (deduplication).
     #[arg(long)]
     pub producer_name: Option<String>,
@@ -178,6 +218,13 @@ impl Options {
         if self.time == 0 && self.pmessages == 0 && self.cmessages == 0 && self.scenario.is_none() {
             return Err(OptionError::Invalid(
                 "give a run time (-z) or message counts (-C / -D)".into(),
+            ));
+        }
+        let client_only =
+            self.sub_entry_size > 1 || self.compression != StreamCompression::None || self.load_balancer;
+        if client_only && !self.warren_client {
+            return Err(OptionError::Invalid(
+                "--sub-entry-size, --compression and --load-balancer need --warren-client".into(),
             ));
         }
         if self.ack_every == 0 {
@@ -306,6 +353,16 @@ impl Uri {
 
     /// The URI again as an `amqp://` URI, every part percent-encoded,
     /// for a client that parses URIs itself.
+    pub fn stream_uri(&self) -> String {
+        format!(
+            "rabbitmq-stream://{}:{}@{}/{}",
+            percent_encode(&self.user),
+            percent_encode(&self.pass),
+            self.addr(),
+            percent_encode(&self.vhost)
+        )
+    }
+
     pub fn amqp_uri(&self) -> String {
         format!(
             "amqp://{}:{}@{}/{}",

@@ -1,93 +1,200 @@
-//! A producer's publishes awaiting the broker's word, by publishing id,
-//! and the in-flight limit they fill: the connection's reader settles
-//! them (PublishConfirm, PublishError), and a publish waits for room
-//! while `max_unconfirmed` are out.
+//! A producer's publishes awaiting the broker's word, and the in-flight
+//! limit they fill: the connection's reader settles them (PublishConfirm,
+//! PublishError) by publishing id, and a publish waits for room while
+//! `max_unconfirmed` are out. Entries are kept a frame at a time, in the
+//! order they were sent (ids grow), each frame with its send call's
+//! [`Batch`] and its entries' encoding (to send them again after a
+//! recovery): settling an entry is a lookup in the first frame or two,
+//! and no per-message allocation or reference count is made. The
+//! application's messages are let go as soon as they are encoded.
 
-use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
+use std::collections::VecDeque;
 use std::sync::{Arc, OnceLock};
 
+use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
-use tokio::sync::{oneshot, Semaphore};
+use tokio::sync::Semaphore;
 
-use super::entry::Body;
+use super::confirm::{Batch, Confirmation, Told};
 use super::error::{Error, ResponseCode};
 use super::metrics::Metrics;
 
-/// What the broker said of one published message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Confirmation {
-    /// Stored (on a majority of a replicated stream's members).
-    Confirmed {
-        /// The message's publishing id.
-        publishing_id: u64,
-    },
-    /// Refused (PublishError), with the broker's code.
-    Rejected {
-        /// The message's publishing id.
-        publishing_id: u64,
-        /// Why.
-        code: ResponseCode,
-    },
-}
-
-impl Confirmation {
-    /// True for [`Confirmation::Confirmed`].
-    pub fn is_confirmed(&self) -> bool {
-        matches!(self, Confirmation::Confirmed { .. })
-    }
-}
-
-type Told = Result<Confirmation, Error>;
-
-struct Waiting {
-    /// The message's own publishing id (a sub-entry batch goes under its
-    /// last message's, and its confirm settles every message in it).
-    id: u64,
-    tx: oneshot::Sender<Told>,
+/// A frame's entries as they are encoded (before the outbox's lock is
+/// taken), then numbered (under it), then registered with
+/// [`Confirms::register`].
+pub(crate) struct Frame {
+    /// Each message's publishing id: given, or None until numbered.
+    given: Vec<Option<u64>>,
+    ids: Vec<u64>,
+    entries: Vec<Entry>,
+    /// The entries' encodings (what follows each one's publishing id).
+    encoded: BytesMut,
 }
 
 /// What waits under one publishing id on the wire: a message, or a
-/// sub-entry batch's messages (no list for the common case), and the
-/// entry, kept to be sent again after a recovery.
+/// sub-entry batch's messages (`count` of its call's batch from `first`),
+/// and where its encoding lies in its frame's (`start..end`).
+struct Entry {
+    wire: u64,
+    first: u32,
+    count: u32,
+    start: u32,
+    end: u32,
+    settled: bool,
+}
+
+impl Frame {
+    /// Room for `entries` entries of about `bytes` bytes in all.
+    pub(crate) fn with_capacity(entries: usize, bytes: usize) -> Frame {
+        Frame {
+            given: Vec::with_capacity(entries),
+            ids: Vec::new(),
+            entries: Vec::with_capacity(entries),
+            encoded: BytesMut::with_capacity(bytes),
+        }
+    }
+
+    /// An entry of the messages whose given ids are `given`; `encode`
+    /// writes it (what follows its publishing id on the wire).
+    pub(crate) fn entry(
+        &mut self,
+        given: impl Iterator<Item = Option<u64>>,
+        encode: impl FnOnce(&mut BytesMut),
+    ) {
+        let first = self.given.len() as u32;
+        self.given.extend(given);
+        let start = self.encoded.len() as u32;
+        encode(&mut self.encoded);
+        self.entries.push(Entry {
+            wire: 0,
+            first,
+            count: self.given.len() as u32 - first,
+            start,
+            end: self.encoded.len() as u32,
+            settled: false,
+        });
+    }
+
+    /// Number the messages without a given id from `next` on (which
+    /// moves past every id used); each entry goes under its last
+    /// message's id.
+    pub(crate) fn number(&mut self, next: &mut u64) {
+        self.ids = self
+            .given
+            .iter()
+            .map(|g| match *g {
+                Some(id) => {
+                    *next = (*next).max(id + 1);
+                    id
+                }
+                None => {
+                    *next += 1;
+                    *next - 1
+                }
+            })
+            .collect();
+        for e in &mut self.entries {
+            e.wire = self.ids[(e.first + e.count - 1) as usize];
+        }
+    }
+
+    /// Its messages.
+    pub(crate) fn messages(&self) -> usize {
+        self.given.len()
+    }
+
+    /// Bytes encoded.
+    pub(crate) fn bytes(&self) -> usize {
+        self.encoded.len()
+    }
+
+    /// Each entry's wire id and encoding, in order.
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
+        self.entries
+            .iter()
+            .map(|e| (e.wire, &self.encoded[e.start as usize..e.end as usize]))
+    }
+
+    /// Its entries.
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+}
+
+/// A registered frame: its entries by wire id, their encoding, and its
+/// call's batch.
 struct Sent {
-    under: Under,
-    entry: Body,
+    batch: Arc<Batch>,
+    entries: Vec<Entry>,
+    encoded: Bytes,
+    /// Entries not settled yet.
+    open: usize,
+    /// The lowest and highest wire id in it.
+    low: u64,
+    high: u64,
+    /// Its entries' ids grow (given ids may break that).
+    sorted: bool,
+    /// Entries before this one are settled: where the next confirm
+    /// usually is (confirms come in order).
+    cursor: usize,
 }
 
-enum Under {
-    One(Waiting),
-    Many(Vec<Waiting>),
+#[derive(Default)]
+struct Pending {
+    frames: VecDeque<Sent>,
+    /// Messages not settled yet.
+    messages: usize,
+    /// Every frame's ids lie above the frame's before it (given ids may
+    /// break that; then lookups walk the frames).
+    ordered: bool,
 }
 
-impl Under {
-    fn len(&self) -> usize {
-        match self {
-            Under::One(_) => 1,
-            Under::Many(v) => v.len(),
-        }
-    }
-
-    fn tell(self, told: impl Fn(u64) -> Told) {
-        let send = |w: Waiting| {
-            let _ = w.tx.send(told(w.id));
+impl Pending {
+    /// The frame and entry under wire id `id`, if it is outstanding.
+    fn find(&self, id: u64) -> Option<(usize, usize)> {
+        let in_frame = |f: &Sent| {
+            if id < f.low || id > f.high {
+                return None;
+            }
+            // Read in order, the entries stay in the cache lines the
+            // hardware fetches ahead.
+            if f.entries
+                .get(f.cursor)
+                .is_some_and(|e| e.wire == id && !e.settled)
+            {
+                return Some(f.cursor);
+            }
+            if f.sorted {
+                if let Ok(e) = f.entries.binary_search_by_key(&id, |e| e.wire) {
+                    if !f.entries[e].settled {
+                        return Some(e);
+                    }
+                }
+            }
+            f.entries.iter().position(|e| e.wire == id && !e.settled)
         };
-        match self {
-            Under::One(w) => send(w),
-            Under::Many(v) => v.into_iter().for_each(send),
+        // Confirms come in order: the first frame, nearly always.
+        if let Some(f) = self.frames.front() {
+            if let Some(e) = in_frame(f) {
+                return Some((0, e));
+            }
         }
+        if self.ordered {
+            let at = self.frames.partition_point(|f| f.high < id);
+            let e = in_frame(self.frames.get(at)?)?;
+            return Some((at, e));
+        }
+        self.frames
+            .iter()
+            .enumerate()
+            .find_map(|(i, f)| in_frame(f).map(|e| (i, e)))
     }
 }
 
-/// One producer's outstanding publishes, by the publishing id they went
-/// under on the wire, and the in-flight limit's free places (taken a
-/// batch at a time, given back as confirms settle).
+/// One producer's outstanding publishes and the in-flight limit's free
+/// places (taken a frame at a time, given back as confirms settle).
 pub(crate) struct Confirms {
-    pending: Mutex<HashMap<u64, Sent>>,
+    pending: Mutex<Pending>,
     slots: Semaphore,
     max: usize,
     /// What the producer does when its connection is lost (recover);
@@ -101,7 +208,10 @@ impl Confirms {
     pub(crate) fn new(max_unconfirmed: usize) -> Confirms {
         let max = max_unconfirmed.max(1);
         Confirms {
-            pending: Mutex::new(HashMap::new()),
+            pending: Mutex::new(Pending {
+                ordered: true,
+                ..Default::default()
+            }),
             slots: Semaphore::new(max),
             max,
             on_lost: OnceLock::new(),
@@ -134,15 +244,22 @@ impl Confirms {
     }
 
     /// The entries not yet confirmed, in publishing id order, to send
-    /// again.
-    pub(crate) fn unconfirmed(&self) -> Vec<(u64, Body)> {
-        let mut v: Vec<(u64, Body)> = self
-            .pending
-            .lock()
+    /// again: each one's wire id and encoding.
+    pub(crate) fn unconfirmed(&self) -> Vec<(u64, Bytes)> {
+        let p = self.pending.lock();
+        let mut v: Vec<(u64, Bytes)> = p
+            .frames
             .iter()
-            .map(|(wire, s)| (*wire, s.entry.clone()))
+            .flat_map(|f| {
+                f.entries
+                    .iter()
+                    .filter(|e| !e.settled)
+                    .map(|e| (e.wire, f.encoded.slice(e.start as usize..e.end as usize)))
+            })
             .collect();
-        v.sort_unstable_by_key(|(wire, _)| *wire);
+        if !p.ordered {
+            v.sort_by_key(|(wire, _)| *wire);
+        }
         v
     }
 
@@ -162,20 +279,35 @@ impl Confirms {
             .forget();
     }
 
-    /// An entry is on its way under publishing id `wire` (its own, or its
-    /// sub-entry batch's last), holding places taken for its messages
-    /// `ids`: their confirms arrive on the futures.
-    pub(crate) fn wait(&self, wire: u64, ids: &[u64], entry: Body, out: &mut Vec<Confirm>) {
-        let mut waiting = ids.iter().map(|&id| {
-            let (tx, rx) = oneshot::channel();
-            out.push(Confirm(Awaited::One(rx)));
-            Waiting { id, tx }
+    /// A frame's entries are on their way, holding places taken for its
+    /// messages: their words go to `batch` (the send call's), after the
+    /// messages registered there before.
+    pub(crate) fn register(&self, frame: Frame, batch: &Arc<Batch>) {
+        let base = batch.lock().append(&frame.ids);
+        let mut entries = frame.entries;
+        for e in &mut entries {
+            e.first += base;
+        }
+        let (low, high) = entries
+            .iter()
+            .fold((u64::MAX, 0), |(l, h), e| (l.min(e.wire), h.max(e.wire)));
+        let sorted = entries.windows(2).all(|w| w[0].wire < w[1].wire);
+        let messages = frame.ids.len();
+        let mut p = self.pending.lock();
+        if p.frames.back().is_some_and(|f| f.high >= low) {
+            p.ordered = false;
+        }
+        p.messages += messages;
+        p.frames.push_back(Sent {
+            batch: batch.clone(),
+            open: entries.len(),
+            entries,
+            encoded: frame.encoded.freeze(),
+            low,
+            high,
+            sorted,
+            cursor: 0,
         });
-        let under = match ids.len() {
-            1 => Under::One(waiting.next().expect("one")),
-            _ => Under::Many(waiting.collect()),
-        };
-        self.pending.lock().insert(wire, Sent { under, entry });
     }
 
     /// Settle what waits under these wire ids, giving their places back
@@ -186,21 +318,37 @@ impl Confirms {
         told: impl Fn(u64) -> Told,
         report: fn(&dyn Metrics, &str, u64),
     ) {
-        let settled: Vec<Under> = {
+        let mut settled = 0usize;
+        // Frames are dropped after the lock is let go.
+        let mut done = Vec::new();
+        {
             let mut p = self.pending.lock();
-            ids.into_iter()
-                .filter_map(|id| p.remove(&id))
-                .map(|s| s.under)
-                .collect()
-        };
-        let n: usize = settled.iter().map(Under::len).sum();
-        for u in settled {
-            u.tell(&told);
+            for id in ids {
+                let Some((f, e)) = p.find(id) else { continue };
+                let frame = &mut p.frames[f];
+                let entry = &mut frame.entries[e];
+                entry.settled = true;
+                let (first, count) = (entry.first, entry.count);
+                frame.batch.lock().tell(first, count, &told);
+                frame.open -= 1;
+                while frame.entries.get(frame.cursor).is_some_and(|e| e.settled) {
+                    frame.cursor += 1;
+                }
+                settled += count as usize;
+            }
+            p.messages -= settled;
+            while p.frames.front().is_some_and(|f| f.open == 0) {
+                done.extend(p.frames.pop_front());
+            }
+            if p.frames.is_empty() {
+                p.ordered = true;
+            }
         }
-        if n > 0 {
-            self.slots.add_permits(n);
+        drop(done);
+        if settled > 0 {
+            self.slots.add_permits(settled);
             if let Some((m, stream)) = &self.metrics {
-                report(&**m, stream, n as u64);
+                report(&**m, stream, settled as u64);
             }
         }
     }
@@ -231,88 +379,54 @@ impl Confirms {
     /// The producer or its connection ended: every outstanding publish
     /// learns why (it may or may not have been stored).
     pub(crate) fn fail_all(&self, why: &Error) {
-        let all: Vec<u64> = self.pending.lock().keys().copied().collect();
+        let all: Vec<u64> = {
+            let p = self.pending.lock();
+            p.frames
+                .iter()
+                .flat_map(|f| f.entries.iter())
+                .filter(|e| !e.settled)
+                .map(|e| e.wire)
+                .collect()
+        };
         self.settle(all, |_| Err(why.clone()), |m, s, n| m.errored(s, n));
     }
 
     /// How many publishes await their confirm.
     pub(crate) fn outstanding(&self) -> usize {
-        self.pending.lock().values().map(|s| s.under.len()).sum()
-    }
-}
-
-/// The broker's answer to one publish: a future resolving to its
-/// [`Confirmation`], or to an error when the producer or its connection
-/// ended first (the message may or may not have been stored).
-#[must_use = "a confirm says whether the broker stored the message"]
-pub struct Confirm(Awaited);
-
-impl std::fmt::Debug for Confirm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Confirm")
-    }
-}
-
-enum Awaited {
-    /// One message's word.
-    One(oneshot::Receiver<Told>),
-    /// Several partitions' words on one message (a super stream key
-    /// bound to more than one).
-    All(Pin<Box<dyn Future<Output = Told> + Send>>),
-}
-
-impl Confirm {
-    /// One confirm for a message sent to several streams: the first that
-    /// is not a confirmation, else the first.
-    pub(crate) fn all(confirms: Vec<Confirm>) -> Confirm {
-        Confirm(Awaited::All(Box::pin(async move {
-            let told = futures_util::future::join_all(confirms).await;
-            let bad = told.iter().position(|t| !matches!(t, Ok(c) if c.is_confirmed()));
-            told.into_iter()
-                .nth(bad.unwrap_or(0))
-                .unwrap_or(Err(Error::Protocol("a message sent nowhere".into())))
-        })))
-    }
-}
-
-impl Future for Confirm {
-    type Output = Result<Confirmation, Error>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match &mut self.0 {
-            Awaited::One(rx) => Pin::new(rx).poll(cx).map(|r| {
-                r.unwrap_or_else(|_| {
-                    Err(Error::ConnectionLost(
-                        "the producer ended before the confirm".into(),
-                    ))
-                })
-            }),
-            Awaited::All(f) => f.as_mut().poll(cx),
-        }
+        self.pending.lock().messages
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stream::Message;
+    use crate::stream::confirm::Confirm;
 
-    fn one(c: &Confirms, wire: u64) -> Confirm {
-        let mut out = Vec::new();
-        c.wait(wire, &[wire], Body::Simple(Message::new("m")), &mut out);
-        out.pop().unwrap()
+    /// Register one entry per id (each id its own message, given that
+    /// id, encoded as the id in text) as one frame.
+    fn send(c: &Confirms, batch: &Arc<Batch>, ids: &[u64]) {
+        let mut f = Frame::with_capacity(ids.len(), 64);
+        for &id in ids {
+            f.entry([Some(id)].into_iter(), |out| {
+                out.extend_from_slice(id.to_string().as_bytes())
+            });
+        }
+        f.number(&mut 0);
+        c.register(f, batch);
     }
 
     #[tokio::test]
     async fn confirms_and_errors_settle_their_publishes_and_free_their_places() {
         let c = Confirms::new(2);
         c.take(2).await;
-        let a = one(&c, 1);
-        let b = one(&c, 2);
+        let batch = Batch::each();
+        send(&c, &batch, &[1, 2]);
+        let mut each = Confirm::each_of(&batch);
+        let (a, b) = (each.next().unwrap(), each.next().unwrap());
         assert_eq!(c.slots.available_permits(), 0);
         assert_eq!(
-            c.unconfirmed().iter().map(|(w, _)| *w).collect::<Vec<_>>(),
-            vec![1, 2]
+            c.unconfirmed(),
+            vec![(1, Bytes::from_static(b"1")), (2, Bytes::from_static(b"2"))]
         );
         c.confirmed(&[1, 7]);
         c.rejected(2, 0x06);
@@ -326,7 +440,9 @@ mod tests {
         );
         assert_eq!(c.slots.available_permits(), 2);
         c.take(1).await;
-        let d = one(&c, 3);
+        let batch = Batch::each();
+        send(&c, &batch, &[3]);
+        let d = Confirm::each_of(&batch).next().unwrap();
         c.lost(Error::Closed);
         assert!(
             matches!(d.await, Err(Error::Closed)),
@@ -335,14 +451,46 @@ mod tests {
         assert_eq!(c.outstanding(), 0);
         // A sub-entry batch: one confirm under its last id settles all.
         c.take(2).await;
-        let mut out = Vec::new();
-        c.wait(5, &[4, 5], Body::Simple(Message::new("batch")), &mut out);
+        let batch = Batch::each();
+        let mut f = Frame::with_capacity(1, 8);
+        f.entry([None, None].into_iter(), |out| out.extend_from_slice(b"4 and 5"));
+        let mut next = 4;
+        f.number(&mut next);
+        assert_eq!((next, f.entries().next().unwrap().0), (6, 5), "under the last id");
+        c.register(f, &batch);
         assert_eq!(c.outstanding(), 2);
         c.confirmed(&[5]);
-        let f = out.pop().unwrap();
-        let e = out.pop().unwrap();
+        let mut each = Confirm::each_of(&batch);
+        let (e, f) = (each.next().unwrap(), each.next().unwrap());
         assert_eq!(e.await.unwrap(), Confirmation::Confirmed { publishing_id: 4 });
         assert_eq!(f.await.unwrap(), Confirmation::Confirmed { publishing_id: 5 });
         assert_eq!(c.slots.available_permits(), 2);
+    }
+
+    #[tokio::test]
+    async fn frames_settle_in_any_order_and_given_ids_out_of_order_are_found() {
+        let c = Confirms::new(100);
+        c.take(9).await;
+        let all = Batch::counted();
+        send(&c, &all, &[10, 11, 12]);
+        send(&c, &all, &[13, 14]);
+        // Given ids below those sent before, and not growing in a frame.
+        send(&c, &all, &[7, 5, 6, 20]);
+        all.seal();
+        assert_eq!(c.outstanding(), 9);
+        assert_eq!(
+            c.unconfirmed().iter().map(|(w, _)| *w).collect::<Vec<_>>(),
+            vec![5, 6, 7, 10, 11, 12, 13, 14, 20]
+        );
+        assert!(c.unconfirmed().iter().all(|(w, e)| e == w.to_string().as_bytes()));
+        c.confirmed(&[14, 6, 11, 20, 10]);
+        c.rejected(5, 0x02);
+        c.confirmed(&[12, 13, 7, 13]);
+        assert_eq!(c.outstanding(), 0);
+        assert_eq!(c.slots.available_permits(), 100);
+        let outcome = crate::stream::confirm::BatchConfirm::new(all).await;
+        assert_eq!(outcome.confirmed, 8);
+        assert_eq!(outcome.rejected, vec![(5, ResponseCode::StreamDoesNotExist)]);
+        assert!(!outcome.all_confirmed());
     }
 }

@@ -1,7 +1,7 @@
-//! An entry of a Publish frame as a producer builds it: one message
-//! (encoded in place in the outbox) or a sub-entry batch (encoded and
-//! compressed beforehand), with its messages' publishing ids. Kept until
-//! confirmed, to be sent again after a recovery.
+//! An entry of a Publish frame as a producer builds it: one message or a
+//! sub-entry batch (its messages encoded together, and compressed), with
+//! its messages' given publishing ids, until it is encoded into its frame
+//! (which keeps the encoding until the entry is confirmed).
 
 use bytes::{BufMut, Bytes, BytesMut};
 use warren_stream::chunk::Entry;
@@ -9,16 +9,16 @@ use warren_stream::wire::put_opt_string;
 
 use super::message::Message;
 
-/// An entry of a frame being built: its messages' publishing ids (given,
-/// or None until numbered in the outbox) and what goes on the wire.
+/// An entry of a frame being built: what goes on the wire, and a
+/// sub-entry batch's messages' given publishing ids (None: numbered in
+/// the outbox; a single message's is its own).
 pub(crate) struct Pending {
-    pub(crate) ids: Vec<Option<u64>>,
     pub(crate) body: Body,
+    sub_ids: Vec<Option<u64>>,
 }
 
-#[derive(Clone)]
 pub(crate) enum Body {
-    /// One message, encoded in place in the outbox.
+    /// One message.
     Simple(Message),
     /// A sub-entry batch, encoded (and compressed) beforehand.
     SubBatch(Entry),
@@ -27,9 +27,18 @@ pub(crate) enum Body {
 impl Pending {
     pub(crate) fn simple(m: Message) -> Pending {
         Pending {
-            ids: vec![m.publishing_id],
             body: Body::Simple(m),
+            sub_ids: Vec::new(),
         }
+    }
+
+    /// Each message's given publishing id, in order.
+    pub(crate) fn given_ids(&self) -> impl Iterator<Item = Option<u64>> + '_ {
+        let single = match &self.body {
+            Body::Simple(m) => Some(m.publishing_id),
+            Body::SubBatch(_) => None,
+        };
+        single.into_iter().chain(self.sub_ids.iter().copied())
     }
 
     pub(crate) fn sub_entry(messages: impl Iterator<Item = Message>, codec: u8) -> Pending {
@@ -51,13 +60,8 @@ impl Pending {
                 uncompressed_length,
                 body,
             }),
-            ids,
+            sub_ids: ids,
         }
-    }
-
-    /// Bytes on the wire, about.
-    pub(crate) fn size(&self) -> usize {
-        self.body.size()
     }
 
     /// The entry as a Publish frame holds it (after its publishing id;
@@ -85,15 +89,6 @@ impl Body {
                 }
                 e.encode(out)
             }
-        }
-    }
-
-    /// Bytes on the wire, about.
-    pub(crate) fn size(&self) -> usize {
-        match self {
-            Body::Simple(m) => m.body.len() + 16 + m.filter_value.as_ref().map_or(0, |f| f.len() + 2),
-            Body::SubBatch(Entry::SubBatch { body, .. }) => body.len() + 19,
-            Body::SubBatch(Entry::Simple(b)) => b.len() + 12,
         }
     }
 }
@@ -133,7 +128,8 @@ mod tests {
             panic!("a sub-entry batch")
         };
         assert_eq!(&entries[1].entry, sent);
-        assert_eq!(sub.ids, vec![None, None]);
+        assert_eq!(sub.given_ids().collect::<Vec<_>>(), vec![None, None]);
+        assert_eq!(simple.given_ids().collect::<Vec<_>>(), vec![None]);
         let Entry::SubBatch { records: 2, .. } = entries[1].entry else {
             panic!("a sub-entry batch of two")
         };

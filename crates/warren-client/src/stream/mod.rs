@@ -48,6 +48,7 @@
 
 mod chunk;
 mod commands;
+mod confirm;
 mod confirms;
 mod connection;
 mod consumer;
@@ -65,7 +66,7 @@ mod super_producer;
 mod super_stream;
 mod tracking;
 
-pub use confirms::{Confirm, Confirmation};
+pub use confirm::{BatchConfirm, BatchConfirmation, Confirm, Confirmation};
 pub use consumer::{Consumer, ConsumerBuilder, Delivery, OffsetSpecification, DEFAULT_INITIAL_CREDIT};
 pub use environment::{Environment, EnvironmentBuilder, StreamOptions, StreamStats};
 pub use error::{Error, ResponseCode};

@@ -9,13 +9,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BufMut;
+use bytes::{BufMut, Bytes};
 use tokio::sync::watch;
 use warren_stream::command::{begin_publish_version, end_frame, key, Command};
 
-use super::confirms::{Confirm, Confirms};
+use super::confirm::{Batch, BatchConfirm, Confirm};
+use super::confirms::{Confirms, Frame};
 use super::connection::Connection;
-use super::entry::{Body, Pending};
+use super::entry::Pending;
 use super::environment::Environment;
 use super::error::{recoverable, Error};
 use super::message::Message;
@@ -279,13 +280,13 @@ impl Shared {
         let again = self.confirms.unconfirmed();
         if !again.is_empty() {
             let frame_bytes = conn.frame_max as usize / 2;
-            let (version, v2) = self.publish_version();
+            let (version, _) = self.publish_version();
             conn.send_with(|buf| {
                 for frame in frames(&again, frame_bytes) {
                     let at = begin_publish_version(buf, id, frame.len() as u32, version);
                     for (wire, entry) in frame {
                         buf.put_u64(*wire);
-                        entry.encode(buf, v2);
+                        buf.extend_from_slice(entry);
                     }
                     end_frame(buf, at);
                 }
@@ -362,17 +363,18 @@ impl Shared {
 
 /// Entries in frames of at most [`BATCH_MESSAGES`] entries and about
 /// `bytes` bytes.
-fn frames(entries: &[(u64, Body)], bytes: usize) -> Vec<&[(u64, Body)]> {
+fn frames(entries: &[(u64, Bytes)], bytes: usize) -> Vec<&[(u64, Bytes)]> {
     let mut out = Vec::new();
     let mut start = 0;
     let mut size = 0;
     for (i, (_, e)) in entries.iter().enumerate() {
-        if i > start && (i - start >= BATCH_MESSAGES || size + e.size() > bytes) {
+        let e = e.len() + 8;
+        if i > start && (i - start >= BATCH_MESSAGES || size + e > bytes) {
             out.push(&entries[start..i]);
             start = i;
             size = 0;
         }
-        size += e.size();
+        size += e;
     }
     if start < entries.len() {
         out.push(&entries[start..]);
@@ -431,22 +433,55 @@ impl Producer {
     where
         I: IntoIterator<Item = Message>,
     {
+        let batch = Batch::each();
+        self.send_into(messages, &batch).await?;
+        Ok(Confirm::each_of(&batch).collect())
+    }
+
+    /// Publish messages as [`Self::send_batch`] does, with one future for
+    /// them all, which resolves once each is settled: the cheaper way to
+    /// publish a lot when the count of what was stored is enough.
+    ///
+    /// ```no_run
+    /// use warren_client::stream::Message;
+    ///
+    /// # async fn run(producer: warren_client::stream::Producer) -> Result<(), warren_client::stream::Error> {
+    /// let all = producer.send_all((0..1000).map(|i| Message::new(format!("event {i}")))).await?;
+    /// let outcome = all.await;
+    /// assert!(outcome.all_confirmed(), "{} confirmed, {:?} refused", outcome.confirmed, outcome.rejected);
+    /// # Ok(()) }
+    /// ```
+    pub async fn send_all<I>(&self, messages: I) -> Result<BatchConfirm, Error>
+    where
+        I: IntoIterator<Item = Message>,
+    {
+        let batch = Batch::counted();
+        self.send_into(messages, &batch).await?;
+        batch.seal();
+        Ok(BatchConfirm::new(batch))
+    }
+
+    /// Publish `messages`, their words going to `batch`.
+    async fn send_into<I>(&self, messages: I, batch: &Arc<Batch>) -> Result<(), Error>
+    where
+        I: IntoIterator<Item = Message>,
+    {
         let s = &*self.shared;
         let per_entry = s.sub_entry_size;
         let per_frame = BATCH_MESSAGES.min(s.confirms.max() / per_entry).max(1);
-        let mut out = Vec::new();
         let mut it = messages.into_iter().peekable();
-        let mut entries: Vec<Pending> = Vec::new();
+        let (_, v2) = s.publish_version();
         while it.peek().is_some() {
             let (conn, _) = s.current().await?;
             let frame_bytes = conn.frame_max as usize / 2;
             // A frame's worth of entries, encoded (and compressed) before
-            // the outbox's lock is taken; then their places under the
+            // the outbox's lock is taken (the application's messages go
+            // as soon as they are); then their places under the
             // in-flight limit (this may wait).
-            let (mut bytes, mut messages) = (0usize, 0usize);
+            let mut frame = Frame::with_capacity(per_frame, frame_bytes.min(64 << 10));
             while it.peek().is_some()
-                && entries.len() < per_frame
-                && (entries.is_empty() || bytes < frame_bytes)
+                && frame.len() < per_frame
+                && (frame.len() == 0 || frame.bytes() < frame_bytes)
             {
                 let e = match per_entry {
                     1 => {
@@ -458,10 +493,10 @@ impl Producer {
                     }
                     n => Pending::sub_entry(it.by_ref().take(n), s.compression.code()),
                 };
-                bytes += e.size();
-                messages += e.ids.len();
-                entries.push(e);
+                frame.entry(e.given_ids(), |out| e.encode(out, v2));
             }
+            let messages = frame.messages();
+            let mut frame = Some(frame);
             let places = messages.min(s.confirms.max());
             s.confirms.take(places).await;
             loop {
@@ -472,28 +507,22 @@ impl Producer {
                         return Err(e);
                     }
                 };
-                let (version, v2) = s.publish_version();
+                let (version, _) = s.publish_version();
                 let sent = conn
                     .send_with(|buf| {
-                        let at = begin_publish_version(buf, pid, entries.len() as u32, version);
-                        for e in entries.drain(..) {
-                            let ids: Vec<u64> = e
-                                .ids
-                                .iter()
-                                .map(|id| match *id {
-                                    Some(given) => {
-                                        s.next.fetch_max(given + 1, Ordering::Relaxed);
-                                        given
-                                    }
-                                    None => s.next.fetch_add(1, Ordering::Relaxed),
-                                })
-                                .collect();
-                            let wire = *ids.last().expect("an entry holds a message");
+                        // Numbered here, under the outbox's lock: no other
+                        // sender of this producer numbers meanwhile.
+                        let mut frame = frame.take().expect("sent once");
+                        let mut next = s.next.load(Ordering::Relaxed);
+                        frame.number(&mut next);
+                        let at = begin_publish_version(buf, pid, frame.len() as u32, version);
+                        for (wire, encoded) in frame.entries() {
                             buf.put_u64(wire);
-                            e.encode(buf, v2);
-                            s.confirms.wait(wire, &ids, e.body, &mut out);
+                            buf.extend_from_slice(encoded);
                         }
                         end_frame(buf, at);
+                        s.next.store(next, Ordering::Relaxed);
+                        s.confirms.register(frame, batch);
                     })
                     .await;
                 match sent {
@@ -518,7 +547,7 @@ impl Producer {
                 }
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Delete the producer on the broker. Publishes still unconfirmed

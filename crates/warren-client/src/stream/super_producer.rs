@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::confirms::Confirm;
+use super::confirm::Confirm;
 use super::environment::Environment;
 use super::error::Error;
 use super::message::Message;

@@ -7,6 +7,7 @@
 //! bodies are AMQP 1.0 messages (data section), as RabbitMQ's clients send.
 
 pub mod conn;
+pub mod on_client;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -235,7 +236,7 @@ async fn producer(uri: Uri, spec: ProducerSpec, stats: Arc<Stats>, stop: Arc<Ato
 /// The send time in the first 8 body bytes of an AMQP 1.0 message. A
 /// message that is one data section (what warren-perf sends) is read in
 /// place; anything else goes through the full decoder.
-fn sent_at(m: &[u8]) -> Option<u64> {
+pub(crate) fn sent_at(m: &[u8]) -> Option<u64> {
     // 0x00 0x53 0x75: described by smallulong 0x75 (amqp:data:binary);
     // then vbin8 (0xa0, 1-byte size) or vbin32 (0xb0, 4-byte size).
     let body = match m {

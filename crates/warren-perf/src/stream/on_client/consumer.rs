@@ -1,0 +1,73 @@
+//! One consumer: its own environment, reading one stream from the run's
+//! offset specification, counting what it gets and each message's
+//! latency (its send time is in its first 8 body bytes). Counts go to the
+//! shared statistics once per burst of messages ready at once.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{FutureExt, StreamExt};
+use warren_client::stream::{Error, OffsetSpecification, Tracking};
+
+use crate::options::{Options, Uri};
+use crate::stats::{now_nanos, Stats};
+
+/// How often a waiting consumer looks at the stop signal.
+const STOP_CHECK: Duration = Duration::from_millis(50);
+/// The most messages taken before the counts go to the statistics.
+const BURST: usize = 4096;
+
+pub struct ConsumerSpec {
+    pub uri: Uri,
+    pub stream: String,
+    pub offset: OffsetSpecification,
+    pub name: Option<String>,
+    pub limit: u64,
+}
+
+pub async fn run(
+    opts: &Options,
+    spec: ConsumerSpec,
+    stats: Arc<Stats>,
+    stop: Arc<AtomicBool>,
+) -> Result<(), Error> {
+    let env = super::environment(opts, &spec.uri, "warren-perf consumer").await?;
+    let mut builder = env.consumer().offset(spec.offset);
+    if let Some(n) = &spec.name {
+        builder = builder.name(n.clone()).tracking(Tracking::default());
+    }
+    let mut consumer = builder.build(&spec.stream).await?;
+    let mut received = 0u64;
+    let mut latencies = Vec::with_capacity(BURST);
+    let mut burst = Vec::with_capacity(BURST);
+    while !stop.load(Ordering::Relaxed) && (spec.limit == 0 || received < spec.limit) {
+        let first = match tokio::time::timeout(STOP_CHECK, consumer.next()).await {
+            Err(_) => continue,
+            Ok(None) => break,
+            Ok(Some(d)) => d?,
+        };
+        burst.clear();
+        burst.push(first);
+        while burst.len() < BURST {
+            match consumer.next().now_or_never() {
+                Some(Some(d)) => burst.push(d?),
+                _ => break,
+            }
+        }
+        let now = now_nanos();
+        latencies.clear();
+        latencies.extend(
+            burst
+                .iter()
+                .filter_map(|d| super::super::sent_at(d.raw()))
+                .map(|ts| now.saturating_sub(ts) / 1000),
+        );
+        received += burst.len() as u64;
+        stats.received.fetch_add(burst.len() as u64, Ordering::Relaxed);
+        stats.consumer_latencies(&latencies);
+    }
+    let _ = consumer.close().await;
+    env.close().await;
+    Ok(())
+}
