@@ -16,7 +16,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Start both clusters; returns once Warren's metadata group commits.
+# Start both clusters (WARREN_ONLY=1: Warren's alone); returns once
+# Warren's metadata group commits.
 start_clusters() {
   cargo build --release -p warren-server
   rm -rf "$OUT"/data* /tmp/rmq-c1 /tmp/rmq-c2 /tmp/rmq-c3
@@ -43,7 +44,7 @@ TOML
     ./target/release/warren --config "$OUT/node$i.toml" > "$OUT/node$i.log" 2>&1 &
     PIDS+=($!)
   done
-  $RMQ start
+  [ "${WARREN_ONLY:-0}" = 1 ] || $RMQ start
   for t in $(seq 1 100); do
     if curl -sf -u guest:guest -X PUT "http://127.0.0.1:15781/api/vhosts/bench-ready" >/dev/null; then break; fi
     sleep 0.2

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Fuzz what warren-client parses itself (needs cargo-fuzz and the nightly
-# toolchain: `cargo install cargo-fuzz`): URIs, traceparent headers and
-# delivered stream chunks; the frames from the broker are
+# toolchain: `cargo install cargo-fuzz`): URIs, traceparent headers,
+# delivered stream chunks and the stream replies read by hand (lists,
+# statistics, command versions, consumer updates, metadata); the frames
+# from the broker are
 # warren-amqp091's, fuzzed in crates/warren-amqp091/fuzz.
 #   crates/warren-client/fuzz/run.sh [SECONDS]
 # A crash is saved under fuzz/artifacts/TARGET/; turn it into a unit test
@@ -9,6 +11,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-60}
-for t in uri traceparent stream_chunk; do
+for t in uri traceparent stream_chunk stream_replies; do
   cargo +nightly fuzz run "$t" -- -max_total_time="$SECS" -max_len=4096
 done

@@ -50,7 +50,7 @@ fn ok(key: u16, id: u32, rest: &[u8]) -> Vec<u8> {
 /// Case `n`'s garbage.
 fn garbage(n: u64) -> Vec<u8> {
     let mut rng = Rng(n.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
-    match n % 4 {
+    match n % 5 {
         0 => {
             let len = 1 + (rng.next() % 200) as usize;
             rng.bytes(len)
@@ -62,10 +62,21 @@ fn garbage(n: u64) -> Vec<u8> {
             let len = (rng.next() % 64) as usize;
             frame(key, &rng.bytes(len))
         }
+        // Deliver version 2 (the committed chunk id first), random.
+        3 => {
+            let len = (rng.next() % 80) as usize;
+            let mut f = frame(0x0008, &rng.bytes(len));
+            f[7] = 2;
+            f
+        }
         // Commands the client knows, with random bodies: deliveries,
-        // confirms, errors, metadata updates, closes.
+        // confirms, errors, metadata updates, closes, consumer updates,
+        // and responses to the 3.11+ requests.
         _ => {
-            let keys = [0x0008u16, 0x0003, 0x0004, 0x0010, 0x0016, 0x8009, 0x800d];
+            let keys = [
+                0x0008u16, 0x0003, 0x0004, 0x0010, 0x0016, 0x8009, 0x800d, 0x001a, 0x8018, 0x8019, 0x801b,
+                0x801c,
+            ];
             let key = keys[(rng.next() % keys.len() as u64) as usize];
             let len = (rng.next() % 80) as usize;
             frame(key, &rng.bytes(len))

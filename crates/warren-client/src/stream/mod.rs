@@ -82,6 +82,18 @@ pub use tracking::Tracking;
 /// Entry points for `crates/warren-client/fuzz` (not part of the API).
 #[doc(hidden)]
 pub mod fuzzing {
+    /// Read `data` as each reply this client reads by hand: Route's and
+    /// Partitions' lists, StreamStats, ExchangeCommandVersions, a
+    /// ConsumerUpdate, a Metadata response.
+    pub fn read_replies(data: &[u8]) {
+        let b = bytes::Bytes::copy_from_slice(data);
+        let _ = super::commands::strings(b.clone());
+        let _ = super::commands::stats(b.clone());
+        let _ = super::commands::versions(b.clone());
+        let _ = super::commands::ConsumerUpdateRequest::decode(b.clone());
+        let _ = super::metadata::parse_response(b);
+    }
+
     /// Read `data` as a delivered chunk, as a consumer does (CRC checked
     /// and not), and each message in it as a stored message.
     pub fn read_chunk(data: &[u8]) {
