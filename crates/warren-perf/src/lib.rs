@@ -70,15 +70,6 @@ pub async fn run_workload(opts: &Options, live: bool) -> Result<Summary, PerfErr
             &mut consumers,
             &mut producers,
         ),
-        Protocol::Stream if opts.warren_client => stream::on_client::spawn(
-            opts,
-            &uris,
-            &queues,
-            &stats,
-            &stop,
-            &mut consumers,
-            &mut producers,
-        )?,
         Protocol::Stream => stream::spawn(
             opts,
             &uris,

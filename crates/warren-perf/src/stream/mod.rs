@@ -56,8 +56,9 @@ pub async fn declare(opts: &Options, uri: &Uri, run_id: &str) -> Result<Vec<Stri
     Ok(names)
 }
 
-/// Start the run's consumers and producers in the caller's task sets;
-/// each task's error becomes the caller's error type `E`.
+/// Start the run's consumers and producers in the caller's task sets
+/// (on warren-client with `--warren-client`); each task's error becomes
+/// the caller's error type `E`.
 pub fn spawn<E>(
     opts: &Options,
     uris: &[Uri],
@@ -68,10 +69,18 @@ pub fn spawn<E>(
     producers: &mut JoinSet<std::result::Result<(), E>>,
 ) -> std::result::Result<(), E>
 where
-    E: From<StreamError> + From<crate::options::OptionError> + Send + 'static,
+    E: From<StreamError>
+        + From<warren_client::stream::Error>
+        + From<crate::options::OptionError>
+        + Send
+        + 'static,
 {
     let offset = OffsetSpec::parse(&opts.offset)
         .ok_or_else(|| crate::options::OptionError::Invalid(format!("bad --offset '{}'", opts.offset)))?;
+    if opts.warren_client {
+        on_client::spawn(opts, uris, streams, offset, stats, stop, consumers, producers);
+        return Ok(());
+    }
     for i in 0..opts.consumers {
         let uri = uris[i as usize % uris.len()].clone();
         let stream = streams[i as usize % streams.len()].clone();

@@ -60,31 +60,28 @@ pub async fn declare(opts: &Options, uri: &Uri, run_id: &str) -> Result<Vec<Stri
     Ok(names)
 }
 
-/// Start the run's consumers and producers in the caller's task sets;
-/// each task's error becomes the caller's error type `E`.
-pub fn spawn<E>(
+/// Start the run's consumers and producers, reading from `offset`, in
+/// the caller's task sets; each task's error becomes the caller's error
+/// type `E`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn spawn<E>(
     opts: &Options,
     uris: &[Uri],
     streams: &[String],
+    offset: OffsetSpec,
     stats: &Arc<Stats>,
     stop: &Arc<AtomicBool>,
     consumers: &mut JoinSet<std::result::Result<(), E>>,
     producers: &mut JoinSet<std::result::Result<(), E>>,
-) -> std::result::Result<(), E>
-where
-    E: From<Error> + From<crate::options::OptionError> + Send + 'static,
+) where
+    E: From<Error> + Send + 'static,
 {
-    let offset = match OffsetSpec::parse(&opts.offset) {
-        Some(OffsetSpec::First) => OffsetSpecification::First,
-        Some(OffsetSpec::Last) => OffsetSpecification::Last,
-        Some(OffsetSpec::Next) => OffsetSpecification::Next,
-        Some(OffsetSpec::Offset(o)) => OffsetSpecification::Offset(o),
-        Some(OffsetSpec::Timestamp(t)) => OffsetSpecification::Timestamp(t),
-        None => {
-            return Err(
-                crate::options::OptionError::Invalid(format!("bad --offset '{}'", opts.offset)).into(),
-            );
-        }
+    let offset = match offset {
+        OffsetSpec::First => OffsetSpecification::First,
+        OffsetSpec::Last => OffsetSpecification::Last,
+        OffsetSpec::Next => OffsetSpecification::Next,
+        OffsetSpec::Offset(o) => OffsetSpecification::Offset(o),
+        OffsetSpec::Timestamp(t) => OffsetSpecification::Timestamp(t),
     };
     for i in 0..opts.consumers {
         let spec = consumer::ConsumerSpec {
@@ -117,5 +114,4 @@ where
         let (opts, stats, stop) = (opts.clone(), stats.clone(), stop.clone());
         producers.spawn(async move { producer::run(&opts, spec, stats, stop).await.map_err(E::from) });
     }
-    Ok(())
 }
