@@ -16,7 +16,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_core::Stream;
 use tokio::sync::mpsc;
-use warren_stream::command::{key, Command, OffsetSpec};
+use warren_stream::command::{key, Command};
 
 use super::chunk::read_chunk;
 use super::commands;
@@ -25,40 +25,13 @@ use super::environment::Environment;
 use super::error::{recoverable, Error};
 use super::message;
 use super::metadata::Role;
+use super::offset::OffsetSpecification;
 use super::single_active::{self, Answer, ConsumerUpdate, OnUpdate};
 use super::tracking::{Tracker, Tracking};
 
 /// Chunks the broker may send ahead of the application (the Java
 /// client's default initial credit).
 pub const DEFAULT_INITIAL_CREDIT: u16 = 10;
-
-/// Where a consumer starts reading.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum OffsetSpecification {
-    /// The first message the stream holds.
-    First,
-    /// The last chunk written.
-    Last,
-    /// What is written from now on.
-    Next,
-    /// This offset (or the first held, if it is gone).
-    Offset(u64),
-    /// The first chunk written at or after this time (ms since the epoch).
-    Timestamp(i64),
-}
-
-impl OffsetSpecification {
-    fn spec(self) -> OffsetSpec {
-        match self {
-            OffsetSpecification::First => OffsetSpec::First,
-            OffsetSpecification::Last => OffsetSpec::Last,
-            OffsetSpecification::Next => OffsetSpec::Next,
-            OffsetSpecification::Offset(o) => OffsetSpec::Offset(o),
-            OffsetSpecification::Timestamp(t) => OffsetSpec::Timestamp(t),
-        }
-    }
-}
 
 /// A consumer's settings, then [`Self::build`].
 #[must_use = "a builder does nothing until built"]

@@ -19,9 +19,9 @@ use std::time::Duration;
 use warren_stream::command::Command;
 
 use super::connection::Connection;
-use super::consumer::OffsetSpecification;
 use super::environment::Environment;
 use super::error::Error;
+use super::offset::OffsetSpecification;
 
 /// What the broker told a member of a single-active-consumer group, for
 /// the application's [`super::ConsumerBuilder::consumer_update`].

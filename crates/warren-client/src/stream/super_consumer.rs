@@ -11,9 +11,10 @@ use std::task::{Context, Poll};
 
 use futures_core::Stream;
 
-use super::consumer::{Consumer, ConsumerBuilder, Delivery, OffsetSpecification};
+use super::consumer::{Consumer, ConsumerBuilder, Delivery};
 use super::environment::Environment;
 use super::error::Error;
+use super::offset::OffsetSpecification;
 use super::single_active::ConsumerUpdate;
 use super::tracking::Tracking;
 
