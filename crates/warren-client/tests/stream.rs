@@ -498,3 +498,62 @@ async fn send_all_resolves_once_for_every_message_of_a_batch() {
         env.close().await;
     }
 }
+
+#[tokio::test]
+async fn with_manual_credit_chunks_come_only_as_credit_is_given() {
+    let (uris, _broker) = stream_brokers().await;
+    for uri in &uris {
+        let env = within(Environment::connect(uri)).await.unwrap();
+        let s = unique("manual-credit");
+        within(env.create_stream(&s, &StreamOptions::default()))
+            .await
+            .unwrap();
+        let producer = within(env.producer().build(&s)).await.unwrap();
+        // Each batch confirmed before the next: a chunk of its own.
+        for batch in 0..3 {
+            let all = within(producer.send_all((0..50).map(|i| Message::new(format!("b{batch}-{i}")))))
+                .await
+                .unwrap();
+            assert!(within(all).await.all_confirmed());
+        }
+        let mut consumer = within(
+            env.consumer()
+                .offset(OffsetSpecification::First)
+                .manual_credit(true)
+                .initial_credit(1)
+                .build(&s),
+        )
+        .await
+        .unwrap();
+        // Whatever the chunks, nothing comes past the credit: read until
+        // quiet, then give one chunk's credit, until all 150 are read.
+        let mut got = Vec::new();
+        let mut credits = 0;
+        while got.len() < 150 {
+            let before = got.len();
+            while let Ok(Some(d)) =
+                tokio::time::timeout(std::time::Duration::from_millis(700), consumer.next()).await
+            {
+                got.push(d.unwrap().offset());
+            }
+            assert!(
+                got.len() > before || credits == 0,
+                "{uri}: a credit brings a chunk"
+            );
+            if got.len() < 150 {
+                assert!(got.len() > before, "{uri}: the initial credit brings a chunk");
+                consumer.credit(1);
+                credits += 1;
+            }
+        }
+        assert_eq!(got, (0..150).collect::<Vec<u64>>(), "{uri}");
+        assert!(
+            credits >= 2,
+            "{uri}: three chunks need two credits more at least, {credits} given"
+        );
+        within(consumer.close()).await.unwrap();
+        within(producer.close()).await.unwrap();
+        within(env.delete_stream(&s)).await.unwrap();
+        env.close().await;
+    }
+}

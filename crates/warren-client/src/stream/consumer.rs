@@ -50,6 +50,7 @@ pub struct ConsumerBuilder {
     /// consumer's member).
     super_stream: Option<String>,
     filter: Option<Filter>,
+    manual_credit: bool,
 }
 
 /// A consumer's filter: the values the broker looks for in chunks' Bloom
@@ -86,6 +87,7 @@ impl ConsumerBuilder {
             on_update: None,
             super_stream: None,
             filter: None,
+            manual_credit: false,
         }
     }
 
@@ -227,6 +229,15 @@ impl ConsumerBuilder {
         self
     }
 
+    /// Grant credit by hand ([`Consumer::credit`]) rather than a chunk's
+    /// as each chunk is taken: the broker sends more only when the
+    /// application says it is ready. At most [`Self::initial_credit`]
+    /// chunks are ever granted ahead, so the buffer stays as bounded.
+    pub fn manual_credit(mut self, on: bool) -> ConsumerBuilder {
+        self.manual_credit = on;
+        self
+    }
+
     /// Check each chunk's CRC-32 (on by default).
     pub fn check_crc(mut self, check: bool) -> ConsumerBuilder {
         self.check_crc = check;
@@ -296,6 +307,8 @@ impl ConsumerBuilder {
             updating: None,
             post_filter: self.filter.map(|f| f.post),
             lag: None,
+            manual_credit: self.manual_credit,
+            owed: 0,
         })
     }
 }
@@ -480,6 +493,10 @@ pub struct Consumer {
     post_filter: Option<PostFilter>,
     /// See [`Self::lag`].
     lag: Option<u64>,
+    /// Credit is given back by [`Self::credit`] only.
+    manual_credit: bool,
+    /// Chunks taken whose credit is not given back yet (manual credit).
+    owed: u16,
 }
 
 impl Consumer {
@@ -574,10 +591,16 @@ impl Consumer {
     /// credit for the next. `committed`: the stream's committed chunk id,
     /// if the broker said it.
     fn take(&mut self, chunk: Bytes, committed: Option<u64>) -> Result<(), Error> {
-        self.sub.conn.push(&Command::Credit {
-            subscription_id: self.sub.id,
-            credit: 1,
-        });
+        // A member stepping down drops its chunks: their credit goes back
+        // whatever the strategy, as the application never sees them.
+        if self.manual_credit && !self.stepped_down {
+            self.owed = self.owed.saturating_add(1);
+        } else {
+            self.sub.conn.push(&Command::Credit {
+                subscription_id: self.sub.id,
+                credit: 1,
+            });
+        }
         if self.stepped_down {
             return Ok(());
         }
@@ -612,6 +635,33 @@ impl Consumer {
         Ok(())
     }
 
+    /// With [`ConsumerBuilder::manual_credit`]: let the broker send up to
+    /// `chunks` more, no more than the chunks taken since the last call
+    /// (so never more than the initial credit ahead).
+    ///
+    /// ```no_run
+    /// use futures_util::StreamExt;
+    ///
+    /// # async fn run(env: warren_client::stream::Environment) -> Result<(), warren_client::stream::Error> {
+    /// let mut consumer = env.consumer().manual_credit(true).initial_credit(2).build("orders").await?;
+    /// while let Some(d) = consumer.next().await {
+    ///     let _ = d?;
+    ///     // Ready for more: one chunk's worth.
+    ///     consumer.credit(1);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn credit(&mut self, chunks: u16) {
+        let n = chunks.min(self.owed);
+        if n > 0 {
+            self.owed -= n;
+            self.sub.conn.push(&Command::Credit {
+                subscription_id: self.sub.id,
+                credit: n,
+            });
+        }
+    }
+
     /// How far the latest chunk is behind the stream's committed chunk,
     /// in offsets (None until a broker that tells has sent a chunk).
     pub fn lag(&self) -> Option<u64> {
@@ -643,6 +693,8 @@ impl Stream for Consumer {
                         // A new member of its group: inactive until told.
                         self.stepped_down = false;
                         self.updating = None;
+                        // A new subscription has its initial credit.
+                        self.owed = 0;
                         continue;
                     }
                     Poll::Ready(Err(e)) => {
