@@ -396,6 +396,15 @@ async fn balanced_queues_spread_over_the_nodes_and_client_local_ones_stay() {
         .http(Method::PUT, "/api/policies/%2F/spread", Some(policy))
         .await;
     assert!(st.is_success(), "{st} {body}");
+    // Set through node 2, the policy reaches node 1 (where the queues
+    // are declared) when the metadata group's commit does: a declare
+    // before that is placed client-local.
+    until_everywhere!(&nodes, "the policy", |b| {
+        b.http(Method::GET, "/api/policies/%2F/spread", None)
+            .await
+            .0
+            .is_success()
+    });
     for i in 0..2 {
         within(ch.queue_declare(format!("p.{i}").as_str().into(), durable(), FieldTable::default()))
             .await
