@@ -605,8 +605,8 @@ impl Consumer {
             return Ok(());
         }
         let from = self.from;
-        let keep = self.post_filter.clone();
-        let (mut records, mut first, before) = (0u64, None, self.ready.len());
+        let (keep, ready) = (self.post_filter.as_ref(), &mut self.ready);
+        let (mut records, mut first, before) = (0u64, None, ready.len());
         read_chunk(&chunk, self.check_crc, |offset, timestamp, raw| {
             records += 1;
             first.get_or_insert(offset);
@@ -616,8 +616,8 @@ impl Consumer {
                     timestamp,
                     raw,
                 };
-                if keep.as_ref().is_none_or(|f| f(&d)) {
-                    self.ready.push_back(d);
+                if keep.is_none_or(|f| f(&d)) {
+                    ready.push_back(d);
                 }
             }
         })?;

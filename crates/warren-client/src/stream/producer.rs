@@ -478,7 +478,10 @@ impl Producer {
             // the outbox's lock is taken (the application's messages go
             // as soon as they are); then their places under the
             // in-flight limit (this may wait).
-            let mut frame = Frame::with_capacity(per_frame, frame_bytes.min(64 << 10));
+            // Room for what the call says it brings (a single `send` is
+            // one small entry), not a whole frame's worth up front.
+            let expected = it.size_hint().0.clamp(1, per_frame);
+            let mut frame = Frame::with_capacity(expected, (expected * 64).min(frame_bytes));
             while it.peek().is_some()
                 && frame.len() < per_frame
                 && (frame.len() == 0 || frame.bytes() < frame_bytes)
