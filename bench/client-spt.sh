@@ -10,7 +10,8 @@
 # stream created through node 1, which leads it; producers go to the
 # leader, consumers to a replica, as both clients do). The tools take
 # turns, the order alternating; the summary gives medians of REPEAT and
-# the ratios (warren / stream-perf-test). Rows go to
+# the ratios (warren / stream-perf-test). Both check each chunk's CRC
+# (the Java client always does; warren-perf with --crc-check). Rows go to
 # bench/out/client-spt/rows.tsv. Loopback only; the brokers are stopped
 # and their data removed at the end.
 #
@@ -37,7 +38,7 @@ run() {
   rm -f "$f.json" "$f.txt"
   if [ "$tool" = warren ]; then
     # shellcheck disable=SC2068
-    timeout $((SECS + 60)) ./target/release/warren-perf -P stream --warren-client -h "$uri" -x 1 -y 1 -s "$size" \
+    timeout $((SECS + 60)) ./target/release/warren-perf -P stream --warren-client --crc-check -h "$uri" -x 1 -y 1 -s "$size" \
       -z "$SECS" --offset first -u "$stream" $@ --quiet --json "$f.json" > "$f.txt" 2>&1 || echo "   (exit $?)"
     python3 - "$f.json" "$nodes" "$size" "$mode" <<'PY' >> "$ROWS"
 import json, sys

@@ -124,6 +124,52 @@ impl WriteHalf {
         }
     }
 
+    /// Write all of `pieces`, in order, and push them out; `pieces` is
+    /// left empty. Over plain TCP a write takes many pieces at once
+    /// (vectored); over TLS each goes into the TLS records in turn.
+    pub(crate) async fn write_all_pieces(&mut self, pieces: &mut Vec<bytes::Bytes>) -> io::Result<()> {
+        /// Pieces given to one vectored write (well under IOV_MAX).
+        const AT_ONCE: usize = 64;
+        let w = match self {
+            WriteHalf::Plain(w) => w,
+            WriteHalf::Tls(w) => {
+                for p in pieces.drain(..) {
+                    w.write_all(&p).await?;
+                }
+                return w.flush().await;
+            }
+        };
+        let mut first = 0;
+        while first < pieces.len() {
+            let mut slices = [io::IoSlice::new(&[]); AT_ONCE];
+            let n = pieces[first..].len().min(AT_ONCE);
+            for (slice, piece) in slices.iter_mut().zip(&pieces[first..first + n]) {
+                *slice = io::IoSlice::new(piece);
+            }
+            let mut written = w.write_vectored(&slices[..n]).await?;
+            if written == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            // Past what went out: whole pieces, then part of one.
+            while written > 0 {
+                let len = pieces[first].len();
+                if written >= len {
+                    written -= len;
+                    first += 1;
+                } else {
+                    bytes::Buf::advance(&mut pieces[first], written);
+                    written = 0;
+                }
+            }
+            // Empty pieces are past too.
+            while pieces.get(first).is_some_and(|p| p.is_empty()) {
+                first += 1;
+            }
+        }
+        pieces.clear();
+        Ok(())
+    }
+
     pub(crate) async fn shutdown(&mut self) -> io::Result<()> {
         match self {
             WriteHalf::Plain(w) => w.shutdown().await,

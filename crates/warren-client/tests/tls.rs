@@ -1,7 +1,8 @@
 //! amqps:// against a Warren with TLS listeners (certificates made by the
 //! test with rcgen, none committed): PLAIN over TLS with the CA named in
 //! the URI, SASL EXTERNAL with a client certificate, and a broker whose
-//! certificate the client does not trust refused with a TLS error. With
+//! certificate the client does not trust refused with a TLS error; a
+//! stream published and read over rabbitmq-stream+tls://. With
 //! `WARREN_CLIENT_RABBITMQ_TLS_DIR` set (`tests/client/rabbitmq-tls.sh`)
 //! the same against the RabbitMQ 3.10 anchor with TLS.
 
@@ -145,7 +146,53 @@ async fn amqps_with_plain_and_with_external_and_an_untrusted_broker_refused() {
 
     // A broker certified by a CA the client does not trust.
     an_untrusted_ca_is_refused(port, &dir.join("other-ca.pem")).await;
+
+    let stream_port = warren.listeners.stream_tls.expect("a stream TLS listener").port();
+    stream_round_trip(stream_port, &ca_file).await;
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// rabbitmq-stream+tls://: many frames of 1 KB messages published
+/// (each frame handed to the writer whole) and read back in order.
+async fn stream_round_trip(port: u16, ca_file: &Path) {
+    use futures_util::StreamExt;
+    use warren_client::stream::{Environment, Message, OffsetSpecification, StreamOptions};
+
+    let env = within(
+        Environment::builder()
+            .uri(format!("rabbitmq-stream+tls://guest:guest@localhost:{port}/%2f"))
+            .tls(TlsOptions::from_pem_files(Some(ca_file), None).unwrap())
+            .build(),
+    )
+    .await
+    .unwrap();
+    within(env.create_stream("tls-stream", &StreamOptions::default()))
+        .await
+        .unwrap();
+    let producer = within(env.producer().build("tls-stream")).await.unwrap();
+    const N: usize = 3000;
+    let body = |i: usize| format!("{i:>1000}");
+    let all = within(producer.send_all((0..N).map(|i| Message::new(body(i)))))
+        .await
+        .unwrap();
+    let outcome = within(all).await;
+    assert!(outcome.all_confirmed(), "{outcome:?}");
+    let mut consumer = within(
+        env.consumer()
+            .offset(OffsetSpecification::First)
+            .build("tls-stream"),
+    )
+    .await
+    .unwrap();
+    for i in 0..N {
+        let d = within(consumer.next()).await.unwrap().unwrap();
+        assert_eq!(
+            (d.offset(), &d.body().unwrap()[..]),
+            (i as u64, body(i).as_bytes())
+        );
+    }
+    within(env.delete_stream("tls-stream")).await.unwrap();
+    env.close().await;
 }
 
 /// The anchor's side: a RabbitMQ 3.10 node with TLS (bench/tls-anchor.sh)

@@ -143,7 +143,7 @@ pub struct Options {
     #[arg(long, default_value_t = 100)]
     pub batch_size: u32,
     /// Stream: run producers and consumers on warren-client's stream
-    /// module (which the next three options need) instead of the lean
+    /// module (which the next four options need) instead of the lean
     /// built-in one.
     #[arg(long)]
     pub warren_client: bool,
@@ -157,6 +157,10 @@ pub struct Options {
     /// or a node whose advertised host is not reachable from here).
     #[arg(long)]
     pub load_balancer: bool,
+    /// Stream: check each chunk's CRC as it is read (the built-in mode
+    /// never does).
+    #[arg(long)]
+    pub crc_check: bool,
     /// Stream: producer name (deduplication).
     #[arg(long)]
     pub producer_name: Option<String>,
@@ -220,11 +224,14 @@ impl Options {
                 "give a run time (-z) or message counts (-C / -D)".into(),
             ));
         }
-        let client_only =
-            self.sub_entry_size > 1 || self.compression != StreamCompression::None || self.load_balancer;
+        let client_only = self.sub_entry_size > 1
+            || self.compression != StreamCompression::None
+            || self.load_balancer
+            || self.crc_check;
         if client_only && !self.warren_client {
             return Err(OptionError::Invalid(
-                "--sub-entry-size, --compression and --load-balancer need --warren-client".into(),
+                "--sub-entry-size, --compression, --load-balancer and --crc-check need --warren-client"
+                    .into(),
             ));
         }
         if self.ack_every == 0 {

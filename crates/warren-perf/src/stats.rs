@@ -41,10 +41,12 @@ impl Pair {
     }
 
     fn record(&mut self, micros: &[u64]) {
-        for &v in micros {
-            let v = v.clamp(1, 3_600_000_000);
-            let _ = self.interval.record(v);
-            let _ = self.total.record(v);
+        // Messages sent together and taken together have one latency:
+        // each run of equal values is recorded once, with its count.
+        for run in micros.chunk_by(|a, b| a == b) {
+            let v = run[0].clamp(1, 3_600_000_000);
+            let _ = self.interval.record_n(v, run.len() as u64);
+            let _ = self.total.record_n(v, run.len() as u64);
         }
     }
 }

@@ -92,6 +92,40 @@ pub enum Entry {
 }
 
 impl Entry {
+    /// The entry at `at` in a chunk's data section, and where the next
+    /// one begins.
+    #[inline]
+    pub fn parse(data: &Bytes, at: usize) -> Result<(Entry, usize), CodecError> {
+        let rest = data.get(at..).unwrap_or_default();
+        if rest.len() < 4 {
+            return Err(CodecError::Truncated("chunk entry"));
+        }
+        if rest[0] & 0x80 == 0 {
+            let n = (u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) & 0x7fff_ffff) as usize;
+            if rest.len() - 4 < n {
+                return Err(CodecError::Truncated("chunk entry body"));
+            }
+            return Ok((Entry::Simple(data.slice(at + 4..at + 4 + n)), at + 4 + n));
+        }
+        if rest.len() < 11 {
+            return Err(CodecError::Truncated("sub-batch header"));
+        }
+        let compression = (rest[0] >> 4) & 0x07;
+        let records = u16::from_be_bytes([rest[1], rest[2]]);
+        let uncompressed_length = u32::from_be_bytes([rest[3], rest[4], rest[5], rest[6]]);
+        let n = u32::from_be_bytes([rest[7], rest[8], rest[9], rest[10]]) as usize;
+        if rest.len() - 11 < n {
+            return Err(CodecError::Truncated("sub-batch body"));
+        }
+        let e = Entry::SubBatch {
+            compression,
+            records,
+            uncompressed_length,
+            body: data.slice(at + 11..at + 11 + n),
+        };
+        Ok((e, at + 11 + n))
+    }
+
     pub fn records(&self) -> u32 {
         match self {
             Entry::Simple(_) => 1,
@@ -139,50 +173,29 @@ impl Chunk {
     /// With `check_crc` the data's CRC-32 must match.
     pub fn parse(b: &Bytes, check_crc: bool) -> Result<Chunk, CodecError> {
         let header = ChunkHeader::parse(b)?;
-        let start = HEADER_SIZE;
-        let end = start + header.data_length as usize;
-        if b.len() < end {
-            return Err(CodecError::Truncated("chunk data"));
-        }
-        let data = b.slice(start..end);
-        if check_crc && crc32fast::hash(&data) != header.crc {
-            return Err(CodecError::Invalid("chunk CRC mismatch".into()));
-        }
+        let data = Chunk::data(b, &header, check_crc)?;
         let mut entries = Vec::with_capacity((header.num_entries as usize).min(data.len()));
         let mut at = 0usize;
         for _ in 0..header.num_entries {
-            let rest = &data[at..];
-            if rest.len() < 4 {
-                return Err(CodecError::Truncated("chunk entry"));
-            }
-            if rest[0] & 0x80 == 0 {
-                let n = (u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) & 0x7fff_ffff) as usize;
-                if rest.len() < 4 + n {
-                    return Err(CodecError::Truncated("chunk entry body"));
-                }
-                entries.push(Entry::Simple(data.slice(at + 4..at + 4 + n)));
-                at += 4 + n;
-            } else {
-                if rest.len() < 11 {
-                    return Err(CodecError::Truncated("sub-batch header"));
-                }
-                let compression = (rest[0] >> 4) & 0x07;
-                let records = u16::from_be_bytes([rest[1], rest[2]]);
-                let uncompressed_length = u32::from_be_bytes([rest[3], rest[4], rest[5], rest[6]]);
-                let n = u32::from_be_bytes([rest[7], rest[8], rest[9], rest[10]]) as usize;
-                if rest.len() < 11 + n {
-                    return Err(CodecError::Truncated("sub-batch body"));
-                }
-                entries.push(Entry::SubBatch {
-                    compression,
-                    records,
-                    uncompressed_length,
-                    body: data.slice(at + 11..at + 11 + n),
-                });
-                at += 11 + n;
-            }
+            let (e, next) = Entry::parse(&data, at)?;
+            entries.push(e);
+            at = next;
         }
         Ok(Chunk { header, entries })
+    }
+
+    /// The data section of chunk `b` (the entries, after the header),
+    /// with `check_crc` checked against the header's CRC-32.
+    pub fn data(b: &Bytes, header: &ChunkHeader, check_crc: bool) -> Result<Bytes, CodecError> {
+        let end = HEADER_SIZE + header.data_length as usize;
+        if b.len() < end {
+            return Err(CodecError::Truncated("chunk data"));
+        }
+        let data = b.slice(HEADER_SIZE..end);
+        if check_crc && crc32fast::hash(&data) != header.crc {
+            return Err(CodecError::Invalid("chunk CRC mismatch".into()));
+        }
+        Ok(data)
     }
 
     /// Build a user chunk of simple entries (for the broker and for tests).

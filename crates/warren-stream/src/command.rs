@@ -295,6 +295,22 @@ pub fn begin_publish_version(out: &mut BytesMut, publisher_id: u8, count: u32, v
     at
 }
 
+/// The bytes of a Publish frame before its first message: size, key,
+/// version, publisher id, count.
+pub const PUBLISH_HEAD: usize = 13;
+
+/// Write the head of Publish frame `frame` (all of it: [`PUBLISH_HEAD`]
+/// bytes kept for the head, then its messages) in place: a producer that
+/// encodes its messages first sends the frame it encoded them into.
+pub fn put_publish_head(frame: &mut [u8], publisher_id: u8, count: u32, version: u16) {
+    let size = (frame.len() - 4) as u32;
+    frame[..4].copy_from_slice(&size.to_be_bytes());
+    frame[4..6].copy_from_slice(&key::PUBLISH.to_be_bytes());
+    frame[6..8].copy_from_slice(&version.to_be_bytes());
+    frame[8] = publisher_id;
+    frame[9..13].copy_from_slice(&(count as i32).to_be_bytes());
+}
+
 pub fn put_published(out: &mut BytesMut, publishing_id: u64, message: &[u8]) {
     out.put_u64(publishing_id);
     put_bytes(out, message);
@@ -673,6 +689,24 @@ mod tests {
         let f = parse_frame(&mut out, 1 << 20).unwrap().unwrap();
         assert_eq!(Command::decode(f).unwrap(), c);
         assert!(out.is_empty());
+    }
+
+    #[test]
+    fn a_publish_head_written_in_place_is_the_one_begun_in_order() {
+        for version in [1, 2] {
+            let mut begun = BytesMut::new();
+            let at = begin_publish_version(&mut begun, 7, 1, version);
+            begun.put_u64(42);
+            if version == 2 {
+                begun.put_i16(-1);
+            }
+            put_bytes(&mut begun, b"m");
+            end_frame(&mut begun, at);
+            let mut placed = begun.clone();
+            placed[..PUBLISH_HEAD].fill(0);
+            put_publish_head(&mut placed, 7, 1, version);
+            assert_eq!(placed, begun);
+        }
     }
 
     #[test]

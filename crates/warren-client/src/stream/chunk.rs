@@ -1,60 +1,155 @@
-//! A delivered chunk read into its messages: simple entries and sub-entry
-//! batches (opened when compressed), each with its offset.
+//! A delivered chunk read message by message as the consumer hands them
+//! out: simple entries and sub-entry batches (opened when compressed),
+//! each message with its offset. Nothing is gathered up front, so a
+//! message costs one slice of the chunk's bytes.
 
 use bytes::Bytes;
-use warren_stream::chunk::{Chunk, Entry, TYPE_USER};
+use warren_stream::chunk::{Chunk, ChunkHeader, Entry, TYPE_USER};
 
 use super::error::Error;
 
-/// Hand each message of a delivered chunk to `each` (offset, chunk
-/// timestamp, message), opening sub-entry batches; a chunk that is not
-/// the application's (tracking, say) has none. Checked against what the
-/// bytes hold: a broken chunk is an error, never a panic.
-pub(crate) fn read_chunk(
-    chunk: &Bytes,
-    check_crc: bool,
-    mut each: impl FnMut(u64, i64, Bytes),
-) -> Result<(), Error> {
-    let c = Chunk::parse(chunk, check_crc)?;
-    if c.header.chunk_type != TYPE_USER {
-        return Ok(());
+/// The messages of one delivered chunk, in offset order; checked against
+/// what the bytes hold as they are read: a broken chunk ends with an
+/// error, never a panic.
+pub(crate) struct ChunkReader {
+    /// The entries.
+    data: Bytes,
+    /// Where the next entry begins.
+    at: usize,
+    /// Entries not read yet.
+    entries: u16,
+    /// The next message's offset.
+    offset: u64,
+    timestamp: i64,
+    first_offset: u64,
+    records: u32,
+    /// The sub-entry batch being read: its (opened) body, where its next
+    /// message begins, and its messages not read yet.
+    batch: Option<(Bytes, usize, u16)>,
+}
+
+impl ChunkReader {
+    /// Read `chunk`, its CRC checked with `check_crc`; None for a chunk
+    /// that is not the application's (tracking, say).
+    pub(crate) fn new(chunk: &Bytes, check_crc: bool) -> Result<Option<ChunkReader>, Error> {
+        let header = ChunkHeader::parse(chunk)?;
+        let data = Chunk::data(chunk, &header, check_crc)?;
+        if header.chunk_type != TYPE_USER {
+            return Ok(None);
+        }
+        Ok(Some(ChunkReader {
+            data,
+            at: 0,
+            entries: header.num_entries,
+            offset: header.first_offset,
+            timestamp: header.timestamp,
+            first_offset: header.first_offset,
+            records: header.num_records,
+            batch: None,
+        }))
     }
-    let timestamp = c.header.timestamp;
-    let mut offset = c.header.first_offset;
-    for e in c.entries {
-        match e {
-            Entry::Simple(raw) => {
-                each(offset, timestamp, raw);
-                offset = offset.wrapping_add(1);
+
+    /// The chunk's first offset.
+    pub(crate) fn first_offset(&self) -> u64 {
+        self.first_offset
+    }
+
+    /// Its messages, as its header says.
+    pub(crate) fn records(&self) -> u32 {
+        self.records
+    }
+
+    /// The next message of the sub-entry batch being read, if any is left.
+    #[inline]
+    fn next_in_batch(&mut self) -> Option<Result<Bytes, Error>> {
+        let (body, at, left) = self.batch.as_mut()?;
+        if *left == 0 {
+            self.batch = None;
+            return None;
+        }
+        *left -= 1;
+        let rest = &body[*at..];
+        let n = match rest.get(..4) {
+            Some(l) => u32::from_be_bytes([l[0], l[1], l[2], l[3]]) as usize,
+            None => return Some(Err(Error::Protocol("a sub-entry cut short".into()))),
+        };
+        if rest.len() - 4 < n {
+            return Some(Err(Error::Protocol("a sub-entry cut short".into())));
+        }
+        let m = body.slice(*at + 4..*at + 4 + n);
+        *at += 4 + n;
+        Some(Ok(m))
+    }
+
+    /// The next message's bytes.
+    #[inline]
+    fn next_message(&mut self) -> Option<Result<Bytes, Error>> {
+        loop {
+            if let Some(m) = self.next_in_batch() {
+                return Some(m);
             }
-            Entry::SubBatch {
-                compression,
-                records,
-                body,
-                ..
-            } => {
-                let body = match compression {
-                    0 => body,
-                    c => Bytes::from(warren_stream::compression::decompress(c, &body).ok_or_else(|| {
-                        Error::Protocol(format!("a sub-entry batch that codec {c} does not open"))
-                    })?),
-                };
-                let mut at = 0usize;
-                for _ in 0..records {
-                    let rest = &body[at..];
-                    if rest.len() < 4 {
-                        return Err(Error::Protocol("a sub-entry cut short".into()));
-                    }
-                    let n = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
-                    if rest.len() - 4 < n {
-                        return Err(Error::Protocol("a sub-entry cut short".into()));
-                    }
-                    each(offset, timestamp, body.slice(at + 4..at + 4 + n));
-                    at += 4 + n;
-                    offset = offset.wrapping_add(1);
+            if self.entries == 0 {
+                return None;
+            }
+            self.entries -= 1;
+            // A simple entry (the usual kind) read here; anything else, or
+            // anything short, by the codec.
+            if let Some(&[l0, l1, l2, l3]) = self.data.get(self.at..self.at + 4) {
+                let n = u32::from_be_bytes([l0, l1, l2, l3]) as usize;
+                let start = self.at + 4;
+                if l0 & 0x80 == 0 && self.data.len() - start >= n {
+                    self.at = start + n;
+                    return Some(Ok(self.data.slice(start..start + n)));
+                }
+            }
+            let (entry, next) = match Entry::parse(&self.data, self.at) {
+                Ok(e) => e,
+                Err(e) => return Some(Err(e.into())),
+            };
+            self.at = next;
+            match entry {
+                Entry::Simple(m) => return Some(Ok(m)),
+                Entry::SubBatch {
+                    compression,
+                    records,
+                    body,
+                    ..
+                } => {
+                    let body = match compression {
+                        0 => body,
+                        c => match warren_stream::compression::decompress(c, &body) {
+                            Some(b) => Bytes::from(b),
+                            None => {
+                                let why = format!("a sub-entry batch that codec {c} does not open");
+                                return Some(Err(Error::Protocol(why)));
+                            }
+                        },
+                    };
+                    self.batch = Some((body, 0, records));
                 }
             }
         }
     }
-    Ok(())
+}
+
+impl Iterator for ChunkReader {
+    /// Each message's offset, chunk timestamp and bytes; after an error,
+    /// nothing more.
+    type Item = Result<(u64, i64, Bytes), Error>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.next_message()? {
+            Ok(m) => {
+                let offset = self.offset;
+                self.offset = offset.wrapping_add(1);
+                Some(Ok((offset, self.timestamp, m)))
+            }
+            Err(e) => {
+                self.entries = 0;
+                self.batch = None;
+                Some(Err(e))
+            }
+        }
+    }
 }

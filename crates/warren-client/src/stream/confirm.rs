@@ -48,8 +48,8 @@ pub(crate) struct Batch {
 }
 
 pub(crate) struct BatchState {
-    /// Each message's publishing id, in the call's order.
-    ids: Vec<u64>,
+    /// Messages registered so far (their ids stay with their frames).
+    len: u32,
     /// One future per message: each one's word, once it has come (and
     /// until its future takes it), and the tasks awaiting them (made on
     /// the first wait).
@@ -82,7 +82,7 @@ impl Batch {
     fn new(counted: Option<Counted>) -> Arc<Batch> {
         Arc::new(Batch {
             state: Mutex::new(BatchState {
-                ids: Vec::new(),
+                len: 0,
                 told: Vec::new(),
                 wakers: Vec::new(),
                 counted,
@@ -92,7 +92,7 @@ impl Batch {
 
     /// The messages registered so far.
     pub(crate) fn len(&self) -> usize {
-        self.state.lock().ids.len()
+        self.state.lock().len as usize
     }
 
     /// Its state, locked (to register or settle several entries at once).
@@ -115,34 +115,30 @@ impl Batch {
 }
 
 impl BatchState {
-    /// Messages under these publishing ids follow those registered
-    /// before; the index of the first.
-    pub(crate) fn append(&mut self, ids: &[u64]) -> u32 {
-        let base = self.ids.len() as u32;
-        self.ids.extend_from_slice(ids);
+    /// `n` messages follow those registered before; the index of the
+    /// first.
+    pub(crate) fn append(&mut self, n: usize) -> u32 {
+        let base = self.len;
+        self.len += n as u32;
         match self.counted.as_mut() {
-            Some(c) => c.outstanding += ids.len(),
-            None => self.told.extend(ids.iter().map(|_| None)),
+            Some(c) => c.outstanding += n,
+            None => self.told.resize(self.len as usize, None),
         }
         base
     }
 
-    /// Give messages `first..first + count` their words, waking whoever
-    /// awaits them.
-    pub(crate) fn tell(&mut self, first: u32, count: u32, told: &impl Fn(u64) -> Told) {
+    /// Give the messages from index `first` on, under publishing ids
+    /// `ids`, the broker's `word`, waking whoever awaits them.
+    pub(crate) fn tell(&mut self, first: u32, ids: &[u64], word: &Word<'_>) {
         let state = self;
-        let range = first as usize..(first + count) as usize;
+        let count = ids.len() as u32;
         if let Some(c) = state.counted.as_mut() {
-            for k in range {
-                match told(state.ids[k]) {
-                    Ok(Confirmation::Confirmed { .. }) => c.outcome.confirmed += 1,
-                    Ok(Confirmation::Rejected { publishing_id, code }) => {
-                        c.outcome.rejected.push((publishing_id, code))
-                    }
-                    Err(e) => {
-                        c.outcome.failed += 1;
-                        c.outcome.error.get_or_insert(e);
-                    }
+            match word {
+                Word::Confirmed => c.outcome.confirmed += count as usize,
+                Word::Rejected(code) => c.outcome.rejected.extend(ids.iter().map(|&id| (id, *code))),
+                Word::Failed(e) => {
+                    c.outcome.failed += count as usize;
+                    c.outcome.error.get_or_insert_with(|| (*e).clone());
                 }
             }
             c.outstanding -= count as usize;
@@ -153,11 +149,32 @@ impl BatchState {
             }
             return;
         }
-        for k in range {
-            state.told[k] = Some(told(state.ids[k]));
+        for (k, &id) in (first as usize..).zip(ids) {
+            state.told[k] = Some(word.told(id));
             if let Some(w) = state.wakers.get_mut(k).and_then(Option::take) {
                 w.wake();
             }
+        }
+    }
+}
+
+/// What the broker said of a run of entries (or why it never will).
+pub(crate) enum Word<'a> {
+    Confirmed,
+    Rejected(ResponseCode),
+    Failed(&'a Error),
+}
+
+impl Word<'_> {
+    /// The word for the message under `publishing_id`.
+    fn told(&self, publishing_id: u64) -> Told {
+        match self {
+            Word::Confirmed => Ok(Confirmation::Confirmed { publishing_id }),
+            Word::Rejected(code) => Ok(Confirmation::Rejected {
+                publishing_id,
+                code: *code,
+            }),
+            Word::Failed(e) => Err((*e).clone()),
         }
     }
 }

@@ -11,11 +11,12 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, OnceLock};
 
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use parking_lot::Mutex;
 use tokio::sync::Semaphore;
+use warren_stream::command::{put_publish_head, PUBLISH_HEAD};
 
-use super::confirm::{Batch, Confirmation, Told};
+use super::confirm::{Batch, Word};
 use super::error::{Error, ResponseCode};
 use super::metrics::Metrics;
 
@@ -23,17 +24,24 @@ use super::metrics::Metrics;
 /// taken), then numbered (under it), then registered with
 /// [`Confirms::register`].
 pub(crate) struct Frame {
-    /// Each message's publishing id: given, or None until numbered.
+    messages: usize,
+    /// Each message's publishing id, given or None; empty while none is
+    /// given (the usual case: then the frame's ids follow each other).
     given: Vec<Option<u64>>,
+    /// Each message's publishing id, once numbered.
     ids: Vec<u64>,
     entries: Vec<Entry>,
-    /// The entries' encodings (what follows each one's publishing id).
+    /// The Publish frame as it is encoded: room for its head, then each
+    /// entry's publishing id (written once numbered) and encoding.
     encoded: BytesMut,
+    /// The frame once sealed, as it goes to the outbox.
+    sealed: Bytes,
 }
 
 /// What waits under one publishing id on the wire: a message, or a
-/// sub-entry batch's messages (`count` of its call's batch from `first`),
-/// and where its encoding lies in its frame's (`start..end`).
+/// sub-entry batch's messages (`count` of its frame's from `first`), and
+/// where its encoding (what follows its publishing id) lies in its
+/// frame's (`start..end`).
 struct Entry {
     wire: u64,
     first: u32,
@@ -47,28 +55,45 @@ impl Frame {
     /// Room for `entries` entries of about `bytes` bytes in all.
     pub(crate) fn with_capacity(entries: usize, bytes: usize) -> Frame {
         Frame {
-            given: Vec::with_capacity(entries),
+            messages: 0,
+            given: Vec::new(),
             ids: Vec::new(),
             entries: Vec::with_capacity(entries),
-            encoded: BytesMut::with_capacity(bytes),
+            encoded: {
+                let mut b = BytesMut::with_capacity(PUBLISH_HEAD + bytes);
+                b.put_bytes(0, PUBLISH_HEAD);
+                b
+            },
+            sealed: Bytes::new(),
         }
     }
 
     /// An entry of the messages whose given ids are `given`; `encode`
     /// writes it (what follows its publishing id on the wire).
+    #[inline]
     pub(crate) fn entry(
         &mut self,
         given: impl Iterator<Item = Option<u64>>,
         encode: impl FnOnce(&mut BytesMut),
     ) {
-        let first = self.given.len() as u32;
-        self.given.extend(given);
+        let first = self.messages as u32;
+        for g in given {
+            if g.is_some() && self.given.is_empty() {
+                self.given.resize(self.messages, None);
+            }
+            if g.is_some() || !self.given.is_empty() {
+                self.given.push(g);
+            }
+            self.messages += 1;
+        }
+        // Its publishing id goes here once numbered.
+        self.encoded.put_u64(0);
         let start = self.encoded.len() as u32;
         encode(&mut self.encoded);
         self.entries.push(Entry {
             wire: 0,
             first,
-            count: self.given.len() as u32 - first,
+            count: self.messages as u32 - first,
             start,
             end: self.encoded.len() as u32,
             settled: false,
@@ -79,8 +104,46 @@ impl Frame {
     /// moves past every id used); each entry goes under its last
     /// message's id.
     pub(crate) fn number(&mut self, next: &mut u64) {
-        self.ids = self
-            .given
+        if self.given.is_empty() {
+            let from = *next;
+            *next += self.messages as u64;
+            self.ids = (from..*next).collect();
+        } else {
+            self.ids = self.number_given(next);
+        }
+        for e in &mut self.entries {
+            e.wire = self.ids[(e.first + e.count - 1) as usize];
+            let at = e.start as usize - 8;
+            self.encoded[at..at + 8].copy_from_slice(&e.wire.to_be_bytes());
+        }
+    }
+
+    /// The numbered frame, its head written for this publisher and
+    /// frame version: the bytes to queue for the socket (which the
+    /// producer keeps too, until its entries are confirmed).
+    pub(crate) fn seal(&mut self, publisher_id: u8, version: u16) -> Bytes {
+        put_publish_head(
+            &mut self.encoded,
+            publisher_id,
+            self.entries.len() as u32,
+            version,
+        );
+        self.sealed = std::mem::take(&mut self.encoded).freeze();
+        self.sealed.clone()
+    }
+
+    /// Its bytes, sealed or not.
+    fn frame_bytes(&self) -> &[u8] {
+        if self.sealed.is_empty() {
+            &self.encoded
+        } else {
+            &self.sealed
+        }
+    }
+
+    /// Number around the given ids.
+    fn number_given(&self, next: &mut u64) -> Vec<u64> {
+        self.given
             .iter()
             .map(|g| match *g {
                 Some(id) => {
@@ -92,27 +155,25 @@ impl Frame {
                     *next - 1
                 }
             })
-            .collect();
-        for e in &mut self.entries {
-            e.wire = self.ids[(e.first + e.count - 1) as usize];
-        }
+            .collect()
     }
 
     /// Its messages.
     pub(crate) fn messages(&self) -> usize {
-        self.given.len()
+        self.messages
     }
 
     /// Bytes encoded.
     pub(crate) fn bytes(&self) -> usize {
-        self.encoded.len()
+        self.frame_bytes().len()
     }
 
     /// Each entry's wire id and encoding, in order.
-    pub(crate) fn entries(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
+    #[cfg(test)]
+    fn entries(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
         self.entries
             .iter()
-            .map(|e| (e.wire, &self.encoded[e.start as usize..e.end as usize]))
+            .map(|e| (e.wire, &self.frame_bytes()[e.start as usize..e.end as usize]))
     }
 
     /// Its entries.
@@ -125,6 +186,10 @@ impl Frame {
 /// call's batch.
 struct Sent {
     batch: Arc<Batch>,
+    /// The index in its batch of its first message.
+    base: u32,
+    /// Each message's publishing id.
+    ids: Vec<u64>,
     entries: Vec<Entry>,
     encoded: Bytes,
     /// Entries not settled yet.
@@ -139,6 +204,14 @@ struct Sent {
     cursor: usize,
 }
 
+impl Sent {
+    /// Tell the messages `first..first + count` of the frame `word`.
+    fn tell(&self, first: u32, count: u32, word: &Word<'_>) {
+        let ids = &self.ids[first as usize..(first + count) as usize];
+        self.batch.lock().tell(self.base + first, ids, word);
+    }
+}
+
 #[derive(Default)]
 struct Pending {
     frames: VecDeque<Sent>,
@@ -150,8 +223,10 @@ struct Pending {
 }
 
 impl Pending {
-    /// The frame and entry under wire id `id`, if it is outstanding.
-    fn find(&self, id: u64) -> Option<(usize, usize)> {
+    /// The frame and entry under wire id `id`, if it is outstanding;
+    /// looked for first in frame `near` (where the id before it was) and
+    /// the one after it.
+    fn find(&self, id: u64, near: usize) -> Option<(usize, usize)> {
         let in_frame = |f: &Sent| {
             if id < f.low || id > f.high {
                 return None;
@@ -173,10 +248,11 @@ impl Pending {
             }
             f.entries.iter().position(|e| e.wire == id && !e.settled)
         };
-        // Confirms come in order: the first frame, nearly always.
-        if let Some(f) = self.frames.front() {
-            if let Some(e) = in_frame(f) {
-                return Some((0, e));
+        // Confirms come in order: in the frame of the id before, or the
+        // next one, nearly always.
+        for at in [near, near + 1] {
+            if let Some(e) = self.frames.get(at).and_then(in_frame) {
+                return Some((at, e));
             }
         }
         if self.ordered {
@@ -283,16 +359,20 @@ impl Confirms {
     /// messages: their words go to `batch` (the send call's), after the
     /// messages registered there before.
     pub(crate) fn register(&self, frame: Frame, batch: &Arc<Batch>) {
-        let base = batch.lock().append(&frame.ids);
-        let mut entries = frame.entries;
-        for e in &mut entries {
-            e.first += base;
-        }
-        let (low, high) = entries
-            .iter()
-            .fold((u64::MAX, 0), |(l, h), e| (l.min(e.wire), h.max(e.wire)));
-        let sorted = entries.windows(2).all(|w| w[0].wire < w[1].wire);
         let messages = frame.ids.len();
+        let base = batch.lock().append(messages);
+        let entries = frame.entries;
+        let (low, high, sorted) = match (&entries[..], frame.given.is_empty()) {
+            // Numbered here: in order.
+            ([first, .., last], true) => (first.wire, last.wire, true),
+            ([one], true) => (one.wire, one.wire, true),
+            _ => {
+                let (low, high) = entries
+                    .iter()
+                    .fold((u64::MAX, 0), |(l, h), e| (l.min(e.wire), h.max(e.wire)));
+                (low, high, entries.windows(2).all(|w| w[0].wire < w[1].wire))
+            }
+        };
         let mut p = self.pending.lock();
         if p.frames.back().is_some_and(|f| f.high >= low) {
             p.ordered = false;
@@ -300,9 +380,14 @@ impl Confirms {
         p.messages += messages;
         p.frames.push_back(Sent {
             batch: batch.clone(),
+            base,
+            ids: frame.ids,
             open: entries.len(),
             entries,
-            encoded: frame.encoded.freeze(),
+            encoded: match frame.sealed.is_empty() {
+                true => frame.encoded.freeze(),
+                false => frame.sealed,
+            },
             low,
             high,
             sorted,
@@ -310,31 +395,56 @@ impl Confirms {
         });
     }
 
-    /// Settle what waits under these wire ids, giving their places back
-    /// and counting them (`report`) into the metrics.
-    fn settle(
-        &self,
-        ids: impl IntoIterator<Item = u64>,
-        told: impl Fn(u64) -> Told,
-        report: fn(&dyn Metrics, &str, u64),
-    ) {
+    /// Settle what waits under these wire ids with the broker's `word`,
+    /// giving their places back and counting them (`report`) into the
+    /// metrics.
+    fn settle(&self, ids: &[u64], word: Word<'_>, report: fn(&dyn Metrics, &str, u64)) {
         let mut settled = 0usize;
         // Frames are dropped after the lock is let go.
         let mut done = Vec::new();
         {
             let mut p = self.pending.lock();
-            for id in ids {
-                let Some((f, e)) = p.find(id) else { continue };
+            // Entries settled one after another in one frame are told in
+            // one go (one lock of their batch): confirms come in order.
+            let mut run: Option<(usize, u32, u32)> = None;
+            let mut near = 0;
+            let mut i = 0;
+            while i < ids.len() {
+                let Some((f, e)) = p.find(ids[i], near) else {
+                    i += 1;
+                    continue;
+                };
+                near = f;
                 let frame = &mut p.frames[f];
-                let entry = &mut frame.entries[e];
-                entry.settled = true;
-                let (first, count) = (entry.first, entry.count);
-                frame.batch.lock().tell(first, count, &told);
-                frame.open -= 1;
+                // This entry, and those after it that the next ids name:
+                // settled in one sweep.
+                let (mut k, mut count) = (e, 0u32);
+                while let Some(x) = frame
+                    .entries
+                    .get_mut(k)
+                    .filter(|x| i < ids.len() && x.wire == ids[i] && !x.settled)
+                {
+                    x.settled = true;
+                    count += x.count;
+                    (k, i) = (k + 1, i + 1);
+                }
+                let first = frame.entries[e].first;
+                frame.open -= k - e;
                 while frame.entries.get(frame.cursor).is_some_and(|e| e.settled) {
                     frame.cursor += 1;
                 }
                 settled += count as usize;
+                match &mut run {
+                    Some((rf, rfirst, rcount)) if *rf == f && *rfirst + *rcount == first => *rcount += count,
+                    _ => {
+                        if let Some((rf, rfirst, rcount)) = run.replace((f, first, count)) {
+                            p.frames[rf].tell(rfirst, rcount, &word);
+                        }
+                    }
+                }
+            }
+            if let Some((rf, rfirst, rcount)) = run {
+                p.frames[rf].tell(rfirst, rcount, &word);
             }
             p.messages -= settled;
             while p.frames.front().is_some_and(|f| f.open == 0) {
@@ -355,23 +465,14 @@ impl Confirms {
 
     /// PublishConfirm: these ids are stored.
     pub(crate) fn confirmed(&self, ids: &[u64]) {
-        self.settle(
-            ids.iter().copied(),
-            |publishing_id| Ok(Confirmation::Confirmed { publishing_id }),
-            |m, s, n| m.confirmed(s, n),
-        );
+        self.settle(ids, Word::Confirmed, |m, s, n| m.confirmed(s, n));
     }
 
     /// PublishError: this id was refused.
     pub(crate) fn rejected(&self, wire: u64, code: u16) {
         self.settle(
-            [wire],
-            |publishing_id| {
-                Ok(Confirmation::Rejected {
-                    publishing_id,
-                    code: ResponseCode::from_u16(code),
-                })
-            },
+            &[wire],
+            Word::Rejected(ResponseCode::from_u16(code)),
             |m, s, n| m.errored(s, n),
         );
     }
@@ -388,7 +489,7 @@ impl Confirms {
                 .map(|e| e.wire)
                 .collect()
         };
-        self.settle(all, |_| Err(why.clone()), |m, s, n| m.errored(s, n));
+        self.settle(&all, Word::Failed(why), |m, s, n| m.errored(s, n));
     }
 
     /// How many publishes await their confirm.
@@ -400,7 +501,7 @@ impl Confirms {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stream::confirm::Confirm;
+    use crate::stream::confirm::{Confirm, Confirmation};
 
     /// Register one entry per id (each id its own message, given that
     /// id, encoded as the id in text) as one frame.
@@ -492,5 +593,53 @@ mod tests {
         assert_eq!(outcome.confirmed, 8);
         assert_eq!(outcome.rejected, vec![(5, ResponseCode::StreamDoesNotExist)]);
         assert!(!outcome.all_confirmed());
+    }
+
+    #[test]
+    fn a_frame_numbers_around_ids_given_after_others_were_not() {
+        let mut f = Frame::with_capacity(3, 8);
+        f.entry([None].into_iter(), |out| {
+            out.put_u32(1);
+            out.put_slice(b"a")
+        });
+        f.entry([Some(100)].into_iter(), |out| {
+            out.put_u32(1);
+            out.put_slice(b"b")
+        });
+        f.entry([None].into_iter(), |out| {
+            out.put_u32(1);
+            out.put_slice(b"c")
+        });
+        let mut next = 4;
+        f.number(&mut next);
+        assert_eq!(f.entries().map(|(w, _)| w).collect::<Vec<_>>(), vec![4, 100, 101]);
+        assert_eq!(next, 102);
+        let mut plain = Frame::with_capacity(2, 8);
+        plain.entry([None, None].into_iter(), |out| out.extend_from_slice(b"ab"));
+        plain.entry([None].into_iter(), |out| out.extend_from_slice(b"c"));
+        plain.number(&mut next);
+        assert_eq!(
+            plain.entries().map(|(w, _)| w).collect::<Vec<_>>(),
+            vec![103, 104]
+        );
+        assert_eq!((next, plain.messages()), (105, 3));
+        // Sealed, it is the Publish frame: the ids written in place.
+        let mut sealed = BytesMut::from(&f.seal(9, 1)[..]);
+        let parsed = warren_stream::command::parse_frame(&mut sealed, 1 << 20)
+            .unwrap()
+            .unwrap();
+        let (publisher, entries) = warren_stream::publish::parse_publish(parsed).unwrap();
+        assert_eq!(publisher, 9);
+        let ids: Vec<u64> = entries.iter().map(|e| e.publishing_id).collect();
+        assert_eq!(ids, vec![4, 100, 101]);
+        assert!(sealed.is_empty(), "one whole frame");
+        assert_eq!(
+            f.entries().map(|(_, e)| e.to_vec()).collect::<Vec<_>>(),
+            vec![
+                b"\0\0\0\x01a".to_vec(),
+                b"\0\0\0\x01b".to_vec(),
+                b"\0\0\0\x01c".to_vec()
+            ]
+        );
     }
 }

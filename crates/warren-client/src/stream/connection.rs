@@ -22,6 +22,7 @@ use super::confirms::Confirms;
 use super::error::{Error, ResponseCode};
 use super::handshake::{self, Opened, CALL_TIMEOUT, READ_FRAME_MAX};
 use super::metadata::{self, Endpoint, Placement, Role};
+use super::outbox::Outbox;
 use crate::socket::{ReadHalf, WriteHalf};
 use crate::tls::TlsOptions;
 use crate::uri::AmqpUri;
@@ -55,7 +56,7 @@ pub(crate) enum Event {
 }
 
 pub(crate) struct Connection {
-    outbox: Mutex<BytesMut>,
+    outbox: Mutex<Outbox>,
     filled: Notify,
     taken: Notify,
     calls: Mutex<HashMap<u32, oneshot::Sender<Response>>>,
@@ -90,7 +91,7 @@ impl Connection {
         let (read, write) = socket.split();
         let (done, _) = watch::channel(false);
         let c = Arc::new(Connection {
-            outbox: Mutex::new(BytesMut::with_capacity(64 * 1024)),
+            outbox: Mutex::new(Outbox::with_capacity(64 * 1024)),
             filled: Notify::new(),
             taken: Notify::new(),
             calls: Mutex::new(HashMap::new()),
@@ -203,7 +204,7 @@ impl Connection {
     /// Queue the frames `encode` appends, waiting while the outbox is
     /// over its limit. `encode` runs whole under the outbox's lock, so
     /// frames of one call are never interleaved with another's.
-    pub(crate) async fn send_with<R>(&self, encode: impl FnOnce(&mut BytesMut) -> R) -> Result<R, Error> {
+    pub(crate) async fn send_with<R>(&self, encode: impl FnOnce(&mut Outbox) -> R) -> Result<R, Error> {
         let mut encode = Some(encode);
         loop {
             let room = self.taken.notified();
@@ -558,7 +559,7 @@ fn take_where<T>(map: &mut HashMap<u8, T>, pick: impl Fn(&T) -> bool) -> Vec<T> 
 
 async fn write_loop(c: Arc<Connection>, mut out: WriteHalf, heartbeat: Option<Duration>) {
     let mut stopped = c.done.subscribe();
-    let mut taken = BytesMut::with_capacity(64 * 1024);
+    let mut taken = Vec::new();
     let idle = heartbeat.unwrap_or(Duration::from_secs(3600));
     let mut beat = tokio::time::interval(idle / 2);
     beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -580,17 +581,13 @@ async fn write_loop(c: Arc<Connection>, mut out: WriteHalf, heartbeat: Option<Du
                 if outbox.is_empty() {
                     break;
                 }
-                std::mem::swap(&mut *outbox, &mut taken);
+                outbox.take(&mut taken);
             }
             c.taken.notify_waiters();
             last_write = Instant::now();
-            if let Err(e) = out.write_all(&taken).await {
+            if let Err(e) = out.write_all_pieces(&mut taken).await {
                 c.end(Error::ConnectionLost(format!("writing: {e}")));
                 break;
-            }
-            taken.clear();
-            if taken.capacity() > OUTBOX_LIMIT {
-                taken = BytesMut::with_capacity(64 * 1024);
             }
         }
         if *stopped.borrow() {

@@ -6,7 +6,6 @@
 //! message handed out. A single-active-consumer member answers the
 //! broker's consumer updates as it is polled (see [`super::single_active`]).
 
-use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -18,7 +17,7 @@ use futures_core::Stream;
 use tokio::sync::mpsc;
 use warren_stream::command::{key, Command};
 
-use super::chunk::read_chunk;
+use super::chunk::ChunkReader;
 use super::commands;
 use super::connection::{Connection, Event};
 use super::environment::Environment;
@@ -293,7 +292,7 @@ impl ConsumerBuilder {
             offset,
             sub,
             how: Arc::new(how),
-            ready: VecDeque::new(),
+            ready: None,
             last: None,
             check_crc: self.check_crc,
             tracker: self.name.as_ref().and_then(|_| Tracker::new(self.tracking)),
@@ -462,8 +461,8 @@ pub struct Consumer {
     how: Arc<Subscribing>,
     /// Where it started.
     offset: OffsetSpecification,
-    /// Messages of the chunk taken last, not yet handed out.
-    ready: VecDeque<Delivery>,
+    /// The chunk taken last, read as its messages are handed out.
+    ready: Option<ChunkReader>,
     /// The last offset handed out.
     last: Option<u64>,
     /// Offsets below this are skipped (a chunk holds the asked-for
@@ -529,7 +528,7 @@ impl Consumer {
         let mut flushed = None;
         if !active {
             self.stepped_down = true;
-            self.ready.clear();
+            self.ready = None;
             flushed = self.tracker.as_mut().and_then(Tracker::closing);
             if let Some(o) = flushed {
                 let _ = self.store_offset(o);
@@ -604,35 +603,55 @@ impl Consumer {
         if self.stepped_down {
             return Ok(());
         }
-        let from = self.from;
-        let (keep, ready) = (self.post_filter.as_ref(), &mut self.ready);
-        let (mut records, mut first, before) = (0u64, None, ready.len());
-        read_chunk(&chunk, self.check_crc, |offset, timestamp, raw| {
-            records += 1;
-            first.get_or_insert(offset);
-            if offset >= from {
-                let d = Delivery {
-                    offset,
-                    timestamp,
-                    raw,
-                };
-                if keep.is_none_or(|f| f(&d)) {
-                    ready.push_back(d);
-                }
-            }
-        })?;
-        if let (Some(c), Some(f)) = (committed, first) {
-            self.lag = Some(c.saturating_sub(f));
+        let Some(reader) = ChunkReader::new(&chunk, self.check_crc)? else {
+            return Ok(());
+        };
+        if let Some(c) = committed {
+            self.lag = Some(c.saturating_sub(reader.first_offset()));
         }
         if let Some(m) = self.how.env.metrics() {
             let stream = &self.how.stream;
-            m.chunk(stream, records);
-            m.consumed(stream, (self.ready.len() - before) as u64);
+            m.chunk(stream, reader.records() as u64);
             if let Some(l) = self.lag {
                 m.lag(stream, l);
             }
         }
+        self.ready = Some(reader);
         Ok(())
+    }
+
+    /// The next message of the chunk taken last that is the
+    /// application's (at or after where it started, and kept by its
+    /// post-filter); None once the chunk is read.
+    #[inline]
+    fn next_ready(&mut self) -> Option<Result<Delivery, Error>> {
+        let reader = self.ready.as_mut()?;
+        for m in reader.by_ref() {
+            let (offset, timestamp, raw) = match m {
+                Ok(m) => m,
+                Err(e) => {
+                    self.ready = None;
+                    return Some(Err(e));
+                }
+            };
+            if offset < self.from {
+                continue;
+            }
+            let d = Delivery {
+                offset,
+                timestamp,
+                raw,
+            };
+            if self.post_filter.as_ref().is_some_and(|keep| !keep(&d)) {
+                continue;
+            }
+            if let Some(m) = self.how.env.metrics() {
+                m.consumed(&self.how.stream, 1);
+            }
+            return Some(Ok(d));
+        }
+        self.ready = None;
+        None
     }
 
     /// With [`ConsumerBuilder::manual_credit`]: let the broker send up to
@@ -674,7 +693,14 @@ impl Stream for Consumer {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         loop {
-            if let Some(d) = self.ready.pop_front() {
+            if let Some(d) = self.next_ready() {
+                let d = match d {
+                    Ok(d) => d,
+                    Err(e) => {
+                        self.closed = true;
+                        return Poll::Ready(Some(Err(e)));
+                    }
+                };
                 self.last = Some(d.offset);
                 if let Some(o) = self.tracker.as_mut().and_then(|t| t.handed_out(d.offset)) {
                     let _ = self.store_offset(o);

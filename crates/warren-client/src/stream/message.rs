@@ -28,8 +28,6 @@ pub struct Message {
     /// without one itself. A named producer's broker drops an id it has
     /// already stored (deduplication).
     pub publishing_id: Option<u64>,
-    /// Its filter value, which the producer's extractor gave it.
-    pub(crate) filter_value: Option<String>,
 }
 
 impl Message {
@@ -62,6 +60,7 @@ impl Message {
     }
 
     /// Append the message's AMQP 1.0 encoding.
+    #[inline]
     pub(crate) fn encode(&self, out: &mut BytesMut) {
         if !self.application_properties.is_empty() {
             let map = self

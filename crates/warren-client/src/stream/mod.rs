@@ -60,6 +60,7 @@ mod message;
 mod metadata;
 mod metrics;
 mod offset;
+mod outbox;
 mod producer;
 pub mod single_active;
 mod super_consumer;
@@ -101,10 +102,12 @@ pub mod fuzzing {
     pub fn read_chunk(data: &[u8]) {
         let chunk = bytes::Bytes::copy_from_slice(data);
         for crc in [true, false] {
-            let _ = super::chunk::read_chunk(&chunk, crc, |_, _, raw| {
-                let _ = super::message::decode(&raw);
-                let _ = super::message::body(&raw);
-            });
+            if let Ok(Some(reader)) = super::chunk::ChunkReader::new(&chunk, crc) {
+                for (_, _, raw) in reader.map_while(Result::ok) {
+                    let _ = super::message::decode(&raw);
+                    let _ = super::message::body(&raw);
+                }
+            }
         }
     }
 }

@@ -5,6 +5,7 @@
 //! moves is recovered by a task of its own: attached to the new leader,
 //! the producer sends its unconfirmed entries again first.
 
+use std::borrow::Borrow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +17,7 @@ use warren_stream::command::{begin_publish_version, end_frame, key, Command};
 use super::confirm::{Batch, BatchConfirm, Confirm};
 use super::confirms::{Confirms, Frame};
 use super::connection::Connection;
-use super::entry::Pending;
+use super::entry::{put_simple, put_sub_batch, sub_batch};
 use super::environment::Environment;
 use super::error::{recoverable, Error};
 use super::message::Message;
@@ -428,10 +429,12 @@ impl Producer {
     /// in-flight limit is reached or the producer recovers. Messages
     /// without a publishing id are numbered as their frame goes into the
     /// outbox, so ids follow the order on the wire (what deduplication
-    /// needs) even when tasks share the producer.
-    pub async fn send_batch<I>(&self, messages: I) -> Result<Vec<Confirm>, Error>
+    /// needs) even when tasks share the producer. Messages may be given
+    /// or lent (`&Message`): each is read once, as it is encoded.
+    pub async fn send_batch<I, M>(&self, messages: I) -> Result<Vec<Confirm>, Error>
     where
-        I: IntoIterator<Item = Message>,
+        I: IntoIterator<Item = M>,
+        M: Borrow<Message>,
     {
         let batch = Batch::each();
         self.send_into(messages, &batch).await?;
@@ -451,9 +454,10 @@ impl Producer {
     /// assert!(outcome.all_confirmed(), "{} confirmed, {:?} refused", outcome.confirmed, outcome.rejected);
     /// # Ok(()) }
     /// ```
-    pub async fn send_all<I>(&self, messages: I) -> Result<BatchConfirm, Error>
+    pub async fn send_all<I, M>(&self, messages: I) -> Result<BatchConfirm, Error>
     where
-        I: IntoIterator<Item = Message>,
+        I: IntoIterator<Item = M>,
+        M: Borrow<Message>,
     {
         let batch = Batch::counted();
         self.send_into(messages, &batch).await?;
@@ -462,9 +466,10 @@ impl Producer {
     }
 
     /// Publish `messages`, their words going to `batch`.
-    async fn send_into<I>(&self, messages: I, batch: &Arc<Batch>) -> Result<(), Error>
+    async fn send_into<I, M>(&self, messages: I, batch: &Arc<Batch>) -> Result<(), Error>
     where
-        I: IntoIterator<Item = Message>,
+        I: IntoIterator<Item = M>,
+        M: Borrow<Message>,
     {
         let s = &*self.shared;
         let per_entry = s.sub_entry_size;
@@ -486,17 +491,17 @@ impl Producer {
                 && frame.len() < per_frame
                 && (frame.len() == 0 || frame.bytes() < frame_bytes)
             {
-                let e = match per_entry {
-                    1 => {
-                        let mut m = it.next().expect("peeked");
-                        if let Some(f) = &s.filter_value {
-                            m.filter_value = f(&m);
-                        }
-                        Pending::simple(m)
-                    }
-                    n => Pending::sub_entry(it.by_ref().take(n), s.compression.code()),
-                };
-                frame.entry(e.given_ids(), |out| e.encode(out, v2));
+                if per_entry == 1 {
+                    let m = it.next().expect("peeked");
+                    let m = m.borrow();
+                    let filter = s.filter_value.as_ref().and_then(|f| f(m));
+                    frame.entry(std::iter::once(m.publishing_id), |out| {
+                        put_simple(out, m, filter.as_deref(), v2)
+                    });
+                } else {
+                    let (e, ids) = sub_batch(it.by_ref().take(per_entry), s.compression.code());
+                    frame.entry(ids.into_iter(), |out| put_sub_batch(out, &e, v2));
+                }
             }
             let messages = frame.messages();
             let mut frame = Some(frame);
@@ -518,12 +523,7 @@ impl Producer {
                         let mut frame = frame.take().expect("sent once");
                         let mut next = s.next.load(Ordering::Relaxed);
                         frame.number(&mut next);
-                        let at = begin_publish_version(buf, pid, frame.len() as u32, version);
-                        for (wire, encoded) in frame.entries() {
-                            buf.put_u64(wire);
-                            buf.extend_from_slice(encoded);
-                        }
-                        end_frame(buf, at);
+                        buf.hand_over(frame.seal(pid, version));
                         s.next.store(next, Ordering::Relaxed);
                         s.confirms.register(frame, batch);
                     })

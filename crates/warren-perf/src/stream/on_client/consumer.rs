@@ -33,38 +33,38 @@ pub async fn run(
     stop: Arc<AtomicBool>,
 ) -> Result<(), Error> {
     let env = super::environment(opts, &spec.uri, "warren-perf consumer").await?;
-    let mut builder = env.consumer().offset(spec.offset);
+    let mut builder = env.consumer().offset(spec.offset).check_crc(opts.crc_check);
     if let Some(n) = &spec.name {
         builder = builder.name(n.clone()).tracking(Tracking::default());
     }
     let mut consumer = builder.build(&spec.stream).await?;
     let mut received = 0u64;
     let mut latencies = Vec::with_capacity(BURST);
-    let mut burst = Vec::with_capacity(BURST);
     while !stop.load(Ordering::Relaxed) && (spec.limit == 0 || received < spec.limit) {
         let first = match tokio::time::timeout(STOP_CHECK, consumer.next()).await {
             Err(_) => continue,
             Ok(None) => break,
             Ok(Some(d)) => d?,
         };
-        burst.clear();
-        burst.push(first);
-        while burst.len() < BURST {
-            match consumer.next().now_or_never() {
-                Some(Some(d)) => burst.push(d?),
-                _ => break,
-            }
-        }
+        // Then what is ready at once, each message looked at as it comes.
         let now = now_nanos();
         latencies.clear();
-        latencies.extend(
-            burst
-                .iter()
-                .filter_map(|d| super::super::sent_at(d.raw()))
-                .map(|ts| now.saturating_sub(ts) / 1000),
-        );
-        received += burst.len() as u64;
-        stats.received.fetch_add(burst.len() as u64, Ordering::Relaxed);
+        let mut burst = 0u64;
+        let mut next = Some(first);
+        while let Some(d) = next.take() {
+            burst += 1;
+            if let Some(ts) = super::super::sent_at(d.raw()) {
+                latencies.push(now.saturating_sub(ts) / 1000);
+            }
+            if burst < BURST as u64 {
+                next = match consumer.next().now_or_never() {
+                    Some(Some(d)) => Some(d?),
+                    _ => None,
+                };
+            }
+        }
+        received += burst;
+        stats.received.fetch_add(burst, Ordering::Relaxed);
         stats.consumer_latencies(&latencies);
     }
     let _ = consumer.close().await;

@@ -72,9 +72,10 @@ pub async fn run(
         if stamped {
             body[..8].copy_from_slice(&ts.to_be_bytes());
         }
-        let shared = body.clone().freeze();
+        // One message, lent to the producer for each publish of the batch.
+        let message = Message::new(body.clone().freeze());
         let confirms = producer
-            .send_all((0..batch).map(|_| Message::new(shared.clone())))
+            .send_all(std::iter::repeat_n(&message, batch as usize))
             .await?;
         sent += batch;
         stats.sent.fetch_add(batch, Ordering::Relaxed);
