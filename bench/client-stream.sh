@@ -11,6 +11,9 @@
 #       filled beforehand, each body taken out of its AMQP 1.0 encoding
 #
 #   bench/client-stream.sh [SECS] [MSGS] [REPEAT]   (default 5 s, 2,000,000, 3)
+#   NODES=3 bench/client-stream.sh ...   (three Warren nodes, bench/cluster_lib.sh:
+#       streams created through node 1, which leads them; each client
+#       publishes to the leader and reads from where it chooses)
 #
 # The clients take turns, the order alternating; the summary gives each
 # point's medians and the ratio. Rows go to bench/out/client-stream.tsv.
@@ -23,14 +26,22 @@ OUT=bench/out
 mkdir -p "$OUT"
 cargo build -q --release -p warren-server
 cargo build -q --release -p client-bench
-rm -rf "$OUT/warren-stream-data"
-./target/release/warren --amqp-listen 127.0.0.1:5680 --stream-listen 127.0.0.1:5681 \
-  --http-listen 127.0.0.1:0 --prometheus-listen 127.0.0.1:0 \
-  --data-dir "$OUT/warren-stream-data" > "$OUT/warren-stream.log" 2>&1 &
-WARREN_PID=$!
-trap 'kill $WARREN_PID 2>/dev/null || true; wait $WARREN_PID 2>/dev/null || true; rm -rf "$OUT/warren-stream-data"' EXIT
-sleep 1
-URI="rabbitmq-stream://guest:guest@127.0.0.1:5681/%2f"
+if [ "${NODES:-1}" = 3 ]; then
+  OUT=bench/out/client-stream-3
+  WARREN_ONLY=1
+  source bench/cluster_lib.sh
+  start_clusters > "$OUT/start.log" 2>&1
+  URI="rabbitmq-stream://guest:guest@127.0.0.1:5791/%2f"
+else
+  rm -rf "$OUT/warren-stream-data"
+  ./target/release/warren --amqp-listen 127.0.0.1:5680 --stream-listen 127.0.0.1:5681 \
+    --http-listen 127.0.0.1:0 --prometheus-listen 127.0.0.1:0 \
+    --data-dir "$OUT/warren-stream-data" > "$OUT/warren-stream.log" 2>&1 &
+  WARREN_PID=$!
+  trap 'kill $WARREN_PID 2>/dev/null || true; wait $WARREN_PID 2>/dev/null || true; rm -rf "$OUT/warren-stream-data"' EXIT
+  sleep 1
+  URI="rabbitmq-stream://guest:guest@127.0.0.1:5681/%2f"
+fi
 TSV="$OUT/client-stream.tsv"
 : > "$TSV"
 bench() { timeout 300 ./target/release/client-bench "$URI" "$@" | tee -a "$TSV" | cut -f1,2,3,8,9,10,11,12; }
