@@ -92,16 +92,6 @@ impl ChunkReader {
                 return None;
             }
             self.entries -= 1;
-            // A simple entry (the usual kind) read here; anything else, or
-            // anything short, by the codec.
-            if let Some(&[l0, l1, l2, l3]) = self.data.get(self.at..self.at + 4) {
-                let n = u32::from_be_bytes([l0, l1, l2, l3]) as usize;
-                let start = self.at + 4;
-                if l0 & 0x80 == 0 && self.data.len() - start >= n {
-                    self.at = start + n;
-                    return Some(Ok(self.data.slice(start..start + n)));
-                }
-            }
             let (entry, next) = match Entry::parse(&self.data, self.at) {
                 Ok(e) => e,
                 Err(e) => return Some(Err(e.into())),

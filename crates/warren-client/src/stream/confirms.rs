@@ -355,10 +355,11 @@ impl Confirms {
             .forget();
     }
 
-    /// A frame's entries are on their way, holding places taken for its
-    /// messages: their words go to `batch` (the send call's), after the
-    /// messages registered there before.
+    /// A sealed frame's entries are on their way, holding places taken
+    /// for its messages: their words go to `batch` (the send call's),
+    /// after the messages registered there before.
     pub(crate) fn register(&self, frame: Frame, batch: &Arc<Batch>) {
+        debug_assert!(!frame.sealed.is_empty(), "registered once sealed");
         let messages = frame.ids.len();
         let base = batch.lock().append(messages);
         let entries = frame.entries;
@@ -384,10 +385,7 @@ impl Confirms {
             ids: frame.ids,
             open: entries.len(),
             entries,
-            encoded: match frame.sealed.is_empty() {
-                true => frame.encoded.freeze(),
-                false => frame.sealed,
-            },
+            encoded: frame.sealed,
             low,
             high,
             sorted,
@@ -513,6 +511,7 @@ mod tests {
             });
         }
         f.number(&mut 0);
+        let _ = f.seal(0, 1);
         c.register(f, batch);
     }
 
@@ -558,6 +557,7 @@ mod tests {
         let mut next = 4;
         f.number(&mut next);
         assert_eq!((next, f.entries().next().unwrap().0), (6, 5), "under the last id");
+        let _ = f.seal(0, 1);
         c.register(f, &batch);
         assert_eq!(c.outstanding(), 2);
         c.confirmed(&[5]);
