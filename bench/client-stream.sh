@@ -44,7 +44,13 @@ else
 fi
 TSV="$OUT/client-stream.tsv"
 : > "$TSV"
-bench() { timeout 300 ./target/release/client-bench "$URI" "$@" | tee -a "$TSV" | cut -f1,2,3,8,9,10,11,12; }
+# Each run starts with what the last one wrote on disk (sync): writeback
+# left over from a fill or a publish run otherwise lands in the next run
+# (1 KB on three nodes moved 128k-263k msg/s run to run without it).
+bench() {
+  sync
+  timeout 300 ./target/release/client-bench "$URI" "$@" | tee -a "$TSV" | cut -f1,2,3,8,9,10,11,12
+}
 ORDERS=("warren rabbitmq-stream-client" "rabbitmq-stream-client warren")
 for r in $(seq "$REPEAT"); do
   for size in 12 1000; do

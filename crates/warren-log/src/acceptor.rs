@@ -137,6 +137,8 @@ impl Log {
     /// first offset. Cut::Nothing when nothing went.
     pub fn cut_to(&mut self, leader: &Overview) -> Result<Cut> {
         let last = self.view.snapshot().segments.iter().rev().find_map(|s| s.last);
+        // What is cut may be written again at the same places.
+        self.view.clear_recent();
         let cut = accept(&self.dir, leader)?;
         if cut == Cut::Nothing || last.is_some_and(|r| cut == Cut::After(r.chunk_id)) {
             return Ok(Cut::Nothing);

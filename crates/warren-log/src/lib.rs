@@ -30,6 +30,7 @@ pub mod files;
 mod log;
 mod overview;
 mod reader;
+pub mod recent;
 #[cfg(test)]
 mod tests;
 pub mod tracking;

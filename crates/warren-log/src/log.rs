@@ -8,7 +8,7 @@
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use warren_stream::chunk::{ChunkHeader, Entry, HEADER_SIZE};
@@ -16,6 +16,7 @@ use warren_stream::chunk::{ChunkHeader, Entry, HEADER_SIZE};
 use crate::bloom;
 use crate::error::{LogError, Result};
 use crate::files::{self, IndexRecord, FILE_HEADER, INDEX_MAGIC, INDEX_RECORD, SEGMENT_MAGIC};
+use crate::recent::{Place, Recent};
 use crate::tracking::{Delta, Tracking};
 
 /// Chunk types (osiris.hrl).
@@ -81,11 +82,34 @@ pub struct ViewState {
 pub struct View {
     pub dir: PathBuf,
     pub state: RwLock<ViewState>,
+    /// The newest chunks, whole, for replication readers.
+    recent: Mutex<Recent>,
 }
 
 impl View {
     pub fn snapshot(&self) -> ViewState {
         self.state.read().expect("view lock").clone()
+    }
+
+    /// Keep up to `bytes` of the newest chunks in memory for replication
+    /// readers (a leader with replicas); 0 keeps none and drops what is
+    /// kept. See [`crate::recent`].
+    pub fn keep_recent(&self, bytes: usize) {
+        self.recent.lock().expect("recent lock").set_capacity(bytes);
+    }
+
+    /// Every replication reader is at or past `at`: the chunks before it
+    /// are no longer kept.
+    pub fn release_recent(&self, at: Place) {
+        self.recent.lock().expect("recent lock").release_before(at);
+    }
+
+    pub(crate) fn clear_recent(&self) {
+        self.recent.lock().expect("recent lock").clear();
+    }
+
+    pub(crate) fn recent_at(&self, at: Place) -> Option<Bytes> {
+        self.recent.lock().expect("recent lock").get(at)
     }
 }
 
@@ -203,6 +227,25 @@ pub(crate) fn read_chunk_header(f: &File, pos: u64, file_len: u64, crc: bool) ->
     Some((header, total))
 }
 
+/// A buffer for a chunk: room for its header, then its bloom filter;
+/// the data and the trailer go after ([`Log::write_chunk`] fills the
+/// header in). One buffer, so the chunk is written, and kept for
+/// replication, whole.
+fn chunk_buf(bloom: &[u8], data: usize) -> BytesMut {
+    let mut b = BytesMut::with_capacity(HEADER_SIZE + bloom.len() + data);
+    b.put_bytes(0, HEADER_SIZE);
+    b.put_slice(bloom);
+    b
+}
+
+/// A tracking chunk's buffer: the body's length, then the body.
+fn tracking_chunk(body: &[u8]) -> BytesMut {
+    let mut b = chunk_buf(&[], body.len() + 4);
+    b.put_u32(body.len() as u32);
+    b.put_slice(body);
+    b
+}
+
 impl Log {
     /// Open the log in `dir` (created if missing), recovering what a crash
     /// left: index records whose chunk is not whole or fails its CRC are
@@ -243,6 +286,7 @@ impl Log {
                 next_offset: next,
                 readable_below: None,
             }),
+            recent: Mutex::default(),
         });
         Ok(Log {
             dir: dir.to_path_buf(),
@@ -431,25 +475,32 @@ impl Log {
     /// Append one user chunk of `messages`, carrying `delta` (producers'
     /// publishing ids, consumers' offsets) in its trailer.
     pub fn append(&mut self, messages: &[Message], delta: &Delta, now_ms: i64) -> Result<Appended> {
-        let mut data = BytesMut::new();
-        let mut records = 0u32;
-        let mut filter = bloom::Builder::new(self.config.filter_size);
-        let mut any_filter = false;
-        for m in messages {
-            m.entry.encode(&mut data);
-            records += m.entry.records();
-            any_filter |= m.filter.is_some();
-            filter.add(m.filter.as_deref());
-        }
-        let bloom = if any_filter { filter.finish() } else { None };
+        let bloom = if messages.iter().any(|m| m.filter.is_some()) {
+            let mut filter = bloom::Builder::new(self.config.filter_size);
+            for m in messages {
+                filter.add(m.filter.as_deref());
+            }
+            filter.finish()
+        } else {
+            None
+        };
+        let bloom = bloom.as_deref().unwrap_or(&[]);
         let trailer = delta.encode();
+        let data: usize = messages.iter().map(|m| m.entry.encoded_len()).sum();
+        let mut chunk = chunk_buf(bloom, data + trailer.len());
+        let mut records = 0u32;
+        for m in messages {
+            m.entry.encode(&mut chunk);
+            records += m.entry.records();
+        }
+        chunk.put_slice(&trailer);
         let at = self.write_chunk(
             CHUNK_USER,
             messages.len() as u16,
             records,
-            &data,
-            bloom.as_deref().unwrap_or(&[]),
-            &trailer,
+            chunk,
+            bloom.len(),
+            trailer.len(),
             now_ms,
         )?;
         self.tracking.apply(at.chunk_id, delta);
@@ -459,11 +510,15 @@ impl Log {
     /// Write a tracking delta on its own (a consumer stored an offset and
     /// no messages were written with it). It takes an offset.
     pub fn append_tracking(&mut self, delta: &Delta, now_ms: i64) -> Result<Appended> {
-        let body = delta.encode();
-        let mut data = BytesMut::with_capacity(body.len() + 4);
-        data.put_u32(body.len() as u32);
-        data.put_slice(&body);
-        let at = self.write_chunk(CHUNK_TRACKING_DELTA, 1, 1, &data, &[], &[], now_ms)?;
+        let at = self.write_chunk(
+            CHUNK_TRACKING_DELTA,
+            1,
+            1,
+            tracking_chunk(&delta.encode()),
+            0,
+            0,
+            now_ms,
+        )?;
         self.tracking.apply(at.chunk_id, delta);
         Ok(at)
     }
@@ -573,14 +628,18 @@ impl Log {
     }
 
     #[allow(clippy::too_many_arguments)]
+    /// Write `chunk`, laid out by [`chunk_buf`] with `bloom` bytes of
+    /// filter after the header's room and `trailer` bytes at the end:
+    /// its header filled in, then one positional write.
+    #[allow(clippy::too_many_arguments)]
     fn write_chunk(
         &mut self,
         chunk_type: u8,
         entries: u16,
         records: u32,
-        data: &[u8],
-        bloom: &[u8],
-        trailer: &[u8],
+        mut chunk: BytesMut,
+        bloom: usize,
+        trailer: usize,
         now_ms: i64,
     ) -> Result<Appended> {
         if chunk_type != CHUNK_TRACKING_SNAPSHOT {
@@ -591,12 +650,13 @@ impl Log {
             let s = v.segments.last().expect("a segment");
             (s.first_offset, s.len, v.next_offset)
         };
-        if pos + (HEADER_SIZE + bloom.len() + data.len() + trailer.len()) as u64 > u32::MAX as u64 {
+        if pos + chunk.len() as u64 > u32::MAX as u64 {
             return Err(LogError::Corrupt {
                 path: self.dir.display().to_string(),
                 why: "a segment cannot grow past 4 GiB (lower x-stream-max-segment-size-bytes)".into(),
             });
         }
+        let data = &chunk[HEADER_SIZE + bloom..chunk.len() - trailer];
         let header = ChunkHeader {
             version: CHUNK_VERSION,
             chunk_type,
@@ -607,25 +667,17 @@ impl Log {
             first_offset: chunk_id,
             crc: crc32fast::hash(data),
             data_length: data.len() as u32,
-            trailer_length: trailer.len() as u32,
-            bloom_size: bloom.len() as u8,
+            trailer_length: trailer as u32,
+            bloom_size: bloom as u8,
         };
-        // Header and bloom filter, then the data and the trailer where they
-        // are: a few positional writes instead of copying the data again.
-        let mut head = BytesMut::with_capacity(HEADER_SIZE + bloom.len());
+        let mut head = BytesMut::with_capacity(HEADER_SIZE);
         header.encode(&mut head);
-        head.put_slice(bloom);
-        let total = (head.len() + data.len() + trailer.len()) as u64;
+        chunk[..HEADER_SIZE].copy_from_slice(&head);
+        let total = chunk.len() as u64;
         let (sp, ip) = files::names(&self.dir, seg_first);
-        let io = |e| LogError::io(&sp, e);
-        self.segment.write_all_at(&head, pos).map_err(io)?;
-        let data_at = pos + head.len() as u64;
-        self.segment.write_all_at(data, data_at).map_err(io)?;
-        if !trailer.is_empty() {
-            self.segment
-                .write_all_at(trailer, data_at + data.len() as u64)
-                .map_err(io)?;
-        }
+        self.segment
+            .write_all_at(&chunk, pos)
+            .map_err(|e| LogError::io(&sp, e))?;
         let rec = IndexRecord {
             chunk_id,
             timestamp: now_ms,
@@ -648,6 +700,12 @@ impl Log {
         s.first.get_or_insert(rec);
         s.last = Some(rec);
         v.next_offset = chunk_id + records as u64;
+        drop(v);
+        self.view
+            .recent
+            .lock()
+            .expect("recent lock")
+            .push((seg_first, pos), chunk.freeze());
         Ok(Appended {
             chunk_id,
             records,
@@ -705,11 +763,8 @@ impl Log {
         self.apply_retention(now_ms)?;
         if snapshot && !self.tracking.is_empty() {
             let first = self.first_offset();
-            let body = self.tracking.snapshot(first);
-            let mut data = BytesMut::with_capacity(body.len() + 4);
-            data.put_u32(body.len() as u32);
-            data.put_slice(&body);
-            self.write_chunk(CHUNK_TRACKING_SNAPSHOT, 1, 1, &data, &[], &[], now_ms)?;
+            let chunk = tracking_chunk(&self.tracking.snapshot(first));
+            self.write_chunk(CHUNK_TRACKING_SNAPSHOT, 1, 1, chunk, 0, 0, now_ms)?;
         }
         Ok(())
     }

@@ -21,6 +21,7 @@ use crate::bloom::Matcher;
 use crate::error::{LogError, Result};
 use crate::files::{self, IndexRecord, FILE_HEADER};
 use crate::log::{read_chunk_header, SegmentMeta, View, ViewState, CHUNK_USER};
+use crate::recent::Place;
 
 /// Where to start reading (the protocol's offset specification).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -288,6 +289,26 @@ impl Reader {
             self.file = Some(File::open(&sp).map_err(|e| LogError::io(&sp, e))?);
         }
         Ok(())
+    }
+
+    /// Where the reader is: the place of the next chunk it reads.
+    pub fn place(&self) -> Place {
+        (self.segment, self.pos)
+    }
+
+    /// A replication reader's next chunk, whole, or None at the end of
+    /// what is written: from the leader's recent chunks when there
+    /// (shared, not copied), else read from the file.
+    pub fn next_whole(&mut self) -> Result<Option<(ChunkHeader, Bytes)>> {
+        debug_assert!(self.whole, "a replication reader");
+        if let Some(chunk) = self.view.recent_at(self.place()) {
+            if let Ok(header) = ChunkHeader::parse(&chunk) {
+                self.pos += chunk.len() as u64;
+                return Ok(Some((header, chunk)));
+            }
+        }
+        let mut out = BytesMut::new();
+        Ok(self.next_chunk_into(&mut out)?.map(|h| (h, out.freeze())))
     }
 
     /// The next user chunk that passes the filter, or None at the end of

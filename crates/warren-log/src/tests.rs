@@ -770,3 +770,79 @@ fn an_open_replica_log_is_cut_in_place_and_then_takes_the_leaders_chunks() {
         vec![(1, 3), (3, 5)]
     );
 }
+
+/// Every chunk [`Reader::next_whole`] hands out from `next`.
+fn replicate_whole(from: &Log, next: u64) -> Vec<Bytes> {
+    let mut r = Reader::for_replication(from.view(), next).unwrap();
+    let mut out = Vec::new();
+    while let Some((h, c)) = r.next_whole().unwrap() {
+        assert_eq!(
+            c.len(),
+            HEADER_SIZE + h.bloom_size as usize + h.data_length as usize + h.trailer_length as usize
+        );
+        out.push(c);
+    }
+    out
+}
+
+#[test]
+fn a_leaders_recent_chunks_are_the_chunks_in_its_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), small()).unwrap();
+    log.view().keep_recent(1 << 20);
+    for i in 0..8u64 {
+        let filtered = Message {
+            filter: Some(Bytes::from_static(b"eu")),
+            ..msg("f")
+        };
+        let delta = Delta {
+            sequences: vec![("p".into(), i)],
+            offsets: vec![],
+        };
+        log.append(&[msg(&format!("m{i}")), filtered], &delta, 10 + i as i64)
+            .unwrap();
+        if i % 3 == 1 {
+            let d = Delta {
+                sequences: vec![],
+                offsets: vec![("c".into(), i)],
+            };
+            log.append_tracking(&d, 20).unwrap();
+        }
+    }
+    // Segments rolled over (3 chunks each) with tracking snapshots: the
+    // chunks kept are every chunk, byte for byte as the files hold them.
+    let kept = replicate_whole(&log, 0);
+    let read = replicate(&log, 0);
+    assert!(read.len() > 10, "{} chunks", read.len());
+    assert_eq!(kept, read);
+    // From the middle too.
+    let id = |c: &Bytes| warren_stream::chunk::ChunkHeader::parse(c).unwrap().first_offset;
+    let mid = id(&read[5]);
+    assert_eq!(replicate_whole(&log, mid), read[5..].to_vec());
+    // Released (a reader past them) or not kept: read from the files.
+    let mut r = Reader::for_replication(log.view(), mid).unwrap();
+    log.view().release_recent(r.place());
+    r.next_whole().unwrap();
+    assert_eq!(replicate_whole(&log, 0), read);
+    log.view().keep_recent(0);
+    assert_eq!(replicate_whole(&log, mid), read[5..].to_vec());
+}
+
+#[test]
+fn a_replica_cut_to_its_leader_forgets_what_it_kept() {
+    let (ld, rd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut leader = Log::open(ld.path(), Config::default()).unwrap();
+    leader.set_epoch(2);
+    leader.append(&[msg("a")], &Delta::default(), 1).unwrap();
+    // The replica was a leader of epoch 1 and wrote a chunk no one has.
+    let mut replica = Log::open(rd.path(), Config::default()).unwrap();
+    replica.view().keep_recent(1 << 20);
+    replica.append(&[msg("stale")], &Delta::default(), 1).unwrap();
+    let o = crate::overview(&leader.view()).unwrap();
+    assert_ne!(replica.cut_to(&o).unwrap(), crate::Cut::Nothing);
+    for c in replicate(&leader, 0) {
+        replica.accept_chunk(&c, 2).unwrap();
+    }
+    // The place the stale chunk had now holds the leader's.
+    assert_eq!(replicate_whole(&replica, 0), replicate(&leader, 0));
+}

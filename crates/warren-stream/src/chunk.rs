@@ -133,6 +133,14 @@ impl Entry {
         }
     }
 
+    /// The bytes [`Entry::encode`] appends.
+    pub fn encoded_len(&self) -> usize {
+        match self {
+            Entry::Simple(b) => 4 + b.len(),
+            Entry::SubBatch { body, .. } => 11 + body.len(),
+        }
+    }
+
     /// Append the entry as a chunk's data (and a Publish frame's message)
     /// holds it: a simple entry's 4-byte length (top bit clear) and bytes;
     /// a sub-batch's flag-and-codec byte, record count, uncompressed and

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use warren_core::queue::{StreamLog, StreamWaiter};
@@ -31,6 +31,11 @@ pub const WINDOW: usize = 8 << 20;
 /// Bytes of chunks in one frame (a larger chunk goes in pieces; frames
 /// may be 16 MiB).
 const FRAME_BYTES: usize = 1 << 20;
+
+/// The log's recent chunks kept for the replication readers, at most:
+/// a replica's window and some (a replica further behind reads from the
+/// file).
+const RECENT: usize = WINDOW + (WINDOW >> 1);
 
 pub struct Leading {
     pub log: Arc<StreamLog>,
@@ -94,6 +99,7 @@ impl Leading {
             .filter(|m| *m != me)
             .map(|m| (m.clone(), Follower::default()))
             .collect();
+        log.view().keep_recent(RECENT);
         let l = Arc::new(Leading {
             log,
             stream,
@@ -114,6 +120,7 @@ impl Leading {
     }
 
     pub fn stop(&self) {
+        self.log.view().keep_recent(0);
         self.stopped.store(true, Ordering::Release);
         self.notify.notify_one();
     }
@@ -243,7 +250,8 @@ impl Leading {
     }
 
     /// Move the committed chunk, then send each streaming replica what it
-    /// lacks, within its window.
+    /// lacks, within its window; then let the log drop the recent chunks
+    /// every replica has been sent.
     fn pump(&self) {
         let mut fs = self.followers.lock();
         let committed = self.commit(&fs);
@@ -251,15 +259,15 @@ impl Leading {
             let Some(reader) = f.reader.as_mut() else {
                 continue;
             };
-            let mut out = BytesMut::new();
+            let mut batch = Batch::default();
             let mut failed = None;
             while f.in_flight < WINDOW {
-                let start = out.len();
-                match reader.next_chunk_into(&mut out) {
-                    Ok(Some(h)) => {
-                        let n = out.len() - start;
-                        f.in_flight += n;
-                        f.sent.push_back((h.first_offset + h.num_records as u64, n));
+                match reader.next_whole() {
+                    Ok(Some((h, chunk))) => {
+                        f.in_flight += chunk.len();
+                        f.sent
+                            .push_back((h.first_offset + h.num_records as u64, chunk.len()));
+                        batch.add(chunk);
                     }
                     Ok(None) => break,
                     Err(e) => {
@@ -273,28 +281,32 @@ impl Leading {
                 f.reader = None;
                 continue;
             }
-            if out.is_empty() && f.told == committed {
+            if batch.is_empty() && f.told == committed {
                 continue;
             }
             f.told = committed;
-            let mut sent = true;
-            loop {
-                let piece = out.split_to(out.len().min(FRAME_BYTES));
-                sent &= self.out.send(
+            let sent = batch.send(|bytes| {
+                self.out.send(
                     node,
                     StreamMsg::Chunks {
                         stream: self.stream.clone(),
                         committed,
-                        bytes: piece.freeze(),
+                        bytes,
                     },
-                );
-                if out.is_empty() {
-                    break;
-                }
-            }
+                )
+            });
             if !sent {
                 f.reader = None;
             }
+        }
+        match fs
+            .values()
+            .filter_map(|f| f.reader.as_ref())
+            .map(|r| r.place())
+            .min()
+        {
+            Some(at) => self.log.view().release_recent(at),
+            None => self.log.view().release_recent((u64::MAX, u64::MAX)),
         }
     }
 
@@ -315,5 +327,100 @@ impl Leading {
             }
         }
         self.log.committed()
+    }
+}
+
+/// The chunks for one replica in one pump, as `Chunks` messages: small
+/// ones copied together, each large one sent as it is (shared with the
+/// log's recent chunks; the link writes it after the frame's head), in
+/// pieces of at most [`FRAME_BYTES`].
+#[derive(Default)]
+struct Batch {
+    small: BytesMut,
+    /// In order: (bytes of `small` before it, the chunk).
+    large: Vec<(usize, Bytes)>,
+}
+
+impl Batch {
+    fn add(&mut self, chunk: Bytes) {
+        if chunk.len() < warren_peer::stream::SPLIT_MIN {
+            self.small.extend_from_slice(&chunk);
+        } else {
+            self.large.push((self.small.len(), chunk));
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.small.is_empty() && self.large.is_empty()
+    }
+
+    /// Hand every message to `send`, in order (at least one, to carry
+    /// the committed chunk); false when any was refused.
+    fn send(mut self, mut send: impl FnMut(Bytes) -> bool) -> bool {
+        let mut small = self.small.freeze();
+        let mut taken = 0;
+        let mut pieces: Vec<Bytes> = Vec::new();
+        for (before, chunk) in self.large.drain(..) {
+            if before > taken {
+                pieces.push(small.split_to(before - taken));
+                taken = before;
+            }
+            pieces.push(chunk);
+        }
+        if !small.is_empty() || pieces.is_empty() {
+            pieces.push(small);
+        }
+        let mut ok = true;
+        for mut p in pieces {
+            loop {
+                let piece = p.split_to(p.len().min(FRAME_BYTES));
+                ok &= send(piece);
+                if p.is_empty() {
+                    break;
+                }
+            }
+        }
+        ok
+    }
+}
+
+#[cfg(test)]
+mod batch_tests {
+    use super::*;
+
+    fn collect(b: Batch) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        assert!(b.send(|p| {
+            out.push(p.to_vec());
+            true
+        }));
+        out
+    }
+
+    #[test]
+    fn small_chunks_go_together_large_ones_alone_in_order() {
+        let big = warren_peer::stream::SPLIT_MIN;
+        let mut b = Batch::default();
+        b.add(Bytes::from(vec![1u8; 10]));
+        b.add(Bytes::from(vec![2u8; 10]));
+        b.add(Bytes::from(vec![3u8; big]));
+        b.add(Bytes::from(vec![4u8; 5]));
+        let got = collect(b);
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0], [vec![1u8; 10], vec![2u8; 10]].concat());
+        assert_eq!(got[1], vec![3u8; big]);
+        assert_eq!(got[2], vec![4u8; 5]);
+    }
+
+    #[test]
+    fn nothing_still_sends_one_empty_message_and_large_ones_split() {
+        assert_eq!(collect(Batch::default()), vec![Vec::<u8>::new()]);
+        let mut b = Batch::default();
+        b.add(Bytes::from(vec![9u8; FRAME_BYTES + 3]));
+        let got = collect(b);
+        assert_eq!(
+            got.iter().map(|p| p.len()).collect::<Vec<_>>(),
+            vec![FRAME_BYTES, 3]
+        );
     }
 }
