@@ -557,3 +557,126 @@ async fn with_manual_credit_chunks_come_only_as_credit_is_given() {
         env.close().await;
     }
 }
+
+/// A message read: its offset, body and application properties.
+type Read = (u64, Vec<u8>, Vec<(String, String)>);
+
+/// Up to `n` messages read in place, chunk by chunk, from `consumer`:
+/// (offset, body, application properties); a chunk is left part read
+/// when `n` is reached.
+async fn read_in_place(consumer: &mut Consumer, n: usize) -> Vec<Read> {
+    let mut got = Vec::with_capacity(n);
+    while got.len() < n {
+        let mut chunk = within(consumer.next_chunk())
+            .await
+            .expect("the stream goes on")
+            .expect("a chunk");
+        while got.len() < n {
+            let Some(m) = chunk.next_message() else { break };
+            let m = m.expect("a message");
+            got.push((
+                m.offset(),
+                m.body().unwrap().to_vec(),
+                m.application_properties().unwrap(),
+            ));
+        }
+    }
+    got
+}
+
+#[tokio::test]
+async fn chunks_read_in_place_hold_what_deliveries_hold() {
+    let (uris, _broker) = stream_brokers().await;
+    for uri in &uris {
+        let env = within(Environment::connect(uri)).await.unwrap();
+        let s = unique("stream-in-place");
+        within(env.create_stream(&s, &StreamOptions::default()))
+            .await
+            .unwrap();
+        // Plain entries with and without properties, then sub-entry
+        // batches, compressed and not.
+        let plain = within(env.producer().build(&s)).await.unwrap();
+        let mut want = Vec::new();
+        let mut confirms = Vec::new();
+        for i in 0..300 {
+            let mut m = Message::new(vec![b'p'; i % 300]);
+            if i % 3 == 0 {
+                m = m.application_property("i", i.to_string());
+            }
+            want.push(m.clone());
+            confirms.push(within(plain.send(m)).await.unwrap());
+        }
+        let mut producers = vec![plain];
+        for codec in [Compression::None, Compression::Zstd] {
+            let p = within(env.producer().sub_entry_size(7).compression(codec).build(&s))
+                .await
+                .unwrap();
+            let batch: Vec<Message> = (0..50).map(|i| Message::new(format!("{codec:?} {i}"))).collect();
+            want.extend(batch.iter().cloned());
+            confirms.extend(within(p.send_batch(batch)).await.unwrap());
+            producers.push(p);
+        }
+        for c in confirms {
+            assert!(within(c).await.unwrap().is_confirmed(), "{uri}");
+        }
+        let want: Vec<Read> = want
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (i as u64, m.body.to_vec(), m.application_properties.clone()))
+            .collect();
+
+        // In place, as owned deliveries say.
+        let mut c = within(env.consumer().offset(OffsetSpecification::First).build(&s))
+            .await
+            .unwrap();
+        assert_eq!(read_in_place(&mut c, want.len()).await, want, "{uri}");
+        drop(c);
+
+        // From an offset inside a chunk: the chunk's earlier messages are
+        // skipped; ways of reading mixed, a chunk left part read carries
+        // on where it stopped.
+        let mut c = within(env.consumer().offset(OffsetSpecification::Offset(37)).build(&s))
+            .await
+            .unwrap();
+        let mut got = read_in_place(&mut c, 5).await;
+        got.extend(
+            read(&mut c, 3)
+                .await
+                .into_iter()
+                .map(|(o, b)| (o, b, want[o as usize].2.clone())),
+        );
+        got.extend(read_in_place(&mut c, want.len() - 37 - 8).await);
+        assert_eq!(got, want[37..].to_vec(), "{uri}");
+        drop(c);
+
+        // Messages lent count as handed out: automatic tracking stores
+        // the last on close.
+        let auto = Tracking::Automatic {
+            messages: 10,
+            interval: std::time::Duration::from_secs(3600),
+        };
+        let mut c = within(
+            env.consumer()
+                .name("in-place")
+                .tracking(auto)
+                .offset(OffsetSpecification::First)
+                .build(&s),
+        )
+        .await
+        .unwrap();
+        assert_eq!(read_in_place(&mut c, 25).await.last().unwrap().0, 24);
+        within(c.close()).await.unwrap();
+        let stored = within(async {
+            loop {
+                match env.query_offset("in-place", &s).await.unwrap() {
+                    Some(o) => return o,
+                    None => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+                }
+            }
+        })
+        .await;
+        assert_eq!(stored, 24, "{uri}");
+        within(env.delete_stream(&s)).await.unwrap();
+        env.close().await;
+    }
+}

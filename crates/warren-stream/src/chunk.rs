@@ -91,11 +91,49 @@ pub enum Entry {
     },
 }
 
+/// Where an [`Entry`] lies in a chunk's data section ([`Entry::locate`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryAt {
+    /// One message: its bytes.
+    Simple(std::ops::Range<usize>),
+    /// A producer's sub-batch: its fields and its body's bytes.
+    SubBatch {
+        compression: u8,
+        records: u16,
+        uncompressed_length: u32,
+        body: std::ops::Range<usize>,
+    },
+}
+
 impl Entry {
     /// The entry at `at` in a chunk's data section, and where the next
     /// one begins.
     #[inline]
     pub fn parse(data: &Bytes, at: usize) -> Result<(Entry, usize), CodecError> {
+        let (e, next) = Entry::locate(data, at)?;
+        let e = match e {
+            EntryAt::Simple(r) => Entry::Simple(data.slice(r)),
+            EntryAt::SubBatch {
+                compression,
+                records,
+                uncompressed_length,
+                body,
+            } => Entry::SubBatch {
+                compression,
+                records,
+                uncompressed_length,
+                body: data.slice(body),
+            },
+        };
+        Ok((e, next))
+    }
+
+    /// Where the entry at `at` in a chunk's data section lies, and where
+    /// the next one begins: [`Entry::parse`] without taking a share of
+    /// the bytes (a reader that only looks at them pays no reference
+    /// count per message).
+    #[inline]
+    pub fn locate(data: &[u8], at: usize) -> Result<(EntryAt, usize), CodecError> {
         let rest = data.get(at..).unwrap_or_default();
         if rest.len() < 4 {
             return Err(CodecError::Truncated("chunk entry"));
@@ -105,7 +143,7 @@ impl Entry {
             if rest.len() - 4 < n {
                 return Err(CodecError::Truncated("chunk entry body"));
             }
-            return Ok((Entry::Simple(data.slice(at + 4..at + 4 + n)), at + 4 + n));
+            return Ok((EntryAt::Simple(at + 4..at + 4 + n), at + 4 + n));
         }
         if rest.len() < 11 {
             return Err(CodecError::Truncated("sub-batch header"));
@@ -117,11 +155,11 @@ impl Entry {
         if rest.len() - 11 < n {
             return Err(CodecError::Truncated("sub-batch body"));
         }
-        let e = Entry::SubBatch {
+        let e = EntryAt::SubBatch {
             compression,
             records,
             uncompressed_length,
-            body: data.slice(at + 11..at + 11 + n),
+            body: at + 11..at + 11 + n,
         };
         Ok((e, at + 11 + n))
     }

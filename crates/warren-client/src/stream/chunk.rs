@@ -1,10 +1,13 @@
 //! A delivered chunk read message by message as the consumer hands them
 //! out: simple entries and sub-entry batches (opened when compressed),
-//! each message with its offset. Nothing is gathered up front, so a
-//! message costs one slice of the chunk's bytes.
+//! each message with its offset. Nothing is gathered up front: a message
+//! costs a look at its length, and a share of the chunk's bytes only when
+//! the application takes it as an owned [`super::Delivery`].
+
+use std::ops::Range;
 
 use bytes::Bytes;
-use warren_stream::chunk::{Chunk, ChunkHeader, Entry, TYPE_USER};
+use warren_stream::chunk::{Chunk, ChunkHeader, Entry, EntryAt, TYPE_USER};
 
 use super::error::Error;
 
@@ -59,9 +62,15 @@ impl ChunkReader {
         self.records
     }
 
-    /// The next message of the sub-entry batch being read, if any is left.
+    /// When the chunk was written.
+    pub(crate) fn timestamp(&self) -> i64 {
+        self.timestamp
+    }
+
+    /// The next message of the sub-entry batch being read, if any is
+    /// left: where it lies in the batch's body.
     #[inline]
-    fn next_in_batch(&mut self) -> Option<Result<Bytes, Error>> {
+    fn next_in_batch(&mut self) -> Option<Result<Range<usize>, Error>> {
         let (body, at, left) = self.batch.as_mut()?;
         if *left == 0 {
             self.batch = None;
@@ -76,38 +85,38 @@ impl ChunkReader {
         if rest.len() - 4 < n {
             return Some(Err(Error::Protocol("a sub-entry cut short".into())));
         }
-        let m = body.slice(*at + 4..*at + 4 + n);
+        let m = *at + 4..*at + 4 + n;
         *at += 4 + n;
         Some(Ok(m))
     }
 
-    /// The next message's bytes.
+    /// Where the next message lies.
     #[inline]
-    fn next_message(&mut self) -> Option<Result<Bytes, Error>> {
+    fn next_message(&mut self) -> Option<Result<Place, Error>> {
         loop {
             if let Some(m) = self.next_in_batch() {
-                return Some(m);
+                return Some(m.map(Place::Batch));
             }
             if self.entries == 0 {
                 return None;
             }
             self.entries -= 1;
-            let (entry, next) = match Entry::parse(&self.data, self.at) {
+            let (entry, next) = match Entry::locate(&self.data, self.at) {
                 Ok(e) => e,
                 Err(e) => return Some(Err(e.into())),
             };
             self.at = next;
             match entry {
-                Entry::Simple(m) => return Some(Ok(m)),
-                Entry::SubBatch {
+                EntryAt::Simple(m) => return Some(Ok(Place::Data(m))),
+                EntryAt::SubBatch {
                     compression,
                     records,
                     body,
                     ..
                 } => {
                     let body = match compression {
-                        0 => body,
-                        c => match warren_stream::compression::decompress(c, &body) {
+                        0 => self.data.slice(body),
+                        c => match warren_stream::compression::decompress(c, &self.data[body]) {
                             Some(b) => Bytes::from(b),
                             None => {
                                 let why = format!("a sub-entry batch that codec {c} does not open");
@@ -120,6 +129,52 @@ impl ChunkReader {
             }
         }
     }
+
+    /// The next message's offset and where it lies (valid until the next
+    /// call); after an error, nothing more.
+    #[inline]
+    pub(crate) fn next_place(&mut self) -> Option<Result<(u64, Place), Error>> {
+        match self.next_message()? {
+            Ok(p) => {
+                let offset = self.offset;
+                self.offset = offset.wrapping_add(1);
+                Some(Ok((offset, p)))
+            }
+            Err(e) => {
+                self.entries = 0;
+                self.batch = None;
+                Some(Err(e))
+            }
+        }
+    }
+
+    /// The bytes of the message at `p` (the last [`Self::next_place`]).
+    #[inline]
+    pub(crate) fn bytes(&self, p: &Place) -> &[u8] {
+        match p {
+            Place::Data(r) => &self.data[r.clone()],
+            Place::Batch(r) => self.batch.as_ref().map_or(&[][..], |(b, _, _)| &b[r.clone()]),
+        }
+    }
+
+    /// A share of the bytes of the message at `p`.
+    #[inline]
+    pub(crate) fn slice(&self, p: &Place) -> Bytes {
+        match p {
+            Place::Data(r) => self.data.slice(r.clone()),
+            Place::Batch(r) => self
+                .batch
+                .as_ref()
+                .map_or_else(Bytes::new, |(b, _, _)| b.slice(r.clone())),
+        }
+    }
+}
+
+/// Where a message lies: in the chunk's data, or in the body of the
+/// sub-entry batch being read.
+pub(crate) enum Place {
+    Data(Range<usize>),
+    Batch(Range<usize>),
 }
 
 impl Iterator for ChunkReader {
@@ -129,17 +184,9 @@ impl Iterator for ChunkReader {
 
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
-        match self.next_message()? {
-            Ok(m) => {
-                let offset = self.offset;
-                self.offset = offset.wrapping_add(1);
-                Some(Ok((offset, self.timestamp, m)))
-            }
-            Err(e) => {
-                self.entries = 0;
-                self.batch = None;
-                Some(Err(e))
-            }
-        }
+        Some(
+            self.next_place()?
+                .map(|(offset, p)| (offset, self.timestamp, self.slice(&p))),
+        )
     }
 }

@@ -3,6 +3,8 @@
 //! stream clients write them, so each reads the others' messages and
 //! AMQP 0-9-1 and 1.0 consumers of the stream read them too.
 
+use std::borrow::Cow;
+
 use bytes::{Bytes, BytesMut};
 use warren_amqp10::messaging::{sections, AMQP_VALUE, APPLICATION_PROPERTIES, DATA};
 use warren_amqp10::value::Value;
@@ -118,17 +120,31 @@ pub(crate) fn decode(raw: &[u8]) -> Result<Decoded, Error> {
 /// The body of a stored message. A message that is one data section (as
 /// stream clients write them) is sliced, not copied or decoded.
 pub(crate) fn body(raw: &Bytes) -> Result<Bytes, Error> {
-    if let [0x00, 0x53, 0x75, rest @ ..] = &raw[..] {
-        let (len, head) = match rest {
-            [0xa0, n, ..] => (*n as usize, 5),
-            [0xb0, a, b, c, d, ..] => (u32::from_be_bytes([*a, *b, *c, *d]) as usize, 8),
-            _ => (usize::MAX, 0),
-        };
-        if head > 0 && raw.len() - head == len {
-            return Ok(raw.slice(head..));
-        }
+    match one_data_section(raw) {
+        Some(head) => Ok(raw.slice(head..)),
+        None => Ok(decode(raw)?.body),
     }
-    Ok(decode(raw)?.body)
+}
+
+/// [`body`] of a lent message: borrowed when it is one data section.
+pub(crate) fn body_of(raw: &[u8]) -> Result<Cow<'_, [u8]>, Error> {
+    match one_data_section(raw) {
+        Some(head) => Ok(Cow::Borrowed(&raw[head..])),
+        None => Ok(Cow::Owned(decode(raw)?.body.to_vec())),
+    }
+}
+
+/// Where the body begins when `raw` is one data section and nothing else.
+fn one_data_section(raw: &[u8]) -> Option<usize> {
+    let [0x00, 0x53, 0x75, rest @ ..] = raw else {
+        return None;
+    };
+    let (len, head) = match rest {
+        [0xa0, n, ..] => (*n as usize, 5),
+        [0xb0, a, b, c, d, ..] => (u32::from_be_bytes([*a, *b, *c, *d]) as usize, 8),
+        _ => return None,
+    };
+    (raw.len() - head == len).then_some(head)
 }
 
 /// A simple value as text (strings, symbols, numbers, booleans).

@@ -2,8 +2,10 @@
 //! knows the broker and manages streams, [`Producer`]s whose publishes
 //! resolve to confirms under an in-flight limit (named ones deduplicated
 //! by the broker), and [`Consumer`]s read as a `futures` Stream from an
-//! offset specification, with credit granted as chunks are taken. It
-//! works against RabbitMQ as well as Warren.
+//! offset specification, with credit granted as chunks are taken (or a
+//! chunk at a time, its messages lent in place:
+//! [`Consumer::next_chunk`]). It works against RabbitMQ as well as
+//! Warren.
 //!
 //! ```no_run
 //! use futures_util::StreamExt;
@@ -47,6 +49,7 @@
 //! [`Environment::stream_stats`].
 
 mod chunk;
+mod chunk_messages;
 mod commands;
 mod confirm;
 mod confirms;
@@ -68,6 +71,7 @@ mod super_producer;
 mod super_stream;
 mod tracking;
 
+pub use chunk_messages::{ChunkMessages, MessageRef};
 pub use confirm::{BatchConfirm, BatchConfirmation, Confirm, Confirmation};
 pub use consumer::{Consumer, ConsumerBuilder, Delivery, DEFAULT_INITIAL_CREDIT};
 pub use environment::{Environment, EnvironmentBuilder, StreamOptions, StreamStats};
@@ -98,7 +102,8 @@ pub mod fuzzing {
     }
 
     /// Read `data` as a delivered chunk, as a consumer does (CRC checked
-    /// and not), and each message in it as a stored message.
+    /// and not; message by message owned and in place), and each message
+    /// in it as a stored message.
     pub fn read_chunk(data: &[u8]) {
         let chunk = bytes::Bytes::copy_from_slice(data);
         for crc in [true, false] {
@@ -106,6 +111,11 @@ pub mod fuzzing {
                 for (_, _, raw) in reader.map_while(Result::ok) {
                     let _ = super::message::decode(&raw);
                     let _ = super::message::body(&raw);
+                }
+            }
+            if let Ok(Some(mut reader)) = super::chunk::ChunkReader::new(&chunk, crc) {
+                while let Some(Ok((_, p))) = reader.next_place() {
+                    let _ = super::message::body_of(reader.bytes(&p));
                 }
             }
         }

@@ -1,13 +1,13 @@
 //! One consumer: its own environment, reading one stream from the run's
 //! offset specification, counting what it gets and each message's
-//! latency (its send time is in its first 8 body bytes). Counts go to the
-//! shared statistics once per burst of messages ready at once.
+//! latency (its send time is in its first 8 body bytes), a chunk at a
+//! time, read in place. Counts go to the shared statistics once per
+//! chunk.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::{FutureExt, StreamExt};
 use warren_client::stream::{Error, OffsetSpecification, Tracking};
 
 use crate::options::{Options, Uri};
@@ -15,7 +15,7 @@ use crate::stats::{now_nanos, Stats};
 
 /// How often a waiting consumer looks at the stop signal.
 const STOP_CHECK: Duration = Duration::from_millis(50);
-/// The most messages taken before the counts go to the statistics.
+/// Room for a chunk's latencies (more grows it).
 const BURST: usize = 4096;
 
 pub struct ConsumerSpec {
@@ -41,26 +41,19 @@ pub async fn run(
     let mut received = 0u64;
     let mut latencies = Vec::with_capacity(BURST);
     while !stop.load(Ordering::Relaxed) && (spec.limit == 0 || received < spec.limit) {
-        let first = match tokio::time::timeout(STOP_CHECK, consumer.next()).await {
+        let mut chunk = match tokio::time::timeout(STOP_CHECK, consumer.next_chunk()).await {
             Err(_) => continue,
             Ok(None) => break,
-            Ok(Some(d)) => d?,
+            Ok(Some(c)) => c?,
         };
-        // Then what is ready at once, each message looked at as it comes.
+        // Each message looked at in place as it comes.
         let now = now_nanos();
         latencies.clear();
         let mut burst = 0u64;
-        let mut next = Some(first);
-        while let Some(d) = next.take() {
+        while let Some(m) = chunk.next_message() {
             burst += 1;
-            if let Some(ts) = super::super::sent_at(d.raw()) {
+            if let Some(ts) = super::super::sent_at(m?.raw()) {
                 latencies.push(now.saturating_sub(ts) / 1000);
-            }
-            if burst < BURST as u64 {
-                next = match consumer.next().now_or_never() {
-                    Some(Some(d)) => Some(d?),
-                    _ => None,
-                };
             }
         }
         received += burst;
