@@ -584,6 +584,48 @@ async fn read_in_place(consumer: &mut Consumer, n: usize) -> Vec<Read> {
     got
 }
 
+/// Producers of one environment share its connection; what they send in
+/// turn, without waiting for confirms, the stream holds in that order
+/// (RabbitMQ's reader hands each Publish frame on as it comes).
+#[tokio::test]
+async fn producers_sharing_a_connection_keep_its_order() {
+    let (uris, _broker) = stream_brokers().await;
+    for uri in &uris {
+        let env = within(Environment::connect(uri)).await.unwrap();
+        let s = unique("stream-shared-order");
+        within(env.create_stream(&s, &StreamOptions::default()))
+            .await
+            .unwrap();
+        let a = within(env.producer().build(&s)).await.unwrap();
+        let b = within(env.producer().build(&s)).await.unwrap();
+        let mut sent = Vec::new();
+        let mut confirms = Vec::new();
+        for k in 0..2_000u32 {
+            // Runs of one producer, of varying length.
+            let p = if (k * 7919) % 5 < 3 { &a } else { &b };
+            let batch: Vec<Message> = (0..10).map(|i| Message::new(format!("{k}:{i}"))).collect();
+            sent.extend(batch.iter().map(|m| m.body.to_vec()));
+            confirms.extend(within(p.send_batch(batch)).await.unwrap());
+        }
+        for c in confirms {
+            assert!(within(c).await.unwrap().is_confirmed(), "{uri}");
+        }
+        let mut c = within(env.consumer().offset(OffsetSpecification::First).build(&s))
+            .await
+            .unwrap();
+        let stored: Vec<Vec<u8>> = read(&mut c, sent.len())
+            .await
+            .into_iter()
+            .map(|(_, b)| b)
+            .collect();
+        let first_moved = sent.iter().zip(&stored).position(|(x, y)| x != y);
+        assert_eq!(
+            first_moved, None,
+            "{uri}: the stream's order is not the connection's"
+        );
+    }
+}
+
 #[tokio::test]
 async fn chunks_read_in_place_hold_what_deliveries_hold() {
     let (uris, _broker) = stream_brokers().await;

@@ -4,7 +4,7 @@
 //! The task that drives it is `connection.rs`; the handlers are
 //! `publish.rs`, `subscribe.rs` and `admin.rs`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -80,6 +80,10 @@ pub struct Conn {
     pub(super) uncommitted: usize,
     /// Bytes of Publish frames waiting in publishers.
     pub(super) pending_bytes: usize,
+    /// The entries waiting in publishers, in the order they came: runs of
+    /// (publisher id, entries). A stream stores one connection's
+    /// messages in that order, whichever publisher sent them.
+    pub(super) arrivals: VecDeque<(u8, usize)>,
 }
 
 pub(super) fn response(out: &mut BytesMut, k: u16, correlation_id: u32, code: u16, rest: &[u8]) {

@@ -63,6 +63,7 @@ pub async fn serve(
         outstanding: 0,
         uncommitted: 0,
         pending_bytes: 0,
+        arrivals: Default::default(),
     };
     // The registry's id, so the API and this connection agree on it.
     c.id = c.entry.id;
@@ -683,6 +684,7 @@ impl Conn {
             self.remove_subscription(id);
         }
         self.publishers.clear();
+        self.arrivals.clear();
     }
 }
 

@@ -3,14 +3,16 @@
 //! publisher and written once the publisher has no chunk at the writer:
 //! while the writer copies one, the next gathers everything that arrives
 //! meanwhile. What gathered is cut into chunks as osiris's writer batches
-//! (see [`Publisher::cut`]): small when the load is light (a consumer's
+//! (see `Publisher::next_chunk`): small when the load is light (a consumer's
 //! credit, counted in chunks, then means a few messages), growing to
 //! thousands of entries under load.
 //! A connection stops reading while [`MAX_PENDING_BYTES`] wait. A named
 //! publisher is deduplicated: an entry whose publishing id is not above
 //! the last one stored for that name (in the log, so across reconnects and
 //! restarts) is confirmed but not stored again; the new last id rides in
-//! the chunk's trailer.
+//! the chunk's trailer. Publishers sharing a connection keep its order:
+//! a run of entries waits for earlier runs on the same stream (see
+//! [`Conn::flush_publishers`]).
 
 use std::sync::Arc;
 
@@ -154,6 +156,7 @@ impl Conn {
 
     pub(super) fn delete_publisher(&mut self, correlation_id: u32, publisher_id: u8) {
         self.flush_publishers(true);
+        self.drop_pending(publisher_id);
         let c = if self.publishers.remove(&publisher_id).is_some() {
             code::OK
         } else {
@@ -202,9 +205,15 @@ impl Conn {
             Some(p) => {
                 self.ctx.broker.messages.add(Stat::Publish, entries.len() as u64);
                 p.queue.counters.add(Stat::Publish, entries.len() as u64);
+                let n = entries.len();
                 p.pending.extend(entries);
                 p.pending_bytes += len;
                 self.pending_bytes += len;
+                match self.arrivals.back_mut() {
+                    Some((id, run)) if *id == publisher_id => *run += n,
+                    _ if n > 0 => self.arrivals.push_back((publisher_id, n)),
+                    _ => {}
+                }
             }
             None => {
                 let errors = entries
@@ -216,27 +225,56 @@ impl Conn {
         }
     }
 
-    /// Write each publisher's pending entries as chunks and confirm them
-    /// (duplicates included), or report why not: publishers with no chunk
-    /// at the writer, or all with `now` (the writer keeps order).
+    /// Write publishers' pending entries as chunks and confirm them
+    /// (duplicates included), or report why not, in the order they came:
+    /// a run of entries goes once its publisher has no chunk at the
+    /// writer and no earlier run on the same stream waits; with `now`,
+    /// every run (the writer keeps order). A later publisher so waits for
+    /// an earlier one's chunk rather than pass its entries, as it cannot
+    /// in RabbitMQ, where a stream's writer takes a connection's frames
+    /// one by one.
     pub(super) fn flush_publishers(&mut self, now: bool) {
-        let ids: Vec<u8> = self
-            .publishers
-            .iter()
-            .filter(|(_, p)| !p.pending.is_empty() && (now || p.in_flight == 0))
-            .map(|(&id, _)| id)
-            .collect();
-        for id in ids {
-            // One chunk; with `now` (the writer keeps order), all of them.
-            while let Some(p) = self.publishers.get_mut(&id).filter(|p| !p.pending.is_empty()) {
-                let (chunk, bytes) = p.next_chunk();
-                self.pending_bytes -= bytes;
-                self.write_chunk(id, chunk);
-                if !now {
-                    break;
+        if self.arrivals.is_empty() {
+            return;
+        }
+        let mut arrivals = std::mem::take(&mut self.arrivals);
+        // Streams with a run still waiting: later runs on them wait too.
+        let mut held: Vec<*const StreamLog> = Vec::new();
+        arrivals.retain_mut(|(id, run)| {
+            let Some(p) = self.publishers.get_mut(id) else {
+                return false; // gone, its entries with it
+            };
+            let stream = Arc::as_ptr(&p.log);
+            if !held.contains(&stream) {
+                while *run > 0 {
+                    let Some(p) = self.publishers.get_mut(id).filter(|p| now || p.in_flight == 0) else {
+                        break;
+                    };
+                    let (chunk, bytes) = p.next_chunk(*run);
+                    if chunk.is_empty() {
+                        *run = 0; // cannot be: runs count what is pending
+                        break;
+                    }
+                    *run -= chunk.len();
+                    self.pending_bytes -= bytes;
+                    self.write_chunk(*id, chunk);
                 }
             }
+            if *run == 0 {
+                return false;
+            }
+            held.push(stream);
+            true
+        });
+        self.arrivals = arrivals;
+    }
+
+    /// Forget what publisher `id` had not written yet (it is removed).
+    pub(super) fn drop_pending(&mut self, id: u8) {
+        if let Some(p) = self.publishers.get(&id) {
+            self.pending_bytes -= p.pending_bytes;
         }
+        self.arrivals.retain(|(i, _)| *i != id);
     }
 
     /// One chunk of publisher `id`'s entries: to the writer (or, on a

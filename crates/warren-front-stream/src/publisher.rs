@@ -46,19 +46,21 @@ impl Publisher {
     /// next is cut once this one is written, as before, so a publisher
     /// never has two chunks under way (a failed one could otherwise be
     /// passed by the next, and its resent messages taken for duplicates).
+    /// At most `limit` entries are taken: where another publisher's
+    /// frames came in between (see `Conn::flush_publishers`).
     /// Returns the entries and the bytes of frames they stand for.
-    pub(crate) fn next_chunk(&mut self) -> (Vec<Published>, usize) {
+    pub(crate) fn next_chunk(&mut self, limit: usize) -> (Vec<Published>, usize) {
         let all = self.pending.len();
-        if all < self.chunk {
+        if all < self.chunk && all <= limit {
             self.chunk = (self.chunk / 2).max(MIN_CHUNK);
             return (
                 std::mem::take(&mut self.pending),
                 std::mem::take(&mut self.pending_bytes),
             );
         }
-        let rest = self.pending.split_off(self.chunk);
+        let rest = self.pending.split_off(self.chunk.min(limit).min(all));
         let taken = std::mem::replace(&mut self.pending, rest);
-        if !self.pending.is_empty() {
+        if !self.pending.is_empty() && taken.len() == self.chunk {
             self.chunk = (self.chunk * 2).min(MAX_CHUNK);
         }
         // Frames are not cut with their entries: their bytes go pro rata.

@@ -286,15 +286,22 @@ impl Conn {
             }
             self.remove_subscription(id);
         }
-        self.publishers.retain(|_, p| {
-            // A new leader (a new epoch): publishers are told to look
-            // for it, as RabbitMQ's are when the writer they used goes.
-            let deleted = p.log.is_deleted() || p.log.role().epoch() != p.epoch;
-            if deleted && !gone.contains(&p.stream) {
-                gone.push(p.stream.clone());
+        // A new leader (a new epoch): publishers are told to look for
+        // it, as RabbitMQ's are when the writer they used goes.
+        let dropped: Vec<u8> = self
+            .publishers
+            .iter()
+            .filter(|(_, p)| p.log.is_deleted() || p.log.role().epoch() != p.epoch)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in dropped {
+            self.drop_pending(id);
+            if let Some(p) = self.publishers.remove(&id) {
+                if !gone.contains(&p.stream) {
+                    gone.push(p.stream);
+                }
             }
-            !deleted
-        });
+        }
         for stream in gone {
             self.metadata_update(&stream);
         }

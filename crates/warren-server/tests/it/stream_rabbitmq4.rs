@@ -5,7 +5,8 @@
 //! 0), credit counts chunks (a subscription given 1 credit gets one
 //! small chunk, then no more until it gives more), and deleting a stream
 //! tells every connection with a publisher or subscription on it, idle
-//! or not (MetadataUpdate, stream not available).
+//! or not (MetadataUpdate, stream not available). Publishers sharing a
+//! connection keep its order in the stream.
 
 use std::time::Duration;
 
@@ -341,4 +342,70 @@ async fn deleting_a_replicated_stream_tells_connections_on_every_node() {
         told_of(&mut s, "gone").await,
         "the subscription's connection on node 3"
     );
+}
+
+/// Publishers sharing a connection and a stream: the stream holds their
+/// messages in the order the connection sent them, as RabbitMQ's (whose
+/// reader hands each Publish frame to the stream's writer as it comes).
+/// Frames of two publishers are sent interleaved without waiting, so one
+/// publisher's next frames arrive while its chunk is being written.
+#[tokio::test]
+async fn publishers_on_one_connection_keep_its_order_in_the_stream() {
+    use warren_stream::chunk::{Chunk, Entry};
+    let b = Broker::start().await;
+    let mut c = Raw::open(b.stream_port()).await;
+    c.create("shared-order").await;
+    c.declare_publisher(1, "shared-order").await;
+    c.declare_publisher(2, "shared-order").await;
+    const FRAMES: u64 = 3_000;
+    const PER_FRAME: u64 = 20;
+    let mut sent = Vec::new();
+    let mut next_id = [0u64; 3];
+    let mut out = BytesMut::new();
+    for k in 0..FRAMES {
+        // Runs of one publisher of varying length.
+        let publisher_id: u8 = if (k * 7919) % 5 < 3 { 1 } else { 2 };
+        let messages = (0..PER_FRAME)
+            .map(|i| {
+                let id = next_id[publisher_id as usize];
+                next_id[publisher_id as usize] += 1;
+                let body = format!("{k}:{i}");
+                sent.push(body.clone());
+                (id, Bytes::from(body))
+            })
+            .collect();
+        Command::Publish {
+            publisher_id,
+            messages,
+        }
+        .encode(&mut out);
+        if out.len() > 16 * 1024 {
+            c.s.write_all(&out).await.unwrap();
+            out.clear();
+        }
+    }
+    c.s.write_all(&out).await.unwrap();
+    let mut confirmed = 0;
+    while confirmed < FRAMES * PER_FRAME {
+        let f = c.frame(Duration::from_secs(20)).await.expect("confirms");
+        if let Ok(Command::PublishConfirm { ids, .. }) = Command::decode(f) {
+            confirmed += ids.len() as u64;
+        }
+    }
+    c.subscribe(1, "shared-order", u16::MAX).await;
+    let mut stored = Vec::new();
+    while (stored.len() as u64) < FRAMES * PER_FRAME {
+        let f = c.frame(Duration::from_secs(20)).await.expect("deliveries");
+        if let Ok(Command::Deliver { chunk, .. }) = Command::decode(f) {
+            for e in Chunk::parse(&chunk, true).unwrap().entries {
+                match e {
+                    Entry::Simple(b) => stored.push(String::from_utf8(b.to_vec()).unwrap()),
+                    other => panic!("a sub-batch was never sent: {other:?}"),
+                }
+            }
+        }
+    }
+    let first_moved = sent.iter().zip(&stored).position(|(a, b)| a != b);
+    assert_eq!(first_moved, None, "the stream's order is not the connection's");
+    assert_eq!(stored.len(), sent.len());
 }
