@@ -12,7 +12,7 @@
 //! restarts) is confirmed but not stored again; the new last id rides in
 //! the chunk's trailer. Publishers sharing a connection keep its order:
 //! a run of entries waits for earlier runs on the same stream (see
-//! [`Conn::flush_publishers`]).
+//! `Conn::flush_publishers`).
 
 use std::sync::Arc;
 
