@@ -4,7 +4,8 @@
 # client, and NEW) against one Warren (release build, pinned to CPU 1),
 # each pinned to CPU 0, alternating OLD NEW OLD NEW per workload; prints
 # the rates and the generator's CPU time (user + system) per message
-# handled (sent + received).
+# handled (sent + received), and the broker's. Each run has a broker of
+# its own (fresh data directory).
 #
 #   git worktree add /tmp/wp-old 708aab4 &&
 #     cargo build --release -p warren-perf --manifest-path /tmp/wp-old/Cargo.toml --target-dir /tmp/wp-old/target
@@ -25,11 +26,18 @@ OLD=${1:?usage: bench/generator.sh OLD_BIN NEW_BIN [SECONDS]} NEW=${2:?} SECS=${
 OUT=bench/out; mkdir -p "$OUT"
 if [ "${PIN:-1}" = 1 ]; then BROKER_CPU=(taskset -c 1); GEN_CPU=(taskset -c 0); else BROKER_CPU=(); GEN_CPU=(); fi
 D=$(mktemp -d "$OUT/generator.XXXX")
-"${BROKER_CPU[@]}" ./target/release/warren --amqp-listen 127.0.0.1:5690 --stream-listen 127.0.0.1:5594 \
-  --http-listen 127.0.0.1:15695 --prometheus-listen 127.0.0.1:15696 --data-dir "$D/data" > "$D/warren.log" 2>&1 &
-WP=$!
-trap 'kill $WP 2>/dev/null; wait $WP 2>/dev/null; rm -rf "$D/data"' EXIT
-sleep 1.5
+# A fresh broker for each run: streams are kept, and a few stream runs
+# at full rate would fill the disk.
+WP=
+start_broker() {
+  rm -rf "$D/data"
+  "${BROKER_CPU[@]}" ./target/release/warren --amqp-listen 127.0.0.1:5690 --stream-listen 127.0.0.1:5594 \
+    --http-listen 127.0.0.1:15695 --prometheus-listen 127.0.0.1:15696 --data-dir "$D/data" > "$D/warren.log" 2>&1 &
+  WP=$!
+  sleep 1.5
+}
+stop_broker() { kill $WP 2>/dev/null; wait $WP 2>/dev/null; rm -rf "$D/data"; }
+trap stop_broker EXIT
 U=amqp://guest:guest@127.0.0.1:5690/%2f
 WORKLOADS=("confirms-1kb:-x 1 -y 1 -s 1000 -c 1000 -q 1000 -A 100" "autoack-12b:-x 1 -y 1 -s 12 -a"
            "confirms-12b-20:-x 1 -y 1 -s 12 -c 20 -q 100 -A 10" "publish-12b:-x 1 -y 0 -s 12 -c 1000")
@@ -43,16 +51,21 @@ for w in "${WORKLOADS[@]}"; do
   name=${w%%:*}; args=${w#*:}
   for bin in OLD NEW OLD NEW; do
     extra=${bin}_ARGS
+    start_broker
+    b0=$(awk '{print $14 + $15}' /proc/$WP/stat)
     # shellcheck disable=SC2086
     /usr/bin/time -f "%U %S" -o "$D/time" timeout $((SECS + 30)) "${GEN_CPU[@]}" "${!bin}" -h $U $args ${!extra:-} -z "$SECS" \
       --quiet --json "$D/$name-$bin.json" > "$D/$name-$bin.txt" 2>&1
-    python3 - "$D/$name-$bin.json" "$name" "$bin" "$D/time" <<'PY'
+    b1=$(awk '{print $14 + $15}' /proc/$WP/stat)
+    stop_broker
+    python3 - "$D/$name-$bin.json" "$name" "$bin" "$D/time" "$((b1 - b0))" "$(getconf CLK_TCK)" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))["stages"][0]
 user, system = map(float, open(sys.argv[4]).read().split()[-2:])
 n = s["sent"] + s["received"]
+broker = int(sys.argv[5]) / int(sys.argv[6])
 print(f"{sys.argv[2]:16} {sys.argv[3]} sent {s['sent_rate']:>10,.0f}/s received {s['received_rate']:>10,.0f}/s"
-      f"  CPU {1e6 * (user + system) / max(n, 1):.3f} µs/msg")
+      f"  CPU {1e6 * (user + system) / max(n, 1):.3f} µs/msg (broker {1e6 * broker / max(n, 1):.3f})")
 PY
   done
 done

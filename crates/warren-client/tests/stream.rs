@@ -584,6 +584,39 @@ async fn read_in_place(consumer: &mut Consumer, n: usize) -> Vec<Read> {
     got
 }
 
+/// Large chunks (MiBs of Deliver frame) arrive over many reads; the
+/// reader grows its buffer to the frame's size once and hands the
+/// messages out whole.
+#[tokio::test]
+async fn large_chunks_read_back_whole() {
+    let (uris, _broker) = stream_brokers().await;
+    for uri in &uris {
+        let env = within(Environment::connect(uri)).await.unwrap();
+        let s = unique("stream-large-chunks");
+        within(env.create_stream(&s, &StreamOptions::default()))
+            .await
+            .unwrap();
+        let producer = within(env.producer().build(&s)).await.unwrap();
+        let body = |i: usize| {
+            let mut b = vec![(i % 251) as u8; 4096];
+            b[..8].copy_from_slice(&(i as u64).to_be_bytes());
+            b
+        };
+        let confirm = within(producer.send_all((0..2_000).map(|i| Message::new(body(i)))))
+            .await
+            .unwrap();
+        assert_eq!(within(confirm).await.confirmed, 2_000, "{uri}");
+        let mut c = within(env.consumer().offset(OffsetSpecification::First).build(&s))
+            .await
+            .unwrap();
+        let got = read(&mut c, 2_000).await;
+        for (i, (offset, b)) in got.into_iter().enumerate() {
+            assert_eq!(offset, i as u64, "{uri}");
+            assert!(b == body(i), "{uri}: message {i} differs");
+        }
+    }
+}
+
 /// Producers of one environment share its connection; what they send in
 /// turn, without waiting for confirms, the stream holds in that order
 /// (RabbitMQ's reader hands each Publish frame on as it comes).

@@ -618,8 +618,18 @@ async fn read_loop(c: Arc<Connection>, mut input: ReadHalf, mut rbuf: BytesMut, 
                 }
             }
         }
-        if rbuf.capacity() - rbuf.len() < 16 * 1024 {
-            rbuf.reserve(64 * 1024);
+        // Room for the rest of a frame begun (its size is known): grown
+        // once, not 64 KiB at a time, which copies what was read each
+        // time (a 1 MiB Deliver frame read that way was copied ~8 times).
+        let begun = match rbuf.get(..4) {
+            Some(h) => {
+                (u32::from_be_bytes([h[0], h[1], h[2], h[3]]) as usize + 4).min(READ_FRAME_MAX as usize + 4)
+            }
+            None => 0,
+        };
+        let need = begun.saturating_sub(rbuf.len()).max(16 * 1024);
+        if rbuf.capacity() - rbuf.len() < need {
+            rbuf.reserve(need.max(64 * 1024));
         }
         tokio::select! {
             n = input.read_buf(&mut rbuf) => match n {

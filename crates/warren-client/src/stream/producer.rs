@@ -484,9 +484,13 @@ impl Producer {
             // as soon as they are); then their places under the
             // in-flight limit (this may wait).
             // Room for what the call says it brings (a single `send` is
-            // one small entry), not a whole frame's worth up front.
+            // one small entry), not a whole frame's worth up front, each
+            // taken to be about as large as the first (growing the buffer
+            // as it fills copies it again: at 1 KB a message was copied
+            // nearly twice).
             let expected = it.size_hint().0.clamp(1, per_frame);
-            let mut frame = Frame::with_capacity(expected, (expected * 64).min(frame_bytes));
+            let each = it.peek().map_or(64, |m| m.borrow().body.len() + 64);
+            let mut frame = Frame::with_capacity(expected, expected.saturating_mul(each).min(frame_bytes));
             while it.peek().is_some()
                 && frame.len() < per_frame
                 && (frame.len() == 0 || frame.bytes() < frame_bytes)

@@ -8,9 +8,11 @@
 //! Every message carries its send time in its first 8 body bytes, for the
 //! consumers' latency figure.
 //!
-//! The built-in stream mode beside it (`super`) stays the default for the
-//! broker's benchmarks: on two cores this one's extra CPU per message
-//! still lowers what the broker is seen to do (bench/RESULTS.md).
+//! Each producer and consumer runs on a thread of its own (see
+//! `on_own_thread`). The built-in stream mode beside it (`super`) stays
+//! the default for the broker's benchmarks: on two cores this one's
+//! extra CPU per 1 KB message still lowers what the broker is seen to do
+//! by a few per cent (bench/RESULTS.md).
 
 mod consumer;
 mod producer;
@@ -92,7 +94,9 @@ pub(super) fn spawn<E>(
             limit: opts.cmessages,
         };
         let (opts, stats, stop) = (opts.clone(), stats.clone(), stop.clone());
-        consumers.spawn(async move { consumer::run(&opts, spec, stats, stop).await.map_err(E::from) });
+        consumers.spawn(on_own_thread(move || async move {
+            consumer::run(&opts, spec, stats, stop).await.map_err(E::from)
+        }));
     }
     for i in 0..opts.producers {
         let spec = producer::ProducerSpec {
@@ -112,6 +116,35 @@ pub(super) fn spawn<E>(
             messages: opts.pmessages,
         };
         let (opts, stats, stop) = (opts.clone(), stats.clone(), stop.clone());
-        producers.spawn(async move { producer::run(&opts, spec, stats, stop).await.map_err(E::from) });
+        producers.spawn(on_own_thread(move || async move {
+            producer::run(&opts, spec, stats, stop).await.map_err(E::from)
+        }));
+    }
+}
+
+/// Run the future `make` makes on a thread of its own, with a
+/// current-thread runtime: a producer's or consumer's tasks (its own,
+/// its connection's reader and writer) then wake one another on one
+/// core, and share no cache lines with another core's, as the built-in
+/// mode's single task per socket does not need to (on two cores shared
+/// with the broker, the cross-core wake-ups cost the client mode ~15 %
+/// more CPU per message).
+async fn on_own_thread<F, Fut, T, E>(make: F) -> std::result::Result<T, E>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = std::result::Result<T, E>>,
+    T: Send + 'static,
+    E: From<Error> + Send + 'static,
+{
+    let run = tokio::task::spawn_blocking(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| E::from(Error::from(e)))?;
+        rt.block_on(make())
+    });
+    match run.await {
+        Ok(r) => r,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
     }
 }
