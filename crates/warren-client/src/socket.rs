@@ -42,6 +42,14 @@ pub(crate) enum WriteHalf {
     Tls(tokio::io::WriteHalf<TlsStream<TcpStream>>),
 }
 
+impl WriteHalf {
+    /// Whether many small pieces cost no more than one buffer to write:
+    /// a vectored write on TCP, not TLS (which writes each on its own).
+    pub(crate) fn gathers(&self) -> bool {
+        matches!(self, WriteHalf::Plain(_))
+    }
+}
+
 impl Socket {
     /// Connect to the URI's host and port (no Nagle), with TLS for a TLS
     /// URI or when options are given.
@@ -128,8 +136,9 @@ impl WriteHalf {
     /// left empty. Over plain TCP a write takes many pieces at once
     /// (vectored); over TLS each goes into the TLS records in turn.
     pub(crate) async fn write_all_pieces(&mut self, pieces: &mut Vec<bytes::Bytes>) -> io::Result<()> {
-        /// Pieces given to one vectored write (well under IOV_MAX).
-        const AT_ONCE: usize = 64;
+        /// Pieces given to one vectored write (under IOV_MAX, 1024; a
+        /// frame with lent bodies is two pieces a message).
+        const AT_ONCE: usize = 512;
         let w = match self {
             WriteHalf::Plain(w) => w,
             WriteHalf::Tls(w) => {

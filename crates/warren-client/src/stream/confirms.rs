@@ -19,6 +19,7 @@ use warren_stream::command::{put_publish_head, PUBLISH_HEAD};
 use super::confirm::{Batch, Word};
 use super::error::{Error, ResponseCode};
 use super::metrics::Metrics;
+use super::outbox::Outbox;
 
 /// A frame's entries as they are encoded (before the outbox's lock is
 /// taken), then numbered (under it), then registered with
@@ -32,9 +33,15 @@ pub(crate) struct Frame {
     ids: Vec<u64>,
     entries: Vec<Entry>,
     /// The Publish frame as it is encoded: room for its head, then each
-    /// entry's publishing id (written once numbered) and encoding.
+    /// entry's publishing id (written once numbered) and encoding, but
+    /// for the bodies lent.
     encoded: BytesMut,
-    /// The frame once sealed, as it goes to the outbox.
+    /// Bodies the frame refers to rather than copies ([`Frame::entry_lent`]):
+    /// each goes after `encoded[..at]`.
+    lent: Vec<(u32, Bytes)>,
+    /// Their bytes.
+    lent_len: usize,
+    /// The frame once sealed, but for the bodies lent.
     sealed: Bytes,
 }
 
@@ -48,8 +55,13 @@ struct Entry {
     count: u32,
     start: u32,
     end: u32,
+    /// The index of its body among the frame's lent ones, or [`NOT_LENT`]
+    /// (a lent body follows `end`).
+    lent: u32,
     settled: bool,
 }
+
+const NOT_LENT: u32 = u32::MAX;
 
 impl Frame {
     /// Room for `entries` entries of about `bytes` bytes in all.
@@ -64,6 +76,8 @@ impl Frame {
                 b.put_bytes(0, PUBLISH_HEAD);
                 b
             },
+            lent: Vec::new(),
+            lent_len: 0,
             sealed: Bytes::new(),
         }
     }
@@ -96,8 +110,23 @@ impl Frame {
             count: self.messages as u32 - first,
             start,
             end: self.encoded.len() as u32,
+            lent: NOT_LENT,
             settled: false,
         });
+    }
+
+    /// An entry of one message whose given id is `given`: `head` writes
+    /// what precedes its body, and the body is lent, not copied (the
+    /// frame goes to the socket as pieces, the body one of them): a
+    /// large body then costs a reference count, not a copy into memory
+    /// the CPU's caches no longer hold (the frame is kept until
+    /// confirmed).
+    pub(crate) fn entry_lent(&mut self, given: Option<u64>, head: impl FnOnce(&mut BytesMut), body: &Bytes) {
+        self.entry(std::iter::once(given), head);
+        let e = self.entries.last_mut().expect("just pushed");
+        e.lent = self.lent.len() as u32;
+        self.lent.push((e.end, body.clone()));
+        self.lent_len += body.len();
     }
 
     /// Number the messages without a given id from `next` on (which
@@ -119,17 +148,33 @@ impl Frame {
     }
 
     /// The numbered frame, its head written for this publisher and
-    /// frame version: the bytes to queue for the socket (which the
-    /// producer keeps too, until its entries are confirmed).
-    pub(crate) fn seal(&mut self, publisher_id: u8, version: u16) -> Bytes {
+    /// frame version, queued for the socket in `out` (the producer keeps
+    /// its bytes too, until its entries are confirmed): one piece, or
+    /// the pieces between its lent bodies and those bodies.
+    pub(crate) fn seal_into(&mut self, publisher_id: u8, version: u16, out: &mut Outbox) {
+        self.seal(publisher_id, version);
+        let mut from = 0;
+        for (at, body) in &self.lent {
+            out.hand_over(self.sealed.slice(from..*at as usize));
+            out.hand_over(body.clone());
+            from = *at as usize;
+        }
+        out.hand_over(self.sealed.slice(from..));
+    }
+
+    fn seal(&mut self, publisher_id: u8, version: u16) {
         put_publish_head(
             &mut self.encoded,
             publisher_id,
             self.entries.len() as u32,
             version,
         );
+        if self.lent_len > 0 {
+            // The size counts the bodies lent too.
+            let size = (self.encoded.len() - 4 + self.lent_len) as u32;
+            self.encoded[..4].copy_from_slice(&size.to_be_bytes());
+        }
         self.sealed = std::mem::take(&mut self.encoded).freeze();
-        self.sealed.clone()
     }
 
     /// Its bytes, sealed or not.
@@ -163,9 +208,9 @@ impl Frame {
         self.messages
     }
 
-    /// Bytes encoded.
+    /// Bytes encoded, lent bodies included.
     pub(crate) fn bytes(&self) -> usize {
-        self.frame_bytes().len()
+        self.frame_bytes().len() + self.lent_len
     }
 
     /// Each entry's wire id and encoding, in order.
@@ -192,6 +237,7 @@ struct Sent {
     ids: Vec<u64>,
     entries: Vec<Entry>,
     encoded: Bytes,
+    lent: Vec<(u32, Bytes)>,
     /// Entries not settled yet.
     open: usize,
     /// The lowest and highest wire id in it.
@@ -205,6 +251,20 @@ struct Sent {
 }
 
 impl Sent {
+    /// Entry `e`'s encoding (what follows its publishing id).
+    fn entry_bytes(&self, e: &Entry) -> Bytes {
+        let own = self.encoded.slice(e.start as usize..e.end as usize);
+        match self.lent.get(e.lent as usize) {
+            None => own,
+            Some((_, body)) => {
+                let mut b = BytesMut::with_capacity(own.len() + body.len());
+                b.extend_from_slice(&own);
+                b.extend_from_slice(body);
+                b.freeze()
+            }
+        }
+    }
+
     /// Tell the messages `first..first + count` of the frame `word`.
     fn tell(&self, first: u32, count: u32, word: &Word<'_>) {
         let ids = &self.ids[first as usize..(first + count) as usize];
@@ -330,7 +390,7 @@ impl Confirms {
                 f.entries
                     .iter()
                     .filter(|e| !e.settled)
-                    .map(|e| (e.wire, f.encoded.slice(e.start as usize..e.end as usize)))
+                    .map(|e| (e.wire, f.entry_bytes(e)))
             })
             .collect();
         if !p.ordered {
@@ -386,6 +446,7 @@ impl Confirms {
             open: entries.len(),
             entries,
             encoded: frame.sealed,
+            lent: frame.lent,
             low,
             high,
             sorted,
@@ -511,7 +572,7 @@ mod tests {
             });
         }
         f.number(&mut 0);
-        let _ = f.seal(0, 1);
+        f.seal(0, 1);
         c.register(f, batch);
     }
 
@@ -557,7 +618,7 @@ mod tests {
         let mut next = 4;
         f.number(&mut next);
         assert_eq!((next, f.entries().next().unwrap().0), (6, 5), "under the last id");
-        let _ = f.seal(0, 1);
+        f.seal(0, 1);
         c.register(f, &batch);
         assert_eq!(c.outstanding(), 2);
         c.confirmed(&[5]);
@@ -624,7 +685,8 @@ mod tests {
         );
         assert_eq!((next, plain.messages()), (105, 3));
         // Sealed, it is the Publish frame: the ids written in place.
-        let mut sealed = BytesMut::from(&f.seal(9, 1)[..]);
+        f.seal(9, 1);
+        let mut sealed = BytesMut::from(&f.sealed[..]);
         let parsed = warren_stream::command::parse_frame(&mut sealed, 1 << 20)
             .unwrap()
             .unwrap();
@@ -641,5 +703,53 @@ mod tests {
                 b"\0\0\0\x01c".to_vec()
             ]
         );
+    }
+
+    /// A frame with bodies lent goes out as pieces that together are the
+    /// frame the bodies copied in would be; sent again, its entries are
+    /// whole.
+    #[test]
+    fn lent_bodies_make_the_same_frame_in_pieces() {
+        let bodies: Vec<Bytes> = (0..3u8).map(|i| Bytes::from(vec![b'a' + i; 600])).collect();
+        let head = |out: &mut BytesMut| out.put_u32(600);
+        let mut copied = Frame::with_capacity(3, 64);
+        let mut lent = Frame::with_capacity(3, 64);
+        for (i, b) in bodies.iter().enumerate() {
+            copied.entry([None].into_iter(), |out| {
+                head(out);
+                out.extend_from_slice(b)
+            });
+            if i == 1 {
+                lent.entry([None].into_iter(), |out| {
+                    head(out);
+                    out.extend_from_slice(b)
+                });
+            } else {
+                lent.entry_lent(None, head, b);
+            }
+        }
+        assert_eq!(lent.bytes(), copied.bytes());
+        let (mut a, mut b) = (0, 0);
+        copied.number(&mut a);
+        lent.number(&mut b);
+        let mut out = Outbox::with_capacity(16);
+        copied.seal_into(3, 1, &mut out);
+        let mut one = Vec::new();
+        out.take(&mut one);
+        lent.seal_into(3, 1, &mut out);
+        let mut pieces = Vec::new();
+        out.take(&mut pieces);
+        assert_eq!(one.len(), 1);
+        assert_eq!(pieces.len(), 4, "head, body, the middle entry, body");
+        assert_eq!(pieces.concat(), one.concat());
+        let c = Confirms::new(10);
+        c.register(lent, &Batch::each());
+        let again = c.unconfirmed();
+        for ((wire, e), (i, body)) in again.iter().zip(bodies.iter().enumerate()) {
+            assert_eq!(*wire, i as u64);
+            assert_eq!(&e[..4], &600u32.to_be_bytes());
+            assert_eq!(&e[4..], &body[..]);
+        }
+        assert_eq!(again.len(), 3);
     }
 }

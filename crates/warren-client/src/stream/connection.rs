@@ -68,6 +68,9 @@ pub(crate) struct Connection {
     done: watch::Sender<bool>,
     /// The largest frame this side may send.
     pub(crate) frame_max: u32,
+    /// Producers may lend large bodies to their frames (the writer
+    /// gathers pieces in one vectored write).
+    pub(crate) lends: bool,
     /// What the broker said of itself when the connection opened.
     pub(crate) server_properties: Vec<(String, String)>,
     /// The commands and versions the broker takes, once asked.
@@ -89,6 +92,7 @@ impl Connection {
             properties,
         } = handshake::open(uri, name, tls).await?;
         let (read, write) = socket.split();
+        let lends = write.gathers();
         let (done, _) = watch::channel(false);
         let c = Arc::new(Connection {
             outbox: Mutex::new(Outbox::with_capacity(64 * 1024)),
@@ -101,6 +105,7 @@ impl Connection {
             ended: Mutex::new(None),
             done,
             frame_max,
+            lends,
             server_properties: properties,
             versions: tokio::sync::OnceCell::new(),
         });

@@ -32,7 +32,29 @@ pub(crate) fn put_simple(out: &mut BytesMut, m: &Message, filter_value: Option<&
 /// into a stack array then read back whole stall the CPU (perf).
 #[inline]
 fn put_body_only(out: &mut BytesMut, body: &[u8], v2: bool) {
-    let n = body.len();
+    out.reserve(BODY_HEAD_ROOM + body.len());
+    put_body_head(out, body.len(), v2);
+    out.extend_from_slice(body);
+}
+
+/// Room [`put_body_head`] needs (it writes 16 bytes, then keeps at most
+/// 14).
+const BODY_HEAD_ROOM: usize = 16;
+
+/// Bodies of at least this many bytes a producer may lend to its frame
+/// rather than copy ([`lends_body`]).
+pub(crate) const LEND_MIN: usize = 512;
+
+/// Whether [`put_simple`] of `m` would be its body after a head
+/// [`put_body_head`] writes, and the body is large enough to lend.
+#[inline]
+pub(crate) fn lends_body(m: &Message, filter_value: Option<&str>) -> bool {
+    m.body.len() >= LEND_MIN && m.application_properties.is_empty() && filter_value.is_none()
+}
+
+/// What [`put_body_only`] writes before a body of `n` bytes.
+#[inline]
+pub(crate) fn put_body_head(out: &mut BytesMut, n: usize, v2: bool) {
     // A version 2 frame's null filter value, the message's length, its
     // one data section's head (described by small ulong 0x75, then vbin8
     // or vbin32, as Message::encode writes it); each case's shifts known
@@ -49,10 +71,8 @@ fn put_body_only(out: &mut BytesMut, body: &[u8], v2: bool) {
             14,
         ),
     };
-    out.reserve(whole.len() + n);
     out.extend_from_slice(&whole);
     out.truncate(out.len() - (whole.len() - bytes));
-    out.extend_from_slice(body);
 }
 
 /// The low `bytes` bytes of `v`, big-endian, at the start of 16.

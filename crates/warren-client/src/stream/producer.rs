@@ -17,7 +17,7 @@ use warren_stream::command::{begin_publish_version, end_frame, key, Command};
 use super::confirm::{Batch, BatchConfirm, Confirm};
 use super::confirms::{Confirms, Frame};
 use super::connection::Connection;
-use super::entry::{put_simple, put_sub_batch, sub_batch};
+use super::entry::{lends_body, put_body_head, put_simple, put_sub_batch, sub_batch, LEND_MIN};
 use super::environment::Environment;
 use super::error::{recoverable, Error};
 use super::message::Message;
@@ -430,7 +430,9 @@ impl Producer {
     /// without a publishing id are numbered as their frame goes into the
     /// outbox, so ids follow the order on the wire (what deduplication
     /// needs) even when tasks share the producer. Messages may be given
-    /// or lent (`&Message`): each is read once, as it is encoded.
+    /// or lent (`&Message`): each is read once, as it is encoded. On a
+    /// TCP connection (not TLS) a body of 512 bytes or more is not
+    /// copied: the frame keeps a share of its `Bytes` until confirmed.
     pub async fn send_batch<I, M>(&self, messages: I) -> Result<Vec<Confirm>, Error>
     where
         I: IntoIterator<Item = M>,
@@ -489,7 +491,10 @@ impl Producer {
             // as it fills copies it again: at 1 KB a message was copied
             // nearly twice).
             let expected = it.size_hint().0.clamp(1, per_frame);
-            let each = it.peek().map_or(64, |m| m.borrow().body.len() + 64);
+            let each = match it.peek().map(|m| m.borrow().body.len()) {
+                Some(n) if n < LEND_MIN || !conn.lends => n + 64,
+                _ => 64,
+            };
             let mut frame = Frame::with_capacity(expected, expected.saturating_mul(each).min(frame_bytes));
             while it.peek().is_some()
                 && frame.len() < per_frame
@@ -499,9 +504,17 @@ impl Producer {
                     let m = it.next().expect("peeked");
                     let m = m.borrow();
                     let filter = s.filter_value.as_ref().and_then(|f| f(m));
-                    frame.entry(std::iter::once(m.publishing_id), |out| {
-                        put_simple(out, m, filter.as_deref(), v2)
-                    });
+                    if conn.lends && lends_body(m, filter.as_deref()) {
+                        frame.entry_lent(
+                            m.publishing_id,
+                            |out| put_body_head(out, m.body.len(), v2),
+                            &m.body,
+                        );
+                    } else {
+                        frame.entry(std::iter::once(m.publishing_id), |out| {
+                            put_simple(out, m, filter.as_deref(), v2)
+                        });
+                    }
                 } else {
                     let (e, ids) = sub_batch(it.by_ref().take(per_entry), s.compression.code());
                     frame.entry(ids.into_iter(), |out| put_sub_batch(out, &e, v2));
@@ -527,7 +540,7 @@ impl Producer {
                         let mut frame = frame.take().expect("sent once");
                         let mut next = s.next.load(Ordering::Relaxed);
                         frame.number(&mut next);
-                        buf.hand_over(frame.seal(pid, version));
+                        frame.seal_into(pid, version, buf);
                         s.next.store(next, Ordering::Relaxed);
                         s.confirms.register(frame, batch);
                     })
