@@ -25,8 +25,31 @@ pub async fn fresh_stream(uri: &str, name: &str) {
 
 /// Publish batches of [`BATCH`] with at most `in_flight` unconfirmed for
 /// `secs`; the messages confirmed.
+/// With CLIENT_BENCH_STREAM_PRODUCERS=N (warren), N producers of one
+/// environment publish at once, sharing its connection.
 pub async fn publish(uri: &str, stream: &str, body: &[u8], in_flight: usize, secs: Duration) -> Outcome {
     let env = Environment::connect(uri).await.expect("connects");
+    let n: usize = std::env::var("CLIENT_BENCH_STREAM_PRODUCERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let start = Instant::now();
+    let mut runs = tokio::task::JoinSet::new();
+    for _ in 0..n.max(1) {
+        let (env, stream, body) = (env.clone(), stream.to_string(), body.to_vec());
+        runs.spawn(async move { publish_one(&env, &stream, &body, in_flight, secs).await });
+    }
+    let confirmed: u64 = runs.join_all().await.into_iter().sum();
+    let elapsed = start.elapsed();
+    env.close().await;
+    Outcome {
+        messages: confirmed,
+        elapsed,
+        note: String::new(),
+    }
+}
+
+async fn publish_one(env: &Environment, stream: &str, body: &[u8], in_flight: usize, secs: Duration) -> u64 {
     let producer = env
         .producer()
         .max_unconfirmed(in_flight)
@@ -57,13 +80,7 @@ pub async fn publish(uri: &str, stream: &str, body: &[u8], in_flight: usize, sec
     for b in pending {
         confirmed += settle(b).await;
     }
-    let elapsed = start.elapsed();
-    env.close().await;
-    Outcome {
-        messages: confirmed,
-        elapsed,
-        note: String::new(),
-    }
+    confirmed
 }
 
 /// Fill `stream` with `n` messages of `body` (before the clock starts).

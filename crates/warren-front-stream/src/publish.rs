@@ -25,7 +25,7 @@ use warren_stream::publish::{parse_publish, Published};
 
 use super::writer::Job;
 use crate::conn::{response, Conn};
-use crate::publisher::{Publisher, MIN_CHUNK};
+use crate::publisher::{Publisher, MAX_CHUNK, MIN_CHUNK};
 use crate::wake::{Completion, Stage};
 use warren_stream::command::code;
 
@@ -40,6 +40,9 @@ pub const MAX_PUBLISHERS: usize = 256;
 /// Bytes of Publish frames a connection holds before it stops reading
 /// (they wait for their publisher's chunk at the writer to complete).
 pub const MAX_PENDING_BYTES: usize = 1 << 20;
+
+/// A chunk's entries by publisher, in the order they came.
+type Parts = Vec<(u8, Vec<Published>)>;
 
 /// Where a stream's log is, for the Metadata answer.
 pub(super) enum StreamNodes {
@@ -238,26 +241,67 @@ impl Conn {
             return;
         }
         let mut arrivals = std::mem::take(&mut self.arrivals);
+        // Publishers take turns: chunks are cut by their runs, not by a
+        // publisher's own batching (which would cut them small).
+        let turns = arrivals.len() > 1;
         // Streams with a run still waiting: later runs on them wait too.
         let mut held: Vec<*const StreamLog> = Vec::new();
+        // What goes now, per stream, in arrival order: one chunk each,
+        // however many publishers it holds (osiris's writer batches
+        // its writers' entries alike), so publishers taking turns on a
+        // connection still fill large chunks.
+        let mut chunks: Vec<(*const StreamLog, Parts)> = Vec::new();
         arrivals.retain_mut(|(id, run)| {
             let Some(p) = self.publishers.get_mut(id) else {
                 return false; // gone, its entries with it
             };
             let stream = Arc::as_ptr(&p.log);
-            if !held.contains(&stream) {
-                while *run > 0 {
-                    let Some(p) = self.publishers.get_mut(id).filter(|p| now || p.in_flight == 0) else {
-                        break;
+            if held.contains(&stream) {
+                return true;
+            }
+            let at = chunks.iter().position(|(s, _)| *s == stream);
+            // Entries the chunk on this stream holds so far.
+            let began: usize = at.map_or(0, |i| chunks[i].1.iter().map(|(_, e)| e.len()).sum());
+            // A publisher with a chunk at the writer waits; a run that
+            // would take the chunk over osiris's largest batch waits for
+            // the next.
+            if (now || p.in_flight < p.max_in_flight()) && (began == 0 || now || began + *run <= MAX_CHUNK) {
+                let mut taken = Vec::new();
+                let mut bytes = 0;
+                loop {
+                    // A chunk begun by this run is cut as the publisher
+                    // cuts its own; a run joining one goes whole.
+                    let (mut part, b) = if began == 0 && taken.is_empty() && !turns {
+                        p.next_chunk(*run)
+                    } else {
+                        p.take(*run)
                     };
-                    let (chunk, bytes) = p.next_chunk(*run);
-                    if chunk.is_empty() {
+                    if part.is_empty() {
                         *run = 0; // cannot be: runs count what is pending
                         break;
                     }
-                    *run -= chunk.len();
-                    self.pending_bytes -= bytes;
-                    self.write_chunk(*id, chunk);
+                    *run -= part.len();
+                    bytes += b;
+                    if taken.is_empty() {
+                        taken = part;
+                    } else {
+                        taken.append(&mut part);
+                    }
+                    if *run == 0 || !now {
+                        break;
+                    }
+                }
+                self.pending_bytes -= bytes;
+                let parts = match at {
+                    Some(i) => &mut chunks[i].1,
+                    None => {
+                        chunks.push((stream, Vec::new()));
+                        &mut chunks.last_mut().expect("just pushed").1
+                    }
+                };
+                match parts.last_mut() {
+                    Some((last, entries)) if last == id => entries.append(&mut taken),
+                    _ => parts.push((*id, taken)),
                 }
             }
             if *run == 0 {
@@ -267,6 +311,14 @@ impl Conn {
             true
         });
         self.arrivals = arrivals;
+        for (_, mut parts) in chunks {
+            if parts.len() == 1 {
+                let (id, entries) = parts.pop().expect("one");
+                self.write_chunk(id, entries);
+            } else {
+                self.write_parts(parts);
+            }
+        }
     }
 
     /// Forget what publisher `id` had not written yet (it is removed).
@@ -418,6 +470,118 @@ impl Conn {
                         error: Some(code::INTERNAL_ERROR),
                         stage: Stage::Whole,
                     });
+                }
+            }),
+        });
+    }
+
+    /// One chunk of several publishers' entries on one stream, in the
+    /// order they came (`parts`), each publisher confirmed as if the
+    /// chunk were its own. On a replica's node, a deleted stream, or
+    /// when every entry is a duplicate, each part goes as a chunk of its
+    /// own ([`Conn::write_chunk`] knows those cases).
+    fn write_parts(&mut self, parts: Parts) {
+        let (log, stream) = match self.publishers.get(&parts[0].0) {
+            Some(p) => (p.log.clone(), p.stream.clone()),
+            None => return,
+        };
+        let leader = matches!(log.role(), StreamRole::Leader { .. });
+        let local = leader || matches!(log.role(), StreamRole::Alone);
+        let all_duplicates = parts.iter().all(|(id, pending)| {
+            self.publishers.get(id).is_some_and(|p| match &p.reference {
+                Some(r) => {
+                    let last = p.last_stored.max(p.log.sequence(r));
+                    pending.iter().all(|e| last.is_some_and(|l| e.publishing_id <= l))
+                }
+                None => false,
+            })
+        });
+        let mut messages = Vec::new();
+        let mut sequences = Vec::new();
+        let mut confirms: Vec<(u8, Vec<u64>)> = Vec::with_capacity(parts.len());
+        if !local || log.is_deleted() || all_duplicates {
+            for (id, pending) in parts {
+                self.write_chunk(id, pending);
+            }
+            return;
+        }
+        for (id, pending) in parts {
+            let Some(p) = self.publishers.get_mut(&id) else {
+                continue;
+            };
+            let mut last = match (&p.reference, p.last_stored) {
+                (Some(r), cached) => cached.max(p.log.sequence(r)),
+                (None, _) => None,
+            };
+            let mut ids = Vec::with_capacity(pending.len());
+            for e in pending {
+                ids.push(e.publishing_id);
+                if p.reference.is_some() && last.is_some_and(|l| e.publishing_id <= l) {
+                    continue;
+                }
+                if p.reference.is_some() {
+                    last = Some(e.publishing_id);
+                }
+                messages.push(Message {
+                    entry: e.entry,
+                    filter: e.filter.filter(|f| !f.is_empty()),
+                });
+            }
+            if let (Some(r), Some(l)) = (&p.reference, last) {
+                sequences.push((r.clone(), l));
+            }
+            // The next batch deduplicates against what this one stores.
+            p.last_stored = last;
+            p.in_flight += 1;
+            self.outstanding += 1;
+            confirms.push((id, ids));
+        }
+        let wake = self.wake.clone();
+        let done_log = log.clone();
+        self.shared.writer.submit(Job {
+            log,
+            messages,
+            delta: Delta {
+                sequences,
+                offsets: Vec::new(),
+            },
+            done: Box::new(move |r| match r {
+                Ok(at) if leader => {
+                    for (id, _) in &confirms {
+                        wake.complete(Completion {
+                            publisher_id: *id,
+                            ids: Vec::new(),
+                            error: None,
+                            stage: Stage::Written,
+                        });
+                    }
+                    let w = wake.clone();
+                    done_log.on_committed(
+                        at.chunk_id,
+                        Box::new(move |ok| {
+                            for (id, ids) in confirms {
+                                w.complete(Completion {
+                                    publisher_id: id,
+                                    ids,
+                                    error: (!ok).then_some(code::STREAM_NOT_AVAILABLE),
+                                    stage: Stage::Committed,
+                                });
+                            }
+                        }),
+                    );
+                }
+                r => {
+                    if let Err(e) = &r {
+                        tracing::error!(stream, "cannot append to the stream log: {e}");
+                    }
+                    for (id, ids) in confirms {
+                        wake.complete(Completion {
+                            publisher_id: id,
+                            ids,
+                            error: r.is_err().then_some(code::INTERNAL_ERROR),
+                            stage: Stage::Whole,
+                        });
+                    }
                 }
             }),
         });

@@ -12,7 +12,7 @@ use warren_stream::publish::Published;
 /// writer starts its batches at 32)...
 pub(crate) const MIN_CHUNK: usize = 32;
 /// ...and at most this many (its largest batch).
-const MAX_CHUNK: usize = 8192;
+pub(crate) const MAX_CHUNK: usize = 8192;
 
 pub struct Publisher {
     pub stream: String,
@@ -71,6 +71,37 @@ impl Publisher {
             self.pending_bytes -= b;
             b
         };
+        (taken, bytes)
+    }
+
+    /// Chunks it may have at the writer at once: one for a named
+    /// publisher (a failed chunk passed by the next would have its
+    /// resent messages taken for duplicates), two otherwise, so that
+    /// publishers taking turns on a connection keep the writer busy
+    /// while they wait for one another's chunk.
+    pub(crate) fn max_in_flight(&self) -> usize {
+        if self.reference.is_some() {
+            1
+        } else {
+            2
+        }
+    }
+
+    /// The first `n` entries gathered (all, if fewer), as they are: a run
+    /// that joins a chunk another publisher's entries began, cut by
+    /// that chunk's size rather than this publisher's.
+    pub(crate) fn take(&mut self, n: usize) -> (Vec<Published>, usize) {
+        let all = self.pending.len();
+        if n >= all {
+            return (
+                std::mem::take(&mut self.pending),
+                std::mem::take(&mut self.pending_bytes),
+            );
+        }
+        let rest = self.pending.split_off(n);
+        let taken = std::mem::replace(&mut self.pending, rest);
+        let bytes = self.pending_bytes * n / all;
+        self.pending_bytes -= bytes;
         (taken, bytes)
     }
 }

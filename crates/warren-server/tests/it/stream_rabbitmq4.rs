@@ -409,3 +409,87 @@ async fn publishers_on_one_connection_keep_its_order_in_the_stream() {
     assert_eq!(first_moved, None, "the stream's order is not the connection's");
     assert_eq!(stored.len(), sent.len());
 }
+
+/// Named publishers taking turns on one connection share chunks; each
+/// is still deduplicated against what it stored: frames sent again are
+/// confirmed and not stored twice, and each name's sequence is its last id.
+#[tokio::test]
+async fn named_publishers_taking_turns_are_deduplicated_each() {
+    use warren_stream::chunk::{Chunk, Entry};
+    let b = Broker::start().await;
+    let mut c = Raw::open(b.stream_port()).await;
+    c.create("named-turns").await;
+    for (publisher_id, name) in [(1u8, "a"), (2, "b")] {
+        let id = c.id();
+        c.send(Command::DeclarePublisher {
+            correlation_id: id,
+            publisher_id,
+            reference: Some(name.into()),
+            stream: "named-turns".into(),
+        })
+        .await;
+        assert_eq!(c.answer(id).await.0, 1);
+    }
+    // Frames k of each publisher carry ids 10k..10k+9; every frame goes
+    // twice, the second time after the other publisher's next frame.
+    let mut out = BytesMut::new();
+    let frame = |publisher_id: u8, k: u64, out: &mut BytesMut| {
+        let messages = (0..10)
+            .map(|i| (k * 10 + i, Bytes::from(format!("{publisher_id}:{}", k * 10 + i))))
+            .collect();
+        Command::Publish {
+            publisher_id,
+            messages,
+        }
+        .encode(out);
+    };
+    const FRAMES: u64 = 400;
+    for k in 0..FRAMES {
+        frame(1, k, &mut out);
+        frame(2, k, &mut out);
+        if k > 0 {
+            frame(1, k - 1, &mut out);
+        }
+        if out.len() > 8 * 1024 {
+            c.s.write_all(&out).await.unwrap();
+            out.clear();
+        }
+    }
+    c.s.write_all(&out).await.unwrap();
+    let expected_confirms = FRAMES * 10 * 2 + (FRAMES - 1) * 10;
+    let mut confirmed = 0;
+    while confirmed < expected_confirms {
+        let f = c.frame(Duration::from_secs(20)).await.expect("confirms");
+        if let Ok(Command::PublishConfirm { ids, .. }) = Command::decode(f) {
+            confirmed += ids.len() as u64;
+        }
+    }
+    c.subscribe(1, "named-turns", u16::MAX).await;
+    let mut stored = Vec::new();
+    while (stored.len() as u64) < FRAMES * 20 {
+        let f = c.frame(Duration::from_secs(20)).await.expect("deliveries");
+        if let Ok(Command::Deliver { chunk, .. }) = Command::decode(f) {
+            for e in Chunk::parse(&chunk, true).unwrap().entries {
+                if let Entry::Simple(b) = e {
+                    stored.push(String::from_utf8(b.to_vec()).unwrap());
+                }
+            }
+        }
+    }
+    assert!(
+        c.frame(Duration::from_millis(300)).await.is_none(),
+        "nothing stored twice"
+    );
+    for name in ["1", "2"] {
+        let mine: Vec<&String> = stored
+            .iter()
+            .filter(|m| m.starts_with(&format!("{name}:")))
+            .collect();
+        let want: Vec<String> = (0..FRAMES * 10).map(|i| format!("{name}:{i}")).collect();
+        assert_eq!(mine.len(), want.len(), "publisher {name}");
+        assert!(
+            mine.iter().zip(&want).all(|(a, b)| *a == b),
+            "publisher {name} in order"
+        );
+    }
+}
