@@ -262,10 +262,21 @@ impl Conn {
             let at = chunks.iter().position(|(s, _)| *s == stream);
             // Entries the chunk on this stream holds so far.
             let began: usize = at.map_or(0, |i| chunks[i].1.iter().map(|(_, e)| e.len()).sum());
+            // A named publisher's runs with another's between them go in
+            // one chunk's parts: on a replica's node each part is a
+            // chunk of its own, and a named publisher has one at a time.
+            let named_again = p.reference.is_some()
+                && at.is_some_and(|i| {
+                    let parts = &chunks[i].1;
+                    parts.iter().rev().skip(1).any(|(j, _)| j == id)
+                        && parts.last().is_some_and(|(j, _)| j != id)
+                });
             // A publisher with a chunk at the writer waits; a run that
             // would take the chunk over osiris's largest batch waits for
             // the next.
-            if (now || p.in_flight < p.max_in_flight()) && (began == 0 || now || began + *run <= MAX_CHUNK) {
+            if (now || (p.in_flight < p.max_in_flight() && !named_again))
+                && (began == 0 || now || began + *run <= MAX_CHUNK)
+            {
                 let mut taken = Vec::new();
                 let mut bytes = 0;
                 loop {
