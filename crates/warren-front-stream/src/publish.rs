@@ -368,26 +368,8 @@ impl Conn {
             }
             return;
         }
-        let mut confirmed = Vec::with_capacity(pending.len());
         let mut messages = Vec::with_capacity(pending.len());
-        // Another connection may have published under the same name.
-        let mut last = match (&p.reference, p.last_stored) {
-            (Some(r), cached) => cached.max(p.log.sequence(r)),
-            (None, _) => None,
-        };
-        for e in pending {
-            confirmed.push(e.publishing_id);
-            if p.reference.is_some() && last.is_some_and(|l| e.publishing_id <= l) {
-                continue; // a duplicate: confirmed, not stored again
-            }
-            if p.reference.is_some() {
-                last = Some(e.publishing_id);
-            }
-            messages.push(Message {
-                entry: e.entry,
-                filter: e.filter.filter(|f| !f.is_empty()),
-            });
-        }
+        let (confirmed, last) = p.keep_new(pending, &mut messages);
         if messages.is_empty() {
             // Only duplicates: nothing to write. A leader confirms
             // them once what its log holds is committed (they may be
@@ -425,128 +407,32 @@ impl Conn {
             .encode(&mut self.wbuf);
             return;
         }
-        let delta = Delta {
-            sequences: match (&p.reference, last) {
-                (Some(r), Some(l)) => vec![(r.clone(), l)],
-                _ => Vec::new(),
-            },
-            offsets: Vec::new(),
+        let sequences = match (&p.reference, last) {
+            (Some(r), Some(l)) => vec![(r.clone(), l)],
+            _ => Vec::new(),
         };
         // The next batch deduplicates against what this one will store.
         p.last_stored = last;
-        let wake = self.wake.clone();
-        let stream = p.stream.clone();
-        let log = p.log.clone();
         p.in_flight += 1;
         self.outstanding += 1;
-        self.shared.writer.submit(Job {
-            log: p.log.clone(),
-            messages,
-            delta,
-            done: Box::new(move |r| match r {
-                // Not replicated: confirmed now. A replicated stream's
-                // leader: the writer's part is done (the next chunk
-                // may go), the confirm waits for a majority.
-                Ok(at) if matches!(log.role(), StreamRole::Leader { .. }) => {
-                    wake.complete(Completion {
-                        publisher_id: id,
-                        ids: Vec::new(),
-                        error: None,
-                        stage: Stage::Written,
-                    });
-                    let w = wake.clone();
-                    log.on_committed(
-                        at.chunk_id,
-                        Box::new(move |ok| {
-                            w.complete(Completion {
-                                publisher_id: id,
-                                ids: confirmed,
-                                error: (!ok).then_some(code::STREAM_NOT_AVAILABLE),
-                                stage: Stage::Committed,
-                            })
-                        }),
-                    );
-                }
-                Ok(_) => wake.complete(Completion {
-                    publisher_id: id,
-                    ids: confirmed,
-                    error: None,
-                    stage: Stage::Whole,
-                }),
-                Err(e) => {
-                    tracing::error!(stream, "cannot append to the stream log: {e}");
-                    wake.complete(Completion {
-                        publisher_id: id,
-                        ids: confirmed,
-                        error: Some(code::INTERNAL_ERROR),
-                        stage: Stage::Whole,
-                    });
-                }
-            }),
-        });
+        let (log, stream) = (p.log.clone(), p.stream.clone());
+        self.submit_chunk(log, stream, messages, sequences, vec![(id, confirmed)]);
     }
 
-    /// One chunk of several publishers' entries on one stream, in the
-    /// order they came (`parts`), each publisher confirmed as if the
-    /// chunk were its own. On a replica's node, a deleted stream, or
-    /// when every entry is a duplicate, each part goes as a chunk of its
-    /// own ([`Conn::write_chunk`] knows those cases).
-    fn write_parts(&mut self, parts: Parts) {
-        let (log, stream) = match self.publishers.get(&parts[0].0) {
-            Some(p) => (p.log.clone(), p.stream.clone()),
-            None => return,
-        };
-        let leader = matches!(log.role(), StreamRole::Leader { .. });
-        let local = leader || matches!(log.role(), StreamRole::Alone);
-        let all_duplicates = parts.iter().all(|(id, pending)| {
-            self.publishers.get(id).is_some_and(|p| match &p.reference {
-                Some(r) => {
-                    let last = p.last_stored.max(p.log.sequence(r));
-                    pending.iter().all(|e| last.is_some_and(|l| e.publishing_id <= l))
-                }
-                None => false,
-            })
-        });
-        let mut messages = Vec::new();
-        let mut sequences = Vec::new();
-        let mut confirms: Vec<(u8, Vec<u64>)> = Vec::with_capacity(parts.len());
-        if !local || log.is_deleted() || all_duplicates {
-            for (id, pending) in parts {
-                self.write_chunk(id, pending);
-            }
-            return;
-        }
-        for (id, pending) in parts {
-            let Some(p) = self.publishers.get_mut(&id) else {
-                continue;
-            };
-            let mut last = match (&p.reference, p.last_stored) {
-                (Some(r), cached) => cached.max(p.log.sequence(r)),
-                (None, _) => None,
-            };
-            let mut ids = Vec::with_capacity(pending.len());
-            for e in pending {
-                ids.push(e.publishing_id);
-                if p.reference.is_some() && last.is_some_and(|l| e.publishing_id <= l) {
-                    continue;
-                }
-                if p.reference.is_some() {
-                    last = Some(e.publishing_id);
-                }
-                messages.push(Message {
-                    entry: e.entry,
-                    filter: e.filter.filter(|f| !f.is_empty()),
-                });
-            }
-            if let (Some(r), Some(l)) = (&p.reference, last) {
-                sequences.push((r.clone(), l));
-            }
-            // The next batch deduplicates against what this one stores.
-            p.last_stored = last;
-            p.in_flight += 1;
-            self.outstanding += 1;
-            confirms.push((id, ids));
-        }
+    /// Hand a chunk of `messages` to the writer, the named publishers'
+    /// new last ids in its trailer (`sequences`); each publisher of
+    /// `confirms` is told of its ids as if the chunk were its own. Not
+    /// replicated: confirmed once written. A replicated stream's leader:
+    /// the writer's part is done once written (the publisher's next
+    /// chunk may go), the confirm waits for a majority.
+    fn submit_chunk(
+        &mut self,
+        log: Arc<StreamLog>,
+        stream: String,
+        messages: Vec<Message>,
+        sequences: Vec<(String, u64)>,
+        confirms: Vec<(u8, Vec<u64>)>,
+    ) {
         let wake = self.wake.clone();
         let done_log = log.clone();
         self.shared.writer.submit(Job {
@@ -557,7 +443,7 @@ impl Conn {
                 offsets: Vec::new(),
             },
             done: Box::new(move |r| match r {
-                Ok(at) if leader => {
+                Ok(at) if matches!(done_log.role(), StreamRole::Leader { .. }) => {
                     for (id, _) in &confirms {
                         wake.complete(Completion {
                             publisher_id: *id,
@@ -596,6 +482,52 @@ impl Conn {
                 }
             }),
         });
+    }
+
+    /// One chunk of several publishers' entries on one stream, in the
+    /// order they came (`parts`), each publisher confirmed as if the
+    /// chunk were its own. On a replica's node, a deleted stream, or
+    /// when every entry is a duplicate, each part goes as a chunk of its
+    /// own ([`Conn::write_chunk`] knows those cases).
+    fn write_parts(&mut self, parts: Parts) {
+        let (log, stream) = match self.publishers.get(&parts[0].0) {
+            Some(p) => (p.log.clone(), p.stream.clone()),
+            None => return,
+        };
+        let local = matches!(log.role(), StreamRole::Leader { .. } | StreamRole::Alone);
+        let all_duplicates = parts.iter().all(|(id, pending)| {
+            self.publishers.get(id).is_some_and(|p| match &p.reference {
+                Some(r) => {
+                    let last = p.last_stored.max(p.log.sequence(r));
+                    pending.iter().all(|e| last.is_some_and(|l| e.publishing_id <= l))
+                }
+                None => false,
+            })
+        });
+        if !local || log.is_deleted() || all_duplicates {
+            for (id, pending) in parts {
+                self.write_chunk(id, pending);
+            }
+            return;
+        }
+        let mut messages = Vec::new();
+        let mut sequences = Vec::new();
+        let mut confirms = Vec::with_capacity(parts.len());
+        for (id, pending) in parts {
+            let Some(p) = self.publishers.get_mut(&id) else {
+                continue;
+            };
+            let (ids, last) = p.keep_new(pending, &mut messages);
+            if let (Some(r), Some(l)) = (&p.reference, last) {
+                sequences.push((r.clone(), l));
+            }
+            // The next batch deduplicates against what this one stores.
+            p.last_stored = last;
+            p.in_flight += 1;
+            self.outstanding += 1;
+            confirms.push((id, ids));
+        }
+        self.submit_chunk(log, stream, messages, sequences, confirms);
     }
 
     /// Write the confirms (or errors) of chunks the writer finished.

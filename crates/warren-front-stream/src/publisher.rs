@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use warren_core::queue::{Queue, StreamLog};
+use warren_log::Message;
 use warren_stream::publish::Published;
 
 /// Entries in a chunk: at least this many may go in one (osiris's
@@ -85,6 +86,37 @@ impl Publisher {
         } else {
             2
         }
+    }
+
+    /// Of entries about to be written, the ones to store (into
+    /// `messages`): a named publisher's entry whose publishing id is not
+    /// above the last one stored under its name (by this connection or
+    /// another) is a duplicate, confirmed but not stored again. Returns
+    /// every entry's id (all are confirmed) and the name's new last id.
+    pub(crate) fn keep_new(
+        &self,
+        pending: Vec<Published>,
+        messages: &mut Vec<Message>,
+    ) -> (Vec<u64>, Option<u64>) {
+        let mut ids = Vec::with_capacity(pending.len());
+        let mut last = match (&self.reference, self.last_stored) {
+            (Some(r), cached) => cached.max(self.log.sequence(r)),
+            (None, _) => None,
+        };
+        for e in pending {
+            ids.push(e.publishing_id);
+            if self.reference.is_some() {
+                if last.is_some_and(|l| e.publishing_id <= l) {
+                    continue;
+                }
+                last = Some(e.publishing_id);
+            }
+            messages.push(Message {
+                entry: e.entry,
+                filter: e.filter.filter(|f| !f.is_empty()),
+            });
+        }
+        (ids, last)
     }
 
     /// The first `n` entries gathered (all, if fewer), as they are: a run
