@@ -133,27 +133,44 @@ impl WriteHalf {
     }
 
     /// Write all of `pieces`, in order, and push them out; `pieces` is
-    /// left empty. Over plain TCP a write takes many pieces at once
-    /// (vectored); over TLS each goes into the TLS records in turn.
-    pub(crate) async fn write_all_pieces(&mut self, pieces: &mut Vec<bytes::Bytes>) -> io::Result<()> {
-        /// Pieces given to one vectored write (under IOV_MAX, 1024; a
-        /// frame with lent bodies is two pieces a message).
+    /// left empty. Over plain TCP a write takes many pieces' slices at
+    /// once (vectored); over TLS each slice goes into the TLS records in
+    /// turn.
+    pub(crate) async fn write_all_pieces<P: Piece>(&mut self, pieces: &mut Vec<P>) -> io::Result<()> {
+        /// Slices given to one vectored write (under IOV_MAX, 1024; a
+        /// frame with lent bodies is two slices a message).
         const AT_ONCE: usize = 512;
         let w = match self {
             WriteHalf::Plain(w) => w,
             WriteHalf::Tls(w) => {
-                for p in pieces.drain(..) {
-                    w.write_all(&p).await?;
+                let mut slices = [io::IoSlice::new(&[]); AT_ONCE];
+                for p in pieces.iter() {
+                    let mut from = 0;
+                    while from < p.len() {
+                        let n = p.slices(from, &mut slices);
+                        for s in &slices[..n] {
+                            w.write_all(s).await?;
+                            from += s.len();
+                        }
+                    }
                 }
+                pieces.clear();
                 return w.flush().await;
             }
         };
-        let mut first = 0;
+        // Written so far: whole pieces before `first`, and `from` bytes
+        // of it.
+        let (mut first, mut from) = (0, 0);
         while first < pieces.len() {
             let mut slices = [io::IoSlice::new(&[]); AT_ONCE];
-            let n = pieces[first..].len().min(AT_ONCE);
-            for (slice, piece) in slices.iter_mut().zip(&pieces[first..first + n]) {
-                *slice = io::IoSlice::new(piece);
+            let mut n = 0;
+            let mut skip = from;
+            for piece in &pieces[first..] {
+                if n == AT_ONCE {
+                    break;
+                }
+                n += piece.slices(skip, &mut slices[n..]);
+                skip = 0;
             }
             let mut written = w.write_vectored(&slices[..n]).await?;
             if written == 0 {
@@ -161,18 +178,20 @@ impl WriteHalf {
             }
             // Past what went out: whole pieces, then part of one.
             while written > 0 {
-                let len = pieces[first].len();
-                if written >= len {
-                    written -= len;
+                let rest = pieces[first].len() - from;
+                if written >= rest {
+                    written -= rest;
                     first += 1;
+                    from = 0;
                 } else {
-                    bytes::Buf::advance(&mut pieces[first], written);
+                    from += written;
                     written = 0;
                 }
             }
             // Empty pieces are past too.
-            while pieces.get(first).is_some_and(|p| p.is_empty()) {
+            while pieces.get(first).is_some_and(|p| p.len() == from) {
                 first += 1;
+                from = 0;
             }
         }
         pieces.clear();
@@ -183,6 +202,34 @@ impl WriteHalf {
         match self {
             WriteHalf::Plain(w) => w.shutdown().await,
             WriteHalf::Tls(w) => w.shutdown().await,
+        }
+    }
+}
+
+/// Something [`WriteHalf::write_all_pieces`] writes: bytes in one or
+/// more slices (a frame whose bodies are lent is its own bytes between
+/// them).
+pub(crate) trait Piece {
+    /// Its bytes.
+    fn len(&self) -> usize;
+
+    /// Its bytes from byte `from` on, as slices put in `out` (as many as
+    /// fit); how many were put.
+    fn slices<'a>(&'a self, from: usize, out: &mut [io::IoSlice<'a>]) -> usize;
+}
+
+impl Piece for bytes::Bytes {
+    fn len(&self) -> usize {
+        bytes::Bytes::len(self)
+    }
+
+    fn slices<'a>(&'a self, from: usize, out: &mut [io::IoSlice<'a>]) -> usize {
+        match out.first_mut() {
+            Some(s) => {
+                *s = io::IoSlice::new(&self[from..]);
+                1
+            }
+            None => 0,
         }
     }
 }

@@ -65,6 +65,7 @@ mod metrics;
 mod offset;
 mod outbox;
 mod producer;
+mod read_buffer;
 pub mod single_active;
 mod super_consumer;
 mod super_producer;
