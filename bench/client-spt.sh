@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # warren-client's stream module beside RabbitMQ's Java stream client,
 # each through its perf tool, same broker, same run (issue 35):
-# `warren-perf -P stream --warren-client` and stream-perf-test (not on
+# `warren-perf -P stream` and stream-perf-test (not on
 # Maven Central: build it yourself, see bench/stream-perf-test.sh). One
 # producer and one consumer from the start of a fresh stream, SECS
 # seconds, 12 B and 1 KB messages, batches of 100, each of: plain,
@@ -38,7 +38,7 @@ run() {
   rm -f "$f.json" "$f.txt"
   if [ "$tool" = warren ]; then
     # shellcheck disable=SC2068
-    timeout $((SECS + 60)) ./target/release/warren-perf -P stream --warren-client --crc-check -h "$uri" -x 1 -y 1 -s "$size" \
+    timeout $((SECS + 60)) ./target/release/warren-perf -P stream --crc-check -h "$uri" -x 1 -y 1 -s "$size" \
       -z "$SECS" --offset first -u "$stream" $@ --quiet --json "$f.json" > "$f.txt" 2>&1 || echo "   (exit $?)"
     python3 - "$f.json" "$nodes" "$size" "$mode" <<'PY' >> "$ROWS"
 import json, sys

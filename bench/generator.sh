@@ -14,10 +14,9 @@
 #
 # PIN=0 runs both unpinned, sharing the two cores as bench/compare.sh does.
 # PROTO=stream runs bench/stream.sh's stream workloads instead; OLD_ARGS and
-# NEW_ARGS are added to each binary's, so one binary can run against
-# itself: PROTO=stream NEW_ARGS=--warren-client bench/generator.sh
-# target/release/warren-perf target/release/warren-perf compares the
-# built-in stream mode with the one on warren-client.
+# NEW_ARGS are added to each binary's (e.g. OLD_ARGS=--warren-client for
+# a build from before the stream mode moved onto warren-client, where
+# that flag chose it).
 #
 # Loopback only; the broker is stopped at the end.
 set -u

@@ -31,9 +31,7 @@ pub enum PerfError {
     #[error("AMQP 1.0: {0}")]
     Amqp10(#[from] amqp10::conn::Amqp10Error),
     #[error("stream protocol: {0}")]
-    Stream(#[from] stream::conn::StreamError),
-    #[error("stream protocol: {0}")]
-    StreamClient(#[from] warren_client::stream::Error),
+    Stream(#[from] warren_client::stream::Error),
 }
 
 /// After the producers are done (count mode), how long the consumers may
@@ -53,7 +51,6 @@ pub async fn run_workload(opts: &Options, live: bool) -> Result<Summary, PerfErr
     };
     stats::clock();
     let queues = match opts.protocol {
-        Protocol::Stream if opts.warren_client => stream::on_client::declare(opts, &uris[0], &run_id).await?,
         Protocol::Stream => stream::declare(opts, &uris[0], &run_id).await?,
         _ => amqp091::declare(opts, &uris[0], &run_id).await?,
     };

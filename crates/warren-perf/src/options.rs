@@ -142,11 +142,6 @@ pub struct Options {
     /// Stream: messages per publish batch.
     #[arg(long, default_value_t = 100)]
     pub batch_size: u32,
-    /// Stream: run producers and consumers on warren-client's stream
-    /// module (which the next four options need) instead of the lean
-    /// built-in one.
-    #[arg(long)]
-    pub warren_client: bool,
     /// Stream: messages per sub-entry (1: no sub-entry batching).
     #[arg(long, default_value_t = 1)]
     pub sub_entry_size: u16,
@@ -222,16 +217,6 @@ impl Options {
         if self.time == 0 && self.pmessages == 0 && self.cmessages == 0 && self.scenario.is_none() {
             return Err(OptionError::Invalid(
                 "give a run time (-z) or message counts (-C / -D)".into(),
-            ));
-        }
-        let client_only = self.sub_entry_size > 1
-            || self.compression != StreamCompression::None
-            || self.load_balancer
-            || self.crc_check;
-        if client_only && !self.warren_client {
-            return Err(OptionError::Invalid(
-                "--sub-entry-size, --compression, --load-balancer and --crc-check need --warren-client"
-                    .into(),
             ));
         }
         if self.ack_every == 0 {

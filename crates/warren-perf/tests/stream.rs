@@ -1,7 +1,6 @@
 //! warren-perf's stream mode against a Warren started in-process on a
-//! loopback port, built in and on warren-client (with and without zstd
-//! sub-entries): the counts of a run add up (sent = confirmed =
-//! received), every delivery and confirm timed.
+//! loopback port, with and without zstd sub-entries: the counts of a run
+//! add up (sent = confirmed = received), every delivery and confirm timed.
 
 use clap::Parser;
 use warren_perf::options::Options;
@@ -41,7 +40,7 @@ async fn run(args: &[&str]) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn counts_add_up_built_in_and_on_warren_client() {
+async fn counts_add_up_with_plain_and_compressed_entries() {
     run(&["-x", "2", "-y", "1", "-C", "10000", "-s", "100"]).await;
     run(&[
         "-x",
@@ -52,30 +51,10 @@ async fn counts_add_up_built_in_and_on_warren_client() {
         "10000",
         "-s",
         "100",
-        "--warren-client",
-    ])
-    .await;
-    run(&[
-        "-x",
-        "2",
-        "-y",
-        "1",
-        "-C",
-        "10000",
-        "-s",
-        "100",
-        "--warren-client",
         "--sub-entry-size",
         "50",
         "--compression",
         "zstd",
     ])
     .await;
-}
-
-#[test]
-fn client_only_options_need_the_client() {
-    let mut o = Options::try_parse_from(["warren-perf", "-P", "stream", "-z", "1", "--sub-entry-size", "10"])
-        .unwrap();
-    assert!(o.validate().is_err());
 }

@@ -52,7 +52,7 @@ pub async fn run(
         let mut burst = 0u64;
         while let Some(m) = chunk.next_message() {
             burst += 1;
-            if let Some(ts) = super::super::sent_at(m?.raw()) {
+            if let Some(ts) = super::sent_at(m?.raw()) {
                 latencies.push(now.saturating_sub(ts) / 1000);
             }
         }
