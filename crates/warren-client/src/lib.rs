@@ -1,5 +1,6 @@
-//! Warren's client for Rust: AMQP 0-9-1 ([`amqp091`]) and the stream
-//! protocol ([`stream`]) for Warren and RabbitMQ, on tokio.
+//! Warren's client for Rust: AMQP 0-9-1 ([`amqp091`]), the stream
+//! protocol ([`stream`]) and AMQP 1.0 ([`amqp`]) for Warren and
+//! RabbitMQ, on tokio.
 //!
 //! [`amqp091`] runs two tasks per connection on your runtime (no thread
 //! of its own): a reader that routes frames to channels and a writer that
@@ -152,6 +153,7 @@
 
 #![warn(missing_docs)]
 
+pub mod amqp;
 pub mod amqp091;
 pub mod codec;
 mod socket;

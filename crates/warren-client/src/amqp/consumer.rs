@@ -1,0 +1,290 @@
+//! Consumers: a receiving link from a queue (or stream) with a window of
+//! credit, topped up as the application settles what it was given, so
+//! memory holds at most the window; each delivery is accepted,
+//! discarded or requeued (with annotations, `modified`), or comes
+//! pre-settled.
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use warren_amqp10::composite::composite;
+use warren_amqp10::messaging::{self, MODIFIED, REJECTED, SOURCE};
+use warren_amqp10::performative::Attach;
+use warren_amqp10::value::Descriptor;
+use warren_amqp10::Value;
+
+use super::connection::Shared;
+use super::error::Error;
+use super::message::Message;
+use super::session::{Incoming, Kind};
+
+/// Credit a consumer starts with, by default.
+pub const DEFAULT_INITIAL_CREDIT: u32 = 256;
+
+/// Where a stream consumer starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamOffset {
+    /// The first message the stream still holds.
+    First,
+    /// The last chunk written (its first message on).
+    Last,
+    /// What is written from now on.
+    Next,
+    /// This offset (or the first held, if it is older).
+    Offset(u64),
+    /// Milliseconds since the Unix epoch.
+    Timestamp(i64),
+}
+
+/// How to make a [`Consumer`] ([`Connection::consumer`](super::Connection::consumer)).
+pub struct ConsumerBuilder {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) address: Option<String>,
+    pub(crate) credit: u32,
+    pub(crate) pre_settled: bool,
+    pub(crate) offset: Option<StreamOffset>,
+    pub(crate) filter_values: Vec<String>,
+    pub(crate) match_unfiltered: bool,
+}
+
+impl ConsumerBuilder {
+    /// From queue `name`.
+    pub fn queue(mut self, name: &str) -> Self {
+        self.address = Some(super::address::queue(name));
+        self
+    }
+
+    /// The most deliveries it holds unsettled (default 256).
+    pub fn initial_credit(mut self, credit: u32) -> Self {
+        self.credit = credit.max(1);
+        self
+    }
+
+    /// Deliveries come settled (at most once): nothing to accept.
+    pub fn pre_settled(mut self) -> Self {
+        self.pre_settled = true;
+        self
+    }
+
+    /// A stream consumer: where it starts reading.
+    pub fn stream_offset(mut self, offset: StreamOffset) -> Self {
+        self.offset = Some(offset);
+        self
+    }
+
+    /// A stream consumer: only chunks holding messages with one of these
+    /// filter values (their `x-stream-filter-value` annotation); with
+    /// `match_unfiltered`, messages without one too.
+    pub fn stream_filter(mut self, values: &[&str], match_unfiltered: bool) -> Self {
+        self.filter_values = values.iter().map(|v| v.to_string()).collect();
+        self.match_unfiltered = match_unfiltered;
+        self
+    }
+
+    /// Attach the link and give it its credit.
+    pub async fn build(self) -> Result<Consumer, Error> {
+        let Some(address) = &self.address else {
+            return Err(Error::Uri("a consumer needs a queue".into()));
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let handle = super::link::attach(
+            &self.shared,
+            Attach {
+                name: self.shared.link_name("consumer"),
+                snd_settle_mode: Some(if self.pre_settled { 1 } else { 0 }),
+                rcv_settle_mode: Some(0),
+                source: Some(self.source(address)),
+                target: Some(messaging::target("")),
+                ..Default::default()
+            },
+            Kind::Receiver {
+                deliveries: Some(tx),
+                received: 0,
+                credit: 0,
+                settled: 0,
+                window: self.credit,
+                partial: None,
+            },
+        )
+        .await?;
+        self.shared.with(|s| s.grant(handle));
+        Ok(Consumer {
+            shared: self.shared,
+            handle,
+            deliveries: rx,
+        })
+    }
+
+    /// Its source: the address, and the stream filters if any.
+    fn source(&self, address: &str) -> Value {
+        let named = |name: &str, v: Value| {
+            Value::Described(Box::new(Descriptor::Symbol(name.to_string())), Box::new(v))
+        };
+        let mut filters = Vec::new();
+        if let Some(o) = self.offset {
+            let v = match o {
+                StreamOffset::First => Value::string("first"),
+                StreamOffset::Last => Value::string("last"),
+                StreamOffset::Next => Value::string("next"),
+                StreamOffset::Offset(n) => Value::Ulong(n),
+                StreamOffset::Timestamp(t) => Value::Timestamp(t),
+            };
+            filters.push((
+                Value::symbol("rabbitmq:stream-offset-spec"),
+                named("rabbitmq:stream-offset-spec", v),
+            ));
+        }
+        if !self.filter_values.is_empty() {
+            let values = self.filter_values.iter().map(|v| Value::string(v)).collect();
+            filters.push((
+                Value::symbol("rabbitmq:stream-filter"),
+                named("rabbitmq:stream-filter", Value::List(values)),
+            ));
+            filters.push((
+                Value::symbol("rabbitmq:stream-match-unfiltered"),
+                named(
+                    "rabbitmq:stream-match-unfiltered",
+                    Value::Bool(self.match_unfiltered),
+                ),
+            ));
+        }
+        if filters.is_empty() {
+            return messaging::source(address);
+        }
+        composite(
+            SOURCE,
+            vec![
+                Value::string(address),
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Map(filters),
+            ],
+        )
+    }
+}
+
+/// Receives deliveries, at most its credit window unsettled.
+///
+/// ```no_run
+/// use warren_client::amqp::Connection;
+///
+/// # async fn run() -> Result<(), warren_client::amqp::Error> {
+/// let conn = Connection::open("amqp://guest:guest@127.0.0.1:5672/%2f").await?;
+/// let mut consumer = conn.consumer().queue("orders").initial_credit(64).build().await?;
+/// while let Ok(delivery) = consumer.receive().await {
+///     if delivery.message.data().is_some_and(|b| b.is_empty()) {
+///         delivery.discard(); // dead-lettered, if the queue says where
+///     } else {
+///         delivery.accept();
+///     }
+/// }
+/// # Ok(())
+/// # }
+/// ```
+pub struct Consumer {
+    shared: Arc<Shared>,
+    handle: u32,
+    deliveries: mpsc::UnboundedReceiver<Incoming>,
+}
+
+impl Consumer {
+    /// The next delivery; Err once the link or connection is gone (with
+    /// the broker's reason, e.g. the queue was deleted).
+    pub async fn receive(&mut self) -> Result<Delivery, Error> {
+        let Some(incoming) = self.deliveries.recv().await else {
+            let s = self.shared.session.lock();
+            return Err(s
+                .links
+                .get(&self.handle)
+                .and_then(|l| l.gone.clone())
+                .or_else(|| s.ended.clone())
+                .unwrap_or_else(|| Error::ConnectionClosed("the consumer was closed".into())));
+        };
+        if incoming.settled {
+            self.shared.with(|s| s.done_with(self.handle));
+        }
+        Ok(Delivery {
+            message: incoming.message?,
+            shared: self.shared.clone(),
+            handle: self.handle,
+            delivery_id: incoming.delivery_id,
+            settled: incoming.settled,
+        })
+    }
+
+    /// Close the link: what it holds unsettled goes back to the queue.
+    pub fn close(self) {
+        self.shared.with(|s| s.detach(self.handle));
+    }
+}
+
+/// A message given to a consumer, to be settled once.
+pub struct Delivery {
+    /// What was delivered.
+    pub message: Message,
+    shared: Arc<Shared>,
+    handle: u32,
+    delivery_id: u32,
+    settled: bool,
+}
+
+impl std::fmt::Debug for Delivery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Delivery")
+            .field("delivery_id", &self.delivery_id)
+            .field("message", &self.message)
+            .finish()
+    }
+}
+
+impl Delivery {
+    /// Done with it: the queue forgets it.
+    pub fn accept(self) {
+        self.settle(messaging::accepted());
+    }
+
+    /// Refused: dead-lettered if the queue has a dead-letter exchange,
+    /// else dropped (`rejected`).
+    pub fn discard(self) {
+        self.settle(composite(REJECTED, vec![]));
+    }
+
+    /// Refused with annotations (`x-` keys) added to the message as it
+    /// is dead-lettered (`modified`, undeliverable here).
+    pub fn discard_with(self, annotations: &[(&str, Value)]) {
+        self.settle(modified(true, true, annotations));
+    }
+
+    /// Back to the queue, to be delivered again (`released`).
+    pub fn requeue(self) {
+        self.settle(messaging::released());
+    }
+
+    /// Back to the queue with annotations added (`modified`).
+    pub fn requeue_with(self, annotations: &[(&str, Value)]) {
+        self.settle(modified(false, false, annotations));
+    }
+
+    fn settle(self, state: Value) {
+        if self.settled {
+            return; // pre-settled: nothing to say
+        }
+        let (handle, id) = (self.handle, self.delivery_id);
+        self.shared.with(|s| s.settle(handle, id, state));
+    }
+}
+
+fn modified(failed: bool, undeliverable: bool, annotations: &[(&str, Value)]) -> Value {
+    let map = annotations
+        .iter()
+        .map(|(k, v)| (Value::symbol(k), v.clone()))
+        .collect();
+    composite(
+        MODIFIED,
+        vec![Value::Bool(failed), Value::Bool(undeliverable), Value::Map(map)],
+    )
+}

@@ -1,0 +1,42 @@
+//! Attaching a link and waiting for the broker's side of it: a refused
+//! link is answered with an attach whose terminus is null, then a detach
+//! with the reason (spec 2.6.3), which the caller gets as
+//! [`Error::LinkRefused`].
+
+use std::sync::Arc;
+
+use warren_amqp10::performative::{Attach, Role};
+
+use super::connection::{Shared, CALL_TIMEOUT};
+use super::error::Error;
+use super::session::Kind;
+
+/// Attach `attach` as a link of `kind`; its handle once the broker has
+/// its end.
+pub(crate) async fn attach(shared: &Arc<Shared>, attach: Attach, kind: Kind) -> Result<u32, Error> {
+    let (handle, answer) = shared.with(|s| match &s.ended {
+        Some(e) => Err(e.clone()),
+        None => Ok(s.attach(attach, kind)),
+    })?;
+    let reply = tokio::time::timeout(CALL_TIMEOUT, answer)
+        .await
+        .map_err(|_| Error::Timeout(CALL_TIMEOUT))?
+        .map_err(|_| Error::ConnectionClosed("the connection ended".into()))??;
+    let terminus = match reply.role {
+        // The broker's end is the receiver: its target says where.
+        Role::Receiver => &reply.target,
+        Role::Sender => &reply.source,
+    };
+    if terminus.as_ref().is_none_or(|t| t.is_null()) {
+        // Refused: the detach with the reason follows.
+        let why = tokio::time::timeout(
+            CALL_TIMEOUT,
+            shared.wait_for(|s| Ok(s.links.get(&handle).and_then(|l| l.gone.clone()))),
+        )
+        .await
+        .map_err(|_| Error::Timeout(CALL_TIMEOUT))??;
+        shared.with(|s| s.detach(handle));
+        return Err(why);
+    }
+    Ok(handle)
+}

@@ -1,0 +1,170 @@
+//! Publishers: a sending link to a queue, an exchange (with a routing
+//! key), or no target (each message's `to` says), whose messages each
+//! get their outcome as a future. At most `max_in_flight` wait for theirs;
+//! past that, and while the broker gives no credit, `publish` waits.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::BytesMut;
+use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
+use warren_amqp10::composite::composite;
+use warren_amqp10::messaging::{self, TARGET};
+use warren_amqp10::performative::Attach;
+use warren_amqp10::Value;
+
+use super::connection::Shared;
+use super::error::Error;
+use super::message::Message;
+use super::session::{frames_for, Kind, Outcome};
+
+/// Outcomes awaited at once, by default.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 1000;
+
+/// How to make a [`Publisher`] ([`Connection::publisher`](super::Connection::publisher)).
+pub struct PublisherBuilder {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) address: Option<String>,
+    pub(crate) max_in_flight: usize,
+}
+
+impl PublisherBuilder {
+    /// To queue `name` (through the default exchange).
+    pub fn queue(mut self, name: &str) -> Self {
+        self.address = Some(super::address::queue(name));
+        self
+    }
+
+    /// To exchange `name` with `routing_key` (may be empty).
+    pub fn exchange(mut self, name: &str, routing_key: &str) -> Self {
+        self.address = Some(super::address::exchange(name, routing_key));
+        self
+    }
+
+    /// To an address as written (`/queues/q`, `/exchanges/x/k`).
+    pub fn address(mut self, address: impl Into<String>) -> Self {
+        self.address = Some(address.into());
+        self
+    }
+
+    /// Outcomes awaited at once (default 1,000).
+    pub fn max_in_flight(mut self, n: usize) -> Self {
+        self.max_in_flight = n.max(1);
+        self
+    }
+
+    /// Attach the link. A queue or exchange that does not exist makes
+    /// the broker refuse it ([`Error::LinkRefused`]).
+    pub async fn build(self) -> Result<Publisher, Error> {
+        let target = match &self.address {
+            Some(a) => messaging::target(a),
+            None => composite(TARGET, vec![Value::Null]),
+        };
+        let handle = super::link::attach(
+            &self.shared,
+            Attach {
+                name: self.shared.link_name("publisher"),
+                snd_settle_mode: Some(0),
+                rcv_settle_mode: Some(0),
+                source: Some(messaging::source("")),
+                target: Some(target),
+                ..Default::default()
+            },
+            Kind::Sender {
+                credit: 0,
+                delivery_count: 0,
+            },
+        )
+        .await?;
+        Ok(Publisher {
+            shared: self.shared,
+            handle,
+            in_flight: Arc::new(Semaphore::new(self.max_in_flight)),
+        })
+    }
+}
+
+/// Sends messages and tells their outcomes.
+///
+/// ```no_run
+/// use warren_client::amqp::{Connection, Message, Outcome};
+///
+/// # async fn run() -> Result<(), warren_client::amqp::Error> {
+/// let conn = Connection::open("amqp://guest:guest@127.0.0.1:5672/%2f").await?;
+/// let publisher = conn.publisher().exchange("amq.topic", "orders.new").build().await?;
+/// let mut pending = Vec::new();
+/// for i in 0..100 {
+///     pending.push(publisher.publish(Message::new(format!("order {i}"))).await?);
+/// }
+/// for p in pending {
+///     match p.await? {
+///         Outcome::Accepted => {}
+///         Outcome::Released => eprintln!("no queue is bound for it"),
+///         other => eprintln!("refused: {other:?}"),
+///     }
+/// }
+/// # Ok(())
+/// # }
+/// ```
+pub struct Publisher {
+    shared: Arc<Shared>,
+    handle: u32,
+    in_flight: Arc<Semaphore>,
+}
+
+impl Publisher {
+    /// Send `message`; once it is queued for the socket, the returned
+    /// [`Published`] resolves to its outcome.
+    pub async fn publish(&self, message: Message) -> Result<Published, Error> {
+        let permit = self
+            .in_flight
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| Error::ConnectionClosed("the publisher was closed".into()))?;
+        let mut encoded = BytesMut::new();
+        message.encode(&mut encoded);
+        let frames = frames_for(encoded.len(), self.shared.max_frame);
+        let (tx, rx) = oneshot::channel();
+        let mut tx = Some(tx);
+        let (handle, max_frame) = (self.handle, self.shared.max_frame);
+        self.shared
+            .wait_for(|s| {
+                if !s.can_send(handle, frames)? {
+                    return Ok(None);
+                }
+                s.transfer(handle, &encoded, max_frame, tx.take());
+                Ok(Some(()))
+            })
+            .await?;
+        Ok(Published {
+            outcome: rx,
+            _place: permit,
+        })
+    }
+
+    /// Close the link; outcomes not yet told fail.
+    pub fn close(self) {
+        self.shared.with(|s| s.detach(self.handle));
+        self.shared.changed.notify_waiters();
+    }
+}
+
+/// A published message's outcome, to come.
+pub struct Published {
+    outcome: oneshot::Receiver<Result<Outcome, Error>>,
+    /// Its place among those in flight, given back once told.
+    _place: OwnedSemaphorePermit,
+}
+
+impl Future for Published {
+    type Output = Result<Outcome, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.outcome)
+            .poll(cx)
+            .map(|r| r.unwrap_or_else(|_| Err(Error::ConnectionClosed("the connection ended".into()))))
+    }
+}

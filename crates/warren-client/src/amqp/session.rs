@@ -1,0 +1,590 @@
+//! The connection's one session (channel 0) and its links, as state the
+//! reader task changes under one lock and the application's calls read:
+//! session flow control (spec 2.5.6), link credit (2.6.7), the outcomes
+//! publishers wait for, and the deliveries consumers are given. What is
+//! to be sent is encoded into `out`, which the writer task writes.
+
+use std::collections::HashMap;
+
+use bytes::{Bytes, BytesMut};
+use tokio::sync::{mpsc, oneshot};
+use warren_amqp10::frame::{write_frame, FrameType};
+use warren_amqp10::messaging::{self, Outcome as WireOutcome};
+use warren_amqp10::performative::{Attach, Detach, Disposition, Flow, Role, Transfer};
+use warren_amqp10::{Performative, Value};
+
+use super::error::{Condition, Error};
+use super::message::Message;
+
+/// The incoming window we grant, and grant again once half is used.
+pub(crate) const INCOMING_WINDOW: u32 = 8192;
+
+/// What became of a published message (its delivery's outcome).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// The broker took it: routed to at least one queue and, for durable
+    /// queues, kept.
+    Accepted,
+    /// Not routed anywhere (no binding matched), or dropped by the
+    /// broker without error.
+    Released,
+    /// Refused, with the broker's reason (a full queue with
+    /// `reject-publish`, a missing exchange ...).
+    Rejected(Option<Condition>),
+    /// Refused for now (`modified`).
+    Modified,
+}
+
+/// A whole delivery for a consumer.
+pub(crate) struct Incoming {
+    pub delivery_id: u32,
+    pub settled: bool,
+    pub message: Result<Message, Error>,
+}
+
+pub(crate) enum Kind {
+    Sender {
+        /// Messages it may send now.
+        credit: u32,
+        delivery_count: u32,
+    },
+    Receiver {
+        /// Where deliveries go; None once the link is gone (the
+        /// consumer's stream then ends, and `gone` says why).
+        deliveries: Option<mpsc::UnboundedSender<Incoming>>,
+        /// Transfers received (its delivery count) and credit left.
+        received: u32,
+        credit: u32,
+        /// Deliveries the application settled (or, pre-settled, took),
+        /// and the most it may hold unsettled: credit is topped up to
+        /// `window` less what it holds once half is used.
+        settled: u32,
+        window: u32,
+        /// A delivery in several frames, so far.
+        partial: Option<(Transfer, BytesMut)>,
+    },
+}
+
+pub(crate) struct Link {
+    pub name: String,
+    pub kind: Kind,
+    /// Told once the broker answers the attach.
+    pub attached: Option<oneshot::Sender<Result<Attach, Error>>>,
+    /// Set once the broker detached it.
+    pub gone: Option<Error>,
+}
+
+pub(crate) struct Session {
+    /// Frames for the writer.
+    pub out: BytesMut,
+    /// Why the connection ended, once it has.
+    pub ended: Option<Error>,
+    next_outgoing_id: u32,
+    remote_incoming_window: u32,
+    next_incoming_id: u32,
+    incoming_window: u32,
+    next_delivery_id: u32,
+    next_handle: u32,
+    pub links: HashMap<u32, Link>,
+    /// The broker's handle of each link, to ours.
+    by_remote: HashMap<u32, u32>,
+    /// Published and not settled: delivery id to (link, who waits).
+    unsettled: HashMap<u32, (u32, oneshot::Sender<Result<Outcome, Error>>)>,
+}
+
+impl Session {
+    pub fn new(remote_incoming_window: u32, next_incoming_id: u32) -> Session {
+        Session {
+            out: BytesMut::with_capacity(64 * 1024),
+            ended: None,
+            next_outgoing_id: 0,
+            remote_incoming_window,
+            next_incoming_id,
+            incoming_window: INCOMING_WINDOW,
+            next_delivery_id: 0,
+            next_handle: 0,
+            links: HashMap::new(),
+            by_remote: HashMap::new(),
+            unsettled: HashMap::new(),
+        }
+    }
+
+    /// Queue one performative (and payload) for the writer.
+    pub fn send(&mut self, p: &Performative, payload: &[u8]) {
+        let mut perf = BytesMut::new();
+        p.encode(&mut perf);
+        write_frame(&mut self.out, FrameType::Amqp, 0, &[&perf, payload]);
+    }
+
+    /// Attach a link: `attach` is filled in with its handle and role.
+    pub fn attach(
+        &mut self,
+        mut attach: Attach,
+        kind: Kind,
+    ) -> (u32, oneshot::Receiver<Result<Attach, Error>>) {
+        let handle = self.next_handle;
+        self.next_handle += 1;
+        attach.handle = handle;
+        attach.role = match kind {
+            Kind::Sender { .. } => Role::Sender,
+            Kind::Receiver { .. } => Role::Receiver,
+        };
+        if attach.role == Role::Sender {
+            attach.initial_delivery_count = Some(0);
+        }
+        let (tx, rx) = oneshot::channel();
+        self.links.insert(
+            handle,
+            Link {
+                name: attach.name.clone(),
+                kind,
+                attached: Some(tx),
+                gone: None,
+            },
+        );
+        self.send(&Performative::Attach(attach), &[]);
+        (handle, rx)
+    }
+
+    /// Detach (close) link `handle`; its deliveries and waiters end.
+    pub fn detach(&mut self, handle: u32) {
+        if let Some(link) = self.links.remove(&handle) {
+            // Its broker handle stays known until the broker's detach:
+            // transfers already on their way are dropped, not an error.
+            if link.gone.is_none() && self.ended.is_none() {
+                self.send(
+                    &Performative::Detach(Detach {
+                        handle,
+                        closed: true,
+                        error: None,
+                    }),
+                    &[],
+                );
+            }
+            self.fail_unsettled(handle, &Error::ConnectionClosed("the link was closed".into()));
+        }
+    }
+
+    /// Give receiver link `handle` its window of credit, less what the
+    /// application holds unsettled.
+    pub fn grant(&mut self, handle: u32) {
+        let Some(Link {
+            kind:
+                Kind::Receiver {
+                    received,
+                    credit,
+                    settled,
+                    window,
+                    ..
+                },
+            gone: None,
+            ..
+        }) = self.links.get_mut(&handle)
+        else {
+            return;
+        };
+        let held = received.wrapping_sub(*settled);
+        *credit = window.saturating_sub(held);
+        let (delivery_count, credit) = (*received, *credit);
+        let flow = self.flow(Some((handle, delivery_count, credit)));
+        self.send(&Performative::Flow(flow), &[]);
+    }
+
+    /// The application is done with one delivery on receiver link
+    /// `handle` (settled it, or took it pre-settled): more credit once
+    /// half the window is used.
+    pub fn done_with(&mut self, handle: u32) {
+        let Some(Link {
+            kind:
+                Kind::Receiver {
+                    received,
+                    credit,
+                    settled,
+                    window,
+                    ..
+                },
+            ..
+        }) = self.links.get_mut(&handle)
+        else {
+            return;
+        };
+        *settled = settled.wrapping_add(1);
+        let held = received.wrapping_sub(*settled);
+        if *credit + held <= *window / 2 {
+            self.grant(handle);
+        }
+    }
+
+    fn flow(&self, link: Option<(u32, u32, u32)>) -> Flow {
+        Flow {
+            next_incoming_id: Some(self.next_incoming_id),
+            incoming_window: self.incoming_window,
+            next_outgoing_id: self.next_outgoing_id,
+            outgoing_window: u32::MAX,
+            handle: link.map(|l| l.0),
+            delivery_count: link.map(|l| l.1),
+            link_credit: link.map(|l| l.2),
+            ..Default::default()
+        }
+    }
+
+    /// Whether sender link `handle` may send a message of `frames`
+    /// frames now; Err once it or the connection is gone.
+    pub fn can_send(&self, handle: u32, frames: u32) -> Result<bool, Error> {
+        if let Some(e) = &self.ended {
+            return Err(e.clone());
+        }
+        match self.links.get(&handle) {
+            Some(Link { gone: Some(e), .. }) => Err(e.clone()),
+            Some(Link {
+                kind: Kind::Sender { credit, .. },
+                ..
+            }) => Ok(*credit > 0 && self.remote_incoming_window >= frames),
+            _ => Err(Error::ConnectionClosed("the link was closed".into())),
+        }
+    }
+
+    /// Send `message` on sender link `handle` (credit and window checked
+    /// by the caller), in frames of at most `max_frame` bytes; its
+    /// outcome goes to `outcome` (None: sent settled).
+    pub fn transfer(
+        &mut self,
+        handle: u32,
+        message: &[u8],
+        max_frame: u32,
+        outcome: Option<oneshot::Sender<Result<Outcome, Error>>>,
+    ) {
+        let Some(Link {
+            kind: Kind::Sender {
+                credit,
+                delivery_count,
+            },
+            ..
+        }) = self.links.get_mut(&handle)
+        else {
+            return;
+        };
+        *credit -= 1;
+        *delivery_count = delivery_count.wrapping_add(1);
+        let id = self.next_delivery_id;
+        self.next_delivery_id = id.wrapping_add(1);
+        let settled = outcome.is_none();
+        if let Some(o) = outcome {
+            self.unsettled.insert(id, (handle, o));
+        }
+        let room = payload_room(max_frame);
+        let mut rest = message;
+        let mut first = true;
+        loop {
+            let take = rest.len().min(room);
+            let (piece, after) = rest.split_at(take);
+            rest = after;
+            let t = Transfer {
+                handle,
+                delivery_id: first.then_some(id),
+                delivery_tag: first.then(|| Bytes::copy_from_slice(&id.to_be_bytes())),
+                message_format: first.then_some(0),
+                settled: first.then_some(settled),
+                more: !rest.is_empty(),
+                ..Default::default()
+            };
+            self.send(&Performative::Transfer(t), piece);
+            self.next_outgoing_id = self.next_outgoing_id.wrapping_add(1);
+            self.remote_incoming_window = self.remote_incoming_window.saturating_sub(1);
+            first = false;
+            if rest.is_empty() {
+                break;
+            }
+        }
+    }
+
+    /// Settle delivery `delivery_id` we received on link `handle`, with
+    /// `state`.
+    pub fn settle(&mut self, handle: u32, delivery_id: u32, state: Value) {
+        self.send(
+            &Performative::Disposition(Disposition {
+                role: Role::Receiver,
+                first: delivery_id,
+                last: None,
+                settled: true,
+                state: Some(state),
+                batchable: false,
+            }),
+            &[],
+        );
+        self.done_with(handle);
+    }
+
+    /// The broker's performative on the session. Err: the connection
+    /// cannot go on.
+    pub fn handle(&mut self, p: Performative, payload: Bytes) -> Result<(), Error> {
+        match p {
+            Performative::Attach(a) => {
+                // The broker's end of one of our links.
+                // (A management pair's two links share a name: the
+                // broker's end of our sender is a receiver.)
+                let found = self.links.iter_mut().find(|(_, l)| {
+                    let ours = match l.kind {
+                        Kind::Sender { .. } => Role::Sender,
+                        Kind::Receiver { .. } => Role::Receiver,
+                    };
+                    l.name == a.name && l.attached.is_some() && ours != a.role
+                });
+                if let Some((ours, link)) = found {
+                    self.by_remote.insert(a.handle, *ours);
+                    if let Some(tx) = link.attached.take() {
+                        let _ = tx.send(Ok(a));
+                    }
+                }
+            }
+            Performative::Detach(d) => self.detached(d),
+            Performative::Flow(f) => self.flowed(f),
+            Performative::Transfer(t) => self.transferred(t, payload)?,
+            Performative::Disposition(d) => self.disposed(d),
+            Performative::End(e) => {
+                let why = match e.error {
+                    Some(c) => Error::Closed(c.into()),
+                    None => Error::ConnectionClosed("the broker ended the session".into()),
+                };
+                return Err(why);
+            }
+            Performative::Close(c) => {
+                let why = match c.error {
+                    Some(c) => Error::Closed(c.into()),
+                    None => Error::ConnectionClosed("the broker closed the connection".into()),
+                };
+                return Err(why);
+            }
+            Performative::Open(_) | Performative::Begin(_) => {
+                return Err(Error::Protocol(format!(
+                    "unexpected {} after the handshake",
+                    p.name()
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    fn detached(&mut self, d: Detach) {
+        let Some(ours) = self.by_remote.remove(&d.handle) else {
+            // A refused attach: the broker's attach (with a null
+            // terminus) came first and mapped it; nothing else to do.
+            return;
+        };
+        let why = match d.error {
+            Some(c) => Error::LinkRefused(c.into()),
+            None => Error::ConnectionClosed("the broker closed the link".into()),
+        };
+        if let Some(link) = self.links.get_mut(&ours) {
+            if let Some(tx) = link.attached.take() {
+                let _ = tx.send(Err(why.clone()));
+            }
+            link.gone = Some(why.clone());
+            if let Kind::Receiver { deliveries, .. } = &mut link.kind {
+                *deliveries = None;
+            }
+            if self.ended.is_none() {
+                // Answer the broker's detach.
+                self.send(
+                    &Performative::Detach(Detach {
+                        handle: ours,
+                        closed: true,
+                        error: None,
+                    }),
+                    &[],
+                );
+            }
+        }
+        self.fail_unsettled(ours, &why);
+    }
+
+    fn fail_unsettled(&mut self, handle: u32, why: &Error) {
+        let ids: Vec<u32> = self
+            .unsettled
+            .iter()
+            .filter(|(_, (h, _))| *h == handle)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            if let Some((_, tx)) = self.unsettled.remove(&id) {
+                let _ = tx.send(Err(why.clone()));
+            }
+        }
+    }
+
+    fn flowed(&mut self, f: Flow) {
+        // 2.5.6: what the broker still takes from us.
+        let their_next_incoming = f.next_incoming_id.unwrap_or(0);
+        self.remote_incoming_window = their_next_incoming
+            .wrapping_add(f.incoming_window)
+            .wrapping_sub(self.next_outgoing_id);
+        let Some(remote) = f.handle else { return };
+        let Some(ours) = self.by_remote.get(&remote).copied() else {
+            return;
+        };
+        if let Some(Link {
+            kind: Kind::Sender {
+                credit,
+                delivery_count,
+            },
+            ..
+        }) = self.links.get_mut(&ours)
+        {
+            // 2.6.7: the receiver's delivery count and credit, against ours.
+            if let (Some(dc), Some(lc)) = (f.delivery_count, f.link_credit) {
+                *credit = dc.wrapping_add(lc).wrapping_sub(*delivery_count);
+            } else if let Some(lc) = f.link_credit {
+                *credit = lc;
+            }
+        }
+    }
+
+    fn transferred(&mut self, t: Transfer, payload: Bytes) -> Result<(), Error> {
+        self.next_incoming_id = self.next_incoming_id.wrapping_add(1);
+        self.incoming_window = self.incoming_window.saturating_sub(1);
+        if self.incoming_window < INCOMING_WINDOW / 2 {
+            self.incoming_window = INCOMING_WINDOW;
+            let flow = self.flow(None);
+            self.send(&Performative::Flow(flow), &[]);
+        }
+        let Some(ours) = self.by_remote.get(&t.handle).copied() else {
+            return Err(Error::Protocol(format!(
+                "a transfer on unknown handle {}",
+                t.handle
+            )));
+        };
+        let Some(Link {
+            kind:
+                Kind::Receiver {
+                    deliveries,
+                    received,
+                    credit,
+                    partial,
+                    ..
+                },
+            ..
+        }) = self.links.get_mut(&ours)
+        else {
+            // Closed on our side meanwhile: dropped (the broker requeues
+            // what was unsettled when the detach reaches it).
+            return Ok(());
+        };
+        let (first, body) = match partial.take() {
+            None => {
+                if *credit == 0 {
+                    return Err(Error::Protocol("a transfer beyond the credit given".into()));
+                }
+                (t.clone(), BytesMut::from(&payload[..]))
+            }
+            Some((first, mut body)) => {
+                body.extend_from_slice(&payload);
+                (first, body)
+            }
+        };
+        if t.aborted {
+            *received = received.wrapping_add(1);
+            *credit -= 1;
+            return Ok(());
+        }
+        if t.more {
+            if body.len() > MAX_MESSAGE {
+                return Err(Error::Protocol("a delivery larger than 128 MiB".into()));
+            }
+            *partial = Some((first, body));
+            return Ok(());
+        }
+        *received = received.wrapping_add(1);
+        *credit -= 1;
+        let Some(delivery_id) = first.delivery_id else {
+            return Err(Error::Protocol("a delivery without an id".into()));
+        };
+        if let Some(d) = deliveries {
+            let _ = d.send(Incoming {
+                delivery_id,
+                settled: first.settled.unwrap_or(false),
+                message: Message::decode(&body).map_err(Error::from),
+            });
+        }
+        Ok(())
+    }
+
+    fn disposed(&mut self, d: Disposition) {
+        if d.role != Role::Receiver {
+            return; // about deliveries we received: we settle them
+        }
+        let outcome = match d.state.as_ref().and_then(messaging::outcome) {
+            Some(WireOutcome::Accepted) => Outcome::Accepted,
+            Some(WireOutcome::Released) => Outcome::Released,
+            Some(WireOutcome::Modified) => Outcome::Modified,
+            Some(WireOutcome::Rejected) => Outcome::Rejected(rejected_condition(d.state.as_ref())),
+            Some(WireOutcome::Received) | None => return,
+        };
+        let last = d.last.unwrap_or(d.first);
+        let mut id = d.first;
+        loop {
+            if let Some((_, tx)) = self.unsettled.remove(&id) {
+                let _ = tx.send(Ok(outcome.clone()));
+            }
+            if id == last {
+                break;
+            }
+            id = id.wrapping_add(1);
+        }
+        if !d.settled {
+            self.send(
+                &Performative::Disposition(Disposition {
+                    role: Role::Sender,
+                    first: d.first,
+                    last: d.last,
+                    settled: true,
+                    state: d.state,
+                    batchable: false,
+                }),
+                &[],
+            );
+        }
+    }
+
+    /// The connection ended: every waiter is told why.
+    pub fn end(&mut self, why: Error) {
+        if self.ended.is_some() {
+            return;
+        }
+        for (_, (_, tx)) in self.unsettled.drain() {
+            let _ = tx.send(Err(why.clone()));
+        }
+        for link in self.links.values_mut() {
+            if let Some(tx) = link.attached.take() {
+                let _ = tx.send(Err(why.clone()));
+            }
+            link.gone = Some(why.clone());
+            if let Kind::Receiver { deliveries, .. } = &mut link.kind {
+                *deliveries = None;
+            }
+        }
+        self.ended = Some(why);
+    }
+}
+
+/// A delivery larger than this (in several frames) is refused.
+const MAX_MESSAGE: usize = 128 << 20;
+
+/// Payload bytes a transfer frame of `max_frame` bytes carries (its
+/// header and the transfer performative take the rest).
+fn payload_room(max_frame: u32) -> usize {
+    (max_frame as usize).saturating_sub(128).max(256)
+}
+
+/// Frames a message of `len` bytes takes.
+pub(crate) fn frames_for(len: usize, max_frame: u32) -> u32 {
+    len.div_ceil(payload_room(max_frame)).max(1) as u32
+}
+
+fn rejected_condition(state: Option<&Value>) -> Option<Condition> {
+    let (_, inner) = state?.as_described()?;
+    let Value::List(fields) = inner else { return None };
+    let e = fields.first()?;
+    warren_amqp10::performative::AmqpError::from_value(e)
+        .ok()
+        .map(Condition::from)
+}
