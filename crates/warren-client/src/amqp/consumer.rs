@@ -54,6 +54,13 @@ impl ConsumerBuilder {
         self
     }
 
+    /// From an address as written (a v1 address such as `/amq/queue/q`
+    /// for RabbitMQ 3.x's plugin).
+    pub fn address(mut self, address: impl Into<String>) -> Self {
+        self.address = Some(address.into());
+        self
+    }
+
     /// The most deliveries it holds unsettled (default 256).
     pub fn initial_credit(mut self, credit: u32) -> Self {
         self.credit = credit.max(1);

@@ -51,3 +51,74 @@ pub use session::Outcome;
 pub use spec::{BindingSpec, Destination, ExchangeSpec, QueueInfo, QueueSpec, QueueType};
 /// AMQP 1.0 values (application properties, annotations, bodies).
 pub use warren_amqp10::Value;
+
+/// Entry points for the fuzz targets (`crates/warren-client/fuzz`): what
+/// the broker sends, read as this client reads it. Not part of the API.
+#[doc(hidden)]
+pub mod fuzzing {
+    use bytes::BytesMut;
+    use warren_amqp10::performative::Attach;
+    use warren_amqp10::{Frame, Performative};
+
+    use super::session::{Kind, Session};
+
+    /// Read `data` as a message, and as frames from the broker applied
+    /// to a session with a sender and a receiver link attached (handles 0
+    /// and 1 on both sides): no panic, no unbounded allocation.
+    pub fn read(data: &[u8]) {
+        let _ = super::message::Message::decode(data);
+        let mut s = Session::new(100, 0);
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        for (name, kind) in [
+            (
+                "sender",
+                Kind::Sender {
+                    credit: 0,
+                    delivery_count: 0,
+                },
+            ),
+            (
+                "receiver",
+                Kind::Receiver {
+                    deliveries: Some(tx.clone()),
+                    received: 0,
+                    credit: 0,
+                    settled: 0,
+                    window: 4,
+                    partial: None,
+                },
+            ),
+        ] {
+            let (handle, _) = s.attach(
+                Attach {
+                    name: name.into(),
+                    ..Default::default()
+                },
+                kind,
+            );
+            let mut reply = Attach {
+                name: name.into(),
+                handle,
+                ..Default::default()
+            };
+            reply.role = if name == "sender" {
+                warren_amqp10::performative::Role::Receiver
+            } else {
+                warren_amqp10::performative::Role::Sender
+            };
+            let _ = s.handle(Performative::Attach(reply), bytes::Bytes::new());
+        }
+        s.grant(1);
+        let mut buf = BytesMut::from(data);
+        while let Ok(Some(f)) = Frame::parse(&mut buf, 1 << 16) {
+            let Ok((p, payload)) = Performative::decode(&f.body) else {
+                continue;
+            };
+            if s.handle(p, payload).is_err() {
+                break;
+            }
+            s.out.clear();
+        }
+        drop((tx, rx));
+    }
+}

@@ -210,7 +210,7 @@ impl Session {
         };
         *settled = settled.wrapping_add(1);
         let held = received.wrapping_sub(*settled);
-        if *credit + held <= *window / 2 {
+        if credit.saturating_add(held) <= *window / 2 {
             self.grant(handle);
         }
     }
@@ -264,7 +264,7 @@ impl Session {
         else {
             return;
         };
-        *credit -= 1;
+        *credit = credit.saturating_sub(1);
         *delivery_count = delivery_count.wrapping_add(1);
         let id = self.next_delivery_id;
         self.next_delivery_id = id.wrapping_add(1);
@@ -483,7 +483,7 @@ impl Session {
         };
         if t.aborted {
             *received = received.wrapping_add(1);
-            *credit -= 1;
+            *credit = credit.saturating_sub(1);
             return Ok(());
         }
         if t.more {
@@ -494,7 +494,7 @@ impl Session {
             return Ok(());
         }
         *received = received.wrapping_add(1);
-        *credit -= 1;
+        *credit = credit.saturating_sub(1);
         let Some(delivery_id) = first.delivery_id else {
             return Err(Error::Protocol("a delivery without an id".into()));
         };
