@@ -9,15 +9,19 @@
 //! client-bench URI warren memory   --secs 30
 //! client-bench STREAM_URI CLIENT stream-publish --size 12 --in-flight 10000 --secs 5
 //! client-bench STREAM_URI CLIENT stream-consume --size 12 --messages 1000000
+//! client-bench URI CLIENT amqp10-publish --size 12 --in-flight 200 --secs 5
+//! client-bench URI CLIENT amqp10-consume --size 12 --prefetch 200 --messages 200000
 //! ```
 //!
 //! CLIENT is `warren` (warren-client), `warren-busy-poll` (warren-client
 //! with `busy_poll`, publishing only), `lapin`, `amqprs` or `floor` (no
 //! client library: raw frames on a blocking socket, publishing only); for the
-//! stream workloads `warren` or `rabbitmq-stream-client`. Queues are
+//! stream workloads `warren` or `rabbitmq-stream-client`; for the AMQP
+//! 1.0 ones `warren` or `fe2o3-amqp` (--prefetch is the credit). Queues are
 //! set up (and filled, for `consume`) with warren-client before the
 //! clock starts.
 
+mod amqp10_side;
 mod amqprs_side;
 mod floor_side;
 mod lapin_side;
@@ -48,6 +52,9 @@ enum Client {
     /// rabbitmq-stream-client (the stream workloads).
     #[value(name = "rabbitmq-stream-client")]
     RustStream,
+    /// fe2o3-amqp (the AMQP 1.0 workloads).
+    #[value(name = "fe2o3-amqp")]
+    Fe2o3,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -70,6 +77,11 @@ enum Workload {
     StreamPublish,
     /// Stream protocol: read --messages from the start of a stream.
     StreamConsume,
+    /// AMQP 1.0: publish with outcomes, at most --in-flight awaited, for
+    /// --secs (warren or fe2o3-amqp).
+    Amqp10Publish,
+    /// AMQP 1.0: consume --messages with credit --prefetch, each accepted.
+    Amqp10Consume,
 }
 
 #[derive(Parser, Debug)]
@@ -130,7 +142,7 @@ async fn run(a: Args) {
                 }
                 Client::Lapin => lapin_side::publish(&a.uri, &q, &body, a.in_flight, secs).await,
                 Client::Amqprs => amqprs_side::publish(&a.uri, &q, &body, a.in_flight, secs).await,
-                Client::RustStream => panic!("rabbitmq-stream-client speaks the stream protocol"),
+                Client::RustStream | Client::Fe2o3 => panic!("{:?} speaks another protocol", a.client),
                 Client::Floor => {
                     let (uri, q, body, in_flight) = (a.uri.clone(), q.clone(), body.clone(), a.in_flight);
                     tokio::task::spawn_blocking(move || floor_side::publish(&uri, &q, &body, in_flight, secs))
@@ -145,7 +157,7 @@ async fn run(a: Args) {
             let before = usage::now();
             let o = match a.client {
                 Client::Floor => panic!("the floor is measured publishing"),
-                Client::RustStream => panic!("rabbitmq-stream-client speaks the stream protocol"),
+                Client::RustStream | Client::Fe2o3 => panic!("{:?} speaks another protocol", a.client),
                 Client::Warren | Client::WarrenBusyPoll => {
                     warren_side::consume(&a.uri, &q, a.messages, a.ack_every, a.prefetch).await
                 }
@@ -194,6 +206,27 @@ async fn run(a: Args) {
                 Client::Warren => stream_side::consume(&a.uri, s, a.messages).await,
                 Client::RustStream => rsc_side::consume(&a.uri, s, a.messages).await,
                 other => panic!("{other:?} does not speak the stream protocol"),
+            };
+            (o, usage::now().since(&before))
+        }
+        Workload::Amqp10Publish => {
+            let q = setup::publish_queue(&a.uri).await;
+            let before = usage::now();
+            let o = match a.client {
+                Client::Warren => amqp10_side::warren_publish(&a.uri, &q, &body, a.in_flight, secs).await,
+                Client::Fe2o3 => amqp10_side::fe2o3_publish(&a.uri, &q, &body, a.in_flight, secs).await,
+                other => panic!("{other:?} does not speak AMQP 1.0"),
+            };
+            (o, usage::now().since(&before))
+        }
+        Workload::Amqp10Consume => {
+            let q = setup::filled_queue(&a.uri, &body, a.messages).await;
+            let before = usage::now();
+            let credit = a.prefetch as u32;
+            let o = match a.client {
+                Client::Warren => amqp10_side::warren_consume(&a.uri, &q, a.messages, credit).await,
+                Client::Fe2o3 => amqp10_side::fe2o3_consume(&a.uri, &q, a.messages, credit).await,
+                other => panic!("{other:?} does not speak AMQP 1.0"),
             };
             (o, usage::now().since(&before))
         }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::BytesMut;
-use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{oneshot, Semaphore};
 use warren_amqp10::composite::composite;
 use warren_amqp10::messaging::{self, TARGET};
 use warren_amqp10::performative::Attach;
@@ -18,7 +18,7 @@ use warren_amqp10::Value;
 use super::connection::Shared;
 use super::error::Error;
 use super::message::Message;
-use super::session::{frames_for, Kind, Outcome};
+use super::session::{frames_for, Kind, Outcome, Waiter};
 
 /// Outcomes awaited at once, by default.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 1000;
@@ -128,21 +128,21 @@ impl Publisher {
         message.encode(&mut encoded);
         let frames = frames_for(encoded.len(), self.shared.max_frame);
         let (tx, rx) = oneshot::channel();
-        let mut tx = Some(tx);
+        let mut waiter = Some(Waiter {
+            tx,
+            place: Some(permit),
+        });
         let (handle, max_frame) = (self.handle, self.shared.max_frame);
         self.shared
             .wait_for(|s| {
                 if !s.can_send(handle, frames)? {
                     return Ok(None);
                 }
-                s.transfer(handle, &encoded, max_frame, tx.take());
+                s.transfer(handle, &encoded, max_frame, waiter.take());
                 Ok(Some(()))
             })
             .await?;
-        Ok(Published {
-            outcome: rx,
-            _place: permit,
-        })
+        Ok(Published { outcome: rx })
     }
 
     /// Close the link; outcomes not yet told fail.
@@ -152,11 +152,11 @@ impl Publisher {
     }
 }
 
-/// A published message's outcome, to come.
+/// A published message's outcome, to come. Its place among those in
+/// flight is given back when the broker tells the outcome, whether or
+/// not this is awaited.
 pub struct Published {
     outcome: oneshot::Receiver<Result<Outcome, Error>>,
-    /// Its place among those in flight, given back once told.
-    _place: OwnedSemaphorePermit,
 }
 
 impl Future for Published {

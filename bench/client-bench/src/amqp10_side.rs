@@ -1,0 +1,156 @@
+//! AMQP 1.0: warren-client's `amqp` module and fe2o3-amqp, publishing
+//! with outcomes (at most --in-flight awaited) and consuming with a
+//! credit window (each delivery accepted), on a queue's v2 address.
+//! Messages are transient for both (fe2o3-amqp sends none durable by
+//! default; warren-client's are durable unless said).
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use fe2o3_amqp::link::receiver::CreditMode;
+use fe2o3_amqp::types::messaging::{Body, Data, Message as FeMessage};
+use fe2o3_amqp::types::primitives::Value as FeValue;
+use warren_client::amqp::{address, Connection, Message, Outcome as WarrenOutcome};
+
+use crate::Outcome;
+
+pub async fn warren_publish(uri: &str, q: &str, body: &[u8], in_flight: usize, secs: Duration) -> Outcome {
+    let conn = Connection::open(uri).await.expect("connects");
+    let publisher = conn
+        .publisher()
+        .address(queue_address(q))
+        .max_in_flight(in_flight)
+        .build()
+        .await
+        .unwrap();
+    let body = Bytes::copy_from_slice(body);
+    let mut pending: VecDeque<warren_client::amqp::Published> = VecDeque::with_capacity(in_flight);
+    let started = Instant::now();
+    let mut accepted = 0u64;
+    while started.elapsed() < secs {
+        if pending.len() >= in_flight {
+            let o = pending.pop_front().unwrap_or_else(|| unreachable!()).await;
+            assert_eq!(o.unwrap(), WarrenOutcome::Accepted);
+            accepted += 1;
+        }
+        pending.push_back(
+            publisher
+                .publish(Message::new(body.clone()).transient())
+                .await
+                .unwrap(),
+        );
+    }
+    for p in pending {
+        assert_eq!(p.await.unwrap(), WarrenOutcome::Accepted);
+        accepted += 1;
+    }
+    let elapsed = started.elapsed();
+    conn.close().await;
+    Outcome {
+        messages: accepted,
+        elapsed,
+        note: String::new(),
+    }
+}
+
+pub async fn warren_consume(uri: &str, q: &str, messages: u64, credit: u32) -> Outcome {
+    let conn = Connection::open(uri).await.expect("connects");
+    let mut consumer = conn
+        .consumer()
+        .address(queue_address(q))
+        .initial_credit(credit)
+        .build()
+        .await
+        .unwrap();
+    let started = Instant::now();
+    for _ in 0..messages {
+        consumer.receive().await.unwrap().accept();
+    }
+    let elapsed = started.elapsed();
+    conn.close().await;
+    Outcome {
+        messages,
+        elapsed,
+        note: String::new(),
+    }
+}
+
+/// The queue's address: v2 (RabbitMQ 4, Warren), or with
+/// CLIENT_BENCH_V1=1 v1 (`/amq/queue/:q`, RabbitMQ 3.x's plugin).
+fn queue_address(q: &str) -> String {
+    match std::env::var("CLIENT_BENCH_V1").as_deref() {
+        Ok("1") => format!("/amq/queue/{q}"),
+        _ => address::queue(q),
+    }
+}
+
+/// fe2o3-amqp wants the host and port without the virtual host path.
+fn fe2o3_url(uri: &str) -> String {
+    let u = warren_client::uri::AmqpUri::parse(uri).expect("a URI");
+    format!("amqp://{}:{}@{}:{}", u.user, u.password, u.host, u.port)
+}
+
+pub async fn fe2o3_publish(uri: &str, q: &str, body: &[u8], in_flight: usize, secs: Duration) -> Outcome {
+    let mut conn = fe2o3_amqp::Connection::open("client-bench", fe2o3_url(uri).as_str())
+        .await
+        .expect("connects");
+    let mut session = fe2o3_amqp::Session::begin(&mut conn).await.unwrap();
+    let mut sender = fe2o3_amqp::Sender::attach(&mut session, "client-bench", queue_address(q))
+        .await
+        .unwrap();
+    let mut pending = VecDeque::with_capacity(in_flight);
+    let started = Instant::now();
+    let mut accepted = 0u64;
+    while started.elapsed() < secs {
+        if pending.len() >= in_flight {
+            let o: Result<_, _> = pending.pop_front().unwrap_or_else(|| unreachable!()).await;
+            let o: fe2o3_amqp::types::messaging::Outcome = o.unwrap();
+            assert!(o.is_accepted());
+            accepted += 1;
+        }
+        let m = FeMessage::builder().data(Data::from(body.to_vec())).build();
+        pending.push_back(sender.send_batchable(m).await.unwrap());
+    }
+    for p in pending {
+        assert!(p.await.unwrap().is_accepted());
+        accepted += 1;
+    }
+    let elapsed = started.elapsed();
+    let _ = sender.close().await;
+    let _ = session.end().await;
+    let _ = conn.close().await;
+    Outcome {
+        messages: accepted,
+        elapsed,
+        note: String::new(),
+    }
+}
+
+pub async fn fe2o3_consume(uri: &str, q: &str, messages: u64, credit: u32) -> Outcome {
+    let mut conn = fe2o3_amqp::Connection::open("client-bench", fe2o3_url(uri).as_str())
+        .await
+        .expect("connects");
+    let mut session = fe2o3_amqp::Session::begin(&mut conn).await.unwrap();
+    let mut receiver = fe2o3_amqp::Receiver::builder()
+        .name("client-bench")
+        .source(queue_address(q))
+        .credit_mode(CreditMode::Auto(credit))
+        .attach(&mut session)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    for _ in 0..messages {
+        let d = receiver.recv::<Body<FeValue>>().await.unwrap();
+        receiver.accept(&d).await.unwrap();
+    }
+    let elapsed = started.elapsed();
+    let _ = receiver.close().await;
+    let _ = session.end().await;
+    let _ = conn.close().await;
+    Outcome {
+        messages,
+        elapsed,
+        note: String::new(),
+    }
+}
