@@ -85,16 +85,31 @@ fn queue_address(q: &str) -> String {
     }
 }
 
-/// fe2o3-amqp wants the host and port without the virtual host path.
-fn fe2o3_url(uri: &str) -> String {
+/// A fe2o3-amqp connection over a socket with TCP_NODELAY, which
+/// fe2o3-amqp does not set itself: without it a consumer's credit
+/// top-up waits behind Nagle's algorithm for the broker's delayed ACK
+/// (4,552 msg/s at credit 200 against Warren, 92,234 at credit 1,000).
+/// Any user can do the same, so the comparison gives it that.
+async fn fe2o3_connect(uri: &str) -> fe2o3_amqp::connection::ConnectionHandle<()> {
     let u = warren_client::uri::AmqpUri::parse(uri).expect("a URI");
-    format!("amqp://{}:{}@{}:{}", u.user, u.password, u.host, u.port)
+    let tcp = tokio::net::TcpStream::connect((u.host.as_str(), u.port))
+        .await
+        .expect("connects");
+    tcp.set_nodelay(true).unwrap();
+    fe2o3_amqp::Connection::builder()
+        .container_id("client-bench")
+        .scheme("amqp")
+        .sasl_profile(fe2o3_amqp::sasl_profile::SaslProfile::Plain {
+            username: u.user,
+            password: u.password,
+        })
+        .open_with_stream(tcp)
+        .await
+        .expect("opens")
 }
 
 pub async fn fe2o3_publish(uri: &str, q: &str, body: &[u8], in_flight: usize, secs: Duration) -> Outcome {
-    let mut conn = fe2o3_amqp::Connection::open("client-bench", fe2o3_url(uri).as_str())
-        .await
-        .expect("connects");
+    let mut conn = fe2o3_connect(uri).await;
     let mut session = fe2o3_amqp::Session::begin(&mut conn).await.unwrap();
     let mut sender = fe2o3_amqp::Sender::attach(&mut session, "client-bench", queue_address(q))
         .await
@@ -128,9 +143,7 @@ pub async fn fe2o3_publish(uri: &str, q: &str, body: &[u8], in_flight: usize, se
 }
 
 pub async fn fe2o3_consume(uri: &str, q: &str, messages: u64, credit: u32) -> Outcome {
-    let mut conn = fe2o3_amqp::Connection::open("client-bench", fe2o3_url(uri).as_str())
-        .await
-        .expect("connects");
+    let mut conn = fe2o3_connect(uri).await;
     let mut session = fe2o3_amqp::Session::begin(&mut conn).await.unwrap();
     let mut receiver = fe2o3_amqp::Receiver::builder()
         .name("client-bench")

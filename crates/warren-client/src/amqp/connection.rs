@@ -476,6 +476,7 @@ async fn write_loop(
         }
         let ended = {
             let mut s = shared.session.lock();
+            s.flush_accepts();
             std::mem::swap(&mut buf, &mut s.out);
             s.ended.is_some()
         };

@@ -251,37 +251,46 @@ impl std::fmt::Debug for Delivery {
 impl Delivery {
     /// Done with it: the queue forgets it.
     pub fn accept(self) {
-        self.settle(messaging::accepted());
+        self.settle(None);
     }
 
     /// Refused: dead-lettered if the queue has a dead-letter exchange,
     /// else dropped (`rejected`).
     pub fn discard(self) {
-        self.settle(composite(REJECTED, vec![]));
+        self.settle(Some(composite(REJECTED, vec![])));
     }
 
     /// Refused with annotations (`x-` keys) added to the message as it
     /// is dead-lettered (`modified`, undeliverable here).
     pub fn discard_with(self, annotations: &[(&str, Value)]) {
-        self.settle(modified(true, true, annotations));
+        self.settle(Some(modified(true, true, annotations)));
     }
 
     /// Back to the queue, to be delivered again (`released`).
     pub fn requeue(self) {
-        self.settle(messaging::released());
+        self.settle(Some(messaging::released()));
     }
 
     /// Back to the queue with annotations added (`modified`).
     pub fn requeue_with(self, annotations: &[(&str, Value)]) {
-        self.settle(modified(false, false, annotations));
+        self.settle(Some(modified(false, false, annotations)));
     }
 
-    fn settle(self, state: Value) {
+    /// Settle with `state` (None: accepted); the writer is woken only
+    /// when there is something new for it (accepts one after another go
+    /// as one disposition).
+    fn settle(self, state: Option<Value>) {
         if self.settled {
             return; // pre-settled: nothing to say
         }
-        let (handle, id) = (self.handle, self.delivery_id);
-        self.shared.with(|s| s.settle(handle, id, state));
+        let wake = self
+            .shared
+            .session
+            .lock()
+            .settle(self.handle, self.delivery_id, state);
+        if wake {
+            self.shared.queued.notify_one();
+        }
     }
 }
 

@@ -104,6 +104,8 @@ pub(crate) struct Session {
     by_remote: HashMap<u32, u32>,
     /// Published and not settled: delivery id to (link, who waits).
     unsettled: HashMap<u32, (u32, Waiter)>,
+    /// Deliveries accepted and not yet told, one after another.
+    accepts: Option<(u32, u32)>,
 }
 
 impl Session {
@@ -120,14 +122,35 @@ impl Session {
             links: HashMap::new(),
             by_remote: HashMap::new(),
             unsettled: HashMap::new(),
+            accepts: None,
         }
     }
 
     /// Queue one performative (and payload) for the writer.
     pub fn send(&mut self, p: &Performative, payload: &[u8]) {
+        // Accepts not yet written go first: frames keep their order.
+        self.flush_accepts();
         let mut perf = BytesMut::new();
         p.encode(&mut perf);
         write_frame(&mut self.out, FrameType::Amqp, 0, &[&perf, payload]);
+    }
+
+    /// Write the run of accepted deliveries waiting (one disposition).
+    pub fn flush_accepts(&mut self) {
+        let Some((first, last)) = self.accepts.take() else {
+            return;
+        };
+        let mut perf = BytesMut::new();
+        Performative::Disposition(Disposition {
+            role: Role::Receiver,
+            first,
+            last: (last != first).then_some(last),
+            settled: true,
+            state: Some(messaging::accepted()),
+            batchable: false,
+        })
+        .encode(&mut perf);
+        write_frame(&mut self.out, FrameType::Amqp, 0, &[&perf]);
     }
 
     /// Attach a link: `attach` is filled in with its handle and role.
@@ -307,20 +330,39 @@ impl Session {
     }
 
     /// Settle delivery `delivery_id` we received on link `handle`, with
-    /// `state`.
-    pub fn settle(&mut self, handle: u32, delivery_id: u32, state: Value) {
-        self.send(
-            &Performative::Disposition(Disposition {
-                role: Role::Receiver,
-                first: delivery_id,
-                last: None,
-                settled: true,
-                state: Some(state),
-                batchable: false,
-            }),
-            &[],
-        );
+    /// `state` (None: accepted). Accepts of deliveries one after another
+    /// wait to go as one disposition, until the writer runs or another
+    /// frame is queued. Whether the writer must be woken (a run begun,
+    /// or another frame queued).
+    pub fn settle(&mut self, handle: u32, delivery_id: u32, state: Option<Value>) -> bool {
+        let queued = self.out.len();
+        let wake = match (state, &mut self.accepts) {
+            (None, Some((_, last))) if delivery_id == last.wrapping_add(1) => {
+                *last = delivery_id;
+                false
+            }
+            (None, _) => {
+                self.flush_accepts();
+                self.accepts = Some((delivery_id, delivery_id));
+                true
+            }
+            (Some(state), _) => {
+                self.send(
+                    &Performative::Disposition(Disposition {
+                        role: Role::Receiver,
+                        first: delivery_id,
+                        last: None,
+                        settled: true,
+                        state: Some(state),
+                        batchable: false,
+                    }),
+                    &[],
+                );
+                true
+            }
+        };
         self.done_with(handle);
+        wake || self.out.len() > queued
     }
 
     /// The broker's performative on the session. Err: the connection
