@@ -644,3 +644,46 @@ fn rejected_condition(state: Option<&Value>) -> Option<Condition> {
         .ok()
         .map(Condition::from)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use warren_amqp10::Frame;
+
+    /// The dispositions queued in `out`, as (first, last, outcome).
+    fn dispositions(out: &mut BytesMut) -> Vec<(u32, Option<u32>, Option<WireOutcome>)> {
+        let mut found = Vec::new();
+        while let Some(f) = Frame::parse(out, 1 << 20).unwrap() {
+            if let (Performative::Disposition(d), _) = Performative::decode(&f.body).unwrap() {
+                found.push((d.first, d.last, d.state.as_ref().and_then(messaging::outcome)));
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn accepts_one_after_another_go_as_one_disposition_in_order() {
+        let mut s = Session::new(100, 0);
+        assert!(s.settle(0, 4, None), "a run begins: wake the writer");
+        assert!(!s.settle(0, 5, None), "the run grows: nothing new to wake for");
+        assert!(!s.settle(0, 6, None));
+        assert!(s.settle(0, 9, None), "not next: the run goes, another begins");
+        assert!(
+            s.settle(0, 10, Some(messaging::released())),
+            "another outcome goes at once"
+        );
+        assert!(s.settle(0, 11, None));
+        s.flush_accepts();
+        assert_eq!(
+            dispositions(&mut s.out),
+            vec![
+                (4, Some(6), Some(WireOutcome::Accepted)),
+                (9, None, Some(WireOutcome::Accepted)),
+                (10, None, Some(WireOutcome::Released)),
+                (11, None, Some(WireOutcome::Accepted)),
+            ]
+        );
+        s.flush_accepts();
+        assert!(s.out.is_empty(), "nothing twice");
+    }
+}
