@@ -342,6 +342,7 @@ async fn handshake(
         .idle_time_out
         .filter(|ms| *ms > 0)
         .map(|ms| Duration::from_millis(ms as u64 / 2));
+    tracing::debug!(host = %uri.host, port = uri.port, vhost = %uri.vhost, "AMQP 1.0 connection open");
     tokio::spawn(read_loop(shared.clone(), input, rbuf, stopped.clone()));
     tokio::spawn(write_loop(shared.clone(), output, beat, stopped));
     Ok(Connection { shared })
@@ -438,6 +439,7 @@ async fn read_loop(
             _ = stopped.changed() => return,
         }
     };
+    tracing::debug!(reason = %why, "AMQP 1.0 connection ended");
     // The broker's close: answered (if it was not ours) before the end.
     {
         let mut s = shared.session.lock();

@@ -214,8 +214,28 @@ impl Consumer {
         if incoming.settled {
             self.shared.with(|s| s.done_with(self.handle));
         }
+        let message = match incoming.message {
+            Ok(m) => m,
+            Err(e) => {
+                // A message we cannot read is refused (dead-lettered if
+                // the queue says where), so its credit comes back.
+                tracing::warn!(error = %e, "an AMQP 1.0 delivery could not be read; rejected");
+                if !incoming.settled {
+                    let rejected = Some(composite(REJECTED, vec![]));
+                    if self
+                        .shared
+                        .session
+                        .lock()
+                        .settle(self.handle, incoming.delivery_id, rejected)
+                    {
+                        self.shared.queued.notify_one();
+                    }
+                }
+                return Err(e);
+            }
+        };
         Ok(Delivery {
-            message: incoming.message?,
+            message,
             shared: self.shared.clone(),
             handle: self.handle,
             delivery_id: incoming.delivery_id,

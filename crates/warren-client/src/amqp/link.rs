@@ -35,6 +35,7 @@ pub(crate) async fn attach(shared: &Arc<Shared>, attach: Attach, kind: Kind) -> 
         )
         .await
         .map_err(|_| Error::Timeout(CALL_TIMEOUT))??;
+        tracing::debug!(reason = %why, "AMQP 1.0 link refused");
         shared.with(|s| s.detach(handle));
         return Err(why);
     }

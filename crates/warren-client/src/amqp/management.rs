@@ -188,6 +188,7 @@ impl Management {
     }
 
     /// One request: its response's body when its status is one of `ok`.
+    #[tracing::instrument(name = "amqp.management", skip(self, body, ok), level = "debug")]
     pub async fn request(&self, method: &str, path: &str, body: Value, ok: &[u16]) -> Result<Value, Error> {
         let mut inbox = self.inbox.lock().await;
         let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
