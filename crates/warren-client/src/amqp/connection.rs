@@ -150,6 +150,27 @@ impl Shared {
         }
     }
 
+    /// Send encoded message `message` on sender link `handle` once its
+    /// credit and the session's window allow; `waiter` hears its outcome
+    /// (None: sent settled).
+    pub(crate) async fn transfer(
+        &self,
+        handle: u32,
+        message: &[u8],
+        waiter: Option<super::session::Waiter>,
+    ) -> Result<(), Error> {
+        let frames = super::session::frames_for(message.len(), self.max_frame);
+        let mut waiter = Some(waiter);
+        self.wait_for(|s| {
+            if !s.can_send(handle, frames)? {
+                return Ok(None);
+            }
+            s.transfer(handle, message, self.max_frame, waiter.take().flatten());
+            Ok(Some(()))
+        })
+        .await
+    }
+
     /// A link name unique on this connection.
     pub(crate) fn link_name(&self, what: &str) -> String {
         let n = self.names.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -308,22 +329,12 @@ async fn handshake(
     output.write_all(&out).await.map_err(io)?;
     let open = match performative(&mut input, &mut rbuf).await? {
         Performative::Open(o) => o,
-        Performative::Close(c) => {
-            return Err(match c.error {
-                Some(e) => Error::Closed(e.into()),
-                None => Error::ConnectionClosed("refused at open".into()),
-            })
-        }
+        Performative::Close(c) => return Err(refused(c, "open")),
         other => return Err(Error::Protocol(format!("expected open, got {}", other.name()))),
     };
     let begin = match performative(&mut input, &mut rbuf).await? {
         Performative::Begin(b) => b,
-        Performative::Close(c) => {
-            return Err(match c.error {
-                Some(e) => Error::Closed(e.into()),
-                None => Error::ConnectionClosed("refused at begin".into()),
-            })
-        }
+        Performative::Close(c) => return Err(refused(c, "begin")),
         other => return Err(Error::Protocol(format!("expected begin, got {}", other.name()))),
     };
     let (stop, stopped) = watch::channel(false);
@@ -346,6 +357,14 @@ async fn handshake(
     tokio::spawn(read_loop(shared.clone(), input, rbuf, stopped.clone()));
     tokio::spawn(write_loop(shared.clone(), output, beat, stopped));
     Ok(Connection { shared })
+}
+
+/// The broker's close in answer to our `what`.
+fn refused(c: Close, what: &str) -> Error {
+    match c.error {
+        Some(e) => Error::Closed(e.into()),
+        None => Error::ConnectionClosed(format!("refused at {what}")),
+    }
 }
 
 async fn expect_header(input: &mut ReadHalf, rbuf: &mut BytesMut, want: &[u8; 8]) -> Result<(), Error> {
@@ -440,16 +459,7 @@ async fn read_loop(
         }
     };
     tracing::debug!(reason = %why, "AMQP 1.0 connection ended");
-    // The broker's close: answered (if it was not ours) before the end.
-    {
-        let mut s = shared.session.lock();
-        if matches!(why, Error::Closed(_))
-            || matches!(&why, Error::ConnectionClosed(m) if m.contains("closed the connection"))
-        {
-            s.send(&Performative::Close(Close { error: None }), &[]);
-        }
-        s.end(why);
-    }
+    shared.session.lock().end(why);
     shared.closed.notify_waiters();
     shared.changed.notify_waiters();
     shared.queued.notify_one();

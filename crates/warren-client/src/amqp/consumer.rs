@@ -104,14 +104,7 @@ impl ConsumerBuilder {
                 target: Some(messaging::target("")),
                 ..Default::default()
             },
-            Kind::Receiver {
-                deliveries: Some(tx),
-                received: 0,
-                credit: 0,
-                settled: 0,
-                window: self.credit,
-                partial: None,
-            },
+            Kind::receiver(tx, self.credit),
         )
         .await?;
         self.shared.with(|s| s.grant(handle));
@@ -203,12 +196,11 @@ impl Consumer {
     /// the broker's reason, e.g. the queue was deleted).
     pub async fn receive(&mut self) -> Result<Delivery, Error> {
         let Some(incoming) = self.deliveries.recv().await else {
-            let s = self.shared.session.lock();
-            return Err(s
-                .links
-                .get(&self.handle)
-                .and_then(|l| l.gone.clone())
-                .or_else(|| s.ended.clone())
+            return Err(self
+                .shared
+                .session
+                .lock()
+                .why_gone(self.handle)
                 .unwrap_or_else(|| Error::ConnectionClosed("the consumer was closed".into())));
         };
         if incoming.settled {

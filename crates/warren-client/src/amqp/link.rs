@@ -29,12 +29,9 @@ pub(crate) async fn attach(shared: &Arc<Shared>, attach: Attach, kind: Kind) -> 
     };
     if terminus.as_ref().is_none_or(|t| t.is_null()) {
         // Refused: the detach with the reason follows.
-        let why = tokio::time::timeout(
-            CALL_TIMEOUT,
-            shared.wait_for(|s| Ok(s.links.get(&handle).and_then(|l| l.gone.clone()))),
-        )
-        .await
-        .map_err(|_| Error::Timeout(CALL_TIMEOUT))??;
+        let why = tokio::time::timeout(CALL_TIMEOUT, shared.wait_for(|s| Ok(s.why_gone(handle))))
+            .await
+            .map_err(|_| Error::Timeout(CALL_TIMEOUT))??;
         tracing::debug!(reason = %why, "AMQP 1.0 link refused");
         shared.with(|s| s.detach(handle));
         return Err(why);

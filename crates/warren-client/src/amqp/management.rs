@@ -15,7 +15,7 @@ use super::address::segment;
 use super::connection::{Shared, CALL_TIMEOUT};
 use super::error::Error;
 use super::message::{Body, Message, MessageId};
-use super::session::{frames_for, Incoming, Kind};
+use super::session::{Incoming, Kind};
 use super::spec::{BindingSpec, ExchangeSpec, QueueInfo, QueueSpec};
 
 const NODE: &str = "/management";
@@ -63,10 +63,7 @@ impl Management {
                 properties: paired.clone(),
                 ..Default::default()
             },
-            Kind::Sender {
-                credit: 0,
-                delivery_count: 0,
-            },
+            Kind::sender(),
         )
         .await?;
         let (tx, rx) = mpsc::unbounded_channel();
@@ -81,14 +78,7 @@ impl Management {
                 properties: paired,
                 ..Default::default()
             },
-            Kind::Receiver {
-                deliveries: Some(tx),
-                received: 0,
-                credit: 0,
-                settled: 0,
-                window: CREDIT,
-                partial: None,
-            },
+            Kind::receiver(tx, CREDIT),
         )
         .await?;
         shared.with(|s| s.grant(responses));
@@ -200,15 +190,7 @@ impl Management {
             .reply_to("$me");
         let mut encoded = bytes::BytesMut::new();
         m.encode(&mut encoded);
-        let frames = frames_for(encoded.len(), self.shared.max_frame);
-        let (requests, max_frame) = (self.requests, self.shared.max_frame);
-        let sent = self.shared.wait_for(|s| {
-            if !s.can_send(requests, frames)? {
-                return Ok(None);
-            }
-            s.transfer(requests, &encoded, max_frame, None);
-            Ok(Some(()))
-        });
+        let sent = self.shared.transfer(self.requests, &encoded, None);
         tokio::time::timeout(CALL_TIMEOUT, sent)
             .await
             .map_err(|_| Error::Timeout(CALL_TIMEOUT))??;
@@ -246,11 +228,10 @@ impl Management {
     }
 
     fn why_gone(&self) -> Error {
-        let s = self.shared.session.lock();
-        s.links
-            .get(&self.responses)
-            .and_then(|l| l.gone.clone())
-            .or_else(|| s.ended.clone())
+        self.shared
+            .session
+            .lock()
+            .why_gone(self.responses)
             .unwrap_or_else(|| Error::ConnectionClosed("the management link was closed".into()))
     }
 

@@ -70,24 +70,8 @@ pub mod fuzzing {
         let mut s = Session::new(100, 0);
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         for (name, kind) in [
-            (
-                "sender",
-                Kind::Sender {
-                    credit: 0,
-                    delivery_count: 0,
-                },
-            ),
-            (
-                "receiver",
-                Kind::Receiver {
-                    deliveries: Some(tx.clone()),
-                    received: 0,
-                    credit: 0,
-                    settled: 0,
-                    window: 4,
-                    partial: None,
-                },
-            ),
+            ("sender", Kind::sender()),
+            ("receiver", Kind::receiver(tx.clone(), 4)),
         ] {
             let (handle, _) = s.attach(
                 Attach {

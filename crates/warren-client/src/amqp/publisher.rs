@@ -18,7 +18,7 @@ use warren_amqp10::Value;
 use super::connection::Shared;
 use super::error::Error;
 use super::message::Message;
-use super::session::{frames_for, Kind, Outcome, Waiter};
+use super::session::{Kind, Outcome, Waiter};
 
 /// Outcomes awaited at once, by default.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 1000;
@@ -72,10 +72,7 @@ impl PublisherBuilder {
                 target: Some(target),
                 ..Default::default()
             },
-            Kind::Sender {
-                credit: 0,
-                delivery_count: 0,
-            },
+            Kind::sender(),
         )
         .await?;
         Ok(Publisher {
@@ -126,22 +123,12 @@ impl Publisher {
             .map_err(|_| Error::ConnectionClosed("the publisher was closed".into()))?;
         let mut encoded = BytesMut::new();
         message.encode(&mut encoded);
-        let frames = frames_for(encoded.len(), self.shared.max_frame);
         let (tx, rx) = oneshot::channel();
-        let mut waiter = Some(Waiter {
+        let waiter = Waiter {
             tx,
             place: Some(permit),
-        });
-        let (handle, max_frame) = (self.handle, self.shared.max_frame);
-        self.shared
-            .wait_for(|s| {
-                if !s.can_send(handle, frames)? {
-                    return Ok(None);
-                }
-                s.transfer(handle, &encoded, max_frame, waiter.take());
-                Ok(Some(()))
-            })
-            .await?;
+        };
+        self.shared.transfer(self.handle, &encoded, Some(waiter)).await?;
         Ok(Published { outcome: rx })
     }
 

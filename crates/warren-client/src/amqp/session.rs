@@ -79,6 +79,36 @@ pub(crate) enum Kind {
     },
 }
 
+impl Kind {
+    /// A sending link, before the broker gives credit.
+    pub fn sender() -> Kind {
+        Kind::Sender {
+            credit: 0,
+            delivery_count: 0,
+        }
+    }
+
+    /// A receiving link handing its deliveries to `deliveries`, holding
+    /// at most `window` unsettled.
+    pub fn receiver(deliveries: mpsc::UnboundedSender<Incoming>, window: u32) -> Kind {
+        Kind::Receiver {
+            deliveries: Some(deliveries),
+            received: 0,
+            credit: 0,
+            settled: 0,
+            window,
+            partial: None,
+        }
+    }
+
+    fn role(&self) -> Role {
+        match self {
+            Kind::Sender { .. } => Role::Sender,
+            Kind::Receiver { .. } => Role::Receiver,
+        }
+    }
+}
+
 pub(crate) struct Link {
     pub name: String,
     pub kind: Kind,
@@ -106,6 +136,8 @@ pub(crate) struct Session {
     unsettled: HashMap<u32, (u32, Waiter)>,
     /// Deliveries accepted and not yet told, one after another.
     accepts: Option<(u32, u32)>,
+    /// Where a performative is encoded before its frame.
+    scratch: BytesMut,
 }
 
 impl Session {
@@ -123,6 +155,7 @@ impl Session {
             by_remote: HashMap::new(),
             unsettled: HashMap::new(),
             accepts: None,
+            scratch: BytesMut::new(),
         }
     }
 
@@ -130,9 +163,15 @@ impl Session {
     pub fn send(&mut self, p: &Performative, payload: &[u8]) {
         // Accepts not yet written go first: frames keep their order.
         self.flush_accepts();
-        let mut perf = BytesMut::new();
-        p.encode(&mut perf);
-        write_frame(&mut self.out, FrameType::Amqp, 0, &[&perf, payload]);
+        self.put(p, payload);
+    }
+
+    /// Encode a frame into `out` (the performative through a buffer
+    /// kept for it, as its size goes first: no allocation per frame).
+    fn put(&mut self, p: &Performative, payload: &[u8]) {
+        self.scratch.clear();
+        p.encode(&mut self.scratch);
+        write_frame(&mut self.out, FrameType::Amqp, 0, &[&self.scratch, payload]);
     }
 
     /// Write the run of accepted deliveries waiting (one disposition).
@@ -140,17 +179,25 @@ impl Session {
         let Some((first, last)) = self.accepts.take() else {
             return;
         };
-        let mut perf = BytesMut::new();
-        Performative::Disposition(Disposition {
-            role: Role::Receiver,
-            first,
-            last: (last != first).then_some(last),
-            settled: true,
-            state: Some(messaging::accepted()),
-            batchable: false,
-        })
-        .encode(&mut perf);
-        write_frame(&mut self.out, FrameType::Amqp, 0, &[&perf]);
+        self.put(
+            &Performative::Disposition(Disposition {
+                role: Role::Receiver,
+                first,
+                last: (last != first).then_some(last),
+                settled: true,
+                state: Some(messaging::accepted()),
+                batchable: false,
+            }),
+            &[],
+        );
+    }
+
+    /// Why link `handle` (or the connection) is gone, if it is.
+    pub fn why_gone(&self, handle: u32) -> Option<Error> {
+        self.links
+            .get(&handle)
+            .and_then(|l| l.gone.clone())
+            .or_else(|| self.ended.clone())
     }
 
     /// Attach a link: `attach` is filled in with its handle and role.
@@ -162,10 +209,7 @@ impl Session {
         let handle = self.next_handle;
         self.next_handle += 1;
         attach.handle = handle;
-        attach.role = match kind {
-            Kind::Sender { .. } => Role::Sender,
-            Kind::Receiver { .. } => Role::Receiver,
-        };
+        attach.role = kind.role();
         if attach.role == Role::Sender {
             attach.initial_delivery_count = Some(0);
         }
@@ -373,13 +417,10 @@ impl Session {
                 // The broker's end of one of our links.
                 // (A management pair's two links share a name: the
                 // broker's end of our sender is a receiver.)
-                let found = self.links.iter_mut().find(|(_, l)| {
-                    let ours = match l.kind {
-                        Kind::Sender { .. } => Role::Sender,
-                        Kind::Receiver { .. } => Role::Receiver,
-                    };
-                    l.name == a.name && l.attached.is_some() && ours != a.role
-                });
+                let found = self
+                    .links
+                    .iter_mut()
+                    .find(|(_, l)| l.name == a.name && l.attached.is_some() && l.kind.role() != a.role);
                 if let Some((ours, link)) = found {
                     self.by_remote.insert(a.handle, *ours);
                     if let Some(tx) = link.attached.take() {
@@ -392,6 +433,8 @@ impl Session {
             Performative::Transfer(t) => self.transferred(t, payload)?,
             Performative::Disposition(d) => self.disposed(d),
             Performative::End(e) => {
+                // Our one session is the connection's: it closes too.
+                self.send(&Performative::Close(Default::default()), &[]);
                 let why = match e.error {
                     Some(c) => Error::Closed(c.into()),
                     None => Error::ConnectionClosed("the broker ended the session".into()),
@@ -399,6 +442,8 @@ impl Session {
                 return Err(why);
             }
             Performative::Close(c) => {
+                // Answered before the connection ends (2.4.5).
+                self.send(&Performative::Close(Default::default()), &[]);
                 let why = match c.error {
                     Some(c) => Error::Closed(c.into()),
                     None => Error::ConnectionClosed("the broker closed the connection".into()),
