@@ -1,29 +1,25 @@
-//! An AMQP 1.0 connection: the handshake (SASL, open, one session), then
-//! two tasks on the application's runtime, a reader that applies what
-//! the broker sends to the session's state and a writer that writes what
-//! the application's calls queued there, in one write when it can.
+//! A connection: what its builder set, the session its links share, the
+//! topology its managements declared, and the wire it runs on now
+//! (`wire.rs`), replaced by `recovery.rs` when the socket is lost.
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
-use tokio::io::AsyncReadExt;
-use tokio::sync::{watch, Notify};
-use warren_amqp10::frame::{write_frame, write_heartbeat, FrameType};
-use warren_amqp10::performative::{Begin, Close, Open};
-use warren_amqp10::sasl::{self, Sasl};
-use warren_amqp10::{Frame, Performative, Value, AMQP_HEADER, SASL_HEADER};
+use tokio::sync::{broadcast, watch, Notify};
+use warren_amqp10::performative::Close;
+use warren_amqp10::Performative;
 
 use super::error::Error;
+use super::events::{Event, Events};
 use super::session::Session;
-use crate::socket::{ReadHalf, Socket, WriteHalf};
+use super::topology::Topology;
+use crate::recovery::RecoveryOptions;
 use crate::tls::TlsOptions;
 use crate::uri::AmqpUri;
 
-/// The largest frame we take (and offer).
-const MAX_FRAME: u32 = 1 << 20;
-/// How long the handshake and each call wait for the broker.
+/// How long each call waits for the broker.
 pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How the connection authenticates (SASL, spec 5.3).
@@ -42,13 +38,22 @@ pub enum SaslMechanism {
 /// How to open a [`Connection`]: `Connection::builder(uri)...open()`.
 #[derive(Clone)]
 pub struct ConnectionBuilder {
-    uri: String,
+    uris: Vec<String>,
     sasl: SaslMechanism,
     tls: Option<TlsOptions>,
     container_id: Option<String>,
+    recovery: RecoveryOptions,
+    idle_timeout: Duration,
 }
 
 impl ConnectionBuilder {
+    /// Another broker of the same cluster: opening tries the addresses in
+    /// order, and recovery goes round them.
+    pub fn address(mut self, uri: &str) -> Self {
+        self.uris.push(uri.to_string());
+        self
+    }
+
     /// The SASL mechanism (PLAIN by default).
     pub fn sasl(mut self, mechanism: SaslMechanism) -> Self {
         self.sasl = mechanism;
@@ -68,24 +73,76 @@ impl ConnectionBuilder {
         self
     }
 
-    /// Connect, authenticate, open the connection and its session.
-    pub async fn open(self) -> Result<Connection, Error> {
-        let uri = AmqpUri::parse(&self.uri).map_err(|e| Error::Uri(e.to_string()))?;
-        let container_id = self
-            .container_id
-            .unwrap_or_else(|| format!("warren-client-{}", std::process::id()));
-        tokio::time::timeout(
-            CALL_TIMEOUT,
-            handshake(&uri, self.sasl, self.tls.as_ref(), container_id),
-        )
-        .await
-        .map_err(|_| Error::Timeout(CALL_TIMEOUT))?
+    /// How a lost connection recovers (on by default: pauses from 100 ms
+    /// doubling to 5 s, for ever).
+    pub fn recovery(mut self, recovery: RecoveryOptions) -> Self {
+        self.recovery = recovery;
+        self
     }
+
+    /// The idle time-out we ask for (60 s by default; zero: none): the
+    /// broker sends something at least every half of it, and a broker
+    /// silent for all of it is taken for lost.
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// Connect (to the first address that answers), authenticate, open
+    /// the connection and its session.
+    pub async fn open(self) -> Result<Connection, Error> {
+        let uris = self
+            .uris
+            .iter()
+            .map(|u| AmqpUri::parse(u).map_err(|e| Error::Uri(e.to_string())))
+            .collect::<Result<Vec<_>, _>>()?;
+        let settings = Settings {
+            uris,
+            sasl: self.sasl,
+            tls: self.tls,
+            container_id: self
+                .container_id
+                .unwrap_or_else(|| format!("warren-client-{}", std::process::id())),
+            recovery: self.recovery,
+            idle_timeout: self.idle_timeout,
+        };
+        let mut last = None;
+        for uri in &settings.uris {
+            match super::wire::connect(&settings, uri).await {
+                Ok(opened) => {
+                    let session = Session::new(
+                        opened.remote_incoming_window,
+                        opened.next_incoming_id,
+                        opened.max_frame,
+                    );
+                    let shared = Arc::new(Shared::new(settings, session));
+                    let wire = super::wire::start(&shared, opened);
+                    tokio::spawn(super::recovery::supervise(shared.clone(), wire));
+                    return Ok(Connection { shared });
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::Uri("no address".into())))
+    }
+}
+
+/// What a builder set, kept for the recoveries.
+pub(crate) struct Settings {
+    pub(crate) uris: Vec<AmqpUri>,
+    pub(crate) sasl: SaslMechanism,
+    pub(crate) tls: Option<TlsOptions>,
+    pub(crate) container_id: String,
+    pub(crate) recovery: RecoveryOptions,
+    pub(crate) idle_timeout: Duration,
 }
 
 /// A connection to a broker speaking AMQP 1.0 (RabbitMQ 4, Warren),
 /// with one session its publishers, consumers and management share.
-/// Cloning it shares it.
+/// Cloning it shares it. When the socket is lost it connects again by
+/// itself ([`ConnectionBuilder::recovery`]): the queues, exchanges and
+/// bindings its managements declared are declared again, then its
+/// publishers and consumers attached again; [`Connection::events`] tells.
 ///
 /// ```no_run
 /// use warren_client::amqp::{Connection, Message, Outcome, QueueSpec};
@@ -111,17 +168,39 @@ pub(crate) struct Shared {
     /// The writer has something to write.
     pub(crate) queued: Notify,
     /// The session's state changed in a way a waiting call may care
-    /// about (credit, window, an end).
+    /// about (credit, window, an end, a lost wire).
     pub(crate) changed: Notify,
-    /// The largest frame the broker takes.
-    pub(crate) max_frame: u32,
-    stop: watch::Sender<bool>,
-    /// The reader saw the broker's close (or the socket end).
-    closed: Notify,
-    names: std::sync::atomic::AtomicU64,
+    pub(crate) settings: Settings,
+    pub(crate) topology: Mutex<Topology>,
+    events: broadcast::Sender<Event>,
+    /// The session's epoch, read without its lock.
+    epoch: AtomicU64,
+    /// The application closed the connection: no recovery.
+    closing: AtomicBool,
+    /// Stops the wire's tasks and recovery for good.
+    pub(crate) stop: watch::Sender<bool>,
+    /// A wire's reader ended (after the broker's close, or not).
+    pub(crate) closed: Notify,
+    names: AtomicU64,
 }
 
 impl Shared {
+    fn new(settings: Settings, session: Session) -> Shared {
+        Shared {
+            session: Mutex::new(session),
+            queued: Notify::new(),
+            changed: Notify::new(),
+            settings,
+            topology: Mutex::default(),
+            events: broadcast::channel(256).0,
+            epoch: AtomicU64::new(0),
+            closing: AtomicBool::new(false),
+            stop: watch::channel(false).0,
+            closed: Notify::new(),
+            names: Default::default(),
+        }
+    }
+
     /// Change the session (queueing frames), then wake the writer.
     pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Session) -> R) -> R {
         let r = {
@@ -159,13 +238,12 @@ impl Shared {
         message: &[u8],
         waiter: Option<super::session::Waiter>,
     ) -> Result<(), Error> {
-        let frames = super::session::frames_for(message.len(), self.max_frame);
         let mut waiter = Some(waiter);
         self.wait_for(|s| {
-            if !s.can_send(handle, frames)? {
+            if !s.can_send(handle, message.len())? {
                 return Ok(None);
             }
-            s.transfer(handle, message, self.max_frame, waiter.take().flatten());
+            s.transfer(handle, message, waiter.take().flatten());
             Ok(Some(()))
         })
         .await
@@ -173,8 +251,40 @@ impl Shared {
 
     /// A link name unique on this connection.
     pub(crate) fn link_name(&self, what: &str) -> String {
-        let n = self.names.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let n = self.names.fetch_add(1, Ordering::Relaxed);
         format!("{what}-{n}")
+    }
+
+    /// Which wire the connection is on (how many were lost before it).
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// The wire was lost: the session forgets it (see [`Session::lost`]).
+    pub(crate) fn lost(&self, why: &Error) {
+        self.with(|s| {
+            s.lost(why);
+            self.epoch.store(s.epoch, Ordering::Release);
+        });
+        self.changed.notify_waiters();
+    }
+
+    pub(crate) fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn emit(&self, e: Event) {
+        // Nobody listening is fine.
+        let _ = self.events.send(e);
+    }
+
+    /// The connection is over: every call and waiter is told `why`.
+    pub(crate) fn end(&self, why: Error) {
+        self.session.lock().end(why);
+        let _ = self.stop.send(true);
+        self.closed.notify_waiters();
+        self.changed.notify_waiters();
+        self.queued.notify_one();
     }
 }
 
@@ -188,16 +298,18 @@ impl Connection {
     /// A connection with options.
     pub fn builder(uri: &str) -> ConnectionBuilder {
         ConnectionBuilder {
-            uri: uri.to_string(),
+            uris: vec![uri.to_string()],
             sasl: SaslMechanism::default(),
             tls: None,
             container_id: None,
+            recovery: RecoveryOptions::default(),
+            idle_timeout: Duration::from_secs(60),
         }
     }
 
     /// A management client on this connection (its own link pair).
     pub async fn management(&self) -> Result<super::Management, Error> {
-        super::Management::open(self.shared.clone()).await
+        super::Management::open(self.shared.clone(), false).await
     }
 
     /// A publisher: say where it sends, then `build()`.
@@ -222,7 +334,14 @@ impl Connection {
         }
     }
 
-    /// Whether the connection is still open.
+    /// What happens to the connection from now on: losses, recoveries.
+    pub fn events(&self) -> Events {
+        Events {
+            rx: self.shared.events.subscribe(),
+        }
+    }
+
+    /// Whether the connection is still open (or recovering).
     pub fn is_open(&self) -> bool {
         self.shared.session.lock().ended.is_none()
     }
@@ -230,283 +349,21 @@ impl Connection {
     /// Close the connection (waiting briefly for the broker's close);
     /// publishers and consumers on it end.
     pub async fn close(&self) {
+        self.shared.closing.store(true, Ordering::Release);
         let closed = self.shared.closed.notified();
         tokio::pin!(closed);
         closed.as_mut().enable();
-        let open = self.shared.with(|s| {
-            if s.ended.is_some() {
+        let on_wire = self.shared.with(|s| {
+            if s.ended.is_some() || s.recovering {
                 return false;
             }
             s.send(&Performative::Close(Close { error: None }), &[]);
             true
         });
-        if open {
+        if on_wire {
             let _ = tokio::time::timeout(Duration::from_secs(2), closed).await;
         }
         self.shared
-            .session
-            .lock()
             .end(Error::ConnectionClosed("closed by the application".into()));
-        self.shared.changed.notify_waiters();
-        let _ = self.shared.stop.send(true);
     }
-}
-
-/// SASL, the AMQP header, open and begin; then the tasks.
-async fn handshake(
-    uri: &AmqpUri,
-    mechanism: SaslMechanism,
-    tls: Option<&TlsOptions>,
-    container_id: String,
-) -> Result<Connection, Error> {
-    let socket = Socket::connect(uri, tls)
-        .await
-        .map_err(|e| Error::Connect(e.to_string()))?;
-    let (mut input, mut output) = socket.split();
-    let mut rbuf = BytesMut::with_capacity(64 * 1024);
-    let io = |e: std::io::Error| Error::Connect(e.to_string());
-
-    output.write_all(SASL_HEADER).await.map_err(io)?;
-    expect_header(&mut input, &mut rbuf, SASL_HEADER).await?;
-    let offered = match sasl_frame(&mut input, &mut rbuf).await? {
-        Sasl::Mechanisms(m) => m,
-        other => {
-            return Err(Error::Protocol(format!(
-                "expected sasl-mechanisms, got {other:?}"
-            )))
-        }
-    };
-    let (name, response) = match mechanism {
-        SaslMechanism::Plain => (
-            "PLAIN",
-            Some(Bytes::from(format!("\0{}\0{}", uri.user, uri.password))),
-        ),
-        SaslMechanism::Anonymous => ("ANONYMOUS", Some(Bytes::new())),
-        SaslMechanism::External => ("EXTERNAL", Some(Bytes::new())),
-    };
-    if !offered.iter().any(|m| m == name) {
-        return Err(Error::Authentication(format!(
-            "the broker offers {offered:?}, not {name}"
-        )));
-    }
-    let init = Sasl::Init {
-        mechanism: name.into(),
-        initial_response: response,
-        hostname: Some(uri.host.clone()),
-    };
-    let mut out = BytesMut::new();
-    write_frame(&mut out, FrameType::Sasl, 0, &[&init.to_value().to_bytes()]);
-    output.write_all(&out).await.map_err(io)?;
-    match sasl_frame(&mut input, &mut rbuf).await? {
-        Sasl::Outcome { code: sasl::OK } => {}
-        Sasl::Outcome { code } => return Err(Error::Authentication(format!("SASL outcome code {code}"))),
-        other => return Err(Error::Protocol(format!("expected sasl-outcome, got {other:?}"))),
-    }
-
-    output.write_all(AMQP_HEADER).await.map_err(io)?;
-    expect_header(&mut input, &mut rbuf, AMQP_HEADER).await?;
-    let mut out = BytesMut::new();
-    let mut put = |p: Performative| {
-        let mut perf = BytesMut::new();
-        p.encode(&mut perf);
-        write_frame(&mut out, FrameType::Amqp, 0, &[&perf]);
-    };
-    // RabbitMQ names the virtual host in the hostname: `vhost:<name>`.
-    put(Performative::Open(Open {
-        container_id,
-        hostname: Some(format!("vhost:{}", uri.vhost)),
-        max_frame_size: Some(MAX_FRAME),
-        channel_max: Some(0),
-        ..Default::default()
-    }));
-    put(Performative::Begin(Begin {
-        next_outgoing_id: 0,
-        incoming_window: super::session::INCOMING_WINDOW,
-        outgoing_window: u32::MAX,
-        handle_max: Some(u32::MAX),
-        ..Default::default()
-    }));
-    output.write_all(&out).await.map_err(io)?;
-    let open = match performative(&mut input, &mut rbuf).await? {
-        Performative::Open(o) => o,
-        Performative::Close(c) => return Err(refused(c, "open")),
-        other => return Err(Error::Protocol(format!("expected open, got {}", other.name()))),
-    };
-    let begin = match performative(&mut input, &mut rbuf).await? {
-        Performative::Begin(b) => b,
-        Performative::Close(c) => return Err(refused(c, "begin")),
-        other => return Err(Error::Protocol(format!("expected begin, got {}", other.name()))),
-    };
-    let (stop, stopped) = watch::channel(false);
-    let shared = Arc::new(Shared {
-        session: Mutex::new(Session::new(begin.incoming_window, begin.next_outgoing_id)),
-        queued: Notify::new(),
-        changed: Notify::new(),
-        max_frame: open.max_frame_size.unwrap_or(u32::MAX).clamp(512, MAX_FRAME),
-        stop,
-        closed: Notify::new(),
-        names: Default::default(),
-    });
-    // The broker closes a connection silent for its idle time-out: an
-    // empty frame at half of it.
-    let beat = open
-        .idle_time_out
-        .filter(|ms| *ms > 0)
-        .map(|ms| Duration::from_millis(ms as u64 / 2));
-    tracing::debug!(host = %uri.host, port = uri.port, vhost = %uri.vhost, "AMQP 1.0 connection open");
-    tokio::spawn(read_loop(shared.clone(), input, rbuf, stopped.clone()));
-    tokio::spawn(write_loop(shared.clone(), output, beat, stopped));
-    Ok(Connection { shared })
-}
-
-/// The broker's close in answer to our `what`.
-fn refused(c: Close, what: &str) -> Error {
-    match c.error {
-        Some(e) => Error::Closed(e.into()),
-        None => Error::ConnectionClosed(format!("refused at {what}")),
-    }
-}
-
-async fn expect_header(input: &mut ReadHalf, rbuf: &mut BytesMut, want: &[u8; 8]) -> Result<(), Error> {
-    while rbuf.len() < 8 {
-        fill(input, rbuf).await?;
-    }
-    let got = rbuf.split_to(8);
-    if &got[..] != want {
-        return Err(Error::Protocol(format!(
-            "the broker answered with header {:?}",
-            &got[..]
-        )));
-    }
-    Ok(())
-}
-
-async fn fill(input: &mut ReadHalf, rbuf: &mut BytesMut) -> Result<(), Error> {
-    rbuf.reserve(16 * 1024);
-    match input.read_buf(rbuf).await {
-        Ok(0) => Err(Error::ConnectionClosed("the broker closed the socket".into())),
-        Ok(_) => Ok(()),
-        Err(e) => Err(Error::ConnectionClosed(format!("reading: {e}"))),
-    }
-}
-
-/// The next frame with a body (heartbeats skipped).
-async fn frame(input: &mut ReadHalf, rbuf: &mut BytesMut) -> Result<Frame, Error> {
-    loop {
-        match Frame::parse(rbuf, MAX_FRAME)? {
-            Some(f) if f.body.is_empty() => continue,
-            Some(f) => return Ok(f),
-            None => fill(input, rbuf).await?,
-        }
-    }
-}
-
-async fn sasl_frame(input: &mut ReadHalf, rbuf: &mut BytesMut) -> Result<Sasl, Error> {
-    let f = frame(input, rbuf).await?;
-    let mut body = &f.body[..];
-    Ok(Sasl::from_value(&Value::decode(&mut body)?)?)
-}
-
-async fn performative(input: &mut ReadHalf, rbuf: &mut BytesMut) -> Result<Performative, Error> {
-    let f = frame(input, rbuf).await?;
-    Ok(Performative::decode(&f.body)?.0)
-}
-
-async fn read_loop(
-    shared: Arc<Shared>,
-    mut input: ReadHalf,
-    mut rbuf: BytesMut,
-    mut stopped: watch::Receiver<bool>,
-) {
-    let why = loop {
-        // Everything read so far, under one lock.
-        let step = {
-            let mut s = shared.session.lock();
-            let mut step = Ok(());
-            loop {
-                match Frame::parse(&mut rbuf, MAX_FRAME) {
-                    Ok(Some(f)) if f.body.is_empty() => continue,
-                    Ok(Some(f)) => {
-                        if f.kind != FrameType::Amqp || f.channel != 0 {
-                            step = Err(Error::Protocol(format!("a frame on channel {}", f.channel)));
-                            break;
-                        }
-                        let handled = Performative::decode(&f.body)
-                            .map_err(Error::from)
-                            .and_then(|(p, payload)| s.handle(p, payload));
-                        if let Err(e) = handled {
-                            step = Err(e);
-                            break;
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        step = Err(e.into());
-                        break;
-                    }
-                }
-            }
-            step
-        };
-        shared.changed.notify_waiters();
-        shared.queued.notify_one();
-        if let Err(e) = step {
-            break e;
-        }
-        tokio::select! {
-            r = fill(&mut input, &mut rbuf) => if let Err(e) = r { break e },
-            _ = stopped.changed() => return,
-        }
-    };
-    tracing::debug!(reason = %why, "AMQP 1.0 connection ended");
-    shared.session.lock().end(why);
-    shared.closed.notify_waiters();
-    shared.changed.notify_waiters();
-    shared.queued.notify_one();
-}
-
-async fn write_loop(
-    shared: Arc<Shared>,
-    mut output: WriteHalf,
-    beat: Option<Duration>,
-    mut stopped: watch::Receiver<bool>,
-) {
-    let mut ticker = tokio::time::interval(beat.unwrap_or(Duration::from_secs(3600)));
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut idle = true;
-    let mut buf = BytesMut::new();
-    loop {
-        tokio::select! {
-            _ = shared.queued.notified() => {}
-            _ = ticker.tick() => {
-                if beat.is_some() && idle {
-                    write_heartbeat(&mut shared.session.lock().out);
-                }
-                idle = true;
-            }
-            _ = stopped.changed() => {}
-        }
-        let ended = {
-            let mut s = shared.session.lock();
-            s.flush_accepts();
-            std::mem::swap(&mut buf, &mut s.out);
-            s.ended.is_some()
-        };
-        if !buf.is_empty() {
-            idle = false;
-            if output.write_all(&buf).await.is_err() {
-                shared
-                    .session
-                    .lock()
-                    .end(Error::ConnectionClosed("writing failed".into()));
-                shared.changed.notify_waiters();
-                break;
-            }
-            buf.clear();
-        }
-        if ended || *stopped.borrow() {
-            break;
-        }
-    }
-    let _ = output.shutdown().await;
 }

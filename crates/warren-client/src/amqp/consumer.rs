@@ -105,6 +105,7 @@ impl ConsumerBuilder {
                 ..Default::default()
             },
             Kind::receiver(tx, self.credit),
+            false,
         )
         .await?;
         self.shared.with(|s| s.grant(handle));
@@ -195,15 +196,30 @@ impl Consumer {
     /// The next delivery; Err once the link or connection is gone (with
     /// the broker's reason, e.g. the queue was deleted).
     pub async fn receive(&mut self) -> Result<Delivery, Error> {
-        let Some(incoming) = self.deliveries.recv().await else {
-            return Err(self
-                .shared
-                .session
-                .lock()
-                .why_gone(self.handle)
-                .unwrap_or_else(|| Error::ConnectionClosed("the consumer was closed".into())));
+        let incoming = loop {
+            let Some(incoming) = self.deliveries.recv().await else {
+                return Err(self
+                    .shared
+                    .session
+                    .lock()
+                    .why_gone(self.handle)
+                    .unwrap_or_else(|| Error::ConnectionClosed("the consumer was closed".into())));
+            };
+            if !incoming.settled && self.shared.epoch() != incoming.epoch {
+                // Given back to the queue when its wire was lost: it comes
+                // again on this one. (A stream's go on from the last one
+                // received, so they stay.)
+                let from_stream = incoming
+                    .message
+                    .as_ref()
+                    .is_ok_and(|m| m.annotation_value("x-stream-offset").is_some());
+                if !from_stream {
+                    continue;
+                }
+            }
+            break incoming;
         };
-        if incoming.settled {
+        if incoming.settled && incoming.epoch == self.shared.epoch() {
             self.shared.with(|s| s.done_with(self.handle));
         }
         let message = match incoming.message {
@@ -214,12 +230,12 @@ impl Consumer {
                 tracing::warn!(error = %e, "an AMQP 1.0 delivery could not be read; rejected");
                 if !incoming.settled {
                     let rejected = Some(composite(REJECTED, vec![]));
-                    if self
-                        .shared
-                        .session
-                        .lock()
-                        .settle(self.handle, incoming.delivery_id, rejected)
-                    {
+                    if self.shared.session.lock().settle(
+                        self.handle,
+                        incoming.delivery_id,
+                        rejected,
+                        incoming.epoch,
+                    ) {
                         self.shared.queued.notify_one();
                     }
                 }
@@ -232,6 +248,7 @@ impl Consumer {
             handle: self.handle,
             delivery_id: incoming.delivery_id,
             settled: incoming.settled,
+            epoch: incoming.epoch,
         })
     }
 
@@ -249,6 +266,7 @@ pub struct Delivery {
     handle: u32,
     delivery_id: u32,
     settled: bool,
+    epoch: u64,
 }
 
 impl std::fmt::Debug for Delivery {
@@ -299,7 +317,7 @@ impl Delivery {
             .shared
             .session
             .lock()
-            .settle(self.handle, self.delivery_id, state);
+            .settle(self.handle, self.delivery_id, state, self.epoch);
         if wake {
             self.shared.queued.notify_one();
         }
@@ -315,4 +333,27 @@ fn modified(failed: bool, undeliverable: bool, annotations: &[(&str, Value)]) ->
         MODIFIED,
         vec![Value::Bool(failed), Value::Bool(undeliverable), Value::Map(map)],
     )
+}
+
+/// A stream consumer's source `source` made to start at `offset` (its
+/// `rabbitmq:stream-offset-spec` filter set, or added).
+pub(crate) fn from_offset(source: &Value, offset: u64) -> Value {
+    const SPEC: &str = "rabbitmq:stream-offset-spec";
+    let Some((_, Value::List(fields))) = source.as_described() else {
+        return source.clone();
+    };
+    let mut fields = fields.clone();
+    fields.resize(fields.len().max(8), Value::Null);
+    let spec = Value::Described(
+        Box::new(Descriptor::Symbol(SPEC.to_string())),
+        Box::new(Value::Ulong(offset)),
+    );
+    let mut filters = match &fields[7] {
+        Value::Map(m) => m.clone(),
+        _ => Vec::new(),
+    };
+    filters.retain(|(k, _)| *k != Value::symbol(SPEC));
+    filters.push((Value::symbol(SPEC), spec));
+    fields[7] = Value::Map(filters);
+    composite(SOURCE, fields)
 }

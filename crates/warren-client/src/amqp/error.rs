@@ -47,6 +47,11 @@ pub enum Error {
     /// condition), or lost.
     #[error("connection closed: {0}")]
     ConnectionClosed(String),
+    /// The connection was lost before the broker told this publish's
+    /// outcome (or answered this request): it may or may not have taken
+    /// it. The connection recovers by itself unless recovery is off.
+    #[error("connection lost: {0}")]
+    ConnectionLost(String),
     /// The broker refused a link (attach) or closed it with a condition.
     #[error("link refused: {0}")]
     LinkRefused(Condition),

@@ -9,15 +9,31 @@ use warren_amqp10::performative::{Attach, Role};
 
 use super::connection::{Shared, CALL_TIMEOUT};
 use super::error::Error;
-use super::session::Kind;
+use super::session::{AttachAnswer, Kind};
 
 /// Attach `attach` as a link of `kind`; its handle once the broker has
-/// its end.
-pub(crate) async fn attach(shared: &Arc<Shared>, attach: Attach, kind: Kind) -> Result<u32, Error> {
+/// its end. `now`: even while the connection recovers (recovery's own
+/// links); other links made then are attached once the topology is back.
+pub(crate) async fn attach(
+    shared: &Arc<Shared>,
+    attach: Attach,
+    kind: Kind,
+    now: bool,
+) -> Result<u32, Error> {
     let (handle, answer) = shared.with(|s| match &s.ended {
         Some(e) => Err(e.clone()),
-        None => Ok(s.attach(attach, kind)),
+        None => Ok(s.attach(attach, kind, now)),
     })?;
+    if let Err(why) = answered(shared, handle, answer).await {
+        shared.with(|s| s.detach(handle));
+        return Err(why);
+    }
+    Ok(handle)
+}
+
+/// Wait for the broker's answer to link `handle`'s attach: Err with the
+/// reason when it refused it (the link is then gone).
+pub(crate) async fn answered(shared: &Shared, handle: u32, answer: AttachAnswer) -> Result<(), Error> {
     let reply = tokio::time::timeout(CALL_TIMEOUT, answer)
         .await
         .map_err(|_| Error::Timeout(CALL_TIMEOUT))?
@@ -33,8 +49,7 @@ pub(crate) async fn attach(shared: &Arc<Shared>, attach: Attach, kind: Kind) -> 
             .await
             .map_err(|_| Error::Timeout(CALL_TIMEOUT))??;
         tracing::debug!(reason = %why, "AMQP 1.0 link refused");
-        shared.with(|s| s.detach(handle));
         return Err(why);
     }
-    Ok(handle)
+    Ok(())
 }

@@ -17,6 +17,7 @@ use super::error::Error;
 use super::message::{Body, Message, MessageId};
 use super::session::{Incoming, Kind};
 use super::spec::{BindingSpec, ExchangeSpec, QueueInfo, QueueSpec};
+use super::topology::Topology;
 
 const NODE: &str = "/management";
 /// Responses the broker may send before we ask again.
@@ -46,10 +47,13 @@ pub struct Management {
     /// One request at a time: answers come in order.
     inbox: Mutex<mpsc::UnboundedReceiver<Incoming>>,
     next_id: std::sync::atomic::AtomicU64,
+    /// What it declares is recorded for recovery (not recovery's own).
+    records: bool,
 }
 
 impl Management {
-    pub(crate) async fn open(shared: Arc<Shared>) -> Result<Management, Error> {
+    /// `now`: recovery's own, attached while the connection recovers.
+    pub(crate) async fn open(shared: Arc<Shared>, now: bool) -> Result<Management, Error> {
         let name = shared.link_name("management-link-pair");
         let paired = Some(Value::Map(vec![(Value::symbol("paired"), Value::Bool(true))]));
         let requests = super::link::attach(
@@ -64,6 +68,7 @@ impl Management {
                 ..Default::default()
             },
             Kind::sender(),
+            now,
         )
         .await?;
         let (tx, rx) = mpsc::unbounded_channel();
@@ -79,6 +84,7 @@ impl Management {
                 ..Default::default()
             },
             Kind::receiver(tx, CREDIT),
+            now,
         )
         .await?;
         shared.with(|s| s.grant(responses));
@@ -88,7 +94,21 @@ impl Management {
             responses,
             inbox: Mutex::new(rx),
             next_id: Default::default(),
+            records: true,
         })
+    }
+
+    /// Recovery's own: declares what was recorded without recording it.
+    pub(crate) fn unrecorded(mut self) -> Management {
+        self.records = false;
+        self
+    }
+
+    /// Change the recorded topology, unless this is recovery's own.
+    fn record(&self, f: impl FnOnce(&mut Topology)) {
+        if self.records {
+            f(&mut self.shared.topology.lock());
+        }
     }
 
     /// Declare a queue (idempotent: the same arguments again are fine,
@@ -102,6 +122,7 @@ impl Management {
                 &[200, 201],
             )
             .await?;
+        self.record(|t| t.queue(spec));
         Ok(QueueInfo::from_value(&body))
     }
 
@@ -123,6 +144,7 @@ impl Management {
                 &[200],
             )
             .await?;
+        self.record(|t| t.queue_deleted(name));
         Ok(message_count(&body))
     }
 
@@ -147,8 +169,9 @@ impl Management {
             spec.to_body(),
             &[200, 201, 204],
         )
-        .await
-        .map(drop)
+        .await?;
+        self.record(|t| t.exchange(spec));
+        Ok(())
     }
 
     /// Delete an exchange (and its bindings).
@@ -159,22 +182,25 @@ impl Management {
             Value::Null,
             &[200, 204],
         )
-        .await
-        .map(drop)
+        .await?;
+        self.record(|t| t.exchange_deleted(name));
+        Ok(())
     }
 
     /// Bind; the binding's path, which [`Management::unbind`] takes.
     pub async fn bind(&self, spec: &BindingSpec) -> Result<String, Error> {
         self.request("POST", "/bindings", spec.to_body(), &[200, 201, 204])
             .await?;
+        self.record(|t| t.bind(spec));
         Ok(spec.path())
     }
 
     /// Remove a binding made without arguments.
     pub async fn unbind(&self, spec: &BindingSpec) -> Result<(), Error> {
         self.request("DELETE", &spec.path(), Value::Null, &[200, 204])
-            .await
-            .map(drop)
+            .await?;
+        self.record(|t| t.unbind(spec));
+        Ok(())
     }
 
     /// One request: its response's body when its status is one of `ok`.
@@ -194,14 +220,24 @@ impl Management {
         tokio::time::timeout(CALL_TIMEOUT, sent)
             .await
             .map_err(|_| Error::Timeout(CALL_TIMEOUT))??;
+        // Its answer comes on this wire or not at all.
+        let epoch = self.shared.epoch();
+        let lost = self.shared.wait_for(|s| {
+            Ok((s.epoch != epoch).then(|| Error::ConnectionLost("during a management request".into())))
+        });
+        tokio::pin!(lost);
         let answer = loop {
-            let next = tokio::time::timeout(CALL_TIMEOUT, inbox.recv())
-                .await
-                .map_err(|_| Error::Timeout(CALL_TIMEOUT))?;
+            let next = tokio::select! {
+                next = tokio::time::timeout(CALL_TIMEOUT, inbox.recv()) => next,
+                why = &mut lost => return Err(why?),
+            }
+            .map_err(|_| Error::Timeout(CALL_TIMEOUT))?;
             let Some(incoming) = next else {
                 return Err(self.why_gone());
             };
-            self.shared.with(|s| s.done_with(self.responses));
+            if incoming.epoch == epoch {
+                self.shared.with(|s| s.done_with(self.responses));
+            }
             let answer = incoming.message?;
             if answer.properties.correlation_id == Some(MessageId::Ulong(id)) {
                 break answer;

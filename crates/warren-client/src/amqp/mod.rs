@@ -8,7 +8,11 @@
 //!
 //! The connection runs two tasks on the application's runtime (a reader
 //! and a writer) and one session shared by its links. Messages are
-//! durable unless made [`Message::transient`].
+//! durable unless made [`Message::transient`]. A lost connection
+//! recovers by itself ([`RecoveryOptions`]): it connects again, declares
+//! again what its [`Management`]s declared, and attaches its publishers
+//! and consumers again; outcomes awaited at the loss fail with
+//! [`Error::ConnectionLost`], and [`Connection::events`] tells.
 //!
 //! ```no_run
 //! use warren_client::amqp::{Connection, Message, Outcome, QueueSpec};
@@ -34,16 +38,22 @@ pub mod address;
 mod connection;
 mod consumer;
 mod error;
+mod events;
 mod link;
 mod management;
 mod message;
 mod publisher;
+mod recovery;
 mod session;
 mod spec;
+mod topology;
+mod wire;
 
+pub use crate::recovery::RecoveryOptions;
 pub use connection::{Connection, ConnectionBuilder, SaslMechanism};
 pub use consumer::{Consumer, ConsumerBuilder, Delivery, StreamOffset, DEFAULT_INITIAL_CREDIT};
 pub use error::{Condition, Error};
+pub use events::{Event, Events};
 pub use management::Management;
 pub use message::{Body, Message, MessageId, Properties};
 pub use publisher::{Published, Publisher, PublisherBuilder, DEFAULT_MAX_IN_FLIGHT};
@@ -67,7 +77,7 @@ pub mod fuzzing {
     /// and 1 on both sides): no panic, no unbounded allocation.
     pub fn read(data: &[u8]) {
         let _ = super::message::Message::decode(data);
-        let mut s = Session::new(100, 0);
+        let mut s = Session::new(100, 0, 1 << 16);
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         for (name, kind) in [
             ("sender", Kind::sender()),
@@ -79,6 +89,7 @@ pub mod fuzzing {
                     ..Default::default()
                 },
                 kind,
+                true,
             );
             let mut reply = Attach {
                 name: name.into(),

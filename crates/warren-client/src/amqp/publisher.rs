@@ -73,6 +73,7 @@ impl PublisherBuilder {
                 ..Default::default()
             },
             Kind::sender(),
+            false,
         )
         .await?;
         Ok(Publisher {

@@ -3,6 +3,12 @@
 //! session flow control (spec 2.5.6), link credit (2.6.7), the outcomes
 //! publishers wait for, and the deliveries consumers are given. What is
 //! to be sent is encoded into `out`, which the writer task writes.
+//!
+//! The session outlives the socket when the connection recovers: its
+//! links keep their handles and names, [`Session::lost`] fails what was
+//! in flight and counts a new wire (its `epoch`), [`Session::resume`]
+//! takes the new wire's begin, and [`Session::reattach`] attaches the
+//! links again once recovery has declared the topology.
 
 use std::collections::HashMap;
 
@@ -54,6 +60,8 @@ pub(crate) struct Incoming {
     pub delivery_id: u32,
     pub settled: bool,
     pub message: Result<Message, Error>,
+    /// The wire it came on: settling it means nothing on another.
+    pub epoch: u64,
 }
 
 pub(crate) enum Kind {
@@ -76,6 +84,10 @@ pub(crate) enum Kind {
         window: u32,
         /// A delivery in several frames, so far.
         partial: Option<(Transfer, BytesMut)>,
+        /// A stream's offset of the last delivery (its
+        /// `x-stream-offset`): attached again after a recovery, the
+        /// link goes on from the next.
+        last_offset: Option<u64>,
     },
 }
 
@@ -98,6 +110,7 @@ impl Kind {
             settled: 0,
             window,
             partial: None,
+            last_offset: None,
         }
     }
 
@@ -109,9 +122,20 @@ impl Kind {
     }
 }
 
+/// The broker's answer to an attach, to come.
+pub(crate) type AttachAnswer = oneshot::Receiver<Result<Attach, Error>>;
+
+/// The epoch of a link whose attach is not on the current wire yet.
+const NOT_ATTACHED: u64 = u64::MAX;
+
 pub(crate) struct Link {
     pub name: String,
     pub kind: Kind,
+    /// Its attach as first sent (handle and role filled in), to attach
+    /// it again on a recovered wire.
+    pub attach: Attach,
+    /// The wire its attach went on.
+    pub epoch: u64,
     /// Told once the broker answers the attach.
     pub attached: Option<oneshot::Sender<Result<Attach, Error>>>,
     /// Set once the broker detached it.
@@ -138,10 +162,17 @@ pub(crate) struct Session {
     accepts: Option<(u32, u32)>,
     /// Where a performative is encoded before its frame.
     scratch: BytesMut,
+    /// The largest frame the broker takes.
+    pub max_frame: u32,
+    /// Wires lost so far: deliveries and links say which one they
+    /// belong to.
+    pub epoch: u64,
+    /// Lost, not yet attached again: new links wait for [`Session::reattach`].
+    pub recovering: bool,
 }
 
 impl Session {
-    pub fn new(remote_incoming_window: u32, next_incoming_id: u32) -> Session {
+    pub fn new(remote_incoming_window: u32, next_incoming_id: u32, max_frame: u32) -> Session {
         Session {
             out: BytesMut::with_capacity(64 * 1024),
             ended: None,
@@ -156,7 +187,101 @@ impl Session {
             unsettled: HashMap::new(),
             accepts: None,
             scratch: BytesMut::new(),
+            max_frame,
+            epoch: 0,
+            recovering: false,
         }
+    }
+
+    /// The wire was lost: what waits for an outcome is told
+    /// [`Error::ConnectionLost`], what was queued for it is dropped, and
+    /// every link counts from nothing again (the broker forgot it).
+    pub fn lost(&mut self, why: &Error) {
+        self.epoch += 1;
+        self.recovering = true;
+        self.out.clear();
+        self.accepts = None;
+        self.by_remote.clear();
+        let lost = Error::ConnectionLost(why.to_string());
+        for (_, (_, w)) in self.unsettled.drain() {
+            w.tell(Err(lost.clone()));
+        }
+        for link in self.links.values_mut() {
+            match &mut link.kind {
+                Kind::Sender {
+                    credit,
+                    delivery_count,
+                } => {
+                    *credit = 0;
+                    *delivery_count = 0;
+                }
+                Kind::Receiver {
+                    received,
+                    credit,
+                    settled,
+                    partial,
+                    ..
+                } => {
+                    (*received, *credit, *settled) = (0, 0, 0);
+                    *partial = None;
+                }
+            }
+        }
+    }
+
+    /// A new wire's session began: flow control starts again from the
+    /// broker's begin.
+    pub fn resume(&mut self, remote_incoming_window: u32, next_incoming_id: u32, max_frame: u32) {
+        self.next_outgoing_id = 0;
+        self.remote_incoming_window = remote_incoming_window;
+        self.next_incoming_id = next_incoming_id;
+        self.incoming_window = INCOMING_WINDOW;
+        self.next_delivery_id = 0;
+        self.max_frame = max_frame;
+    }
+
+    /// Attach again every link not attached on this wire (those of the
+    /// lost one, and those asked for while recovering), giving receivers
+    /// their credit; a stream consumer goes on after the last offset it
+    /// got. The answers recovery waits for: (handle, link name, answer)
+    /// of each link nobody else waits on.
+    pub fn reattach(&mut self) -> Vec<(u32, String, AttachAnswer)> {
+        self.recovering = false;
+        let epoch = self.epoch;
+        let mut handles: Vec<u32> = self
+            .links
+            .iter()
+            .filter(|(_, l)| l.gone.is_none() && l.epoch != epoch)
+            .map(|(h, _)| *h)
+            .collect();
+        handles.sort_unstable();
+        let mut waits = Vec::new();
+        for handle in handles {
+            let Some(link) = self.links.get_mut(&handle) else {
+                continue;
+            };
+            link.epoch = epoch;
+            let mut attach = link.attach.clone();
+            let receiver = match &link.kind {
+                Kind::Receiver { last_offset, .. } => {
+                    if let (Some(n), Some(source)) = (last_offset, &attach.source) {
+                        attach.source = Some(super::consumer::from_offset(source, n.wrapping_add(1)));
+                    }
+                    true
+                }
+                Kind::Sender { .. } => false,
+            };
+            if link.attached.is_none() {
+                let (tx, rx) = oneshot::channel();
+                link.attached = Some(tx);
+                waits.push((handle, link.name.clone(), rx));
+            }
+            self.send(&Performative::Attach(attach), &[]);
+            if receiver {
+                self.grant(handle);
+            }
+        }
+        waits
     }
 
     /// Queue one performative (and payload) for the writer.
@@ -201,11 +326,9 @@ impl Session {
     }
 
     /// Attach a link: `attach` is filled in with its handle and role.
-    pub fn attach(
-        &mut self,
-        mut attach: Attach,
-        kind: Kind,
-    ) -> (u32, oneshot::Receiver<Result<Attach, Error>>) {
+    /// While recovering it goes once the topology is back
+    /// ([`Session::reattach`]), unless `now` (recovery's own links).
+    pub fn attach(&mut self, mut attach: Attach, kind: Kind, now: bool) -> (u32, AttachAnswer) {
         let handle = self.next_handle;
         self.next_handle += 1;
         attach.handle = handle;
@@ -214,16 +337,21 @@ impl Session {
             attach.initial_delivery_count = Some(0);
         }
         let (tx, rx) = oneshot::channel();
+        let send = now || !self.recovering;
         self.links.insert(
             handle,
             Link {
                 name: attach.name.clone(),
                 kind,
+                attach: attach.clone(),
+                epoch: if send { self.epoch } else { NOT_ATTACHED },
                 attached: Some(tx),
                 gone: None,
             },
         );
-        self.send(&Performative::Attach(attach), &[]);
+        if send {
+            self.send(&Performative::Attach(attach), &[]);
+        }
         (handle, rx)
     }
 
@@ -232,7 +360,7 @@ impl Session {
         if let Some(link) = self.links.remove(&handle) {
             // Its broker handle stays known until the broker's detach:
             // transfers already on their way are dropped, not an error.
-            if link.gone.is_none() && self.ended.is_none() {
+            if link.gone.is_none() && self.ended.is_none() && link.epoch == self.epoch {
                 self.send(
                     &Performative::Detach(Detach {
                         handle,
@@ -259,11 +387,15 @@ impl Session {
                     ..
                 },
             gone: None,
+            epoch,
             ..
         }) = self.links.get_mut(&handle)
         else {
             return;
         };
+        if *epoch != self.epoch {
+            return; // attached again later, credit with it
+        }
         let held = received.wrapping_sub(*settled);
         *credit = window.saturating_sub(held);
         let (delivery_count, credit) = (*received, *credit);
@@ -311,7 +443,8 @@ impl Session {
 
     /// Whether sender link `handle` may send a message of `frames`
     /// frames now; Err once it or the connection is gone.
-    pub fn can_send(&self, handle: u32, frames: u32) -> Result<bool, Error> {
+    pub fn can_send(&self, handle: u32, len: usize) -> Result<bool, Error> {
+        let frames = frames_for(len, self.max_frame);
         if let Some(e) = &self.ended {
             return Err(e.clone());
         }
@@ -328,7 +461,7 @@ impl Session {
     /// Send `message` on sender link `handle` (credit and window checked
     /// by the caller), in frames of at most `max_frame` bytes; its
     /// outcome goes to `outcome` (None: sent settled).
-    pub fn transfer(&mut self, handle: u32, message: &[u8], max_frame: u32, outcome: Option<Waiter>) {
+    pub fn transfer(&mut self, handle: u32, message: &[u8], outcome: Option<Waiter>) {
         let Some(Link {
             kind: Kind::Sender {
                 credit,
@@ -347,7 +480,7 @@ impl Session {
         if let Some(o) = outcome {
             self.unsettled.insert(id, (handle, o));
         }
-        let room = payload_room(max_frame);
+        let room = payload_room(self.max_frame);
         let mut rest = message;
         let mut first = true;
         loop {
@@ -377,8 +510,12 @@ impl Session {
     /// `state` (None: accepted). Accepts of deliveries one after another
     /// wait to go as one disposition, until the writer runs or another
     /// frame is queued. Whether the writer must be woken (a run begun,
-    /// or another frame queued).
-    pub fn settle(&mut self, handle: u32, delivery_id: u32, state: Option<Value>) -> bool {
+    /// or another frame queued). A delivery of a lost wire (`epoch`) is
+    /// not settled: the broker took it back when the wire went.
+    pub fn settle(&mut self, handle: u32, delivery_id: u32, state: Option<Value>, epoch: u64) -> bool {
+        if epoch != self.epoch {
+            return false;
+        }
         let queued = self.out.len();
         let wake = match (state, &mut self.accepts) {
             (None, Some((_, last))) if delivery_id == last.wrapping_add(1) => {
@@ -557,6 +694,7 @@ impl Session {
                     partial,
                     settled,
                     window,
+                    last_offset,
                 },
             ..
         }) = self.links.get_mut(&ours)
@@ -599,11 +737,20 @@ impl Session {
         let Some(delivery_id) = first.delivery_id else {
             return Err(Error::Protocol("a delivery without an id".into()));
         };
+        let message = Message::decode(&body).map_err(Error::from);
+        if let Ok(m) = &message {
+            match m.annotation_value("x-stream-offset") {
+                Some(Value::Long(n)) => *last_offset = Some(*n as u64),
+                Some(Value::Ulong(n)) => *last_offset = Some(*n),
+                _ => {}
+            }
+        }
         if let Some(d) = deliveries {
             let _ = d.send(Incoming {
                 delivery_id,
                 settled: first.settled.unwrap_or(false),
-                message: Message::decode(&body).map_err(Error::from),
+                message,
+                epoch: self.epoch,
             });
         }
         Ok(())
@@ -708,16 +855,17 @@ mod tests {
 
     #[test]
     fn accepts_one_after_another_go_as_one_disposition_in_order() {
-        let mut s = Session::new(100, 0);
-        assert!(s.settle(0, 4, None), "a run begins: wake the writer");
-        assert!(!s.settle(0, 5, None), "the run grows: nothing new to wake for");
-        assert!(!s.settle(0, 6, None));
-        assert!(s.settle(0, 9, None), "not next: the run goes, another begins");
+        let mut s = Session::new(100, 0, 1 << 20);
+        assert!(s.settle(0, 4, None, 0), "a run begins: wake the writer");
+        assert!(!s.settle(0, 5, None, 0), "the run grows: nothing new to wake for");
+        assert!(!s.settle(0, 6, None, 0));
+        assert!(s.settle(0, 9, None, 0), "not next: the run goes, another begins");
         assert!(
-            s.settle(0, 10, Some(messaging::released())),
+            s.settle(0, 10, Some(messaging::released()), 0),
             "another outcome goes at once"
         );
-        assert!(s.settle(0, 11, None));
+        assert!(s.settle(0, 11, None, 0));
+        assert!(!s.settle(0, 12, None, 7), "a lost wire's delivery is not settled");
         s.flush_accepts();
         assert_eq!(
             dispositions(&mut s.out),

@@ -1,8 +1,6 @@
 //! The options of declares, consumes, publishes and recovery, each with
 //! RabbitMQ's defaults (`Default`) and setters that read as a sentence.
 
-use std::time::Duration;
-
 use warren_amqp091::FieldTable;
 
 /// exchange.declare's options.
@@ -133,74 +131,4 @@ pub struct PublishOptions {
     pub mandatory: bool,
 }
 
-/// How a connection recovers. On by default.
-///
-/// ```
-/// use std::time::Duration;
-/// use warren_client::amqp091::RecoveryOptions;
-///
-/// let patient = RecoveryOptions::default().max_delay(Duration::from_secs(30));
-/// let never = RecoveryOptions::disabled();
-/// assert!(patient.enabled && !never.enabled);
-/// ```
-#[derive(Debug, Clone)]
-pub struct RecoveryOptions {
-    /// Recover at all (when false a lost connection is closed for good).
-    pub enabled: bool,
-    /// The pause after the first failed attempt; each later one doubles
-    /// it, up to `max_delay`.
-    pub initial_delay: Duration,
-    /// The longest pause between attempts.
-    pub max_delay: Duration,
-    /// Give up (and close the connection) after this many failed
-    /// attempts; None tries for ever.
-    pub max_attempts: Option<u32>,
-    /// Publish again, after a recovery, what was published in confirm
-    /// mode and not yet confirmed when the connection was lost: its
-    /// `Confirm` then waits for the new wire's answer instead of failing
-    /// with [`Error::ConnectionLost`](super::Error::ConnectionLost). The broker may already have had
-    /// such a message, so it can arrive twice (at least once, not
-    /// exactly once). Off by default.
-    pub republish_unconfirmed: bool,
-}
-
-impl Default for RecoveryOptions {
-    fn default() -> Self {
-        RecoveryOptions {
-            enabled: true,
-            initial_delay: Duration::from_millis(100),
-            max_delay: Duration::from_secs(5),
-            max_attempts: None,
-            republish_unconfirmed: false,
-        }
-    }
-}
-
-impl RecoveryOptions {
-    /// No recovery: a lost connection ends, as it does with most clients.
-    pub fn disabled() -> Self {
-        RecoveryOptions {
-            enabled: false,
-            ..Default::default()
-        }
-    }
-
-    /// The longest pause between attempts.
-    pub fn max_delay(mut self, d: Duration) -> Self {
-        self.max_delay = d;
-        self
-    }
-
-    /// Publish unconfirmed messages again after a recovery (see
-    /// [`Self::republish_unconfirmed`](RecoveryOptions#structfield.republish_unconfirmed)).
-    pub fn republish_unconfirmed(mut self) -> Self {
-        self.republish_unconfirmed = true;
-        self
-    }
-
-    /// Give up after `n` failed attempts.
-    pub fn max_attempts(mut self, n: u32) -> Self {
-        self.max_attempts = Some(n);
-        self
-    }
-}
+pub use crate::recovery::RecoveryOptions;

@@ -20,20 +20,19 @@ use super::handshake;
 use super::io;
 use super::topology::Topology;
 use super::wire::Wire;
+use crate::recovery::Backoff;
 
 /// Connect again and restore everything; the new wire, not yet in use.
 pub(crate) async fn recover(core: &Arc<Core>) -> Result<Arc<Wire>, Error> {
-    let mut delay = core.settings.recovery.initial_delay;
+    let mut backoff = Backoff::new(&core.settings.recovery, core.uris.len());
     let mut attempt = 0u32;
-    let mut next_uri = 0usize;
     loop {
         attempt += 1;
-        let mut uri = core.uris[next_uri % core.uris.len()].clone();
+        let mut uri = core.uris[backoff.next_address()].clone();
         if let Some(secret) = core.secret.lock().clone() {
             uri.password = secret;
         }
         let uri = &uri;
-        next_uri += 1;
         let result: Result<(), Error> =
             match handshake::open(uri, core.settings.name.as_deref(), core.settings.tls.as_ref()).await {
                 Ok(opened) => {
@@ -61,10 +60,7 @@ pub(crate) async fn recover(core: &Arc<Core>) -> Result<Arc<Wire>, Error> {
             return Err(e);
         }
         // A pause only once every address has been tried this round.
-        if next_uri.is_multiple_of(core.uris.len()) {
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(core.settings.recovery.max_delay);
-        }
+        tokio::time::sleep(backoff.pause()).await;
         if let Some(e) = core.closed() {
             return Err(e);
         }

@@ -1,0 +1,58 @@
+//! What happens to an AMQP 1.0 connection that the application may want
+//! to know: losses, recovery attempts, what could not be restored.
+
+use tokio::sync::broadcast;
+
+use super::error::Error;
+
+/// Something that happened to a connection. Read them with
+/// [`super::Connection::events`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Event {
+    /// The connection was lost; recovery starts. Publishes whose outcome
+    /// had not come resolved to [`Error::ConnectionLost`].
+    Disconnected {
+        /// Why.
+        error: Error,
+    },
+    /// A recovery attempt failed; another follows after a pause unless
+    /// the attempts are used up (then the connection is closed).
+    RecoveryFailed {
+        /// Which attempt, from 1.
+        attempt: u32,
+        /// Why it failed.
+        error: Error,
+    },
+    /// Connected again, topology declared again, links attached again.
+    Recovered,
+    /// A queue, exchange or binding could not be declared again, or a
+    /// publisher, consumer or management link not attached again (its
+    /// calls then fail with the reason); `what` names it.
+    TopologyRecoveryFailed {
+        /// The queue, exchange, binding or link.
+        what: String,
+        /// The broker's refusal.
+        error: Error,
+    },
+}
+
+/// A connection's events, in order. Events the reader falls behind on by
+/// more than a few hundred are skipped, never buffered without bound.
+#[derive(Debug)]
+pub struct Events {
+    pub(crate) rx: broadcast::Receiver<Event>,
+}
+
+impl Events {
+    /// The next event; None once the connection is gone.
+    pub async fn next(&mut self) -> Option<Event> {
+        loop {
+            match self.rx.recv().await {
+                Ok(e) => return Some(e),
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+}
