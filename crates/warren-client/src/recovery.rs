@@ -1,6 +1,6 @@
 //! How a lost connection recovers, for every protocol of the crate:
 //! the options an application sets ([`RecoveryOptions`]) and the pauses
-//! between attempts they make ([`Backoff`]): the first after each
+//! between attempts they make (`Backoff`): the first after each
 //! address has been tried once, each later one twice as long, up to a
 //! most.
 
