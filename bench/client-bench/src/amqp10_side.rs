@@ -1,4 +1,5 @@
-//! AMQP 1.0: warren-client's `amqp` module and fe2o3-amqp, publishing
+//! AMQP 1.0: warren-client's `amqp` module, fe2o3-amqp and RabbitMQ's Go
+//! client (a program of its own, bench/amqp10-go), publishing
 //! with outcomes (at most --in-flight awaited) and consuming with a
 //! credit window (each delivery accepted), on a queue's v2 address.
 //! Messages are transient for both (fe2o3-amqp sends none durable by
@@ -164,6 +165,30 @@ pub async fn fe2o3_consume(uri: &str, q: &str, messages: u64, credit: u32) -> Ou
     Outcome {
         messages,
         elapsed,
+        note: String::new(),
+    }
+}
+
+/// Run bench/amqp10-go's program (path in CLIENT_BENCH_GO) for `mode`
+/// on queue `q` with `args` (size, in-flight or credit, seconds or
+/// messages); what it reports. The queue's address is v2 (the Go client
+/// speaks only RabbitMQ 4's).
+pub fn go_run(uri: &str, mode: &str, q: &str, args: [u64; 3]) -> Outcome {
+    let program = std::env::var("CLIENT_BENCH_GO").unwrap_or_else(|_| "bench/amqp10-go/amqp10-go".into());
+    let out = std::process::Command::new(&program)
+        .args([uri, mode, q])
+        .args(args.map(|n| n.to_string()))
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("{program} runs: {e}"));
+    assert!(out.status.success(), "{program} failed");
+    let line = String::from_utf8_lossy(&out.stdout);
+    let mut words = line.split_whitespace();
+    let messages: u64 = words.next().and_then(|w| w.parse().ok()).expect("a count");
+    let secs: f64 = words.next().and_then(|w| w.parse().ok()).expect("seconds");
+    Outcome {
+        messages,
+        elapsed: Duration::from_secs_f64(secs),
         note: String::new(),
     }
 }

@@ -55,6 +55,10 @@ enum Client {
     /// fe2o3-amqp (the AMQP 1.0 workloads).
     #[value(name = "fe2o3-amqp")]
     Fe2o3,
+    /// RabbitMQ's AMQP 1.0 Go client (the AMQP 1.0 workloads), run as
+    /// bench/amqp10-go's program (its path in CLIENT_BENCH_GO).
+    #[value(name = "rabbitmq-amqp-go-client")]
+    Go,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -142,7 +146,9 @@ async fn run(a: Args) {
                 }
                 Client::Lapin => lapin_side::publish(&a.uri, &q, &body, a.in_flight, secs).await,
                 Client::Amqprs => amqprs_side::publish(&a.uri, &q, &body, a.in_flight, secs).await,
-                Client::RustStream | Client::Fe2o3 => panic!("{:?} speaks another protocol", a.client),
+                Client::RustStream | Client::Fe2o3 | Client::Go => {
+                    panic!("{:?} speaks another protocol", a.client)
+                }
                 Client::Floor => {
                     let (uri, q, body, in_flight) = (a.uri.clone(), q.clone(), body.clone(), a.in_flight);
                     tokio::task::spawn_blocking(move || floor_side::publish(&uri, &q, &body, in_flight, secs))
@@ -157,7 +163,9 @@ async fn run(a: Args) {
             let before = usage::now();
             let o = match a.client {
                 Client::Floor => panic!("the floor is measured publishing"),
-                Client::RustStream | Client::Fe2o3 => panic!("{:?} speaks another protocol", a.client),
+                Client::RustStream | Client::Fe2o3 | Client::Go => {
+                    panic!("{:?} speaks another protocol", a.client)
+                }
                 Client::Warren | Client::WarrenBusyPoll => {
                     warren_side::consume(&a.uri, &q, a.messages, a.ack_every, a.prefetch).await
                 }
@@ -208,6 +216,20 @@ async fn run(a: Args) {
                 other => panic!("{other:?} does not speak the stream protocol"),
             };
             (o, usage::now().since(&before))
+        }
+        Workload::Amqp10Publish if a.client == Client::Go => {
+            let q = setup::publish_queue(&a.uri).await;
+            let before = usage::children_now();
+            let args = [a.size as u64, a.in_flight as u64, secs.as_secs()];
+            let o = amqp10_side::go_run(&a.uri, "publish", &q, args);
+            (o, usage::children_now().since(&before))
+        }
+        Workload::Amqp10Consume if a.client == Client::Go => {
+            let q = setup::filled_queue(&a.uri, &body, a.messages).await;
+            let before = usage::children_now();
+            let args = [a.size as u64, a.prefetch as u64, a.messages];
+            let o = amqp10_side::go_run(&a.uri, "consume", &q, args);
+            (o, usage::children_now().since(&before))
         }
         Workload::Amqp10Publish => {
             let q = setup::publish_queue(&a.uri).await;

@@ -9,9 +9,19 @@ pub struct Usage {
 }
 
 pub fn now() -> Usage {
+    of(libc::RUSAGE_SELF)
+}
+
+/// The same for this process's children that ended (a client run as a
+/// program of its own, such as the Go client's).
+pub fn children_now() -> Usage {
+    of(libc::RUSAGE_CHILDREN)
+}
+
+fn of(who: libc::c_int) -> Usage {
     // SAFETY: getrusage only writes the struct it is given.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    unsafe { libc::getrusage(who, &mut ru) };
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     Usage {
         cpu: tv(ru.ru_utime) + tv(ru.ru_stime),
