@@ -382,3 +382,62 @@ async fn v1_addresses_on_warren_and_rabbitmq_3_10() {
         amqp091.close().await.unwrap();
     }
 }
+
+/// Accepts wait to go as one disposition while the consumer takes more;
+/// accepts made with nothing more taken (the application holds its
+/// deliveries, then settles them) still reach the broker, within a few
+/// milliseconds.
+#[tokio::test]
+async fn accepts_made_outside_the_receive_loop_still_reach_the_broker() {
+    let (targets, _broker) = support::targets().await;
+    let t = &targets[0];
+    let conn = within(Connection::open(&t.uri)).await.unwrap();
+    let m = within(conn.management()).await.unwrap();
+    within(m.declare_queue(&QueueSpec::classic("held")))
+        .await
+        .unwrap();
+    let publisher = within(conn.publisher().queue("held").build()).await.unwrap();
+    for i in 0..3 {
+        let p = within(publisher.publish(Message::new(format!("h{i}"))))
+            .await
+            .unwrap();
+        assert_eq!(within(p).await.unwrap(), Outcome::Accepted);
+    }
+    let mut consumer = within(conn.consumer().queue("held").build()).await.unwrap();
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(within(consumer.receive()).await.unwrap());
+    }
+    assert_eq!(unacked(&t.api, "held").await, 3);
+    // Settled from another task, the consumer idle in no receive.
+    tokio::spawn(async move {
+        for d in held {
+            d.accept();
+        }
+    })
+    .await
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while unacked(&t.api, "held").await != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the accepts never reached the broker"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    conn.close().await;
+}
+
+/// The broker's count of deliveries not yet settled on queue `q`.
+async fn unacked(api: &str, q: &str) -> u64 {
+    let info: serde_json::Value = reqwest::Client::new()
+        .get(format!("{api}/api/queues/%2f/{q}"))
+        .basic_auth("guest", Some("guest"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    info["messages_unacknowledged"].as_u64().unwrap_or(u64::MAX)
+}

@@ -13,7 +13,7 @@ use warren_amqp10::Performative;
 
 use super::error::Error;
 use super::events::{Event, Events};
-use super::session::Session;
+use super::session::{Session, Wake};
 use super::topology::Topology;
 use crate::recovery::RecoveryOptions;
 use crate::tls::TlsOptions;
@@ -167,6 +167,9 @@ pub(crate) struct Shared {
     pub(crate) session: Mutex<Session>,
     /// The writer has something to write.
     pub(crate) queued: Notify,
+    /// A run of accepts began: the writer writes it within
+    /// [`ACCEPT_DELAY`](super::session::ACCEPT_DELAY) unless woken first.
+    pub(crate) accepts_begun: Notify,
     /// The session's state changed in a way a waiting call may care
     /// about (credit, window, an end, a lost wire).
     pub(crate) changed: Notify,
@@ -189,6 +192,7 @@ impl Shared {
         Shared {
             session: Mutex::new(session),
             queued: Notify::new(),
+            accepts_begun: Notify::new(),
             changed: Notify::new(),
             settings,
             topology: Mutex::default(),
@@ -209,6 +213,15 @@ impl Shared {
         };
         self.queued.notify_one();
         r
+    }
+
+    /// Wake the writer as a settle asks.
+    pub(crate) fn wake(&self, wake: Wake) {
+        match wake {
+            Wake::Now => self.queued.notify_one(),
+            Wake::Soon => self.accepts_begun.notify_one(),
+            Wake::No => {}
+        }
     }
 
     /// Wait until `ready` says yes (Ok(Some)) or fails, looking again

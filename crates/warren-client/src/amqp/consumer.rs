@@ -197,7 +197,18 @@ impl Consumer {
     /// the broker's reason, e.g. the queue was deleted).
     pub async fn receive(&mut self) -> Result<Delivery, Error> {
         let incoming = loop {
-            let Some(incoming) = self.deliveries.recv().await else {
+            let next = match self.deliveries.try_recv() {
+                Ok(i) => Some(i),
+                Err(_) => {
+                    // Nothing more to take now: the accepts waiting to
+                    // grow into one disposition go.
+                    if self.shared.session.lock().has_accepts() {
+                        self.shared.queued.notify_one();
+                    }
+                    self.deliveries.recv().await
+                }
+            };
+            let Some(incoming) = next else {
                 return Err(self
                     .shared
                     .session
@@ -230,14 +241,13 @@ impl Consumer {
                 tracing::warn!(error = %e, "an AMQP 1.0 delivery could not be read; rejected");
                 if !incoming.settled {
                     let rejected = Some(composite(REJECTED, vec![]));
-                    if self.shared.session.lock().settle(
+                    let wake = self.shared.session.lock().settle(
                         self.handle,
                         incoming.delivery_id,
                         rejected,
                         incoming.epoch,
-                    ) {
-                        self.shared.queued.notify_one();
-                    }
+                    );
+                    self.shared.wake(wake);
                 }
                 return Err(e);
             }
@@ -318,9 +328,7 @@ impl Delivery {
             .session
             .lock()
             .settle(self.handle, self.delivery_id, state, self.epoch);
-        if wake {
-            self.shared.queued.notify_one();
-        }
+        self.shared.wake(wake);
     }
 }
 

@@ -41,6 +41,22 @@ pub enum Outcome {
     Modified,
 }
 
+/// When the writer must run after a settle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// Nothing new to write.
+    No,
+    /// A run of accepts began: it may grow a little first (the consumer
+    /// writes it when it runs out of deliveries; the writer within
+    /// [`ACCEPT_DELAY`] at most).
+    Soon,
+    /// A frame is queued.
+    Now,
+}
+
+/// The longest an accept waits for others to go with it.
+pub(crate) const ACCEPT_DELAY: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// Who waits for a published message's outcome, and the place in its
 /// publisher's in-flight limit it holds until told.
 pub(crate) struct Waiter {
@@ -317,6 +333,11 @@ impl Session {
         );
     }
 
+    /// Whether accepts wait to be written.
+    pub fn has_accepts(&self) -> bool {
+        self.accepts.is_some()
+    }
+
     /// Why link `handle` (or the connection) is gone, if it is.
     pub fn why_gone(&self, handle: u32) -> Option<Error> {
         self.links
@@ -509,23 +530,28 @@ impl Session {
     /// Settle delivery `delivery_id` we received on link `handle`, with
     /// `state` (None: accepted). Accepts of deliveries one after another
     /// wait to go as one disposition, until the writer runs or another
-    /// frame is queued. Whether the writer must be woken (a run begun,
-    /// or another frame queued). A delivery of a lost wire (`epoch`) is
-    /// not settled: the broker took it back when the wire went.
-    pub fn settle(&mut self, handle: u32, delivery_id: u32, state: Option<Value>, epoch: u64) -> bool {
+    /// frame is queued; when the writer must run says the [`Wake`]. A
+    /// delivery of a lost wire (`epoch`) is not settled: the broker took
+    /// it back when the wire went.
+    pub fn settle(&mut self, handle: u32, delivery_id: u32, state: Option<Value>, epoch: u64) -> Wake {
         if epoch != self.epoch {
-            return false;
+            return Wake::No;
         }
         let queued = self.out.len();
         let wake = match (state, &mut self.accepts) {
             (None, Some((_, last))) if delivery_id == last.wrapping_add(1) => {
                 *last = delivery_id;
-                false
+                Wake::No
             }
             (None, _) => {
+                let had = self.accepts.is_some();
                 self.flush_accepts();
                 self.accepts = Some((delivery_id, delivery_id));
-                true
+                if had {
+                    Wake::Now
+                } else {
+                    Wake::Soon
+                }
             }
             (Some(state), _) => {
                 self.send(
@@ -539,11 +565,15 @@ impl Session {
                     }),
                     &[],
                 );
-                true
+                Wake::Now
             }
         };
         self.done_with(handle);
-        wake || self.out.len() > queued
+        if self.out.len() > queued {
+            Wake::Now
+        } else {
+            wake
+        }
     }
 
     /// The broker's performative on the session. Err: the connection
@@ -856,16 +886,25 @@ mod tests {
     #[test]
     fn accepts_one_after_another_go_as_one_disposition_in_order() {
         let mut s = Session::new(100, 0, 1 << 20);
-        assert!(s.settle(0, 4, None, 0), "a run begins: wake the writer");
-        assert!(!s.settle(0, 5, None, 0), "the run grows: nothing new to wake for");
-        assert!(!s.settle(0, 6, None, 0));
-        assert!(s.settle(0, 9, None, 0), "not next: the run goes, another begins");
-        assert!(
+        assert_eq!(s.settle(0, 4, None, 0), Wake::Soon, "a run begins: it may grow");
+        assert_eq!(s.settle(0, 5, None, 0), Wake::No, "the run grows");
+        assert_eq!(s.settle(0, 6, None, 0), Wake::No);
+        assert_eq!(
+            s.settle(0, 9, None, 0),
+            Wake::Now,
+            "not next: the run is queued, another begins"
+        );
+        assert_eq!(
             s.settle(0, 10, Some(messaging::released()), 0),
+            Wake::Now,
             "another outcome goes at once"
         );
-        assert!(s.settle(0, 11, None, 0));
-        assert!(!s.settle(0, 12, None, 7), "a lost wire's delivery is not settled");
+        assert_eq!(s.settle(0, 11, None, 0), Wake::Soon);
+        assert_eq!(
+            s.settle(0, 12, None, 7),
+            Wake::No,
+            "a lost wire's delivery is not settled"
+        );
         s.flush_accepts();
         assert_eq!(
             dispositions(&mut s.out),

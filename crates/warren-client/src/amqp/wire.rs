@@ -20,7 +20,7 @@ use warren_amqp10::{Frame, Performative, Value, AMQP_HEADER, SASL_HEADER};
 
 use super::connection::{Settings, Shared};
 use super::error::Error;
-use super::session::INCOMING_WINDOW;
+use super::session::{ACCEPT_DELAY, INCOMING_WINDOW};
 use super::SaslMechanism;
 use crate::socket::{ReadHalf, Socket, WriteHalf};
 use crate::uri::AmqpUri;
@@ -319,11 +319,19 @@ async fn write_loop(
     let mut stopped = shared.stop.subscribe();
     // Frames queued after this wire was lost are the next one's.
     let epoch = shared.epoch();
+    // When accepts waiting to grow into one disposition must go.
+    let mut accepts_due: Option<tokio::time::Instant> = None;
+    let far = || tokio::time::Instant::now() + Duration::from_secs(3600);
     loop {
         tokio::select! {
             biased;
             _ = dead_rx.wait_for(|d| *d) => {}
             _ = shared.queued.notified() => {}
+            _ = shared.accepts_begun.notified(), if accepts_due.is_none() => {
+                accepts_due = Some(tokio::time::Instant::now() + ACCEPT_DELAY);
+                continue;
+            }
+            _ = tokio::time::sleep_until(accepts_due.unwrap_or_else(far)), if accepts_due.is_some() => {}
             _ = ticker.tick() => {
                 if beat.is_some() && idle {
                     write_heartbeat(&mut shared.session.lock().out);
@@ -346,6 +354,7 @@ async fn write_loop(
                 break;
             }
             s.flush_accepts();
+            accepts_due = None;
             std::mem::swap(&mut buf, &mut s.out);
             s.ended.is_some()
         };
