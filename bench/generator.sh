@@ -13,7 +13,8 @@
 #   bench/generator.sh /tmp/wp-old/target/release/warren-perf target/release/warren-perf [SECONDS]
 #
 # PIN=0 runs both unpinned, sharing the two cores as bench/compare.sh does.
-# PROTO=stream runs bench/stream.sh's stream workloads instead; OLD_ARGS and
+# PROTO=stream runs bench/stream.sh's stream workloads instead (PROTO=amqp10
+# AMQP 1.0 ones); OLD_ARGS and
 # NEW_ARGS are added to each binary's (e.g. OLD_ARGS=--warren-client for
 # a build from before the stream mode moved onto warren-client, where
 # that flag chose it).
@@ -45,6 +46,15 @@ if [ "${PROTO:-amqp091}" = stream ]; then
   # batches of 100).
   U=rabbitmq-stream://guest:guest@127.0.0.1:5594/%2f
   WORKLOADS=("stream-12b:-P stream -x 1 -y 1 -s 12 --offset first" "stream-1kb:-P stream -x 1 -y 1 -s 1000 --offset first")
+fi
+if [ "${PROTO:-amqp091}" = amqp10 ]; then
+  # AMQP 1.0 on v2 addresses: bench/quiver.sh's durable workload (timed),
+  # and the 0-9-1 set's shapes.
+  A10="-P amqp10 --amqp10-address /queues/{queue}"
+  WORKLOADS=("amqp10-quiver:$A10 -x 1 -y 1 -s 12 -f persistent -c 1000 -q 1000"
+             "amqp10-confirms-1kb:$A10 -x 1 -y 1 -s 1000 -c 1000 -q 1000 -A 100"
+             "amqp10-autoack-12b:$A10 -x 1 -y 1 -s 12 -a"
+             "amqp10-publish-12b:$A10 -x 1 -y 0 -s 12 -c 1000")
 fi
 for w in "${WORKLOADS[@]}"; do
   name=${w%%:*}; args=${w#*:}

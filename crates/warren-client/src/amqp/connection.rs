@@ -262,6 +262,31 @@ impl Shared {
         .await
     }
 
+    /// [`Shared::transfer`] of `message`, encoded under the session's
+    /// lock into a buffer the session keeps (no allocation per message).
+    pub(crate) async fn transfer_message(
+        &self,
+        handle: u32,
+        message: &super::Message,
+        waiter: Option<super::session::Waiter>,
+    ) -> Result<(), Error> {
+        let mut waiter = Some(waiter);
+        self.wait_for(|s| {
+            let mut encoded = std::mem::take(&mut s.encoded);
+            encoded.clear();
+            message.encode(&mut encoded);
+            let sent = s.can_send(handle, encoded.len()).map(|ok| {
+                if ok {
+                    s.transfer(handle, &encoded, waiter.take().flatten());
+                }
+                ok.then_some(())
+            });
+            s.encoded = encoded;
+            sent
+        })
+        .await
+    }
+
     /// A link name unique on this connection.
     pub(crate) fn link_name(&self, what: &str) -> String {
         let n = self.names.fetch_add(1, Ordering::Relaxed);

@@ -271,7 +271,11 @@ impl Message {
     /// Its bare message's encoding, its header first.
     pub(crate) fn encode(&self, out: &mut BytesMut) {
         let ttl = self.ttl.map(|t| t.as_millis().min(u32::MAX as u128) as u32);
-        if self.durable || self.priority.is_some() || ttl.is_some() || self.first_acquirer {
+        if self.durable && self.priority.is_none() && ttl.is_none() && !self.first_acquirer {
+            // The common header written as bytes (no value tree per
+            // message): described 0x70, a list8 of one field, true.
+            out.extend_from_slice(&[0x00, 0x53, 0x70, 0xc0, 0x02, 0x01, 0x41]);
+        } else if self.durable || self.priority.is_some() || ttl.is_some() || self.first_acquirer {
             composite(
                 HEADER,
                 vec![
@@ -322,21 +326,46 @@ impl Message {
             Value::described(APPLICATION_PROPERTIES, Value::Map(map)).encode(out);
         }
         match &self.body {
-            Body::Data(b) => Value::described(DATA, Value::Binary(b.clone())).encode(out),
+            Body::Data(b) => {
+                // Described 0x75, then the bytes as vbin8 or vbin32.
+                out.reserve(b.len() + 8);
+                out.extend_from_slice(&[0x00, 0x53, DATA as u8]);
+                if b.len() < 256 {
+                    out.extend_from_slice(&[0xa0, b.len() as u8]);
+                } else {
+                    out.extend_from_slice(&[0xb0]);
+                    out.extend_from_slice(&(b.len() as u32).to_be_bytes());
+                }
+                out.extend_from_slice(b);
+            }
             Body::Value(v) => Value::described(AMQP_VALUE, v.clone()).encode(out),
         }
     }
 
     /// A message from its encoding (as a transfer carries it). Data
     /// sections are joined; a message with no header is not durable.
-    pub(crate) fn decode(mut bytes: &[u8]) -> Result<Message, CodecError> {
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Message, CodecError> {
+        Message::decode_shared(&Bytes::copy_from_slice(bytes))
+    }
+
+    /// [`Message::decode`] of bytes already shared: a data section in
+    /// its short form is taken where it lies, not copied.
+    pub(crate) fn decode_shared(all: &Bytes) -> Result<Message, CodecError> {
         let mut m = Message {
             durable: false,
             ..Default::default()
         };
-        let mut data: Option<BytesMut> = None;
-        while !bytes.is_empty() {
+        let mut data = Data::None;
+        let mut at = 0;
+        while at < all.len() {
+            if let Some((body, next)) = data_section(all, at)? {
+                data.add(body);
+                at = next;
+                continue;
+            }
+            let mut bytes = &all[at..];
             let v = Value::decode(&mut bytes)?;
+            at = all.len() - bytes.len();
             let Some((code, inner)) = v.as_described() else {
                 return Err(CodecError::invalid("message", "a section is not described"));
             };
@@ -353,7 +382,7 @@ impl Message {
                 PROPERTIES => m.properties = properties(&v)?,
                 APPLICATION_PROPERTIES => m.application_properties = keyed(inner, "application-properties")?,
                 DATA => match inner {
-                    Value::Binary(b) => data.get_or_insert_with(BytesMut::new).extend_from_slice(b),
+                    Value::Binary(b) => data.add(b.clone()),
                     _ => return Err(CodecError::invalid("data", "not binary")),
                 },
                 AMQP_VALUE => m.body = Body::Value(inner.clone()),
@@ -361,11 +390,55 @@ impl Message {
                 _ => m.body = Body::Value(inner.clone()),
             }
         }
-        if let Some(d) = data {
-            m.body = Body::Data(d.freeze());
+        match data {
+            Data::None => {}
+            Data::One(b) => m.body = Body::Data(b),
+            Data::Joined(b) => m.body = Body::Data(b.freeze()),
         }
         Ok(m)
     }
+}
+
+/// A message's data sections so far: one is kept as it is, more joined.
+enum Data {
+    None,
+    One(Bytes),
+    Joined(BytesMut),
+}
+
+impl Data {
+    fn add(&mut self, b: Bytes) {
+        *self = match std::mem::replace(self, Data::None) {
+            Data::None => Data::One(b),
+            Data::One(first) => {
+                let mut joined = BytesMut::from(&first[..]);
+                joined.extend_from_slice(&b);
+                Data::Joined(joined)
+            }
+            Data::Joined(mut joined) => {
+                joined.extend_from_slice(&b);
+                Data::Joined(joined)
+            }
+        };
+    }
+}
+
+/// The data section at `at` when written in its usual form (described
+/// by small ulong 0x75, vbin8 or vbin32): its bytes (shared) and where
+/// the next section starts.
+fn data_section(all: &Bytes, at: usize) -> Result<Option<(Bytes, usize)>, CodecError> {
+    let rest = &all[at..];
+    let (len, head) = match rest {
+        [0x00, 0x53, 0x75, 0xa0, n, ..] => (*n as usize, 5),
+        [0x00, 0x53, 0x75, 0xb0, a, b, c, d, ..] => (u32::from_be_bytes([*a, *b, *c, *d]) as usize, 8),
+        _ => return Ok(None),
+    };
+    let start = at + head;
+    let end = start
+        .checked_add(len)
+        .filter(|end| *end <= all.len())
+        .ok_or_else(|| CodecError::invalid("data", "cut short"))?;
+    Ok(Some((all.slice(start..end), end)))
 }
 
 /// A map section's entries, with string or symbol keys.

@@ -56,7 +56,7 @@ pub use error::{Condition, Error};
 pub use events::{Event, Events};
 pub use management::Management;
 pub use message::{Body, Message, MessageId, Properties};
-pub use publisher::{Published, Publisher, PublisherBuilder, DEFAULT_MAX_IN_FLIGHT};
+pub use publisher::{PreSettledPublisher, Published, Publisher, PublisherBuilder, DEFAULT_MAX_IN_FLIGHT};
 pub use session::Outcome;
 pub use spec::{BindingSpec, Destination, ExchangeSpec, QueueInfo, QueueSpec, QueueType};
 /// AMQP 1.0 values (application properties, annotations, bodies).

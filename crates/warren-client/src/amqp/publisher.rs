@@ -8,7 +8,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bytes::BytesMut;
 use tokio::sync::{oneshot, Semaphore};
 use warren_amqp10::composite::composite;
 use warren_amqp10::messaging::{self, TARGET};
@@ -58,15 +57,35 @@ impl PublisherBuilder {
     /// Attach the link. A queue or exchange that does not exist makes
     /// the broker refuse it ([`Error::LinkRefused`]).
     pub async fn build(self) -> Result<Publisher, Error> {
+        let handle = self.attach(false).await?;
+        Ok(Publisher {
+            shared: self.shared,
+            handle,
+            in_flight: Arc::new(Semaphore::new(self.max_in_flight)),
+        })
+    }
+
+    /// Attach a link whose messages go settled: at most once, no outcome
+    /// (what the broker cannot take is dropped). For throughput where a
+    /// lost message does not matter.
+    pub async fn build_pre_settled(self) -> Result<PreSettledPublisher, Error> {
+        let handle = self.attach(true).await?;
+        Ok(PreSettledPublisher {
+            shared: self.shared,
+            handle,
+        })
+    }
+
+    async fn attach(&self, settled: bool) -> Result<u32, Error> {
         let target = match &self.address {
             Some(a) => messaging::target(a),
             None => composite(TARGET, vec![Value::Null]),
         };
-        let handle = super::link::attach(
+        super::link::attach(
             &self.shared,
             Attach {
                 name: self.shared.link_name("publisher"),
-                snd_settle_mode: Some(0),
+                snd_settle_mode: Some(if settled { 1 } else { 0 }),
                 rcv_settle_mode: Some(0),
                 source: Some(messaging::source("")),
                 target: Some(target),
@@ -75,12 +94,7 @@ impl PublisherBuilder {
             Kind::sender(),
             false,
         )
-        .await?;
-        Ok(Publisher {
-            shared: self.shared,
-            handle,
-            in_flight: Arc::new(Semaphore::new(self.max_in_flight)),
-        })
+        .await
     }
 }
 
@@ -122,14 +136,14 @@ impl Publisher {
             .acquire_owned()
             .await
             .map_err(|_| Error::ConnectionClosed("the publisher was closed".into()))?;
-        let mut encoded = BytesMut::new();
-        message.encode(&mut encoded);
         let (tx, rx) = oneshot::channel();
         let waiter = Waiter {
             tx,
             place: Some(permit),
         };
-        self.shared.transfer(self.handle, &encoded, Some(waiter)).await?;
+        self.shared
+            .transfer_message(self.handle, &message, Some(waiter))
+            .await?;
         Ok(Published { outcome: rx })
     }
 
@@ -154,5 +168,38 @@ impl Future for Published {
         Pin::new(&mut self.outcome)
             .poll(cx)
             .map(|r| r.unwrap_or_else(|_| Err(Error::ConnectionClosed("the connection ended".into()))))
+    }
+}
+
+/// Sends messages settled, hearing no outcome
+/// ([`PublisherBuilder::build_pre_settled`]).
+///
+/// ```no_run
+/// use warren_client::amqp::{Connection, Message};
+///
+/// # async fn run() -> Result<(), warren_client::amqp::Error> {
+/// let conn = Connection::open("amqp://guest:guest@127.0.0.1:5672/%2f").await?;
+/// let metrics = conn.publisher().queue("metrics").build_pre_settled().await?;
+/// for i in 0..1000 {
+///     metrics.send(Message::new(format!("sample {i}")).transient()).await?;
+/// }
+/// # Ok(())
+/// # }
+/// ```
+pub struct PreSettledPublisher {
+    shared: Arc<Shared>,
+    handle: u32,
+}
+
+impl PreSettledPublisher {
+    /// Send `message` once the broker's credit allows.
+    pub async fn send(&self, message: Message) -> Result<(), Error> {
+        self.shared.transfer_message(self.handle, &message, None).await
+    }
+
+    /// Close the link.
+    pub fn close(self) {
+        self.shared.with(|s| s.detach(self.handle));
+        self.shared.changed.notify_waiters();
     }
 }
