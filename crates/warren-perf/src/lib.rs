@@ -5,7 +5,6 @@
 
 pub mod amqp091;
 pub mod amqp10;
-pub mod net;
 pub mod options;
 pub mod report;
 pub mod scenario;
@@ -29,7 +28,7 @@ pub enum PerfError {
     #[error("AMQP 0-9-1: {0}")]
     Amqp091(#[from] warren_client::amqp091::Error),
     #[error("AMQP 1.0: {0}")]
-    Amqp10(#[from] amqp10::conn::Amqp10Error),
+    Amqp10(#[from] warren_client::amqp::Error),
     #[error("stream protocol: {0}")]
     Stream(#[from] warren_client::stream::Error),
 }

@@ -230,6 +230,11 @@ impl Shared {
         &self,
         mut ready: impl FnMut(&mut Session) -> Result<Option<T>, Error>,
     ) -> Result<T, Error> {
+        // Ready at once, the usual case: no waiter registered.
+        if let Some(t) = ready(&mut self.session.lock())? {
+            self.queued.notify_one();
+            return Ok(t);
+        }
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);

@@ -366,7 +366,7 @@ impl Message {
             let mut bytes = &all[at..];
             let v = Value::decode(&mut bytes)?;
             at = all.len() - bytes.len();
-            let Some((code, inner)) = v.as_described() else {
+            let Some((code, _)) = v.as_described() else {
                 return Err(CodecError::invalid("message", "a section is not described"));
             };
             match code {
@@ -378,16 +378,23 @@ impl Message {
                     m.first_acquirer = f.bool(3, false)?;
                     m.delivery_count = f.opt_uint(4)?.unwrap_or(0);
                 }
-                MESSAGE_ANNOTATIONS => m.annotations = keyed(inner, "message-annotations")?,
                 PROPERTIES => m.properties = properties(&v)?,
-                APPLICATION_PROPERTIES => m.application_properties = keyed(inner, "application-properties")?,
-                DATA => match inner {
-                    Value::Binary(b) => data.add(b.clone()),
-                    _ => return Err(CodecError::invalid("data", "not binary")),
-                },
-                AMQP_VALUE => m.body = Body::Value(inner.clone()),
                 DELIVERY_ANNOTATIONS | FOOTER => {}
-                _ => m.body = Body::Value(inner.clone()),
+                // The rest are taken out of the value, not copied.
+                _ => {
+                    let Value::Described(_, inner) = v else {
+                        unreachable!("described, as matched above")
+                    };
+                    match (code, *inner) {
+                        (MESSAGE_ANNOTATIONS, inner) => m.annotations = keyed(inner, "message-annotations")?,
+                        (APPLICATION_PROPERTIES, inner) => {
+                            m.application_properties = keyed(inner, "application-properties")?
+                        }
+                        (DATA, Value::Binary(b)) => data.add(b),
+                        (DATA, _) => return Err(CodecError::invalid("data", "not binary")),
+                        (_, inner) => m.body = Body::Value(inner),
+                    }
+                }
             }
         }
         match data {
@@ -442,12 +449,12 @@ fn data_section(all: &Bytes, at: usize) -> Result<Option<(Bytes, usize)>, CodecE
 }
 
 /// A map section's entries, with string or symbol keys.
-fn keyed(v: &Value, what: &'static str) -> Result<Vec<(String, Value)>, CodecError> {
+fn keyed(v: Value, what: &'static str) -> Result<Vec<(String, Value)>, CodecError> {
     match v {
         Value::Map(entries) => entries
-            .iter()
+            .into_iter()
             .map(|(k, v)| match k {
-                Value::String(s) | Value::Symbol(s) => Ok((s.clone(), v.clone())),
+                Value::String(s) | Value::Symbol(s) => Ok((s, v)),
                 _ => Err(CodecError::invalid(what, "a key is not a string")),
             })
             .collect(),

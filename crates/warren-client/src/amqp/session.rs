@@ -10,7 +10,7 @@
 //! takes the new wire's begin, and [`Session::reattach`] attaches the
 //! links again once recovery has declared the topology.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use bytes::{Bytes, BytesMut};
 use tokio::sync::{mpsc, oneshot};
@@ -200,9 +200,9 @@ impl Session {
             incoming_window: INCOMING_WINDOW,
             next_delivery_id: 0,
             next_handle: 0,
-            links: HashMap::new(),
-            by_remote: HashMap::new(),
-            unsettled: HashMap::new(),
+            links: HashMap::default(),
+            by_remote: HashMap::default(),
+            unsettled: HashMap::default(),
             accepts: None,
             scratch: BytesMut::new(),
             encoded: BytesMut::new(),
