@@ -160,5 +160,6 @@ pub mod recovery;
 mod socket;
 pub mod stream;
 pub mod tls;
+mod token;
 pub mod trace;
 pub mod uri;

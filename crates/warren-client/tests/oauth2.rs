@@ -166,3 +166,62 @@ async fn a_token_source_keeps_the_connection_alive_past_each_tokens_expiry() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The same over AMQP 1.0: a token source's next tokens go to the broker
+/// with `PUT /auth/tokens`, so the connection outlives each one, while a
+/// connection that logged in with the same short token and no source is
+/// closed at its expiry.
+#[tokio::test]
+async fn amqp10_a_token_source_keeps_the_connection_alive_past_each_tokens_expiry() {
+    use warren_client::amqp;
+    let (_warren, dir, port, _target) = oauth2_warren("amqp10-source").await;
+    let fetched = Arc::new(AtomicUsize::new(0));
+    let counter = fetched.clone();
+    let conn = within(
+        amqp::Connection::builder(&format!("amqp://ignored:ignored@127.0.0.1:{port}/%2f"))
+            .recovery(RecoveryOptions::default().max_delay(Duration::from_millis(300)))
+            .token_source(move || {
+                let counter = counter.clone();
+                async move {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    Ok(amqp::Token::new(token(3), Duration::from_secs(2)))
+                }
+            })
+            .open(),
+    )
+    .await
+    .unwrap();
+    let stale = within(
+        amqp::Connection::builder(&format!("amqp://anyone:{}@127.0.0.1:{port}/%2f", token(3)))
+            .recovery(RecoveryOptions::disabled())
+            .open(),
+    )
+    .await
+    .unwrap();
+    let mut events = conn.events();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        !stale.is_open(),
+        "without a refresh the broker closes it at expiry"
+    );
+    let m = within(conn.management()).await.unwrap();
+    within(m.declare_queue(&amqp::QueueSpec::classic("sourced-10")))
+        .await
+        .unwrap();
+    assert!(
+        fetched.load(Ordering::SeqCst) >= 3,
+        "a token at login and one before each expiry: {}",
+        fetched.load(Ordering::SeqCst)
+    );
+    while let Ok(Some(e)) = tokio::time::timeout(Duration::from_millis(10), events.next()).await {
+        assert!(
+            !matches!(
+                e,
+                amqp::Event::Disconnected { .. } | amqp::Event::TokenRefreshFailed { .. }
+            ),
+            "never cut off, every refresh taken: {e:?}"
+        );
+    }
+    conn.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

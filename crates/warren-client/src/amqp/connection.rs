@@ -17,6 +17,7 @@ use super::session::{Session, Wake};
 use super::topology::Topology;
 use crate::recovery::RecoveryOptions;
 use crate::tls::TlsOptions;
+use crate::token::{Token, TokenSource};
 use crate::uri::AmqpUri;
 
 /// How long each call waits for the broker.
@@ -44,6 +45,7 @@ pub struct ConnectionBuilder {
     container_id: Option<String>,
     recovery: RecoveryOptions,
     idle_timeout: Duration,
+    token_source: Option<TokenSource>,
 }
 
 impl ConnectionBuilder {
@@ -88,14 +90,55 @@ impl ConnectionBuilder {
         self
     }
 
+    /// Log in with OAuth 2 access tokens from `source` (as the password,
+    /// SASL PLAIN): the first at open, each next one fetched at 80 % of
+    /// the last one's life and handed to the broker with `PUT
+    /// /auth/tokens`, so the connection outlives its first token;
+    /// recoveries log in with the latest. A failed refresh is reported
+    /// ([`Event::TokenRefreshFailed`]) and tried again a second later.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use warren_client::amqp::{Connection, Token};
+    ///
+    /// # async fn fetch_from_the_identity_provider() -> Result<String, String> { Ok(String::new()) }
+    /// # async fn run() -> Result<(), warren_client::amqp::Error> {
+    /// let conn = Connection::builder("amqp://client@broker:5672/%2f")
+    ///     .token_source(|| async {
+    ///         let token = fetch_from_the_identity_provider().await?;
+    ///         Ok(Token::new(token, Duration::from_secs(300)))
+    ///     })
+    ///     .open()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn token_source<F, Fut>(mut self, source: F) -> Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<Token, String>> + Send + 'static,
+    {
+        self.token_source = Some(TokenSource::new(source));
+        self
+    }
+
     /// Connect (to the first address that answers), authenticate, open
     /// the connection and its session.
     pub async fn open(self) -> Result<Connection, Error> {
-        let uris = self
+        let mut uris = self
             .uris
             .iter()
             .map(|u| AmqpUri::parse(u).map_err(|e| Error::Uri(e.to_string())))
             .collect::<Result<Vec<_>, _>>()?;
+        let token = match &self.token_source {
+            Some(source) => Some(source.fetch().await.map_err(Error::TokenSource)?),
+            None => None,
+        };
+        if let Some(t) = &token {
+            for uri in &mut uris {
+                uri.password = t.secret.clone();
+            }
+        }
         let settings = Settings {
             uris,
             sasl: self.sasl,
@@ -118,6 +161,11 @@ impl ConnectionBuilder {
                     let shared = Arc::new(Shared::new(settings, session));
                     let wire = super::wire::start(&shared, opened);
                     tokio::spawn(super::recovery::supervise(shared.clone(), wire));
+                    if let (Some(source), Some(t)) = (self.token_source.clone(), &token) {
+                        *shared.secret.lock() = Some(t.secret.clone());
+                        let weak = Arc::downgrade(&shared);
+                        tokio::spawn(super::refresh::keep_fresh(weak, source, t.expires_in));
+                    }
                     return Ok(Connection { shared });
                 }
                 Err(e) => last = Some(e),
@@ -180,6 +228,8 @@ pub(crate) struct Shared {
     epoch: AtomicU64,
     /// The application closed the connection: no recovery.
     closing: AtomicBool,
+    /// The latest OAuth 2 token, which recoveries log in with.
+    pub(crate) secret: Mutex<Option<String>>,
     /// Stops the wire's tasks and recovery for good.
     pub(crate) stop: watch::Sender<bool>,
     /// A wire's reader ended (after the broker's close, or not).
@@ -199,6 +249,7 @@ impl Shared {
             events: broadcast::channel(256).0,
             epoch: AtomicU64::new(0),
             closing: AtomicBool::new(false),
+            secret: Mutex::new(None),
             stop: watch::channel(false).0,
             closed: Notify::new(),
             names: Default::default(),
@@ -347,6 +398,7 @@ impl Connection {
             container_id: None,
             recovery: RecoveryOptions::default(),
             idle_timeout: Duration::from_secs(60),
+            token_source: None,
         }
     }
 

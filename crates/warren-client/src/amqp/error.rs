@@ -72,6 +72,10 @@ pub enum Error {
     /// transfer over the credit given ...).
     #[error("protocol error: {0}")]
     Protocol(String),
+    /// The token source ([`super::ConnectionBuilder::token_source`]) gave
+    /// no token to log in with.
+    #[error("the token source failed: {0}")]
+    TokenSource(String),
     /// The broker did not answer in time.
     #[error("no answer from the broker within {0:?}")]
     Timeout(std::time::Duration),

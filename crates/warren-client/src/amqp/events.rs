@@ -35,6 +35,12 @@ pub enum Event {
         /// The broker's refusal.
         error: Error,
     },
+    /// The token source ([`super::ConnectionBuilder::token_source`])
+    /// failed, or the broker refused its token; tried again shortly.
+    TokenRefreshFailed {
+        /// What went wrong.
+        error: String,
+    },
 }
 
 /// A connection's events, in order. Events the reader falls behind on by

@@ -44,12 +44,14 @@ mod management;
 mod message;
 mod publisher;
 mod recovery;
+mod refresh;
 mod session;
 mod spec;
 mod topology;
 mod wire;
 
 pub use crate::recovery::RecoveryOptions;
+pub use crate::token::Token;
 pub use connection::{Connection, ConnectionBuilder, SaslMechanism};
 pub use consumer::{Consumer, ConsumerBuilder, Delivery, StreamOffset, DEFAULT_INITIAL_CREDIT};
 pub use error::{Condition, Error};

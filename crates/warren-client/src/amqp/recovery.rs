@@ -58,8 +58,11 @@ async fn recover(shared: &Arc<Shared>) -> Result<Wire, Error> {
     let mut attempt = 0u32;
     loop {
         attempt += 1;
-        let uri = &shared.settings.uris[backoff.next_address()];
-        let error = match wire::connect(&shared.settings, uri).await {
+        let mut uri = shared.settings.uris[backoff.next_address()].clone();
+        if let Some(secret) = shared.secret.lock().clone() {
+            uri.password = secret;
+        }
+        let error = match wire::connect(&shared.settings, &uri).await {
             Ok(opened) => {
                 shared.with(|s| {
                     s.resume(

@@ -23,8 +23,8 @@ use super::options::RecoveryOptions;
 use super::recovery::supervise;
 use super::refresh::keep_fresh;
 use super::settings::Settings;
-use super::token::{Token, TokenSource};
 use crate::tls::TlsOptions;
+use crate::token::{Token, TokenSource};
 use crate::uri::AmqpUri;
 
 /// How long a close waits for the broker's close-ok.

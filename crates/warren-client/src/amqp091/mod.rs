@@ -27,10 +27,10 @@ mod recovery;
 mod refresh;
 mod rpc;
 mod settings;
-mod token;
 mod topology;
 mod wire;
 
+pub use crate::token::Token;
 pub use channel::{Channel, DeclaredQueue, GetMessage};
 pub use connection::{Connection, ConnectionBuilder};
 pub use consume::Consumer;
@@ -43,5 +43,4 @@ pub use options::{
 pub use publish::{Confirm, Confirmation, Returned, DEFAULT_IN_FLIGHT};
 pub use publishing::Message;
 pub use rpc::{reply, RpcClient, DIRECT_REPLY_TO};
-pub use token::Token;
 pub use warren_amqp091::{BasicProperties as Properties, FieldTable, FieldValue, ShortStr};

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::core::Core;
 use super::events::Event;
-use super::token::TokenSource;
+use crate::token::TokenSource;
 
 /// When to fetch the next token for one good for `life`.
 fn refresh_after(life: Duration) -> Duration {

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use super::options::RecoveryOptions;
-use super::token::TokenSource;
 use crate::tls::TlsOptions;
+use crate::token::TokenSource;
 
 /// What a [`super::ConnectionBuilder`] sets beyond its addresses, kept by the
 /// connection for its recoveries.

@@ -1,6 +1,7 @@
-//! OAuth 2 access tokens, as the application's source
-//! ([`super::ConnectionBuilder::token_source`]) gives them: the first is
-//! the login's password; `refresh.rs` keeps the next ones coming.
+//! OAuth 2 access tokens, as the application's source gives them
+//! (`token_source` on the connection builders of [`crate::amqp091`] and
+//! [`crate::amqp`]): the first is the login's password; each protocol's
+//! refresh keeps the next ones coming.
 
 use std::future::Future;
 use std::pin::Pin;
