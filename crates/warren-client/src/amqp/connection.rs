@@ -429,6 +429,23 @@ impl Connection {
         }
     }
 
+    /// A client sending requests to queue `request_queue` and waiting
+    /// for replies on an exclusive queue of its own.
+    pub async fn rpc_client(&self, request_queue: &str) -> Result<super::RpcClient, Error> {
+        super::RpcClient::new(self, request_queue).await
+    }
+
+    /// A server answering the requests in queue `request_queue` with
+    /// `handler` (an `Err` discards the request: dead-lettered if the
+    /// queue says where).
+    pub async fn rpc_server<F, Fut>(&self, request_queue: &str, handler: F) -> Result<super::RpcServer, Error>
+    where
+        F: Fn(super::Message) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<super::Message, String>> + Send + 'static,
+    {
+        super::RpcServer::start(self, request_queue, handler).await
+    }
+
     /// What happens to the connection from now on: losses, recoveries.
     pub fn events(&self) -> Events {
         Events {

@@ -72,6 +72,10 @@ pub enum Error {
     /// transfer over the credit given ...).
     #[error("protocol error: {0}")]
     Protocol(String),
+    /// An RPC request was not taken by the broker (released when no
+    /// queue takes it, rejected): the outcome.
+    #[error("the request was not taken: {0}")]
+    RequestNotTaken(String),
     /// The token source ([`super::ConnectionBuilder::token_source`]) gave
     /// no token to log in with.
     #[error("the token source failed: {0}")]

@@ -45,6 +45,7 @@ mod message;
 mod publisher;
 mod recovery;
 mod refresh;
+mod rpc;
 mod session;
 mod spec;
 mod topology;
@@ -59,6 +60,7 @@ pub use events::{Event, Events};
 pub use management::Management;
 pub use message::{Body, Message, MessageId, Properties};
 pub use publisher::{PreSettledPublisher, Published, Publisher, PublisherBuilder, DEFAULT_MAX_IN_FLIGHT};
+pub use rpc::{RpcClient, RpcServer, DEFAULT_RPC_TIMEOUT};
 pub use session::Outcome;
 pub use spec::{BindingSpec, Destination, ExchangeSpec, QueueInfo, QueueSpec, QueueType};
 /// AMQP 1.0 values (application properties, annotations, bodies).
