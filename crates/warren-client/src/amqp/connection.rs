@@ -426,6 +426,9 @@ impl Connection {
             offset: None,
             filter_values: Vec::new(),
             match_unfiltered: false,
+            properties: Vec::new(),
+            application_properties: Vec::new(),
+            sql: None,
         }
     }
 

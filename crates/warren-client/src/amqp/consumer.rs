@@ -45,7 +45,22 @@ pub struct ConsumerBuilder {
     pub(crate) offset: Option<StreamOffset>,
     pub(crate) filter_values: Vec<String>,
     pub(crate) match_unfiltered: bool,
+    /// Filter expressions (RabbitMQ 4.1, 4.2): properties fields,
+    /// application properties, SQL.
+    pub(crate) properties: Vec<(String, Value)>,
+    pub(crate) application_properties: Vec<(String, Value)>,
+    pub(crate) sql: Option<String>,
 }
+
+/// The labels the filter expressions go under in the source's filter
+/// map (the broker reads their descriptors; the attach's answer names
+/// those in force by them).
+const PROPERTIES_FILTER: (&str, &str) = ("properties-filter", "amqp:properties-filter");
+const APPLICATION_PROPERTIES_FILTER: (&str, &str) = (
+    "application-properties-filter",
+    "amqp:application-properties-filter",
+);
+const SQL_FILTER: (&str, &str) = ("sql-filter", "amqp:sql-filter");
 
 impl ConsumerBuilder {
     /// From queue `name`.
@@ -88,13 +103,42 @@ impl ConsumerBuilder {
         self
     }
 
-    /// Attach the link and give it its credit.
+    /// A stream consumer: only messages whose properties field `field`
+    /// (`subject`, `message-id`, `correlation-id`, `to`, `reply-to`,
+    /// `content-type`, `group-id` ...) is `value`; a string value
+    /// starting with `&p:` matches by prefix, `&s:` by suffix (RabbitMQ
+    /// 4.1's properties filter). Several fields must all match.
+    pub fn property_filter(mut self, field: &str, value: Value) -> Self {
+        self.properties.push((field.to_string(), value));
+        self
+    }
+
+    /// A stream consumer: only messages whose application property
+    /// `key` is `value` (RabbitMQ 4.1's application-properties filter,
+    /// prefix and suffix forms as [`ConsumerBuilder::property_filter`]).
+    pub fn application_property_filter(mut self, key: &str, value: Value) -> Self {
+        self.application_properties.push((key.to_string(), value));
+        self
+    }
+
+    /// A stream consumer: only messages for which the SQL expression
+    /// holds (RabbitMQ 4.2's SQL filter: `color = 'red' AND size > 3`,
+    /// properties as `p.subject`, headers as `h.priority`). It replaces
+    /// property filters (the broker takes one kind or the other).
+    pub fn sql_filter(mut self, expression: &str) -> Self {
+        self.sql = Some(expression.to_string());
+        self
+    }
+
+    /// Attach the link and give it its credit. A filter expression the
+    /// broker does not take (not supported, or not valid) fails it with
+    /// [`Error::FilterRefused`].
     pub async fn build(self) -> Result<Consumer, Error> {
         let Some(address) = &self.address else {
             return Err(Error::Uri("a consumer needs a queue".into()));
         };
         let (tx, rx) = mpsc::unbounded_channel();
-        let handle = super::link::attach(
+        let (handle, reply) = super::link::attach_answered(
             &self.shared,
             Attach {
                 name: self.shared.link_name("consumer"),
@@ -108,6 +152,10 @@ impl ConsumerBuilder {
             false,
         )
         .await?;
+        if let Some(missing) = self.refused_filter(reply.source.as_ref()) {
+            self.shared.with(|s| s.detach(handle));
+            return Err(Error::FilterRefused(missing.to_string()));
+        }
         self.shared.with(|s| s.grant(handle));
         Ok(Consumer {
             shared: self.shared,
@@ -116,12 +164,63 @@ impl ConsumerBuilder {
         })
     }
 
+    /// The first filter expression asked for that the broker's source
+    /// (its answer) does not hold: it did not take it.
+    fn refused_filter(&self, answered: Option<&Value>) -> Option<&'static str> {
+        let in_force = |label: &str| {
+            matches!(
+                answered.and_then(Value::as_described),
+                Some((_, Value::List(f))) if matches!(f.get(7), Some(Value::Map(m))
+                    if m.iter().any(|(k, _)| matches!(k, Value::Symbol(s) | Value::String(s) if s == label)))
+            )
+        };
+        [
+            (!self.properties.is_empty(), PROPERTIES_FILTER.0),
+            (
+                !self.application_properties.is_empty(),
+                APPLICATION_PROPERTIES_FILTER.0,
+            ),
+            (self.sql.is_some(), SQL_FILTER.0),
+        ]
+        .into_iter()
+        .find(|(asked, label)| *asked && !in_force(label))
+        .map(|(_, label)| label)
+    }
+
     /// Its source: the address, and the stream filters if any.
     fn source(&self, address: &str) -> Value {
         let named = |name: &str, v: Value| {
             Value::Described(Box::new(Descriptor::Symbol(name.to_string())), Box::new(v))
         };
         let mut filters = Vec::new();
+        if !self.properties.is_empty() {
+            let map = self
+                .properties
+                .iter()
+                .map(|(k, v)| (Value::symbol(k), v.clone()))
+                .collect();
+            filters.push((
+                Value::symbol(PROPERTIES_FILTER.0),
+                named(PROPERTIES_FILTER.1, Value::Map(map)),
+            ));
+        }
+        if !self.application_properties.is_empty() {
+            let map = self
+                .application_properties
+                .iter()
+                .map(|(k, v)| (Value::string(k), v.clone()))
+                .collect();
+            filters.push((
+                Value::symbol(APPLICATION_PROPERTIES_FILTER.0),
+                named(APPLICATION_PROPERTIES_FILTER.1, Value::Map(map)),
+            ));
+        }
+        if let Some(sql) = &self.sql {
+            filters.push((
+                Value::symbol(SQL_FILTER.0),
+                named(SQL_FILTER.1, Value::string(sql)),
+            ));
+        }
         if let Some(o) = self.offset {
             let v = match o {
                 StreamOffset::First => Value::string("first"),

@@ -72,6 +72,10 @@ pub enum Error {
     /// transfer over the credit given ...).
     #[error("protocol error: {0}")]
     Protocol(String),
+    /// The broker did not take a consumer's filter expression (it does
+    /// not support it, or it is not valid): its label.
+    #[error("the broker did not take the filter {0}")]
+    FilterRefused(String),
     /// An RPC request was not taken by the broker (released when no
     /// queue takes it, rejected): the outcome.
     #[error("the request was not taken: {0}")]

@@ -20,20 +20,33 @@ pub(crate) async fn attach(
     kind: Kind,
     now: bool,
 ) -> Result<u32, Error> {
+    attach_answered(shared, attach, kind, now).await.map(|(h, _)| h)
+}
+
+/// [`attach`], with the broker's attach in answer (its terminus says
+/// what it made of ours: a source's filters in force, say).
+pub(crate) async fn attach_answered(
+    shared: &Arc<Shared>,
+    attach: Attach,
+    kind: Kind,
+    now: bool,
+) -> Result<(u32, Attach), Error> {
     let (handle, answer) = shared.with(|s| match &s.ended {
         Some(e) => Err(e.clone()),
         None => Ok(s.attach(attach, kind, now)),
     })?;
-    if let Err(why) = answered(shared, handle, answer).await {
-        shared.with(|s| s.detach(handle));
-        return Err(why);
+    match answered(shared, handle, answer).await {
+        Ok(reply) => Ok((handle, reply)),
+        Err(why) => {
+            shared.with(|s| s.detach(handle));
+            Err(why)
+        }
     }
-    Ok(handle)
 }
 
 /// Wait for the broker's answer to link `handle`'s attach: Err with the
 /// reason when it refused it (the link is then gone).
-pub(crate) async fn answered(shared: &Shared, handle: u32, answer: AttachAnswer) -> Result<(), Error> {
+pub(crate) async fn answered(shared: &Shared, handle: u32, answer: AttachAnswer) -> Result<Attach, Error> {
     let reply = tokio::time::timeout(CALL_TIMEOUT, answer)
         .await
         .map_err(|_| Error::Timeout(CALL_TIMEOUT))?
@@ -51,5 +64,5 @@ pub(crate) async fn answered(shared: &Shared, handle: u32, answer: AttachAnswer)
         tracing::debug!(reason = %why, "AMQP 1.0 link refused");
         return Err(why);
     }
-    Ok(())
+    Ok(reply)
 }

@@ -147,7 +147,7 @@ async fn restore(shared: &Arc<Shared>) -> Result<(), Error> {
     shared.changed.notify_waiters();
     for (handle, name, answer) in waits {
         match super::link::answered(shared, handle, answer).await {
-            Ok(()) => {}
+            Ok(_) => {}
             Err(e @ Error::LinkRefused(_)) => {
                 tracing::warn!("recovery could not attach link {name} again: {e}");
                 shared.emit(Event::TopologyRecoveryFailed {
