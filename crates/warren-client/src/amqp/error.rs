@@ -37,6 +37,10 @@ pub enum Error {
     /// The URI could not be read.
     #[error("bad URI: {0}")]
     Uri(String),
+    /// A message's address is missing or not one (`to` on a publisher
+    /// without a target).
+    #[error("bad address: {0}")]
+    Address(String),
     /// The socket could not be opened (TCP or TLS).
     #[error("cannot connect: {0}")]
     Connect(String),

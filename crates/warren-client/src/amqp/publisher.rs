@@ -59,6 +59,7 @@ impl PublisherBuilder {
     pub async fn build(self) -> Result<Publisher, Error> {
         let handle = self.attach(false).await?;
         Ok(Publisher {
+            anonymous: self.address.is_none(),
             shared: self.shared,
             handle,
             in_flight: Arc::new(Semaphore::new(self.max_in_flight)),
@@ -121,6 +122,8 @@ impl PublisherBuilder {
 /// # }
 /// ```
 pub struct Publisher {
+    /// No target: each message's `to` says where.
+    anonymous: bool,
     shared: Arc<Shared>,
     handle: u32,
     in_flight: Arc<Semaphore>,
@@ -129,7 +132,15 @@ pub struct Publisher {
 impl Publisher {
     /// Send `message`; once it is queued for the socket, the returned
     /// [`Published`] resolves to its outcome.
+    ///
+    /// On a publisher without a target, a message whose `to` is missing
+    /// or not an address (`/queues/..`, `/exchanges/..`, or RabbitMQ
+    /// 3.x's `/amq/queue/..`, `/exchange/..`) fails with
+    /// [`Error::Address`] before it is sent.
     pub async fn publish(&self, message: Message) -> Result<Published, Error> {
+        if self.anonymous {
+            check_to(&message)?;
+        }
         let permit = self
             .in_flight
             .clone()
@@ -201,5 +212,16 @@ impl PreSettledPublisher {
     pub fn close(self) {
         self.shared.with(|s| s.detach(self.handle));
         self.shared.changed.notify_waiters();
+    }
+}
+
+/// A message for a publisher without a target must say where it goes.
+fn check_to(message: &Message) -> Result<(), Error> {
+    match message.properties.to.as_deref() {
+        None => Err(Error::Address(
+            "a message to a publisher without a target needs `to`".into(),
+        )),
+        Some(to) if !to.starts_with('/') => Err(Error::Address(format!("`to` is not an address: {to}"))),
+        Some(_) => Ok(()),
     }
 }

@@ -4,6 +4,7 @@
 // Each test file uses a part of this.
 #![allow(dead_code)]
 
+pub mod amqp;
 pub mod broker;
 pub mod cluster;
 pub mod stream_load;
@@ -97,8 +98,9 @@ pub async fn targets() -> (Vec<Target>, warren_server::Running) {
     (out, running)
 }
 
-/// Close the connection named `name` through the management API, as an
-/// operator would (the listing may lag behind a new connection).
+/// Close the connection named `name` (0-9-1's connection name, AMQP
+/// 1.0's container id) through the management API, as an operator would
+/// (the listing may lag behind a new connection).
 pub async fn close_through_the_api(t: &Target, name: &str) {
     let http = reqwest::Client::new();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -112,11 +114,10 @@ pub async fn close_through_the_api(t: &Target, name: &str) {
             .json()
             .await
             .unwrap();
-        let found = list
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|c| c["client_properties"]["connection_name"].as_str() == Some(name));
+        let found = list.as_array().into_iter().flatten().find(|c| {
+            c["client_properties"]["connection_name"].as_str() == Some(name)
+                || c["container_id"].as_str() == Some(name)
+        });
         if let Some(c) = found {
             let id = c["name"].as_str().unwrap();
             let url = format!(

@@ -309,3 +309,37 @@ async fn without_recovery_a_lost_connection_ends() {
     assert!(!conn.is_open());
     assert!(publisher.publish(Message::new("late")).await.is_err());
 }
+
+/// Closed by an operator through the management API, the connection
+/// comes back with its publisher and consumer, as RabbitMQ's AMQP 1.0
+/// clients' recovery tests check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_through_the_api_it_reconnects_its_publisher_and_consumer() {
+    let (targets, _broker) = support::targets().await;
+    let t = &targets[0];
+    let conn = Connection::builder(&t.uri)
+        .container_id("recover-me")
+        .recovery(RecoveryOptions::default().max_delay(Duration::from_millis(300)))
+        .open()
+        .await
+        .expect("connects");
+    let mut events = conn.events();
+    let m = conn.management().await.unwrap();
+    m.declare_queue(&QueueSpec::classic("api-q")).await.unwrap();
+    let publisher = conn.publisher().queue("api-q").build().await.unwrap();
+    let mut consumer = conn.consumer().queue("api-q").build().await.unwrap();
+    support::close_through_the_api(t, "recover-me").await;
+    next_event(&mut events, "Recovered", Duration::from_secs(20), |e| {
+        matches!(e, Event::Recovered)
+    })
+    .await;
+    let p = publisher.publish(Message::new("after")).await.unwrap();
+    assert_eq!(p.await.unwrap(), Outcome::Accepted);
+    let d = tokio::time::timeout(Duration::from_secs(10), consumer.receive())
+        .await
+        .expect("the consumer is back")
+        .unwrap();
+    assert_eq!(d.message.data(), Some(&b"after"[..]));
+    d.accept();
+    conn.close().await;
+}

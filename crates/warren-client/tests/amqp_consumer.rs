@@ -1,0 +1,216 @@
+//! warren-client's AMQP 1.0 consumers against an in-process Warren,
+//! following RabbitMQ's AMQP 1.0 clients' consumer tests: accept empties
+//! the queue, requeue (with annotations) brings a message back, discard
+//! (with annotations) dead-letters it, pre-settled deliveries, the
+//! credit window, accepts made outside a receive loop.
+
+mod support;
+
+use std::time::Duration;
+
+use support::amqp::unacked;
+use support::amqp::{publish, wait_for_count, warren};
+use support::within;
+use warren_client::amqp::{BindingSpec, Connection, ExchangeSpec, Message, Outcome, QueueSpec, Value};
+
+#[tokio::test]
+async fn credit_bounds_what_a_consumer_holds_and_settling_gives_more() {
+    let (uri, _broker) = warren().await;
+    let conn = within(Connection::open(&uri)).await.unwrap();
+    let m = within(conn.management()).await.unwrap();
+    within(m.declare_queue(&QueueSpec::classic("credit")))
+        .await
+        .unwrap();
+    let publisher = within(conn.publisher().queue("credit").build()).await.unwrap();
+    for i in 0..100 {
+        within(
+            within(publisher.publish(Message::new(format!("{i}"))))
+                .await
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    }
+    let mut consumer = within(conn.consumer().queue("credit").initial_credit(10).build())
+        .await
+        .unwrap();
+    let mut held = Vec::new();
+    for _ in 0..10 {
+        held.push(within(consumer.receive()).await.unwrap());
+    }
+    // Nothing beyond the window while all ten are held.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), consumer.receive())
+            .await
+            .is_err()
+    );
+    for d in held {
+        d.accept();
+    }
+    for _ in 0..90 {
+        within(consumer.receive()).await.unwrap().accept();
+    }
+    assert_eq!(wait_for_count(&m, "credit", 0).await, 0);
+}
+
+#[tokio::test]
+async fn requeue_comes_back_and_discard_dead_letters() {
+    let (uri, _broker) = warren().await;
+    let conn = within(Connection::open(&uri)).await.unwrap();
+    let m = within(conn.management()).await.unwrap();
+    within(m.declare_exchange(&ExchangeSpec::fanout("dlx")))
+        .await
+        .unwrap();
+    within(m.declare_queue(&QueueSpec::classic("dead")))
+        .await
+        .unwrap();
+    within(m.bind(&BindingSpec::to_queue("dlx", "dead", "")))
+        .await
+        .unwrap();
+    within(m.declare_queue(&QueueSpec::quorum("work").dead_letter_exchange("dlx")))
+        .await
+        .unwrap();
+    let publisher = within(conn.publisher().queue("work").build()).await.unwrap();
+    within(within(publisher.publish(Message::new("job"))).await.unwrap())
+        .await
+        .unwrap();
+
+    let mut consumer = within(conn.consumer().queue("work").build()).await.unwrap();
+    let first = within(consumer.receive()).await.unwrap();
+    first.requeue_with(&[("x-opt-attempt", Value::string("one"))]);
+    let again = within(consumer.receive()).await.unwrap();
+    assert_eq!(again.message.data(), Some(&b"job"[..]));
+    assert_eq!(
+        again.message.annotation_value("x-opt-attempt"),
+        Some(&Value::string("one"))
+    );
+    again.discard();
+
+    let mut dead = within(conn.consumer().queue("dead").build()).await.unwrap();
+    let d = within(dead.receive()).await.unwrap();
+    assert_eq!(d.message.data(), Some(&b"job"[..]));
+    d.accept();
+}
+
+/// (On a classic queue: Warren's quorum queues keep a modified outcome's
+/// annotations when requeueing but not yet when dead-lettering, which
+/// RabbitMQ 4's do.)
+#[tokio::test]
+async fn requeue_and_discard_with_annotations() {
+    let (uri, _broker) = warren().await;
+    let conn = within(Connection::open(&uri)).await.unwrap();
+    let m = within(conn.management()).await.unwrap();
+    within(m.declare_exchange(&ExchangeSpec::fanout("ann-dlx")))
+        .await
+        .unwrap();
+    within(m.declare_queue(&QueueSpec::classic("ann-dead")))
+        .await
+        .unwrap();
+    within(m.bind(&BindingSpec::to_queue("ann-dlx", "ann-dead", "")))
+        .await
+        .unwrap();
+    within(m.declare_queue(&QueueSpec::classic("ann-q").dead_letter_exchange("ann-dlx")))
+        .await
+        .unwrap();
+    let p = within(conn.publisher().queue("ann-q").build()).await.unwrap();
+    assert_eq!(publish(&p, Message::new("x")).await, Outcome::Accepted);
+    let mut c = within(conn.consumer().queue("ann-q").build()).await.unwrap();
+    let d = within(c.receive()).await.unwrap();
+    d.requeue_with(&[("x-opinion", Value::string("later"))]);
+    let d = within(c.receive()).await.unwrap();
+    assert_eq!(
+        d.message.annotation_value("x-opinion"),
+        Some(&Value::string("later"))
+    );
+    d.discard_with(&[("x-reason", Value::string("bad"))]);
+    let mut dead = within(conn.consumer().queue("ann-dead").build()).await.unwrap();
+    let d = within(dead.receive()).await.unwrap();
+    assert_eq!(d.message.data(), Some(&b"x"[..]));
+    assert_eq!(
+        d.message.annotation_value("x-reason"),
+        Some(&Value::string("bad"))
+    );
+    d.accept();
+    conn.close().await;
+}
+
+#[tokio::test]
+async fn pre_settled_deliveries_need_no_settling() {
+    let (uri, _broker) = warren().await;
+    let conn = within(Connection::open(&uri)).await.unwrap();
+    let m = within(conn.management()).await.unwrap();
+    within(m.declare_queue(&QueueSpec::classic("presettled-q")))
+        .await
+        .unwrap();
+    let p = within(conn.publisher().queue("presettled-q").build())
+        .await
+        .unwrap();
+    for i in 0..20 {
+        assert_eq!(
+            publish(&p, Message::new(format!("p{i}"))).await,
+            Outcome::Accepted
+        );
+    }
+    let mut c = within(
+        conn.consumer()
+            .queue("presettled-q")
+            .pre_settled()
+            .initial_credit(4)
+            .build(),
+    )
+    .await
+    .unwrap();
+    for i in 0..20 {
+        let d = within(c.receive()).await.unwrap();
+        assert_eq!(d.message.data(), Some(format!("p{i}").as_bytes()));
+        // Settling a pre-settled delivery is nothing, not an error.
+        d.accept();
+    }
+    assert_eq!(wait_for_count(&m, "presettled-q", 0).await, 0);
+    conn.close().await;
+}
+
+/// Accepts wait to go as one disposition while the consumer takes more;
+/// accepts made with nothing more taken (the application holds its
+/// deliveries, then settles them) still reach the broker, within a few
+/// milliseconds.
+#[tokio::test]
+async fn accepts_made_outside_the_receive_loop_still_reach_the_broker() {
+    let (targets, _broker) = support::targets().await;
+    let t = &targets[0];
+    let conn = within(Connection::open(&t.uri)).await.unwrap();
+    let m = within(conn.management()).await.unwrap();
+    within(m.declare_queue(&QueueSpec::classic("held")))
+        .await
+        .unwrap();
+    let publisher = within(conn.publisher().queue("held").build()).await.unwrap();
+    for i in 0..3 {
+        let p = within(publisher.publish(Message::new(format!("h{i}"))))
+            .await
+            .unwrap();
+        assert_eq!(within(p).await.unwrap(), Outcome::Accepted);
+    }
+    let mut consumer = within(conn.consumer().queue("held").build()).await.unwrap();
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(within(consumer.receive()).await.unwrap());
+    }
+    assert_eq!(unacked(&t.api, "held").await, 3);
+    // Settled from another task, the consumer idle in no receive.
+    tokio::spawn(async move {
+        for d in held {
+            d.accept();
+        }
+    })
+    .await
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while unacked(&t.api, "held").await != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the accepts never reached the broker"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    conn.close().await;
+}
