@@ -156,6 +156,7 @@
 pub mod amqp;
 pub mod amqp091;
 pub mod codec;
+pub mod events;
 pub mod recovery;
 mod socket;
 pub mod stream;

@@ -53,3 +53,13 @@ impl std::fmt::Debug for TokenSource {
         f.write_str("TokenSource")
     }
 }
+
+/// When to fetch the next token for one good for `life`: at 80 % of it,
+/// as RabbitMQ's Java client does.
+pub(crate) fn refresh_after(life: Duration) -> Duration {
+    life.mul_f64(0.8)
+}
+
+/// After a failed fetch or update, how long before trying again: soon,
+/// but not in a busy loop.
+pub(crate) const REFRESH_RETRY: Duration = Duration::from_secs(1);

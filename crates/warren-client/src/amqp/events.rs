@@ -1,8 +1,6 @@
 //! What happens to an AMQP 1.0 connection that the application may want
 //! to know: losses, recovery attempts, what could not be restored.
 
-use tokio::sync::broadcast;
-
 use super::error::Error;
 
 /// Something that happened to a connection. Read them with
@@ -43,22 +41,5 @@ pub enum Event {
     },
 }
 
-/// A connection's events, in order. Events the reader falls behind on by
-/// more than a few hundred are skipped, never buffered without bound.
-#[derive(Debug)]
-pub struct Events {
-    pub(crate) rx: broadcast::Receiver<Event>,
-}
-
-impl Events {
-    /// The next event; None once the connection is gone.
-    pub async fn next(&mut self) -> Option<Event> {
-        loop {
-            match self.rx.recv().await {
-                Ok(e) => return Some(e),
-                Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(broadcast::error::RecvError::Closed) => return None,
-            }
-        }
-    }
-}
+/// The events of an AMQP 1.0 connection ([`crate::events::Events`]).
+pub type Events = crate::events::Events<Event>;

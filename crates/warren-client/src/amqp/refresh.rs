@@ -12,15 +12,7 @@ use warren_amqp10::Value;
 use super::connection::Shared;
 use super::events::Event;
 use super::Management;
-use crate::token::TokenSource;
-
-/// When to fetch the next token for one good for `life`.
-fn refresh_after(life: Duration) -> Duration {
-    life.mul_f64(0.8)
-}
-
-/// After a failed fetch or update, how long before trying again.
-const RETRY: Duration = Duration::from_secs(1);
+use crate::token::{refresh_after, TokenSource, REFRESH_RETRY};
 
 /// Keep the connection's token fresh until it is closed (or dropped).
 pub(crate) async fn keep_fresh(shared: Weak<Shared>, source: TokenSource, first: Duration) {
@@ -37,7 +29,7 @@ pub(crate) async fn keep_fresh(shared: Weak<Shared>, source: TokenSource, first:
             Err(error) => {
                 tracing::warn!("OAuth 2 token refresh failed: {error}");
                 shared.emit(Event::TokenRefreshFailed { error });
-                RETRY
+                REFRESH_RETRY
             }
         };
     }

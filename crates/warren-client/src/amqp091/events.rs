@@ -58,25 +58,8 @@ pub enum Event {
     },
 }
 
-/// A connection's events, in order. Events the reader falls behind on by
-/// more than a few hundred are skipped, never buffered without bound.
-#[derive(Debug)]
-pub struct Events {
-    pub(crate) rx: broadcast::Receiver<Event>,
-}
-
-impl Events {
-    /// The next event; None once the connection is gone.
-    pub async fn next(&mut self) -> Option<Event> {
-        loop {
-            match self.rx.recv().await {
-                Ok(e) => return Some(e),
-                Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(broadcast::error::RecvError::Closed) => return None,
-            }
-        }
-    }
-}
+/// The events of an AMQP 0-9-1 connection ([`crate::events::Events`]).
+pub type Events = crate::events::Events<Event>;
 
 /// What every wire of a connection reports to: the blocked flag
 /// publishers wait on, and the events applications read.

@@ -9,16 +9,7 @@ use std::time::Duration;
 
 use super::core::Core;
 use super::events::Event;
-use crate::token::TokenSource;
-
-/// When to fetch the next token for one good for `life`.
-fn refresh_after(life: Duration) -> Duration {
-    life.mul_f64(0.8)
-}
-
-/// After a failed fetch or update, how long before trying again: soon,
-/// but not in a busy loop.
-const RETRY: Duration = Duration::from_secs(1);
+use crate::token::{refresh_after, TokenSource, REFRESH_RETRY};
 
 /// Keep the connection's token fresh until the connection is closed for
 /// good (or dropped).
@@ -35,7 +26,7 @@ pub(crate) async fn keep_fresh(core: Weak<Core>, source: TokenSource, first: Dur
             Err(error) => {
                 tracing::warn!("OAuth 2 token refresh failed: {error}");
                 core.signals.emit(Event::TokenRefreshFailed { error });
-                RETRY
+                REFRESH_RETRY
             }
         };
     }
