@@ -298,28 +298,10 @@ impl Shared {
         }
     }
 
-    /// Send encoded message `message` on sender link `handle` once its
-    /// credit and the session's window allow; `waiter` hears its outcome
-    /// (None: sent settled).
-    pub(crate) async fn transfer(
-        &self,
-        handle: u32,
-        message: &[u8],
-        waiter: Option<super::session::Waiter>,
-    ) -> Result<(), Error> {
-        let mut waiter = Some(waiter);
-        self.wait_for(|s| {
-            if !s.can_send(handle, message.len())? {
-                return Ok(None);
-            }
-            s.transfer(handle, message, waiter.take().flatten());
-            Ok(Some(()))
-        })
-        .await
-    }
-
-    /// [`Shared::transfer`] of `message`, encoded under the session's
-    /// lock into a buffer the session keeps (no allocation per message).
+    /// Send `message` on sender link `handle` once its credit and the
+    /// session's window allow, encoded under the session's lock into a
+    /// buffer the session keeps (no allocation per message); `waiter`
+    /// hears its outcome (None: sent settled).
     pub(crate) async fn transfer_message(
         &self,
         handle: u32,

@@ -214,9 +214,7 @@ impl Management {
             .to(path)
             .subject(method)
             .reply_to("$me");
-        let mut encoded = bytes::BytesMut::new();
-        m.encode(&mut encoded);
-        let sent = self.shared.transfer(self.requests, &encoded, None);
+        let sent = self.shared.transfer_message(self.requests, &m, None);
         tokio::time::timeout(CALL_TIMEOUT, sent)
             .await
             .map_err(|_| Error::Timeout(CALL_TIMEOUT))??;

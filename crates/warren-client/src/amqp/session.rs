@@ -744,50 +744,34 @@ impl Session {
         if partial.is_none() && received.wrapping_sub(*settled) >= window.saturating_mul(2) {
             return Err(Error::Protocol("a transfer far beyond the credit given".into()));
         }
-        if partial.is_none() && !t.more && !t.aborted {
+        let (more, aborted) = (t.more, t.aborted);
+        let (first, whole) = match (partial.take(), more || aborted) {
             // A delivery in one frame, read where it lies.
-            *received = received.wrapping_add(1);
-            *credit = credit.saturating_sub(1);
-            let Some(delivery_id) = t.delivery_id else {
-                return Err(Error::Protocol("a delivery without an id".into()));
-            };
-            let message = Message::decode_shared(&payload).map_err(Error::from);
-            note_offset(last_offset, &message);
-            if let Some(d) = deliveries {
-                let _ = d.send(Incoming {
-                    delivery_id,
-                    settled: t.settled.unwrap_or(false),
-                    message,
-                    epoch: self.epoch,
-                });
-            }
-            return Ok(());
-        }
-        let (first, body) = match partial.take() {
-            None => (t.clone(), BytesMut::from(&payload[..])),
-            Some((first, mut body)) => {
+            (None, false) => (t, payload),
+            (begun, _) => {
+                let (first, mut body) = begun.unwrap_or_else(|| (t, BytesMut::new()));
                 body.extend_from_slice(&payload);
-                (first, body)
+                if aborted {
+                    *received = received.wrapping_add(1);
+                    *credit = credit.saturating_sub(1);
+                    return Ok(());
+                }
+                if more {
+                    if body.len() > MAX_MESSAGE {
+                        return Err(Error::Protocol("a delivery larger than 128 MiB".into()));
+                    }
+                    *partial = Some((first, body));
+                    return Ok(());
+                }
+                (first, body.freeze())
             }
         };
-        if t.aborted {
-            *received = received.wrapping_add(1);
-            *credit = credit.saturating_sub(1);
-            return Ok(());
-        }
-        if t.more {
-            if body.len() > MAX_MESSAGE {
-                return Err(Error::Protocol("a delivery larger than 128 MiB".into()));
-            }
-            *partial = Some((first, body));
-            return Ok(());
-        }
         *received = received.wrapping_add(1);
         *credit = credit.saturating_sub(1);
         let Some(delivery_id) = first.delivery_id else {
             return Err(Error::Protocol("a delivery without an id".into()));
         };
-        let message = Message::decode_shared(&body.freeze()).map_err(Error::from);
+        let message = Message::decode_shared(&whole).map_err(Error::from);
         note_offset(last_offset, &message);
         if let Some(d) = deliveries {
             let _ = d.send(Incoming {
@@ -880,7 +864,7 @@ fn payload_room(max_frame: u32) -> usize {
 }
 
 /// Frames a message of `len` bytes takes.
-pub(crate) fn frames_for(len: usize, max_frame: u32) -> u32 {
+fn frames_for(len: usize, max_frame: u32) -> u32 {
     len.div_ceil(payload_room(max_frame)).max(1) as u32
 }
 
