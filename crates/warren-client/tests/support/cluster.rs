@@ -4,9 +4,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
-use super::broker::{free_port, warren_binary};
+use super::broker::{free_port, log_file, wait_listening, warren_binary};
 
 pub struct ClusterNode {
     pub amqp: u16,
@@ -91,23 +90,16 @@ impl Cluster {
     pub async fn restart(&mut self, i: usize) {
         let n = &mut self.nodes[i];
         assert!(n.child.is_none(), "node {i} runs");
-        n.child = Some(
-            Command::new(warren_binary())
-                .arg("--config")
-                .arg(&n.config)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("warren starts"),
-        );
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while tokio::net::TcpStream::connect(("127.0.0.1", n.amqp))
-            .await
-            .is_err()
-        {
-            assert!(Instant::now() < deadline, "node {i} did not listen within 30 s");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let log = self.dir.join(format!("node{i}.log"));
+        let mut child = Command::new(warren_binary())
+            .arg("--config")
+            .arg(&n.config)
+            .stdout(Stdio::null())
+            .stderr(log_file(&log))
+            .spawn()
+            .expect("warren starts");
+        wait_listening(&format!("node {i}"), &mut child, &[n.amqp], &log).await;
+        n.child = Some(child);
     }
 
     /// SIGKILL node `i`, and reap it.

@@ -11,12 +11,10 @@ use lapin::{Connection, ConnectionProperties, Event};
 
 use crate::common::*;
 
+/// A loopback port for a `warren` process to bind, below the ephemeral
+/// range so that no other test's outgoing connection takes it first.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    crate::cluster::free_ports(1)[0]
 }
 
 pub fn spawn(port: u16, dir: &std::path::Path) -> Child {
