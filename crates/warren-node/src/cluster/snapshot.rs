@@ -111,13 +111,16 @@ fn key<T: Serialize>(t: &T) -> String {
     serde_json::to_string(t).expect("definitions encode")
 }
 
-/// A queue's key, without its node for a stream: the node a snapshot
-/// names is the taker's, and a member here holds it with none; who holds
-/// a stream is its placement's, which the snapshot carries (applied by
-/// `Streams::settle_placements`), so a member keeps its log.
+/// A queue's key, without its node for a stream or a quorum queue: the
+/// node a snapshot names is the taker's, and a member here holds it with
+/// none. Who holds a stream is its placement's, which the snapshot
+/// carries (applied by `Streams::settle_placements`); who holds a quorum
+/// queue is its Raft group's membership. So a member keeps its log: a
+/// quorum queue member dropped here and declared again would have
+/// forgotten entries it acknowledged (and would come back as a proxy).
 fn queue_key(d: &crate::definitions::QueueDef) -> String {
-    let stream = d.arguments.get("x-queue-type").and_then(|v| v.as_str()) == Some("stream");
-    if stream {
+    let kind = d.arguments.get("x-queue-type").and_then(|v| v.as_str());
+    if matches!(kind, Some("stream" | "quorum")) {
         let mut d = d.clone();
         d.node = None;
         return key(&d);

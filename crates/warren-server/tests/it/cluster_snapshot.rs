@@ -351,3 +351,90 @@ async fn a_node_back_from_a_snapshot_keeps_and_gains_its_stream_members() {
         assert_eq!(q["members"].as_array().map(|m| m.len()), Some(3), "{name}: {q}");
     }
 }
+
+/// A quorum queue across a snapshot: node 3 is away while the metadata
+/// log is compacted; back, it installs the leader's state, in which the
+/// queue is named as the snapshot's taker holds it. Node 3 must stay a
+/// member with what its log held: it does not drop its member (a Raft
+/// member that forgets what it acknowledged can lose committed messages)
+/// and does not turn it into a proxy to another node. Shown by stopping
+/// another member afterwards: node 3 and the one left must still confirm
+/// publishes and hold every message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_back_from_a_snapshot_keeps_its_quorum_queue_member() {
+    use crate::cluster_quorum::{channel, declare_quorum_with, publish_confirmed};
+    let ports = free_ports(3);
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        nodes.push(start(i, &ports, None).await);
+    }
+    meta_leader(&nodes).await;
+    crate::cluster::all_linked(&nodes).await;
+    let (conn, ch) = channel(&nodes[0]).await;
+    declare_quorum_with(&ch, "qq", &[]).await;
+    publish_confirmed(&ch, "qq", 0, 100).await;
+    conn.close(200, "bye".into()).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, q) = nodes[2].http(Method::GET, "/api/queues/%2F/qq", None).await;
+        if q["messages"] == 100 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "node 3 never held the 100: {q}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_, dir3) = stop_third(&mut nodes).await;
+    for i in 0..3 * INTERVAL {
+        ok(
+            &nodes[0],
+            Method::PUT,
+            &format!("/api/queues/%2F/f-{i:03}"),
+            Some(json!({"durable": true})),
+        )
+        .await;
+    }
+    let last = meta(&nodes[0]).applied_index();
+    until_applied(&nodes[1], last).await;
+    nodes[2] = back_from_snapshot(&ports, dir3, last).await;
+    let q = nodes[2]
+        .running
+        .as_ref()
+        .unwrap()
+        .ctx
+        .broker
+        .vhost("/")
+        .and_then(|vh| vh.find_queue(b"qq"))
+        .expect("node 3 has qq");
+    assert!(q.home.is_none(), "node 3 holds qq as a proxy to {:?}", q.home);
+
+    // Node 1 goes: only nodes 2 and 3 are left of the group.
+    nodes[0].stop().await;
+    let (conn, ch) = channel(&nodes[2]).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut next = 100;
+    while next < 150 {
+        assert!(Instant::now() < deadline, "nodes 2 and 3 confirmed {next} of 150");
+        within(ch.confirm_select(ConfirmSelectOptions::default()))
+            .await
+            .unwrap();
+        if publish_acked(&ch, "qq", format!("m{next}").as_bytes()).await {
+            next += 1;
+        } else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    while seen.len() < 150 {
+        let got = within(ch.basic_get("qq".into(), BasicGetOptions { no_ack: true }))
+            .await
+            .unwrap();
+        match got {
+            Some(m) => {
+                seen.insert(String::from_utf8_lossy(&m.delivery.data).to_string());
+            }
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 150, "node 3 and node 2 hold {} of 150", seen.len());
+    conn.close(200, "bye".into()).await.unwrap();
+}
