@@ -24,7 +24,12 @@ pub(crate) struct Node {
 
 impl Node {
     pub fn spawn(&mut self) {
-        let log = std::fs::File::create(&self.log).unwrap();
+        // Appended to: a restart keeps what the killed process wrote.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_warren"))
             .arg("--config")
             .arg(&self.config)

@@ -239,30 +239,49 @@ async fn kill9_and_sigstop_under_load_lose_no_confirmed_message() {
     let (_, v) = get(&c, &nodes[0].url("/api/queues/%2F/faults"))
         .await
         .unwrap_or_default();
-    let t = tally.lock();
-    let lost: Vec<u64> = t
-        .confirmed
-        .iter()
-        .copied()
-        .filter(|id| !t.received.contains_key(id))
-        .collect();
-    let duplicates: u32 = t.received.values().map(|n| n - 1).sum();
-    eprintln!(
-        "quorum faults: {kills} kill -9, {pauses} SIGSTOP, {partitions} partitions: {minority_confirmed} confirmed by a minority, {} confirmed, {} nacked, {} received, {} lost, {duplicates} duplicates, {} left in the queue",
-        t.confirmed.len(),
-        t.nacked,
-        t.received.len(),
-        lost.len(),
-        v["messages"]
-    );
-    assert!(t.confirmed.len() > 100, "the load never got going");
+    let (confirmed, lost) = {
+        let t = tally.lock();
+        let lost: Vec<u64> = t
+            .confirmed
+            .iter()
+            .copied()
+            .filter(|id| !t.received.contains_key(id))
+            .collect();
+        let duplicates: u32 = t.received.values().map(|n| n - 1).sum();
+        eprintln!(
+            "quorum faults: {kills} kill -9, {pauses} SIGSTOP, {partitions} partitions: {minority_confirmed} confirmed by a minority, {} confirmed, {} nacked, {} received, {} lost, {duplicates} duplicates, {} left in the queue",
+            t.confirmed.len(),
+            t.nacked,
+            t.received.len(),
+            lost.len(),
+            v["messages"]
+        );
+        (t.confirmed.len(), lost)
+    };
+    if !lost.is_empty() {
+        // Where they went: runs of ids lost on the publishing side, or
+        // scattered ones the queue dropped; and what each member holds.
+        let runs = id_runs(&lost);
+        eprintln!(
+            "lost ids in {} runs: {:?}",
+            runs.len(),
+            &runs[..runs.len().min(20)]
+        );
+        for n in &nodes {
+            let (_, v) = get(&c, &n.url("/api/queues/%2F/faults"))
+                .await
+                .unwrap_or_default();
+            eprintln!("{}: {} messages, leader {}", n.name, v["messages"], v["leader"]);
+        }
+        eprintln!("node logs kept in {}", dir.display());
+    }
+    assert!(confirmed > 100, "the load never got going");
     assert_eq!(minority_confirmed, 0, "a cut-off node confirmed publishes");
     assert!(
         lost.is_empty(),
         "confirmed and lost: {:?}",
         &lost[..lost.len().min(20)]
     );
-    drop(t);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -317,6 +336,18 @@ async fn minority_publishes(port: u16, time: Duration) -> usize {
     // Dropped, not closed: the node may be unreachable for the close.
     drop(c);
     confirmed
+}
+
+/// Sorted ids as (first, last) runs of consecutive ones.
+fn id_runs(ids: &[u64]) -> Vec<(u64, u64)> {
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for &id in ids {
+        match runs.last_mut() {
+            Some((_, last)) if *last + 1 == id => *last = id,
+            _ => runs.push((id, id)),
+        }
+    }
+    runs
 }
 
 async fn within_secs<T>(secs: u64, f: impl std::future::Future<Output = T>) -> T {
