@@ -2,7 +2,7 @@
 //! SIGKILL and start it again on the same port and data directory.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 /// The `warren` binary beside this test's (built by `cargo test
@@ -91,7 +91,8 @@ pub async fn wait_listening(what: &str, child: &mut Child, ports: &[u16], log: &
     }
 }
 
-/// A log file for a broker process, appended to across restarts.
+/// A log file for a broker process (it logs to standard output), appended
+/// to across restarts.
 pub fn log_file(path: &Path) -> std::fs::File {
     std::fs::OpenOptions::new()
         .create(true)
@@ -133,7 +134,7 @@ impl BrokerProcess {
             .args(["--prometheus-listen", "127.0.0.1:0"])
             .arg("--data-dir")
             .arg(&self.dir)
-            .stdout(Stdio::null())
+            .stdout(log_file(&log))
             .stderr(log_file(&log))
             .spawn()
             .expect("warren starts");

@@ -3,7 +3,7 @@
 //! client and start it again.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
 use super::broker::{free_port, log_file, wait_listening, warren_binary};
 
@@ -94,7 +94,7 @@ impl Cluster {
         let mut child = Command::new(warren_binary())
             .arg("--config")
             .arg(&n.config)
-            .stdout(Stdio::null())
+            .stdout(log_file(&log))
             .stderr(log_file(&log))
             .spawn()
             .expect("warren starts");

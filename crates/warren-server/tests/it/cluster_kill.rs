@@ -7,7 +7,7 @@
 //! same queues and users.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use reqwest::{Client, StatusCode};
@@ -33,7 +33,8 @@ impl Node {
         let child = Command::new(env!("CARGO_BIN_EXE_warren"))
             .arg("--config")
             .arg(&self.config)
-            .stdout(Stdio::null())
+            // The broker logs to standard output.
+            .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
             .expect("warren starts");

@@ -273,6 +273,16 @@ async fn kill9_and_sigstop_under_load_lose_no_confirmed_message() {
                 .unwrap_or_default();
             eprintln!("{}: {} messages, leader {}", n.name, v["messages"], v["leader"]);
         }
+        for n in &nodes {
+            // What the nodes said of their queues (not link up and down).
+            let text = std::fs::read_to_string(&n.log).unwrap_or_default();
+            let said: Vec<&str> = text
+                .lines()
+                .filter(|l| (l.contains("ERROR") || l.contains("WARN")) && !l.contains("inter-node link"))
+                .take(20)
+                .collect();
+            eprintln!("{} said:\n{}", n.name, said.join("\n"));
+        }
         eprintln!("node logs kept in {}", dir.display());
     }
     assert!(confirmed > 100, "the load never got going");
