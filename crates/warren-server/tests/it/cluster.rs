@@ -14,26 +14,38 @@ use warren_node::config::Listen;
 
 use crate::common::*;
 
-/// Free loopback ports for the nodes' inter-node listeners, chosen up
-/// front because every node's settings name the others'. Taken below
-/// Linux's ephemeral range (32768 and up), where the listeners of other
-/// tests, bound to port 0, never land between this choice and the bind.
+/// Free loopback ports for the nodes' listeners, chosen up front because
+/// every node's settings name the others'. Taken below Linux's ephemeral
+/// range (32768 and up), where the listeners of other tests, bound to
+/// port 0, never land between this choice and the bind; and never handed
+/// out twice in this process, so a test whose node is down (its ports
+/// free for a moment) never sees another test's broker take them (its
+/// clients would be talking to a stranger).
 pub fn free_ports(n: usize) -> Vec<u16> {
+    use std::collections::HashSet;
     use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Mutex;
     static SEED: AtomicU64 = AtomicU64::new(0);
+    static GIVEN: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
     let mut x = SEED.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
         ^ std::process::id() as u64
         ^ std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_nanos() as u64;
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    let given = given.get_or_insert_with(HashSet::new);
     let mut held = Vec::new();
     while held.len() < n {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
         let port = 20_000 + (x % 12_000) as u16;
+        if given.contains(&port) {
+            continue;
+        }
         if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+            given.insert(port);
             held.push(l);
         }
     }

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use futures_lite::StreamExt;
 use lapin::options::*;
 use lapin::types::FieldTable;
+use lapin::Confirmation;
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 use parking_lot::Mutex;
 use rand::Rng;
@@ -56,6 +57,9 @@ async fn connect_any(amqp: &[u16]) -> Option<Connection> {
 struct Tally {
     confirmed: BTreeSet<u64>,
     nacked: u64,
+    /// Acked but returned as unroutable (mandatory): the queue was not
+    /// there where the publisher was; not counted as confirmed.
+    returned: u64,
     received: HashMap<u64, u32>,
 }
 
@@ -92,7 +96,10 @@ async fn publisher(amqp: Vec<u16>, tally: Arc<Mutex<Tally>>, stop: Arc<AtomicBoo
                     ch.basic_publish(
                         "".into(),
                         "faults".into(),
-                        BasicPublishOptions::default(),
+                        BasicPublishOptions {
+                            mandatory: true,
+                            ..Default::default()
+                        },
                         &id.to_be_bytes(),
                         BasicProperties::default().with_delivery_mode(2),
                     ),
@@ -108,9 +115,10 @@ async fn publisher(amqp: Vec<u16>, tally: Arc<Mutex<Tally>>, stop: Arc<AtomicBoo
             }
             for (id, confirm) in batch {
                 match tokio::time::timeout(Duration::from_secs(10), confirm).await {
-                    Ok(Ok(c)) if c.is_ack() => {
+                    Ok(Ok(Confirmation::Ack(None))) => {
                         tally.lock().confirmed.insert(id);
                     }
+                    Ok(Ok(Confirmation::Ack(Some(_)))) => tally.lock().returned += 1,
                     Ok(Ok(_)) => tally.lock().nacked += 1,
                     // Unanswered: neither confirmed nor counted lost.
                     other => {
@@ -249,9 +257,10 @@ async fn kill9_and_sigstop_under_load_lose_no_confirmed_message() {
             .collect();
         let duplicates: u32 = t.received.values().map(|n| n - 1).sum();
         eprintln!(
-            "quorum faults: {kills} kill -9, {pauses} SIGSTOP, {partitions} partitions: {minority_confirmed} confirmed by a minority, {} confirmed, {} nacked, {} received, {} lost, {duplicates} duplicates, {} left in the queue",
+            "quorum faults: {kills} kill -9, {pauses} SIGSTOP, {partitions} partitions: {minority_confirmed} confirmed by a minority, {} confirmed, {} nacked, {} returned, {} received, {} lost, {duplicates} duplicates, {} left in the queue",
             t.confirmed.len(),
             t.nacked,
+            t.returned,
             t.received.len(),
             lost.len(),
             v["messages"]
