@@ -13,6 +13,7 @@ use warren_amqp10::Performative;
 
 use super::error::Error;
 use super::events::{Event, Events};
+use super::metrics::Metrics;
 use super::session::{Session, Wake};
 use super::topology::Topology;
 use crate::recovery::RecoveryOptions;
@@ -46,6 +47,7 @@ pub struct ConnectionBuilder {
     recovery: RecoveryOptions,
     idle_timeout: Duration,
     token_source: Option<TokenSource>,
+    metrics: Option<Arc<dyn Metrics>>,
 }
 
 impl ConnectionBuilder {
@@ -122,6 +124,13 @@ impl ConnectionBuilder {
         self
     }
 
+    /// Tell `metrics` what the connection, its publishers and its
+    /// consumers do (see [`Metrics`]).
+    pub fn metrics<M: Metrics>(mut self, metrics: Arc<M>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
     /// Connect (to the first address that answers), authenticate, open
     /// the connection and its session.
     pub async fn open(self) -> Result<Connection, Error> {
@@ -148,6 +157,7 @@ impl ConnectionBuilder {
                 .unwrap_or_else(|| format!("warren-client-{}", std::process::id())),
             recovery: self.recovery,
             idle_timeout: self.idle_timeout,
+            metrics: self.metrics,
         };
         let mut last = None;
         for uri in &settings.uris {
@@ -157,7 +167,8 @@ impl ConnectionBuilder {
                         opened.remote_incoming_window,
                         opened.next_incoming_id,
                         opened.max_frame,
-                    );
+                    )
+                    .with_metrics(settings.metrics.clone());
                     let shared = Arc::new(Shared::new(settings, session));
                     let wire = super::wire::start(&shared, opened);
                     tokio::spawn(super::recovery::supervise(shared.clone(), wire));
@@ -183,6 +194,7 @@ pub(crate) struct Settings {
     pub(crate) container_id: String,
     pub(crate) recovery: RecoveryOptions,
     pub(crate) idle_timeout: Duration,
+    pub(crate) metrics: Option<Arc<dyn Metrics>>,
 }
 
 /// A connection to a broker speaking AMQP 1.0 (RabbitMQ 4, Warren),
@@ -381,6 +393,7 @@ impl Connection {
             recovery: RecoveryOptions::default(),
             idle_timeout: Duration::from_secs(60),
             token_source: None,
+            metrics: None,
         }
     }
 

@@ -16,6 +16,7 @@ use warren_amqp10::Value;
 use super::connection::Shared;
 use super::error::Error;
 use super::message::Message;
+use super::metrics::Settlement;
 use super::session::{Incoming, Kind};
 
 /// Credit a consumer starts with, by default.
@@ -351,6 +352,9 @@ impl Consumer {
                 return Err(e);
             }
         };
+        if let Some(m) = &self.shared.settings.metrics {
+            m.consumed();
+        }
         Ok(Delivery {
             message,
             shared: self.shared.clone(),
@@ -390,37 +394,40 @@ impl std::fmt::Debug for Delivery {
 impl Delivery {
     /// Done with it: the queue forgets it.
     pub fn accept(self) {
-        self.settle(None);
+        self.settle(None, Settlement::Accepted);
     }
 
     /// Refused: dead-lettered if the queue has a dead-letter exchange,
     /// else dropped (`rejected`).
     pub fn discard(self) {
-        self.settle(Some(composite(REJECTED, vec![])));
+        self.settle(Some(composite(REJECTED, vec![])), Settlement::Discarded);
     }
 
     /// Refused with annotations (`x-` keys) added to the message as it
     /// is dead-lettered (`modified`, undeliverable here).
     pub fn discard_with(self, annotations: &[(&str, Value)]) {
-        self.settle(Some(modified(true, true, annotations)));
+        self.settle(Some(modified(true, true, annotations)), Settlement::Discarded);
     }
 
     /// Back to the queue, to be delivered again (`released`).
     pub fn requeue(self) {
-        self.settle(Some(messaging::released()));
+        self.settle(Some(messaging::released()), Settlement::Requeued);
     }
 
     /// Back to the queue with annotations added (`modified`).
     pub fn requeue_with(self, annotations: &[(&str, Value)]) {
-        self.settle(Some(modified(false, false, annotations)));
+        self.settle(Some(modified(false, false, annotations)), Settlement::Requeued);
     }
 
     /// Settle with `state` (None: accepted); the writer is woken only
     /// when there is something new for it (accepts one after another go
     /// as one disposition).
-    fn settle(self, state: Option<Value>) {
+    fn settle(self, state: Option<Value>, how: Settlement) {
         if self.settled {
             return; // pre-settled: nothing to say
+        }
+        if let Some(m) = &self.shared.settings.metrics {
+            m.settled(how);
         }
         let wake = self
             .shared

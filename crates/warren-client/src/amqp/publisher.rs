@@ -155,6 +155,9 @@ impl Publisher {
         self.shared
             .transfer_message(self.handle, &message, Some(waiter))
             .await?;
+        if let Some(m) = &self.shared.settings.metrics {
+            m.published();
+        }
         Ok(Published { outcome: rx })
     }
 
@@ -205,7 +208,11 @@ pub struct PreSettledPublisher {
 impl PreSettledPublisher {
     /// Send `message` once the broker's credit allows.
     pub async fn send(&self, message: Message) -> Result<(), Error> {
-        self.shared.transfer_message(self.handle, &message, None).await
+        self.shared.transfer_message(self.handle, &message, None).await?;
+        if let Some(m) = &self.shared.settings.metrics {
+            m.published();
+        }
+        Ok(())
     }
 
     /// Close the link.

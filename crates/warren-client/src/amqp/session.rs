@@ -10,6 +10,8 @@
 //! takes the new wire's begin, and [`Session::reattach`] attaches the
 //! links again once recovery has declared the topology.
 
+use std::sync::Arc;
+
 use rustc_hash::FxHashMap as HashMap;
 
 use bytes::{Bytes, BytesMut};
@@ -21,6 +23,7 @@ use warren_amqp10::{Performative, Value};
 
 use super::error::{Condition, Error};
 use super::message::Message;
+use super::metrics::Metrics;
 
 /// The incoming window we grant, and grant again once half is used.
 pub(crate) const INCOMING_WINDOW: u32 = 8192;
@@ -187,6 +190,8 @@ pub(crate) struct Session {
     pub epoch: u64,
     /// Lost, not yet attached again: new links wait for [`Session::reattach`].
     pub recovering: bool,
+    /// The application's hooks, if it gave any.
+    pub metrics: Option<Arc<dyn Metrics>>,
 }
 
 impl Session {
@@ -209,7 +214,14 @@ impl Session {
             max_frame,
             epoch: 0,
             recovering: false,
+            metrics: None,
         }
+    }
+
+    /// The session telling `metrics` what its links do.
+    pub fn with_metrics(mut self, metrics: Option<Arc<dyn Metrics>>) -> Session {
+        self.metrics = metrics;
+        self
     }
 
     /// The wire was lost: what waits for an outcome is told
@@ -799,6 +811,9 @@ impl Session {
         let mut id = d.first;
         loop {
             if let Some((_, w)) = self.unsettled.remove(&id) {
+                if let Some(m) = &self.metrics {
+                    m.outcome(&outcome);
+                }
                 w.tell(Ok(outcome.clone()));
             }
             if id == last {

@@ -62,6 +62,9 @@ pub(crate) async fn connect(settings: &Settings, uri: &AmqpUri) -> Result<Opened
 pub(crate) fn start(shared: &Arc<Shared>, opened: Opened) -> Wire {
     let (dead, dead_rx) = watch::channel(false);
     let (tell, ended) = oneshot::channel();
+    if let Some(m) = &shared.settings.metrics {
+        m.connection_opened();
+    }
     let idle = shared.settings.idle_timeout;
     tokio::spawn(write_loop(
         shared.clone(),
@@ -77,6 +80,9 @@ pub(crate) fn start(shared: &Arc<Shared>, opened: Opened) -> Wire {
         let why = reading.await;
         tracing::debug!(reason = %why, "AMQP 1.0 wire ended");
         let _ = dead_on_end.send(true);
+        if let Some(m) = &shared.settings.metrics {
+            m.connection_closed();
+        }
         shared.closed.notify_waiters();
         shared.changed.notify_waiters();
         let _ = tell.send(why);
@@ -281,6 +287,7 @@ async fn read_loop(
         if let Err(e) = step {
             return e;
         }
+        let before = rbuf.len();
         let reading = async {
             if idle.is_zero() {
                 fill(&mut input, &mut rbuf).await
@@ -296,7 +303,14 @@ async fn read_loop(
             }
         };
         tokio::select! {
-            r = reading => if let Err(e) = r { return e },
+            r = reading => {
+                if let Err(e) = r {
+                    return e;
+                }
+                if let Some(m) = &shared.settings.metrics {
+                    m.read((rbuf.len() - before) as u64);
+                }
+            }
             _ = dead.wait_for(|d| *d) => {
                 return Error::ConnectionClosed("writing failed".into());
             }
@@ -363,6 +377,9 @@ async fn write_loop(
             if output.write_all(&buf).await.is_err() {
                 let _ = dead.send(true);
                 break;
+            }
+            if let Some(m) = &shared.settings.metrics {
+                m.written(buf.len() as u64);
             }
             buf.clear();
         }
