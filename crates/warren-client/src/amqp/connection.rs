@@ -428,9 +428,20 @@ impl Connection {
     }
 
     /// A client sending requests to queue `request_queue` and waiting
-    /// for replies on an exclusive queue of its own.
+    /// for replies by direct reply-to where the broker serves it, else on
+    /// an exclusive queue of its own.
     pub async fn rpc_client(&self, request_queue: &str) -> Result<super::RpcClient, Error> {
-        super::RpcClient::new(self, request_queue).await
+        self.rpc_client_builder(request_queue).build().await
+    }
+
+    /// An RPC client with options: where replies come, the time-out.
+    pub fn rpc_client_builder(&self, request_queue: &str) -> super::RpcClientBuilder {
+        super::RpcClientBuilder {
+            conn: self.clone(),
+            request_queue: request_queue.to_string(),
+            reply_to: super::ReplyTo::default(),
+            timeout: super::rpc::DEFAULT_RPC_TIMEOUT,
+        }
     }
 
     /// A server answering the requests in queue `request_queue` with

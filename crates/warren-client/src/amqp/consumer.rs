@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use warren_amqp10::composite::composite;
 use warren_amqp10::messaging::{self, MODIFIED, REJECTED, SOURCE};
@@ -18,6 +19,9 @@ use super::error::Error;
 use super::message::Message;
 use super::metrics::Settlement;
 use super::session::{Incoming, Kind};
+
+/// The capability a direct reply-to source asks for (RabbitMQ 4.2).
+const VOLATILE_QUEUE: &str = "rabbitmq:volatile-queue";
 
 /// Credit a consumer starts with, by default.
 pub const DEFAULT_INITIAL_CREDIT: u32 = 256;
@@ -129,6 +133,63 @@ impl ConsumerBuilder {
     pub fn sql_filter(mut self, expression: &str) -> Self {
         self.sql = Some(expression.to_string());
         self
+    }
+
+    /// A pre-settled consumer of a direct reply-to node (RabbitMQ 4.2's
+    /// volatile queue: a dynamic source the broker names, at most once),
+    /// with the name, kept current across recoveries (each wire's attach
+    /// is given a new one).
+    pub(crate) async fn build_direct_reply_to(self) -> Result<(Consumer, Arc<Mutex<String>>), Error> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let source = composite(
+            SOURCE,
+            vec![
+                Value::Null,                  // address: the broker's to choose
+                Value::Uint(0),               // durable: none
+                Value::symbol("link-detach"), // expiry-policy
+                Value::Uint(0),               // timeout
+                Value::Bool(true),            // dynamic
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Array(vec![Value::symbol(VOLATILE_QUEUE)]),
+            ],
+        );
+        let (handle, reply) = super::link::attach_answered(
+            &self.shared,
+            Attach {
+                name: self.shared.link_name("direct-reply-to"),
+                snd_settle_mode: Some(1),
+                rcv_settle_mode: Some(0),
+                source: Some(source),
+                target: Some(messaging::target("")),
+                ..Default::default()
+            },
+            Kind::receiver(tx, self.credit),
+            false,
+        )
+        .await?;
+        let Some(address) = reply.source.as_ref().and_then(messaging::address) else {
+            self.shared.with(|s| s.detach(handle));
+            return Err(Error::Protocol(
+                "a dynamic source answered without an address".into(),
+            ));
+        };
+        let named = Arc::new(Mutex::new(address));
+        self.shared.with(|s| {
+            if let Some(link) = s.links.get_mut(&handle) {
+                link.named = Some(named.clone());
+            }
+            s.grant(handle);
+        });
+        let consumer = Consumer {
+            shared: self.shared,
+            handle,
+            deliveries: rx,
+        };
+        Ok((consumer, named))
     }
 
     /// Attach the link and give it its credit. A filter expression the

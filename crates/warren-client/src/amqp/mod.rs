@@ -62,7 +62,7 @@ pub use management::Management;
 pub use message::{Body, Message, MessageId, Properties};
 pub use metrics::{Metrics, Settlement};
 pub use publisher::{PreSettledPublisher, Published, Publisher, PublisherBuilder, DEFAULT_MAX_IN_FLIGHT};
-pub use rpc::{RpcClient, RpcServer, DEFAULT_RPC_TIMEOUT};
+pub use rpc::{ReplyTo, RpcClient, RpcClientBuilder, RpcServer, DEFAULT_RPC_TIMEOUT};
 pub use session::Outcome;
 pub use spec::{BindingSpec, Destination, ExchangeSpec, QueueInfo, QueueSpec, QueueType};
 /// AMQP 1.0 values (application properties, annotations, bodies).

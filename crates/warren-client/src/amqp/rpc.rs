@@ -1,11 +1,14 @@
-//! Requests and replies over queues, as RabbitMQ's AMQP 1.0 clients'
-//! requester and responder: an [`RpcClient`] sends each request to a
-//! queue with a `message-id` of its own and `reply-to` naming a reply
-//! queue of its own (exclusive, declared through the connection's
-//! management so recovery declares it again), and matches replies by
-//! their `correlation-id`; an [`RpcServer`] consumes the request queue,
-//! runs the application's handler, and sends its reply to the request's
-//! `reply-to` with the request's `message-id` as `correlation-id`.
+//! Requests and replies, as RabbitMQ's AMQP 1.0 clients' requester and
+//! responder: an [`RpcClient`] sends each request to a queue with a
+//! `message-id` of its own and `reply-to` naming where its replies come
+//! (direct reply-to where the broker serves it, RabbitMQ 4.2's volatile
+//! queue: a node the broker names for the client's receiving link, with
+//! no queue between; else an exclusive reply queue of its own, declared
+//! through the connection's management so recovery declares it again),
+//! and matches replies by their `correlation-id`; an [`RpcServer`]
+//! consumes the request queue, runs the application's handler, and sends
+//! its reply to the request's `reply-to` with the request's `message-id`
+//! as `correlation-id`.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -20,17 +23,139 @@ use tokio::task::JoinHandle;
 use super::address;
 use super::connection::Connection;
 use super::error::Error;
+use super::events::Event;
 use super::message::{Message, MessageId};
 use super::spec::QueueSpec;
-use super::{Publisher, QueueInfo};
+use super::{Consumer, Publisher, QueueInfo};
 
 /// How long a call waits for its reply unless told otherwise.
 pub const DEFAULT_RPC_TIMEOUT: Duration = Duration::from_secs(30);
 
-type Pending = Arc<Mutex<HashMap<MessageId, oneshot::Sender<Message>>>>;
+type Pending = Arc<Mutex<HashMap<MessageId, oneshot::Sender<Result<Message, Error>>>>>;
+
+/// Where an [`RpcClient`]'s replies come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ReplyTo {
+    /// Direct reply-to where the broker serves it (RabbitMQ 4.2 and
+    /// later, Warren), else an exclusive queue (the default).
+    #[default]
+    Direct,
+    /// An exclusive, auto-delete queue of the client's own.
+    ExclusiveQueue,
+}
+
+/// How to make an [`RpcClient`] ([`Connection::rpc_client_builder`]).
+pub struct RpcClientBuilder {
+    pub(crate) conn: Connection,
+    pub(crate) request_queue: String,
+    pub(crate) reply_to: ReplyTo,
+    pub(crate) timeout: Duration,
+}
+
+impl RpcClientBuilder {
+    /// Where replies come ([`ReplyTo::Direct`] by default).
+    pub fn reply_to(mut self, reply_to: ReplyTo) -> Self {
+        self.reply_to = reply_to;
+        self
+    }
+
+    /// How long each call waits for its reply (30 s by default).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Attach the reply link and the request publisher.
+    pub async fn build(self) -> Result<RpcClient, Error> {
+        let conn = &self.conn;
+        let prefix = format!(
+            "{}-{}",
+            conn.shared.settings.container_id,
+            conn.shared.link_name("rpc")
+        );
+        let direct = match self.reply_to {
+            ReplyTo::Direct => match conn.consumer().build_direct_reply_to().await {
+                Ok(d) => Some(d),
+                // A broker without direct reply-to refuses the dynamic
+                // source (amqp:not-implemented): a queue it is.
+                Err(Error::LinkRefused(why)) => {
+                    tracing::debug!(reason = %why, "no direct reply-to; an exclusive reply queue instead");
+                    None
+                }
+                Err(e) => return Err(e),
+            },
+            ReplyTo::ExclusiveQueue => None,
+        };
+        let (replies, reply_to) = match direct {
+            Some((consumer, named)) => (consumer, Address::Named(named)),
+            None => {
+                let management = conn.management().await?;
+                let declared: QueueInfo = management
+                    .declare_queue(&QueueSpec::classic(&prefix).exclusive().auto_delete())
+                    .await?;
+                management.close();
+                let consumer = conn
+                    .consumer()
+                    .queue(&declared.name)
+                    .pre_settled()
+                    .build()
+                    .await?;
+                (consumer, Address::Fixed(address::queue(&declared.name)))
+            }
+        };
+        let publisher = conn.publisher().queue(&self.request_queue).build().await?;
+        let pending: Pending = Arc::default();
+        let replies = tokio::spawn(route_replies(replies, conn.events(), pending.clone()));
+        Ok(RpcClient {
+            publisher,
+            reply_to,
+            pending,
+            next_id: AtomicU64::new(0),
+            prefix,
+            timeout: self.timeout,
+            replies,
+        })
+    }
+}
+
+/// Where replies are sent to: a queue's address, or a direct reply-to
+/// name (a new one after each recovery).
+enum Address {
+    Fixed(String),
+    Named(Arc<Mutex<String>>),
+}
+
+/// Hand each reply to its call; calls in flight when the connection is
+/// lost fail (their replies, to a name or queue of the lost connection,
+/// never come).
+async fn route_replies(mut replies: Consumer, mut events: super::Events, pending: Pending) {
+    loop {
+        tokio::select! {
+            d = replies.receive() => {
+                let Ok(d) = d else { break };
+                let Some(id) = d.message.properties.correlation_id.clone() else {
+                    continue;
+                };
+                if let Some(waiter) = pending.lock().remove(&id) {
+                    let _ = waiter.send(Ok(d.message));
+                }
+            }
+            e = events.next() => match e {
+                Some(Event::Disconnected { error }) => {
+                    for (_, waiter) in pending.lock().drain() {
+                        let _ = waiter.send(Err(Error::ConnectionLost(error.to_string())));
+                    }
+                }
+                Some(_) => {}
+                None => break,
+            },
+        }
+    }
+}
 
 /// Sends requests and waits for their replies
-/// ([`Connection::rpc_client`]).
+/// ([`Connection::rpc_client`], [`Connection::rpc_client_builder`]).
 ///
 /// ```no_run
 /// use warren_client::amqp::{Connection, Message};
@@ -45,7 +170,7 @@ type Pending = Arc<Mutex<HashMap<MessageId, oneshot::Sender<Message>>>>;
 /// ```
 pub struct RpcClient {
     publisher: Publisher,
-    reply_to: String,
+    reply_to: Address,
     pending: Pending,
     next_id: AtomicU64,
     prefix: String,
@@ -54,54 +179,32 @@ pub struct RpcClient {
 }
 
 impl RpcClient {
-    pub(crate) async fn new(conn: &Connection, request_queue: &str) -> Result<RpcClient, Error> {
-        let reply_queue = conn.shared.link_name("rpc-replies");
-        let reply_queue = format!("{}-{reply_queue}", conn.shared.settings.container_id);
-        let management = conn.management().await?;
-        let declared: QueueInfo = management
-            .declare_queue(&QueueSpec::classic(&reply_queue).exclusive().auto_delete())
-            .await?;
-        management.close();
-        let mut replies = conn
-            .consumer()
-            .queue(&declared.name)
-            .pre_settled()
-            .build()
-            .await?;
-        let publisher = conn.publisher().queue(request_queue).build().await?;
-        let pending: Pending = Arc::default();
-        let routing = pending.clone();
-        let replies = tokio::spawn(async move {
-            while let Ok(d) = replies.receive().await {
-                let Some(id) = d.message.properties.correlation_id.clone() else {
-                    continue;
-                };
-                if let Some(waiter) = routing.lock().remove(&id) {
-                    let _ = waiter.send(d.message);
-                }
-            }
-        });
-        Ok(RpcClient {
-            publisher,
-            reply_to: address::queue(&declared.name),
-            pending,
-            next_id: AtomicU64::new(0),
-            prefix: reply_queue,
-            timeout: DEFAULT_RPC_TIMEOUT,
-            replies,
-        })
-    }
-
     /// How long each call waits for its reply (30 s by default).
     pub fn with_timeout(mut self, timeout: Duration) -> RpcClient {
         self.timeout = timeout;
         self
     }
 
+    /// Whether replies come by direct reply-to (else through a queue).
+    pub fn is_direct(&self) -> bool {
+        matches!(self.reply_to, Address::Named(_))
+    }
+
+    /// The address replies are sent to now (a direct reply-to name
+    /// changes when the connection recovers).
+    pub fn reply_address(&self) -> String {
+        match &self.reply_to {
+            Address::Fixed(a) => a.clone(),
+            Address::Named(n) => n.lock().clone(),
+        }
+    }
+
     /// Send `request` (its `message-id` and `reply-to` set here) and wait
     /// for the reply; [`Error::Timeout`] if none comes in time,
     /// [`Error::RequestNotTaken`] if the broker does not take the
-    /// request.
+    /// request, [`Error::ConnectionLost`] if the connection is lost
+    /// before the reply comes (direct reply-to is at most once, and an
+    /// exclusive queue goes with its connection).
     pub async fn call(&self, request: Message) -> Result<Message, Error> {
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
         let id = MessageId::String(format!("{}-{n}", self.prefix));
@@ -110,7 +213,7 @@ impl RpcClient {
         let forget = |pending: &Pending| {
             pending.lock().remove(&id);
         };
-        let request = request.message_id(id.clone()).reply_to(self.reply_to.clone());
+        let request = request.message_id(id.clone()).reply_to(self.reply_address());
         let outcome = match self.publisher.publish(request).await {
             Ok(published) => published.await,
             Err(e) => Err(e),
@@ -127,7 +230,7 @@ impl RpcClient {
             }
         }
         match tokio::time::timeout(self.timeout, rx).await {
-            Ok(Ok(reply)) => Ok(reply),
+            Ok(Ok(reply)) => reply,
             Ok(Err(_)) => Err(Error::ConnectionClosed("the reply consumer ended".into())),
             Err(_) => {
                 forget(&self.pending);
@@ -136,7 +239,8 @@ impl RpcClient {
         }
     }
 
-    /// Stop taking replies (the reply queue goes with the connection).
+    /// Stop taking replies (the reply queue, if any, goes with the
+    /// connection).
     pub fn close(self) {
         self.replies.abort();
         self.publisher.close();

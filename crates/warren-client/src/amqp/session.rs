@@ -159,6 +159,9 @@ pub(crate) struct Link {
     pub attached: Option<oneshot::Sender<Result<Attach, Error>>>,
     /// Set once the broker detached it.
     pub gone: Option<Error>,
+    /// A dynamic source's address as the broker named it, renamed at
+    /// each attach (direct reply-to: a new name on each wire).
+    pub named: Option<Arc<parking_lot::Mutex<String>>>,
 }
 
 pub(crate) struct Session {
@@ -383,6 +386,7 @@ impl Session {
                 epoch: if send { self.epoch } else { NOT_ATTACHED },
                 attached: Some(tx),
                 gone: None,
+                named: None,
             },
         );
         if send {
@@ -605,6 +609,11 @@ impl Session {
                     .find(|(_, l)| l.name == a.name && l.attached.is_some() && l.kind.role() != a.role);
                 if let Some((ours, link)) = found {
                     self.by_remote.insert(a.handle, *ours);
+                    if let (Some(named), Some(address)) =
+                        (&link.named, a.source.as_ref().and_then(messaging::address))
+                    {
+                        *named.lock() = address;
+                    }
                     if let Some(tx) = link.attached.take() {
                         let _ = tx.send(Ok(a));
                     }
