@@ -2,7 +2,8 @@
 //! following RabbitMQ's AMQP 1.0 clients' consumer tests: accept empties
 //! the queue, requeue (with annotations) brings a message back, discard
 //! (with annotations) dead-letters it, pre-settled deliveries, the
-//! credit window, accepts made outside a receive loop.
+//! credit window, accepts made outside a receive loop, single active
+//! consumer awareness on a quorum queue.
 
 mod support;
 
@@ -212,5 +213,82 @@ async fn accepts_made_outside_the_receive_loop_still_reach_the_broker() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    conn.close().await;
+}
+
+/// A single-active-consumer quorum queue tells each receiver whether it
+/// is the active one, as RabbitMQ 4.3's `rabbitmq:active` link state
+/// does (its amqp_client_SUITE's single_active_consumer_quorum_queue_
+/// notification): the first consumer is told it is active, the second
+/// that it waits; when the first goes, the second is told it is active
+/// before it gets its first message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_active_consumer_is_told_when_it_becomes_active() {
+    use std::sync::{Arc, Mutex};
+    let (uri, _broker) = warren().await;
+    let conn = within(Connection::open(&uri)).await.unwrap();
+    let m = within(conn.management()).await.unwrap();
+    within(m.declare_queue(&QueueSpec::quorum("sac-q").single_active_consumer()))
+        .await
+        .unwrap();
+    let log: Arc<Mutex<Vec<String>>> = Arc::default();
+    let told = |who: &'static str| {
+        let log = log.clone();
+        move |active: bool| log.lock().unwrap().push(format!("{who} {active}"))
+    };
+    let mut first = within(
+        conn.consumer()
+            .queue("sac-q")
+            .on_active_changed(told("first"))
+            .build(),
+    )
+    .await
+    .unwrap();
+    let until = |want: &'static str| {
+        let log = log.clone();
+        async move {
+            for _ in 0..500 {
+                if log.lock().unwrap().iter().any(|l| l == want) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            panic!("never told {want}: {:?}", log.lock().unwrap());
+        }
+    };
+    until("first true").await;
+    assert_eq!(first.is_active(), Some(true));
+    let mut second = within(
+        conn.consumer()
+            .queue("sac-q")
+            .on_active_changed(told("second"))
+            .build(),
+    )
+    .await
+    .unwrap();
+    until("second false").await;
+    assert_eq!(second.is_active(), Some(false));
+    // The first holds a message unsettled as it goes: back in the queue,
+    // it is the second's first delivery, after the second was told.
+    let publisher = within(conn.publisher().queue("sac-q").build()).await.unwrap();
+    assert_eq!(publish(&publisher, Message::new("held")).await, Outcome::Accepted);
+    let held = within(first.receive()).await.unwrap();
+    assert_eq!(held.message.data(), Some(&b"held"[..]));
+    first.close();
+    let d = within(second.receive()).await.unwrap();
+    assert_eq!(d.message.data(), Some(&b"held"[..]));
+    assert_eq!(
+        log.lock().unwrap().last().map(String::as_str),
+        Some("second true"),
+        "told before its first message"
+    );
+    d.accept();
+    drop(held);
+    assert_eq!(second.is_active(), Some(true));
+    // Told once each time: no repeats.
+    assert_eq!(
+        *log.lock().unwrap(),
+        ["first true", "second false", "second true"],
+    );
     conn.close().await;
 }

@@ -517,7 +517,7 @@ pub fn drain_outbox(conn: &mut Conn, channels: &mut HashMap<u16, Channel>) {
                 }
             }
             // AMQP 1.0 only.
-            OutItem::Drained { .. } => {}
+            OutItem::Drained { .. } | OutItem::Activity { .. } => {}
         }
     }
     for w in waiting {

@@ -39,6 +39,11 @@ pub enum OutItem {
     Drained {
         consumer_id: u64,
     },
+    /// A single active consumer's state (see `DeliverySink::activity`).
+    Activity {
+        consumer_id: u64,
+        active: bool,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -160,6 +165,10 @@ impl DeliverySink for Outbox {
 
     fn drained(&self, consumer_id: u64) {
         self.push(OutItem::Drained { consumer_id }, 0);
+    }
+
+    fn activity(&self, consumer_id: u64, active: bool) {
+        self.push(OutItem::Activity { consumer_id, active }, 0);
     }
 
     fn wait_for_room(&self, queue: Weak<Queue>) {

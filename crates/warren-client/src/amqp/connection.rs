@@ -424,6 +424,7 @@ impl Connection {
             properties: Vec::new(),
             application_properties: Vec::new(),
             sql: None,
+            on_active_changed: None,
         }
     }
 

@@ -18,7 +18,7 @@ use super::connection::Shared;
 use super::error::Error;
 use super::message::Message;
 use super::metrics::Settlement;
-use super::session::{Incoming, Kind};
+use super::session::{Activity, Incoming, Kind};
 
 /// The capability a direct reply-to source asks for (RabbitMQ 4.2).
 const VOLATILE_QUEUE: &str = "rabbitmq:volatile-queue";
@@ -55,6 +55,8 @@ pub struct ConsumerBuilder {
     pub(crate) properties: Vec<(String, Value)>,
     pub(crate) application_properties: Vec<(String, Value)>,
     pub(crate) sql: Option<String>,
+    /// Told each change of its single-active-consumer state.
+    pub(crate) on_active_changed: Option<Box<dyn Fn(bool) + Send + Sync>>,
 }
 
 /// The labels the filter expressions go under in the source's filter
@@ -188,17 +190,47 @@ impl ConsumerBuilder {
             shared: self.shared,
             handle,
             deliveries: rx,
+            activity: Arc::new(Activity::new(None)),
         };
         Ok((consumer, named))
+    }
+
+    /// Call `handler` with `true` when the broker makes this consumer the
+    /// single active consumer of its queue and `false` when it is (or
+    /// becomes) one that waits: RabbitMQ 4.3 and Warren tell receivers
+    /// of quorum queues with `x-single-active-consumer`, first once the
+    /// consumer is in the queue, then at each change, before the first
+    /// message an active consumer gets. It runs on the connection's
+    /// reader: it should be quick and must not wait on the connection.
+    ///
+    /// ```no_run
+    /// use warren_client::amqp::Connection;
+    ///
+    /// # async fn run() -> Result<(), warren_client::amqp::Error> {
+    /// let conn = Connection::open("amqp://guest:guest@127.0.0.1:5672/%2f").await?;
+    /// let consumer = conn
+    ///     .consumer()
+    ///     .queue("invoices")
+    ///     .on_active_changed(|active| println!("now {}", if active { "active" } else { "waiting" }))
+    ///     .build()
+    ///     .await?;
+    /// # drop(consumer);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn on_active_changed(mut self, handler: impl Fn(bool) + Send + Sync + 'static) -> Self {
+        self.on_active_changed = Some(Box::new(handler));
+        self
     }
 
     /// Attach the link and give it its credit. A filter expression the
     /// broker does not take (not supported, or not valid) fails it with
     /// [`Error::FilterRefused`].
-    pub async fn build(self) -> Result<Consumer, Error> {
+    pub async fn build(mut self) -> Result<Consumer, Error> {
         let Some(address) = &self.address else {
             return Err(Error::Uri("a consumer needs a queue".into()));
         };
+        let activity = Arc::new(Activity::new(self.on_active_changed.take()));
         let (tx, rx) = mpsc::unbounded_channel();
         let (handle, reply) = super::link::attach_answered(
             &self.shared,
@@ -210,7 +242,7 @@ impl ConsumerBuilder {
                 target: Some(messaging::target("")),
                 ..Default::default()
             },
-            Kind::receiver(tx, self.credit),
+            Kind::receiver(tx, self.credit).with_activity(activity.clone()),
             false,
         )
         .await?;
@@ -223,6 +255,7 @@ impl ConsumerBuilder {
             shared: self.shared,
             handle,
             deliveries: rx,
+            activity,
         })
     }
 
@@ -351,6 +384,7 @@ pub struct Consumer {
     shared: Arc<Shared>,
     handle: u32,
     deliveries: mpsc::UnboundedReceiver<Incoming>,
+    activity: Arc<Activity>,
 }
 
 impl Consumer {
@@ -424,6 +458,13 @@ impl Consumer {
             settled: incoming.settled,
             epoch: incoming.epoch,
         })
+    }
+
+    /// Whether the broker last said this is the single active consumer
+    /// of its queue (see [`ConsumerBuilder::on_active_changed`]); None
+    /// until it says (and always for queues that do not tell).
+    pub fn is_active(&self) -> Option<bool> {
+        self.activity.get()
     }
 
     /// Close the link: what it holds unsettled goes back to the queue.

@@ -107,7 +107,44 @@ pub(crate) enum Kind {
         /// `x-stream-offset`): attached again after a recovery, the
         /// link goes on from the next.
         last_offset: Option<u64>,
+        /// Whether the broker named it the single active consumer.
+        activity: Option<Arc<Activity>>,
     },
+}
+
+/// A consumer's single-active-consumer state as the broker last told it
+/// (RabbitMQ 4.3: a flow whose properties hold `rabbitmq:active`), and
+/// the application's handler of changes.
+pub(crate) struct Activity {
+    /// 0: not told; 1: inactive; 2: active.
+    state: std::sync::atomic::AtomicU8,
+    handler: Option<Box<dyn Fn(bool) + Send + Sync>>,
+}
+
+impl Activity {
+    pub fn new(handler: Option<Box<dyn Fn(bool) + Send + Sync>>) -> Activity {
+        Activity {
+            state: Default::default(),
+            handler,
+        }
+    }
+
+    /// As last told; None before the broker said.
+    pub fn get(&self) -> Option<bool> {
+        match self.state.load(std::sync::atomic::Ordering::Acquire) {
+            0 => None,
+            s => Some(s == 2),
+        }
+    }
+
+    fn set(&self, active: bool) {
+        let new = if active { 2 } else { 1 };
+        if self.state.swap(new, std::sync::atomic::Ordering::AcqRel) != new {
+            if let Some(h) = &self.handler {
+                h(active);
+            }
+        }
+    }
 }
 
 impl Kind {
@@ -130,7 +167,16 @@ impl Kind {
             window,
             partial: None,
             last_offset: None,
+            activity: None,
         }
+    }
+
+    /// This receiver tells `activity` what the broker says of it.
+    pub fn with_activity(mut self, a: Arc<Activity>) -> Kind {
+        if let Kind::Receiver { activity, .. } = &mut self {
+            *activity = Some(a);
+        }
+        self
     }
 
     fn role(&self) -> Role {
@@ -709,6 +755,18 @@ impl Session {
             return;
         };
         if let Some(Link {
+            kind: Kind::Receiver {
+                activity: Some(a), ..
+            },
+            ..
+        }) = self.links.get(&ours)
+        {
+            if let Some(active) = f.properties.as_ref().and_then(active_property) {
+                a.set(active);
+            }
+            return;
+        }
+        if let Some(Link {
             kind: Kind::Sender {
                 credit,
                 delivery_count,
@@ -749,6 +807,7 @@ impl Session {
                     settled,
                     window,
                     last_offset,
+                    ..
                 },
             ..
         }) = self.links.get_mut(&ours)
@@ -883,6 +942,15 @@ const MAX_MESSAGE: usize = 128 << 20;
 
 /// Payload bytes a transfer frame of `max_frame` bytes carries (its
 /// header and the transfer performative take the rest).
+/// A link flow's `rabbitmq:active` property.
+fn active_property(properties: &Value) -> Option<bool> {
+    let Value::Map(m) = properties else { return None };
+    m.iter().find_map(|(k, v)| match (k, v) {
+        (Value::Symbol(k) | Value::String(k), Value::Bool(b)) if k == "rabbitmq:active" => Some(*b),
+        _ => None,
+    })
+}
+
 fn payload_room(max_frame: u32) -> usize {
     (max_frame as usize).saturating_sub(128).max(256)
 }

@@ -41,6 +41,10 @@ pub trait DeliverySink: Send + Sync + std::fmt::Debug {
     /// A drain of `consumer_id` sent to another node is done (see
     /// [`crate::queue::QueueType::drain`]); what it delivered came first.
     fn drained(&self, _consumer_id: u64) {}
+    /// With a single active consumer, `consumer_id` became the active
+    /// one (`true`) or stopped being it, or was told its state for the
+    /// first time (quorum queues; AMQP 1.0 tells the receiver).
+    fn activity(&self, _consumer_id: u64, _active: bool) {}
 }
 
 /// A publisher paused by a queue's backlog (flow control, after RabbitMQ's

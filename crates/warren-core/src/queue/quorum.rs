@@ -174,6 +174,9 @@ struct Local {
     /// one lost would hold its message, and the credit it frees, for
     /// ever). Bounded by what the consumer holds.
     settling: BTreeMap<MsgId, Settling>,
+    /// With a single active consumer: whether its sink was last told it
+    /// is the active one (None: not told yet).
+    told_active: Option<bool>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -704,7 +707,31 @@ impl QuorumQueue {
                 self.answer(ctx, w, &mut effects);
             }
         }
+        // Told before the deliveries this entry led to, as RabbitMQ
+        // tells a newly active consumer before its first message.
+        self.tell_activity();
         self.effects(ctx, effects);
+    }
+
+    /// With a single active consumer, tell each of this node's consumers
+    /// in the state whether it is the active one: once it is in the
+    /// state, then on each change (RabbitMQ 4.3 tells AMQP 1.0 receivers
+    /// of quorum queues with the link's flow, `rabbitmq:active`).
+    fn tell_activity(&mut self) {
+        if !self.fifo.config().single_active {
+            return;
+        }
+        let active = self.fifo.service().front().copied();
+        for l in self.locals.values_mut() {
+            if !self.fifo.consumers().contains_key(&l.cid) {
+                continue;
+            }
+            let now = active == Some(l.cid);
+            if l.told_active != Some(now) {
+                l.told_active = Some(now);
+                l.consumer.spec.sink.activity(l.consumer.spec.id, now);
+            }
+        }
     }
 
     fn nack_all(&mut self) {

@@ -18,6 +18,10 @@ use super::{Conn, Failure, Receiver, Unsettled};
 use crate::{address, convert, source_filter};
 use warren_node::outbox::OutItem;
 
+/// The link-state property telling a single-active-consumer receiver
+/// whether it is the active one (RabbitMQ 4.3).
+const ACTIVE: &str = "rabbitmq:active";
+
 impl Conn {
     /// The connection is gone: every receiving link's consumer goes, and
     /// what it had not settled goes back to its queue.
@@ -316,6 +320,14 @@ impl Conn {
                 self.send_reply(channel, &consumer_tag.to_str_lossy(), message);
                 continue;
             }
+            if let OutItem::Activity { consumer_id, active } = item {
+                // Before the deliveries that follow it (RabbitMQ tells a
+                // newly active consumer before its first message).
+                if let Some(&(channel, handle)) = self.consumers.get(&consumer_id) {
+                    self.send_activity(channel, handle, active);
+                }
+                continue;
+            }
             if let OutItem::Drained { consumer_id } = item {
                 if let Some(&(channel, handle)) = self.consumers.get(&consumer_id) {
                     self.link_replies.push((channel, handle, true));
@@ -362,8 +374,35 @@ impl Conn {
             };
             // §2.7.4 available: what the queue holds ready for the link.
             let available = r.queue.stats().ready.min(u32::MAX as u64) as u32;
-            self.send_flow_link(ch, h, delivery_count, credit, drain, available);
+            self.send_flow_link(ch, h, delivery_count, credit, drain, available, None);
         }
+    }
+
+    /// Tell a receiving link of a single-active-consumer quorum queue
+    /// whether it is the active one: a flow carrying the link's state
+    /// with `properties` {`rabbitmq:active`: bool} (RabbitMQ 4.3). Its
+    /// delivery-count may count deliveries still to be written; with the
+    /// credit it gives the same limit the receiver granted.
+    fn send_activity(&mut self, ch: u16, handle: u32, active: bool) {
+        let Some(r) = self.sessions.get(&ch).and_then(|s| s.receivers.get(&handle)) else {
+            return;
+        };
+        let (delivery_count, credit) = r.credit.get();
+        let available = if active {
+            r.queue.stats().ready.min(u32::MAX as u64) as u32
+        } else {
+            0
+        };
+        let properties = Value::Map(vec![(Value::symbol(ACTIVE), Value::Bool(active))]);
+        self.send_flow_link(
+            ch,
+            handle,
+            delivery_count,
+            credit,
+            false,
+            available,
+            Some(properties),
+        );
     }
 
     /// Send held deliveries as transfers while the peer's window allows.
@@ -421,6 +460,7 @@ impl Conn {
         credit: u32,
         drain: bool,
         available: u32,
+        properties: Option<Value>,
     ) {
         let Some(s) = self.sessions.get(&ch) else { return };
         let f = Flow {
@@ -433,6 +473,7 @@ impl Conn {
             link_credit: Some(credit),
             available: Some(available),
             drain,
+            properties,
             ..Default::default()
         };
         let out = s.outgoing;

@@ -103,6 +103,7 @@ impl QueueType for QuorumQueue {
             asked: 0,
             cid,
             settling: BTreeMap::new(),
+            told_active: None,
         };
         let c = Self::consume_command(&local);
         self.locals.insert(local.consumer.spec.id, local);
