@@ -2,8 +2,8 @@
 //! following RabbitMQ's AMQP 1.0 clients' consumer tests: accept empties
 //! the queue, requeue (with annotations) brings a message back, discard
 //! (with annotations) dead-letters it, pre-settled deliveries, the
-//! credit window, accepts made outside a receive loop, single active
-//! consumer awareness on a quorum queue.
+//! credit window, accepts made outside a receive loop, batches settled
+//! together, single active consumer awareness on a quorum queue.
 
 mod support;
 
@@ -12,7 +12,7 @@ use std::time::Duration;
 use support::amqp::unacked;
 use support::amqp::{publish, wait_for_count, warren};
 use support::within;
-use warren_client::amqp::{BindingSpec, Connection, ExchangeSpec, Message, Outcome, QueueSpec, Value};
+use warren_client::amqp::{Batch, BindingSpec, Connection, ExchangeSpec, Message, Outcome, QueueSpec, Value};
 
 #[tokio::test]
 async fn credit_bounds_what_a_consumer_holds_and_settling_gives_more() {
@@ -290,5 +290,52 @@ async fn a_single_active_consumer_is_told_when_it_becomes_active() {
         *log.lock().unwrap(),
         ["first true", "second false", "second true"],
     );
+    conn.close().await;
+}
+
+/// A batch settles its deliveries together: requeued, they all come
+/// back; accepted, none is left, held or waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_requeues_or_accepts_its_deliveries_together() {
+    let (targets, _broker) = support::targets().await;
+    let t = &targets[0];
+    let conn = within(Connection::open(&t.uri)).await.unwrap();
+    let m = within(conn.management()).await.unwrap();
+    within(m.declare_queue(&QueueSpec::classic("batched")))
+        .await
+        .unwrap();
+    let publisher = within(conn.publisher().queue("batched").build()).await.unwrap();
+    for i in 0..10 {
+        assert_eq!(
+            publish(&publisher, Message::new(format!("b{i}"))).await,
+            Outcome::Accepted
+        );
+    }
+    let mut consumer = within(conn.consumer().queue("batched").build()).await.unwrap();
+    let mut batch = Batch::with_capacity(10);
+    for _ in 0..10 {
+        batch.push(within(consumer.receive()).await.unwrap());
+    }
+    assert_eq!(unacked(&t.api, "batched").await, 10);
+    batch.requeue();
+    assert!(batch.is_empty());
+    let mut again = Vec::new();
+    for _ in 0..10 {
+        let d = within(consumer.receive()).await.unwrap();
+        again.push(String::from_utf8_lossy(d.message.data().unwrap()).to_string());
+        batch.push(d);
+    }
+    again.sort();
+    assert_eq!(again, (0..10).map(|i| format!("b{i}")).collect::<Vec<_>>());
+    batch.accept();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while unacked(&t.api, "batched").await != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the accepts never reached the broker"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(wait_for_count(&m, "batched", 0).await, 0);
     conn.close().await;
 }

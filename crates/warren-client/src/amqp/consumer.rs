@@ -18,7 +18,7 @@ use super::connection::Shared;
 use super::error::Error;
 use super::message::Message;
 use super::metrics::Settlement;
-use super::session::{Activity, Incoming, Kind};
+use super::session::{Activity, Incoming, Kind, Wake};
 
 /// The capability a direct reply-to source asks for (RabbitMQ 4.2).
 const VOLATILE_QUEUE: &str = "rabbitmq:volatile-queue";
@@ -537,6 +537,104 @@ impl Delivery {
             .lock()
             .settle(self.handle, self.delivery_id, state, self.epoch);
         self.shared.wake(wake);
+    }
+}
+
+/// Deliveries settled together, as RabbitMQ's Java AMQP 1.0 client's
+/// batch context: one lock of the session for all of them, and accepts
+/// of deliveries one after another go as one disposition. For a
+/// consumer that settles every so many deliveries (as 0-9-1's `multiple`
+/// acks), it costs less than settling each.
+///
+/// ```no_run
+/// use warren_client::amqp::{Batch, Connection};
+///
+/// # async fn run() -> Result<(), warren_client::amqp::Error> {
+/// let conn = Connection::open("amqp://guest:guest@127.0.0.1:5672/%2f").await?;
+/// let mut consumer = conn.consumer().queue("events").build().await?;
+/// let mut batch = Batch::with_capacity(100);
+/// loop {
+///     batch.push(consumer.receive().await?);
+///     if batch.len() == 100 {
+///         batch.accept();
+///     }
+/// }
+/// # }
+/// ```
+#[derive(Debug, Default)]
+pub struct Batch {
+    deliveries: Vec<Delivery>,
+}
+
+impl Batch {
+    /// An empty batch with room for `n` deliveries.
+    pub fn with_capacity(n: usize) -> Batch {
+        Batch {
+            deliveries: Vec::with_capacity(n),
+        }
+    }
+
+    /// Add a delivery, to be settled with the others.
+    pub fn push(&mut self, d: Delivery) {
+        self.deliveries.push(d);
+    }
+
+    /// How many deliveries wait to be settled.
+    pub fn len(&self) -> usize {
+        self.deliveries.len()
+    }
+
+    /// Whether none do.
+    pub fn is_empty(&self) -> bool {
+        self.deliveries.is_empty()
+    }
+
+    /// Accept them all (the batch is then empty, its room kept).
+    pub fn accept(&mut self) {
+        self.settle(None, Settlement::Accepted);
+    }
+
+    /// Discard them all (`rejected`).
+    pub fn discard(&mut self) {
+        self.settle(Some(composite(REJECTED, vec![])), Settlement::Discarded);
+    }
+
+    /// Requeue them all (`released`).
+    pub fn requeue(&mut self) {
+        self.settle(Some(messaging::released()), Settlement::Requeued);
+    }
+
+    fn settle(&mut self, state: Option<Value>, how: Settlement) {
+        if self.deliveries.iter().all(|d| d.settled) {
+            // Pre-settled: nothing to say.
+            self.deliveries.clear();
+            return;
+        }
+        let shared = self.deliveries[0].shared.clone();
+        let mut wake = Wake::No;
+        let mut others = Vec::new();
+        {
+            let mut s = shared.session.lock();
+            for d in self.deliveries.drain(..) {
+                if d.settled {
+                    continue;
+                }
+                if !Arc::ptr_eq(&d.shared, &shared) {
+                    // Another connection's: settled on its own, after
+                    // this lock is let go.
+                    others.push(d);
+                    continue;
+                }
+                if let Some(m) = &shared.settings.metrics {
+                    m.settled(how);
+                }
+                wake = wake.max(s.settle(d.handle, d.delivery_id, state.clone(), d.epoch));
+            }
+        }
+        shared.wake(wake);
+        for d in others {
+            d.settle(state.clone(), how);
+        }
     }
 }
 

@@ -55,7 +55,7 @@ mod wire;
 pub use crate::recovery::RecoveryOptions;
 pub use crate::token::Token;
 pub use connection::{Connection, ConnectionBuilder, SaslMechanism};
-pub use consumer::{Consumer, ConsumerBuilder, Delivery, StreamOffset, DEFAULT_INITIAL_CREDIT};
+pub use consumer::{Batch, Consumer, ConsumerBuilder, Delivery, StreamOffset, DEFAULT_INITIAL_CREDIT};
 pub use error::{Condition, Error};
 pub use events::{Event, Events};
 pub use management::Management;

@@ -44,8 +44,8 @@ pub enum Outcome {
     Modified,
 }
 
-/// When the writer must run after a settle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// When the writer must run after a settle (in order of urgency).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Wake {
     /// Nothing new to write.
     No,

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use warren_client::amqp::{Delivery, Error};
+use warren_client::amqp::{Batch, Error};
 
 use crate::options::Uri;
 use crate::stats::{now_nanos, Stats};
@@ -42,7 +42,8 @@ pub async fn run(spec: ConsumerSpec, stats: Arc<Stats>, stop: Arc<AtomicBool>) -
     let mut received = 0u64;
     let mut counted = 0u64;
     let mut latencies = Vec::with_capacity(BURST as usize);
-    let mut held = Vec::with_capacity(spec.ack_every as usize);
+    // Settled together: one lock of the session, one disposition.
+    let mut held = Batch::with_capacity(spec.ack_every as usize);
     // One timer for the run, not one per delivery.
     let mut check = tokio::time::interval(STOP_CHECK);
     while !stop.load(Ordering::Relaxed) && (spec.limit == 0 || received < spec.limit) {
@@ -53,7 +54,7 @@ pub async fn run(spec: ConsumerSpec, stats: Arc<Stats>, stop: Arc<AtomicBool>) -
                 d => d?,
             },
             _ = check.tick() => {
-                held.drain(..).for_each(Delivery::accept);
+                held.accept();
                 flush(&stats, &mut counted, received, &mut latencies);
                 continue;
             }
@@ -63,14 +64,14 @@ pub async fn run(spec: ConsumerSpec, stats: Arc<Stats>, stop: Arc<AtomicBool>) -
         }
         held.push(d);
         if held.len() >= spec.ack_every as usize {
-            held.drain(..).for_each(Delivery::accept);
+            held.accept();
         }
         received += 1;
         if received - counted >= BURST {
             flush(&stats, &mut counted, received, &mut latencies);
         }
     }
-    held.drain(..).for_each(Delivery::accept);
+    held.accept();
     flush(&stats, &mut counted, received, &mut latencies);
     consumer.close();
     conn.close().await;
