@@ -98,6 +98,18 @@ async fn requeue_comes_back_and_discard_dead_letters() {
 /// RabbitMQ 4's do.)
 #[tokio::test]
 async fn requeue_and_discard_with_annotations() {
+    // Both queue types keep a modified outcome's annotations on requeue
+    // and when dead-lettering (RabbitMQ 4; quorum queues dropped them
+    // when dead-lettering until the discard carried them).
+    for (name, spec) in [
+        ("ann-classic", QueueSpec::classic("ann-classic")),
+        ("ann-quorum", QueueSpec::quorum("ann-quorum")),
+    ] {
+        annotations_kept(name, spec).await;
+    }
+}
+
+async fn annotations_kept(name: &str, spec: QueueSpec) {
     let (uri, _broker) = warren().await;
     let conn = within(Connection::open(&uri)).await.unwrap();
     let m = within(conn.management()).await.unwrap();
@@ -110,18 +122,19 @@ async fn requeue_and_discard_with_annotations() {
     within(m.bind(&BindingSpec::to_queue("ann-dlx", "ann-dead", "")))
         .await
         .unwrap();
-    within(m.declare_queue(&QueueSpec::classic("ann-q").dead_letter_exchange("ann-dlx")))
+    within(m.declare_queue(&spec.dead_letter_exchange("ann-dlx")))
         .await
         .unwrap();
-    let p = within(conn.publisher().queue("ann-q").build()).await.unwrap();
+    let p = within(conn.publisher().queue(name).build()).await.unwrap();
     assert_eq!(publish(&p, Message::new("x")).await, Outcome::Accepted);
-    let mut c = within(conn.consumer().queue("ann-q").build()).await.unwrap();
+    let mut c = within(conn.consumer().queue(name).build()).await.unwrap();
     let d = within(c.receive()).await.unwrap();
     d.requeue_with(&[("x-opinion", Value::string("later"))]);
     let d = within(c.receive()).await.unwrap();
     assert_eq!(
         d.message.annotation_value("x-opinion"),
-        Some(&Value::string("later"))
+        Some(&Value::string("later")),
+        "{name}"
     );
     d.discard_with(&[("x-reason", Value::string("bad"))]);
     let mut dead = within(conn.consumer().queue("ann-dead").build()).await.unwrap();
@@ -129,7 +142,8 @@ async fn requeue_and_discard_with_annotations() {
     assert_eq!(d.message.data(), Some(&b"x"[..]));
     assert_eq!(
         d.message.annotation_value("x-reason"),
-        Some(&Value::string("bad"))
+        Some(&Value::string("bad")),
+        "{name}"
     );
     d.accept();
     conn.close().await;

@@ -29,6 +29,8 @@
 //!     from, and a time before which the message is not served, 0: none)
 //!  18 return_as consumer u64, failed u8, now u64, until u64, id u64, then
 //!     the properties (kind 16 with both times)
+//!  19 discard_as consumer u64, id u64, then the message's new properties
+//!     (the rest): a discard of one message, dead-lettered with them
 //! set_config, since delayed retries: then retry u8 (0 none, 1 all,
 //!     2 failed, 3 returned), min u64, max u64 (absent: none)
 //! header = id u64, size u32, expires_at u64 (0: none), delivery_count u32, acquired_count u32,
@@ -229,6 +231,15 @@ pub fn encode_return_as(r: ReturnAs, properties: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(properties);
 }
 
+/// A discard of message `id` that dead-letters it with new properties
+/// (a modified outcome's annotations merged in; kind 19).
+pub fn encode_discard_as(consumer: u64, id: MsgId, properties: &[u8], out: &mut Vec<u8>) {
+    out.push(19);
+    out.extend_from_slice(&consumer.to_le_bytes());
+    out.extend_from_slice(&id.to_le_bytes());
+    out.extend_from_slice(properties);
+}
+
 fn ids_command(kind: u8, consumer: u64, failed: Option<bool>, ids: &[MsgId], out: &mut Vec<u8>) {
     out.push(kind);
     out.extend_from_slice(&consumer.to_le_bytes());
@@ -249,7 +260,7 @@ fn ids_command(kind: u8, consumer: u64, failed: Option<bool>, ids: &[MsgId], out
 /// enqueues waiting for their turn.
 pub fn is_consumer_command(b: &[u8]) -> bool {
     b.first()
-        .is_some_and(|k| (3..=8).contains(k) || (16..=18).contains(k))
+        .is_some_and(|k| (3..=8).contains(k) || (16..=19).contains(k))
 }
 
 pub fn decode(index: u64, b: &[u8]) -> Result<(Command, &[u8]), CodecError> {
@@ -313,6 +324,10 @@ pub fn decode(index: u64, b: &[u8]) -> Result<(Command, &[u8]), CodecError> {
         7 => Command::Discard {
             consumer: r.u64()?,
             ids: r.ids()?,
+        },
+        19 => Command::Discard {
+            consumer: r.u64()?,
+            ids: vec![r.u64()?],
         },
         8 => Command::Cancel { consumer: r.u64()? },
         9 => Command::Purge,
@@ -711,6 +726,25 @@ mod tests {
         );
         assert_eq!(rest, b"props");
         // Cut short: an error, never a panic.
+        for n in 0..b.len() - 5 {
+            assert!(decode(1, &b[..n]).is_err(), "{n}");
+        }
+    }
+
+    #[test]
+    fn a_discard_with_new_properties_reads_as_a_discard_and_what_follows() {
+        let mut b = Vec::new();
+        encode_discard_as(7, 42, b"props", &mut b);
+        assert!(is_consumer_command(&b));
+        let (c, rest) = decode(1, &b).unwrap();
+        assert_eq!(
+            c,
+            Command::Discard {
+                consumer: 7,
+                ids: vec![42],
+            }
+        );
+        assert_eq!(rest, b"props");
         for n in 0..b.len() - 5 {
             assert!(decode(1, &b[..n]).is_err(), "{n}");
         }

@@ -656,9 +656,12 @@ impl QuorumQueue {
             }
             _ => {}
         }
-        if let (Command::Return { consumer, ids, .. }, false) = (&command, rest.is_empty()) {
-            // A return with new properties (a modified outcome's
-            // annotations): every member stores the message anew.
+        if let (Command::Return { consumer, ids, .. } | Command::Discard { consumer, ids }, false) =
+            (&command, rest.is_empty())
+        {
+            // A return or discard with new properties (a modified
+            // outcome's annotations): every member stores the message
+            // anew, and it goes back or is dead-lettered with them.
             let held = self
                 .fifo
                 .consumer(*consumer)
@@ -862,9 +865,10 @@ impl QuorumQueue {
         if let Some(l) = consumer_id.and_then(|id| self.locals.get_mut(&id)) {
             l.settling.extend(settling.iter().copied());
         }
-        // Requeued with annotations merged in: each goes back with its
-        // new properties, for every member to store (RabbitMQ 4 keeps a
-        // modified outcome's x- annotations on the message).
+        // Requeued or discarded with annotations merged in: each goes
+        // with its new properties, for every member to store (RabbitMQ 4
+        // keeps a modified outcome's x- annotations on the message,
+        // dead-lettered too).
         let mut plain = Vec::with_capacity(settling.len());
         for (e, s) in entries.iter().zip(settling) {
             match s {
@@ -880,6 +884,13 @@ impl QuorumQueue {
                         until: delivery_time(&e.message).unwrap_or(0),
                     };
                     codec::encode_return_as(r, &e.message.raw_properties, &mut c);
+                    self.system.propose(self.group, c);
+                }
+                (_, Settling::Discard) if e.annotated => {
+                    let mut c = Vec::with_capacity(48 + e.message.raw_properties.len());
+                    c.extend_from_slice(&self.system.node_id().to_le_bytes());
+                    c.extend_from_slice(&0u64.to_le_bytes());
+                    codec::encode_discard_as(consumer, e.seq, &e.message.raw_properties, &mut c);
                     self.system.propose(self.group, c);
                 }
                 s => plain.push(s),

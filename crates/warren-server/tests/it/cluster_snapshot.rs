@@ -98,6 +98,24 @@ async fn back_from_snapshot(ports: &[u16], dir3: std::path::PathBuf, last: u64) 
     node
 }
 
+/// Enough changes (filler queues) made through node 1 for the log to be
+/// compacted while node 3 is away; the index they end at, once node 2
+/// has applied it.
+async fn compact_without_third(nodes: &[Broker]) -> u64 {
+    for i in 0..3 * INTERVAL {
+        ok(
+            &nodes[0],
+            Method::PUT,
+            &format!("/api/queues/%2F/f-{i:03}"),
+            Some(json!({"durable": true})),
+        )
+        .await;
+    }
+    let last = meta(&nodes[0]).applied_index();
+    until_applied(&nodes[1], last).await;
+    last
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_back_after_the_log_was_compacted_catches_up_from_a_snapshot() {
     let ports = free_ports(3);
@@ -317,17 +335,7 @@ async fn a_node_back_from_a_snapshot_keeps_and_gains_its_stream_members() {
     .await;
     let new: Vec<String> = (0..50).map(|i| format!("g{i}")).collect();
     crate::stream::publish(&nodes[0].stream_env().await, "gained", new.clone()).await;
-    for i in 0..3 * INTERVAL {
-        ok(
-            &nodes[0],
-            Method::PUT,
-            &format!("/api/queues/%2F/f-{i:03}"),
-            Some(json!({"durable": true})),
-        )
-        .await;
-    }
-    let last = meta(&nodes[0]).applied_index();
-    until_applied(&nodes[1], last).await;
+    let last = compact_without_third(&nodes).await;
 
     nodes[2] = back_from_snapshot(&ports, dir3, last).await;
     // Node 3's own members, read through consumers pinned to it.
@@ -384,17 +392,7 @@ async fn a_node_back_from_a_snapshot_keeps_its_quorum_queue_member() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let (_, dir3) = stop_third(&mut nodes).await;
-    for i in 0..3 * INTERVAL {
-        ok(
-            &nodes[0],
-            Method::PUT,
-            &format!("/api/queues/%2F/f-{i:03}"),
-            Some(json!({"durable": true})),
-        )
-        .await;
-    }
-    let last = meta(&nodes[0]).applied_index();
-    until_applied(&nodes[1], last).await;
+    let last = compact_without_third(&nodes).await;
     nodes[2] = back_from_snapshot(&ports, dir3, last).await;
     let q = nodes[2]
         .running
