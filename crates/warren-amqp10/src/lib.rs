@@ -15,6 +15,7 @@ pub mod performative;
 pub mod sasl;
 pub mod serial;
 pub mod sql_filter;
+mod transfer_fast;
 pub mod value;
 
 pub use error::CodecError;

@@ -343,12 +343,20 @@ impl Performative {
     }
 
     pub fn encode(&self, out: &mut BytesMut) {
-        self.to_value().encode(out)
+        match self {
+            Performative::Transfer(t) if crate::transfer_fast::plain(t) => {
+                crate::transfer_fast::encode(t, out)
+            }
+            p => p.to_value().encode(out),
+        }
     }
 
     /// Decode the performative at the front of a frame body; returns it and
     /// the payload that follows (a transfer's message bytes).
     pub fn decode(body: &Bytes) -> Result<(Performative, Bytes), CodecError> {
+        if let Some((t, payload)) = crate::transfer_fast::decode(body) {
+            return Ok((Performative::Transfer(t), payload));
+        }
         let mut s = &body[..];
         let v = Value::decode(&mut s)?;
         let payload = body.slice(body.len() - s.len()..);

@@ -615,14 +615,16 @@ impl Batch {
         let mut others = Vec::new();
         {
             let mut s = shared.session.lock();
-            for d in self.deliveries.drain(..) {
+            // Read in place, not moved out (a delivery is a few hundred
+            // bytes): dropped together below.
+            for (i, d) in self.deliveries.iter().enumerate() {
                 if d.settled {
                     continue;
                 }
                 if !Arc::ptr_eq(&d.shared, &shared) {
                     // Another connection's: settled on its own, after
                     // this lock is let go.
-                    others.push(d);
+                    others.push(i);
                     continue;
                 }
                 if let Some(m) = &shared.settings.metrics {
@@ -632,9 +634,10 @@ impl Batch {
             }
         }
         shared.wake(wake);
-        for d in others {
-            d.settle(state.clone(), how);
+        for i in others.into_iter().rev() {
+            self.deliveries.swap_remove(i).settle(state.clone(), how);
         }
+        self.deliveries.clear();
     }
 }
 

@@ -245,7 +245,7 @@ impl Conn {
         }
         if f.drain || f.echo {
             let (dc, credit, available) = (r.delivery_count, r.credit, r.pending.len() as u32);
-            self.send_flow_link(channel, handle, dc, credit, f.drain, available, None);
+            self.send_flow_link(channel, handle, dc, credit, f.drain, available);
         }
     }
 

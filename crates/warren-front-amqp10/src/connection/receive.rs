@@ -374,7 +374,7 @@ impl Conn {
             };
             // §2.7.4 available: what the queue holds ready for the link.
             let available = r.queue.stats().ready.min(u32::MAX as u64) as u32;
-            self.send_flow_link(ch, h, delivery_count, credit, drain, available, None);
+            self.send_flow_link(ch, h, delivery_count, credit, drain, available);
         }
     }
 
@@ -394,14 +394,16 @@ impl Conn {
             0
         };
         let properties = Value::Map(vec![(Value::symbol(ACTIVE), Value::Bool(active))]);
-        self.send_flow_link(
+        self.send_link_flow(
             ch,
-            handle,
-            delivery_count,
-            credit,
-            false,
-            available,
-            Some(properties),
+            Flow {
+                handle: Some(handle),
+                delivery_count: Some(delivery_count),
+                link_credit: Some(credit),
+                available: Some(available),
+                properties: Some(properties),
+                ..Default::default()
+            },
         );
     }
 
@@ -460,22 +462,27 @@ impl Conn {
         credit: u32,
         drain: bool,
         available: u32,
-        properties: Option<Value>,
     ) {
+        self.send_link_flow(
+            ch,
+            Flow {
+                handle: Some(handle),
+                delivery_count: Some(delivery_count),
+                link_credit: Some(credit),
+                available: Some(available),
+                drain,
+                ..Default::default()
+            },
+        );
+    }
+
+    /// Send `f` (a link's fields) with the session's fields filled in.
+    fn send_link_flow(&mut self, ch: u16, mut f: Flow) {
         let Some(s) = self.sessions.get(&ch) else { return };
-        let f = Flow {
-            next_incoming_id: Some(s.next_incoming_id),
-            incoming_window: if self.blocked { 0 } else { s.incoming_window },
-            next_outgoing_id: s.next_outgoing_id,
-            outgoing_window: 65_535,
-            handle: Some(handle),
-            delivery_count: Some(delivery_count),
-            link_credit: Some(credit),
-            available: Some(available),
-            drain,
-            properties,
-            ..Default::default()
-        };
+        f.next_incoming_id = Some(s.next_incoming_id);
+        f.incoming_window = if self.blocked { 0 } else { s.incoming_window };
+        f.next_outgoing_id = s.next_outgoing_id;
+        f.outgoing_window = 65_535;
         let out = s.outgoing;
         self.send(out, &Performative::Flow(f));
     }

@@ -141,7 +141,7 @@ impl Conn {
         }
         if f.drain || f.echo {
             let (dc, credit) = (r.delivery_count, r.credit);
-            self.send_flow_link(channel, handle, dc, credit, f.drain, 0, None);
+            self.send_flow_link(channel, handle, dc, credit, f.drain, 0);
         }
     }
 
