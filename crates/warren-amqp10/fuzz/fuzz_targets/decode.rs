@@ -1,8 +1,9 @@
 //! Every AMQP 1.0 decoder over arbitrary bytes: frames, values,
 //! performatives, SASL, message sections, and a receiver's filters (the
 //! SQL filter's text, property filters read from a value and judged on
-//! the bytes as a message). No panic, bounded work, and a decoded value
-//! re-encodes to something that decodes equal.
+//! the bytes as a message). No panic, bounded work, a decoded value
+//! re-encodes to something that decodes equal, and the transfer's fast
+//! path reads what the general decoder reads.
 #![no_main]
 
 use bytes::{Bytes, BytesMut};
@@ -28,7 +29,14 @@ fuzz_target!(|data: &[u8]| {
         };
         let _ = filter.matches(s);
     }
-    let _ = Performative::decode(&Bytes::copy_from_slice(data));
+    // A transfer read by the fast path reads the same by the general one
+    // (value tree, then fields), payload and all.
+    if let Ok((p @ Performative::Transfer(_), payload)) = Performative::decode(&Bytes::copy_from_slice(data)) {
+        let mut s = data;
+        let general = Value::decode(&mut s).ok().and_then(|v| Performative::from_value(&v).ok());
+        assert_eq!(general, Some(p), "the transfer fast path disagrees");
+        assert_eq!(&payload[..], s);
+    }
     let _ = messaging::sections(data);
     if let Ok(text) = std::str::from_utf8(data) {
         if let Ok(e) = sql_filter::parse(text) {
