@@ -18,7 +18,7 @@ use super::connection::Shared;
 use super::error::Error;
 use super::message::Message;
 use super::metrics::Settlement;
-use super::session::{Activity, Incoming, Kind, Wake};
+use super::session::{stream_offset, Activity, Incoming, Kind, Position, Wake};
 
 /// The capability a direct reply-to source asks for (RabbitMQ 4.2).
 const VOLATILE_QUEUE: &str = "rabbitmq:volatile-queue";
@@ -143,6 +143,8 @@ impl ConsumerBuilder {
     /// is given a new one).
     pub(crate) async fn build_direct_reply_to(self) -> Result<(Consumer, Arc<Mutex<String>>), Error> {
         let (tx, rx) = mpsc::unbounded_channel();
+        let kind = Kind::receiver(tx, self.credit);
+        let position = kind.position().expect("a receiver");
         let source = composite(
             SOURCE,
             vec![
@@ -169,7 +171,7 @@ impl ConsumerBuilder {
                 target: Some(messaging::target("")),
                 ..Default::default()
             },
-            Kind::receiver(tx, self.credit),
+            kind,
             false,
         )
         .await?;
@@ -191,6 +193,7 @@ impl ConsumerBuilder {
             handle,
             deliveries: rx,
             activity: Arc::new(Activity::new(None)),
+            position,
         };
         Ok((consumer, named))
     }
@@ -232,6 +235,8 @@ impl ConsumerBuilder {
         };
         let activity = Arc::new(Activity::new(self.on_active_changed.take()));
         let (tx, rx) = mpsc::unbounded_channel();
+        let kind = Kind::receiver(tx, self.credit).with_activity(activity.clone());
+        let position = kind.position().expect("a receiver");
         let (handle, reply) = super::link::attach_answered(
             &self.shared,
             Attach {
@@ -242,7 +247,7 @@ impl ConsumerBuilder {
                 target: Some(messaging::target("")),
                 ..Default::default()
             },
-            Kind::receiver(tx, self.credit).with_activity(activity.clone()),
+            kind,
             false,
         )
         .await?;
@@ -256,6 +261,7 @@ impl ConsumerBuilder {
             handle,
             deliveries: rx,
             activity,
+            position,
         })
     }
 
@@ -385,13 +391,15 @@ pub struct Consumer {
     handle: u32,
     deliveries: mpsc::UnboundedReceiver<Incoming>,
     activity: Arc<Activity>,
+    /// A stream's offset of the last delivery handed over.
+    position: Arc<Position>,
 }
 
 impl Consumer {
     /// The next delivery; Err once the link or connection is gone (with
     /// the broker's reason, e.g. the queue was deleted).
     pub async fn receive(&mut self) -> Result<Delivery, Error> {
-        let incoming = loop {
+        loop {
             let next = match self.deliveries.try_recv() {
                 Ok(i) => Some(i),
                 Err(_) => {
@@ -411,53 +419,67 @@ impl Consumer {
                     .why_gone(self.handle)
                     .unwrap_or_else(|| Error::ConnectionClosed("the consumer was closed".into())));
             };
-            if !incoming.settled && self.shared.epoch() != incoming.epoch {
-                // Given back to the queue when its wire was lost: it comes
-                // again on this one. (A stream's go on from the last one
-                // received, so they stay.)
-                let from_stream = incoming
-                    .message
-                    .as_ref()
-                    .is_ok_and(|m| m.annotation_value("x-stream-offset").is_some());
-                if !from_stream {
+            let current = self.shared.epoch() == incoming.epoch;
+            if incoming.settled && current {
+                self.shared.with(|s| s.done_with(self.handle));
+            }
+            let message = match Message::decode_shared(&incoming.payload) {
+                Ok(m) => m,
+                Err(_) if !current => continue, // the broker took it back
+                Err(e) => {
+                    // A message we cannot read is refused (dead-lettered
+                    // if the queue says where), so its credit comes back.
+                    let e = Error::from(e);
+                    tracing::warn!(error = %e, "an AMQP 1.0 delivery could not be read; rejected");
+                    if !incoming.settled {
+                        let rejected = Some(composite(REJECTED, vec![]));
+                        let wake = self.shared.session.lock().settle(
+                            self.handle,
+                            incoming.delivery_id,
+                            rejected,
+                            incoming.epoch,
+                        );
+                        self.shared.wake(wake);
+                    }
+                    return Err(e);
+                }
+            };
+            let offset = stream_offset(&message);
+            if !incoming.settled && !current && offset.is_none() {
+                // Given back to the queue when its wire was lost: it
+                // comes again on this one.
+                continue;
+            }
+            if let Some(n) = offset {
+                // A stream's. Recovery attaches again after the last one
+                // handed over, so one of a lost wire still on its way
+                // comes again on the new one: handed over once.
+                if self.position.get().is_some_and(|last| n <= last) {
+                    if !incoming.settled {
+                        let wake = self.shared.session.lock().settle(
+                            self.handle,
+                            incoming.delivery_id,
+                            None,
+                            incoming.epoch,
+                        );
+                        self.shared.wake(wake);
+                    }
                     continue;
                 }
+                self.position.set(n);
             }
-            break incoming;
-        };
-        if incoming.settled && incoming.epoch == self.shared.epoch() {
-            self.shared.with(|s| s.done_with(self.handle));
-        }
-        let message = match incoming.message {
-            Ok(m) => m,
-            Err(e) => {
-                // A message we cannot read is refused (dead-lettered if
-                // the queue says where), so its credit comes back.
-                tracing::warn!(error = %e, "an AMQP 1.0 delivery could not be read; rejected");
-                if !incoming.settled {
-                    let rejected = Some(composite(REJECTED, vec![]));
-                    let wake = self.shared.session.lock().settle(
-                        self.handle,
-                        incoming.delivery_id,
-                        rejected,
-                        incoming.epoch,
-                    );
-                    self.shared.wake(wake);
-                }
-                return Err(e);
+            if let Some(m) = &self.shared.settings.metrics {
+                m.consumed();
             }
-        };
-        if let Some(m) = &self.shared.settings.metrics {
-            m.consumed();
+            return Ok(Delivery {
+                message,
+                shared: self.shared.clone(),
+                handle: self.handle,
+                delivery_id: incoming.delivery_id,
+                settled: incoming.settled,
+                epoch: incoming.epoch,
+            });
         }
-        Ok(Delivery {
-            message,
-            shared: self.shared.clone(),
-            handle: self.handle,
-            delivery_id: incoming.delivery_id,
-            settled: incoming.settled,
-            epoch: incoming.epoch,
-        })
     }
 
     /// Whether the broker last said this is the single active consumer

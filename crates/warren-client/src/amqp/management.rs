@@ -236,7 +236,7 @@ impl Management {
             if incoming.epoch == epoch {
                 self.shared.with(|s| s.done_with(self.responses));
             }
-            let answer = incoming.message?;
+            let answer = Message::decode_shared(&incoming.payload)?;
             if answer.properties.correlation_id == Some(MessageId::Ulong(id)) {
                 break answer;
             }

@@ -74,11 +74,13 @@ impl Waiter {
     }
 }
 
-/// A whole delivery for a consumer.
+/// A whole delivery for a consumer, as bytes: the consumer's task
+/// decodes it (not the reader, under the session's lock), and a few
+/// bytes cross the channel rather than a decoded message.
 pub(crate) struct Incoming {
     pub delivery_id: u32,
     pub settled: bool,
-    pub message: Result<Message, Error>,
+    pub payload: Bytes,
     /// The wire it came on: settling it means nothing on another.
     pub epoch: u64,
 }
@@ -103,10 +105,10 @@ pub(crate) enum Kind {
         window: u32,
         /// A delivery in several frames, so far.
         partial: Option<(Transfer, BytesMut)>,
-        /// A stream's offset of the last delivery (its
-        /// `x-stream-offset`): attached again after a recovery, the
-        /// link goes on from the next.
-        last_offset: Option<u64>,
+        /// A stream's offset of the last delivery handed to the
+        /// application (its `x-stream-offset`): attached again after a
+        /// recovery, the link goes on from the next.
+        position: Arc<Position>,
         /// Whether the broker named it the single active consumer.
         activity: Option<Arc<Activity>>,
     },
@@ -166,8 +168,16 @@ impl Kind {
             settled: 0,
             window,
             partial: None,
-            last_offset: None,
+            position: Arc::default(),
             activity: None,
+        }
+    }
+
+    /// A receiver's stream position, which its consumer keeps.
+    pub fn position(&self) -> Option<Arc<Position>> {
+        match self {
+            Kind::Receiver { position, .. } => Some(position.clone()),
+            Kind::Sender { .. } => None,
         }
     }
 
@@ -343,8 +353,8 @@ impl Session {
             link.epoch = epoch;
             let mut attach = link.attach.clone();
             let receiver = match &link.kind {
-                Kind::Receiver { last_offset, .. } => {
-                    if let (Some(n), Some(source)) = (last_offset, &attach.source) {
+                Kind::Receiver { position, .. } => {
+                    if let (Some(n), Some(source)) = (position.get(), &attach.source) {
                         attach.source = Some(super::consumer::from_offset(source, n.wrapping_add(1)));
                     }
                     true
@@ -806,7 +816,6 @@ impl Session {
                     partial,
                     settled,
                     window,
-                    last_offset,
                     ..
                 },
             ..
@@ -851,13 +860,11 @@ impl Session {
         let Some(delivery_id) = first.delivery_id else {
             return Err(Error::Protocol("a delivery without an id".into()));
         };
-        let message = Message::decode_shared(&whole).map_err(Error::from);
-        note_offset(last_offset, &message);
         if let Some(d) = deliveries {
             let _ = d.send(Incoming {
                 delivery_id,
                 settled: first.settled.unwrap_or(false),
-                message,
+                payload: whole,
                 epoch: self.epoch,
             });
         }
@@ -927,21 +934,35 @@ impl Session {
 
 /// A stream delivery's offset (its `x-stream-offset`), kept for where a
 /// recovered link goes on.
-fn note_offset(last_offset: &mut Option<u64>, message: &Result<Message, Error>) {
-    if let Ok(m) = message {
-        match m.annotation_value("x-stream-offset") {
-            Some(Value::Long(n)) => *last_offset = Some(*n as u64),
-            Some(Value::Ulong(n)) => *last_offset = Some(*n),
-            _ => {}
-        }
+/// A stream consumer's offset of the last delivery handed over (none
+/// yet: 0; else the offset plus one), kept by its consumer and read by
+/// recovery.
+#[derive(Debug, Default)]
+pub(crate) struct Position(std::sync::atomic::AtomicU64);
+
+impl Position {
+    pub fn get(&self) -> Option<u64> {
+        self.0.load(std::sync::atomic::Ordering::Acquire).checked_sub(1)
+    }
+
+    pub fn set(&self, offset: u64) {
+        self.0
+            .store(offset.saturating_add(1), std::sync::atomic::Ordering::Release);
+    }
+}
+
+/// A message's stream offset (`x-stream-offset`), if it came from one.
+pub(crate) fn stream_offset(m: &Message) -> Option<u64> {
+    match m.annotation_value("x-stream-offset") {
+        Some(Value::Long(n)) => Some(*n as u64),
+        Some(Value::Ulong(n)) => Some(*n),
+        _ => None,
     }
 }
 
 /// A delivery larger than this (in several frames) is refused.
 const MAX_MESSAGE: usize = 128 << 20;
 
-/// Payload bytes a transfer frame of `max_frame` bytes carries (its
-/// header and the transfer performative take the rest).
 /// A link flow's `rabbitmq:active` property.
 fn active_property(properties: &Value) -> Option<bool> {
     let Value::Map(m) = properties else { return None };
@@ -951,6 +972,8 @@ fn active_property(properties: &Value) -> Option<bool> {
     })
 }
 
+/// Payload bytes a transfer frame of `max_frame` bytes carries (its
+/// header and the transfer performative take the rest).
 fn payload_room(max_frame: u32) -> usize {
     (max_frame as usize).saturating_sub(128).max(256)
 }
