@@ -19,53 +19,63 @@ pub(crate) fn plain(t: &Transfer) -> bool {
     t.state.is_none() && t.rcv_settle_mode.is_none() && !t.resume && !t.aborted && !t.batchable
 }
 
-fn put_uint(b: &mut Vec<u8>, v: Option<u32>) {
+fn put_uint(b: &mut BytesMut, v: Option<u32>) {
     match v {
-        None => b.push(0x40),
-        Some(0) => b.push(0x43),
-        Some(v) if v < 256 => b.extend_from_slice(&[0x52, v as u8]),
+        None => b.put_u8(0x40),
+        Some(0) => b.put_u8(0x43),
+        Some(v) if v < 256 => b.put_slice(&[0x52, v as u8]),
         Some(v) => {
-            b.push(0x70);
-            b.extend_from_slice(&v.to_be_bytes());
+            b.put_u8(0x70);
+            b.put_u32(v);
         }
     }
 }
 
-/// Write a plain transfer ([`plain`]) into `out`.
+/// Write a plain transfer ([`plain`]) into `out`: the fields go straight
+/// in, and the list's size is filled in after them.
 pub(crate) fn encode(t: &Transfer, out: &mut BytesMut) {
-    // The fields first, for the list's size.
-    let mut f: Vec<u8> = Vec::with_capacity(32);
-    put_uint(&mut f, Some(t.handle));
-    put_uint(&mut f, t.delivery_id);
+    const COUNT: u8 = 6;
+    // Without the tag the fields take at most 17 bytes: a tag under 200
+    // keeps the list's size within a byte.
+    let wide = t.delivery_tag.as_ref().is_some_and(|tag| tag.len() >= 200);
+    out.put_slice(&HEAD);
+    let size_at = out.len() + 1;
+    if wide {
+        out.put_u8(0xd0);
+        out.put_u32(0);
+        out.put_u32(COUNT as u32);
+    } else {
+        out.put_slice(&[0xc0, 0, COUNT]);
+    }
+    let fields_at = out.len();
+    put_uint(out, Some(t.handle));
+    put_uint(out, t.delivery_id);
     match &t.delivery_tag {
-        None => f.push(0x40),
+        None => out.put_u8(0x40),
         Some(tag) if tag.len() < 256 => {
-            f.extend_from_slice(&[0xa0, tag.len() as u8]);
-            f.extend_from_slice(tag);
+            out.put_slice(&[0xa0, tag.len() as u8]);
+            out.put_slice(tag);
         }
         Some(tag) => {
-            f.push(0xb0);
-            f.extend_from_slice(&(tag.len() as u32).to_be_bytes());
-            f.extend_from_slice(tag);
+            out.put_u8(0xb0);
+            out.put_u32(tag.len() as u32);
+            out.put_slice(tag);
         }
     }
-    put_uint(&mut f, t.message_format);
-    f.push(match t.settled {
+    put_uint(out, t.message_format);
+    out.put_u8(match t.settled {
         None => 0x40,
         Some(true) => 0x41,
         Some(false) => 0x42,
     });
-    f.push(if t.more { 0x41 } else { 0x42 });
-    const COUNT: u8 = 6;
-    out.put_slice(&HEAD);
-    if f.len() < 255 {
-        out.put_slice(&[0xc0, f.len() as u8 + 1, COUNT]);
+    out.put_u8(if t.more { 0x41 } else { 0x42 });
+    // The size counts the count's bytes and the fields.
+    let n = out.len() - fields_at;
+    if wide {
+        out[size_at..size_at + 4].copy_from_slice(&((n + 4) as u32).to_be_bytes());
     } else {
-        out.put_u8(0xd0);
-        out.put_u32(f.len() as u32 + 4);
-        out.put_u32(COUNT as u32);
+        out[size_at] = (n + 1) as u8;
     }
-    out.put_slice(&f);
 }
 
 /// Read a transfer at the front of `body` if it has the usual shape;

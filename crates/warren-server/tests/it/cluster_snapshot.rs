@@ -98,6 +98,18 @@ async fn back_from_snapshot(ports: &[u16], dir3: std::path::PathBuf, last: u64) 
     node
 }
 
+/// Three nodes with a metadata leader, every pair linked.
+async fn start_linked() -> (Vec<u16>, Vec<Broker>) {
+    let ports = free_ports(3);
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        nodes.push(start(i, &ports, None).await);
+    }
+    meta_leader(&nodes).await;
+    crate::cluster::all_linked(&nodes).await;
+    (ports, nodes)
+}
+
 /// Enough changes (filler queues) made through node 1 for the log to be
 /// compacted while node 3 is away; the index they end at, once node 2
 /// has applied it.
@@ -308,13 +320,7 @@ async fn a_node_back_after_the_log_was_compacted_catches_up_from_a_snapshot() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_back_from_a_snapshot_keeps_and_gains_its_stream_members() {
     use rabbitmq_stream_client::types::OffsetSpecification;
-    let ports = free_ports(3);
-    let mut nodes = Vec::new();
-    for i in 0..3 {
-        nodes.push(start(i, &ports, None).await);
-    }
-    meta_leader(&nodes).await;
-    crate::cluster::all_linked(&nodes).await;
+    let (ports, mut nodes) = start_linked().await;
     let stream_body = json!({"durable": true, "arguments": {"x-queue-type": "stream"}});
     ok(
         &nodes[0],
@@ -371,13 +377,7 @@ async fn a_node_back_from_a_snapshot_keeps_and_gains_its_stream_members() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_back_from_a_snapshot_keeps_its_quorum_queue_member() {
     use crate::cluster_quorum::{channel, declare_quorum_with, publish_confirmed};
-    let ports = free_ports(3);
-    let mut nodes = Vec::new();
-    for i in 0..3 {
-        nodes.push(start(i, &ports, None).await);
-    }
-    meta_leader(&nodes).await;
-    crate::cluster::all_linked(&nodes).await;
+    let (ports, mut nodes) = start_linked().await;
     let (conn, ch) = channel(&nodes[0]).await;
     declare_quorum_with(&ch, "qq", &[]).await;
     publish_confirmed(&ch, "qq", 0, 100).await;
