@@ -14,7 +14,8 @@
 #
 # PIN=0 runs both unpinned, sharing the two cores as bench/compare.sh does.
 # PROTO=stream runs bench/stream.sh's stream workloads instead (PROTO=amqp10
-# AMQP 1.0 ones); OLD_ARGS and
+# AMQP 1.0 ones); ONLY=confirms-1kb runs only workloads whose name holds
+# that text; OLD_ARGS and
 # NEW_ARGS are added to each binary's (e.g. OLD_ARGS=--warren-client for
 # a build from before the stream mode moved onto warren-client, where
 # that flag chose it).
@@ -58,13 +59,14 @@ if [ "${PROTO:-amqp091}" = amqp10 ]; then
 fi
 for w in "${WORKLOADS[@]}"; do
   name=${w%%:*}; args=${w#*:}
+  case "$name" in *"${ONLY:-}"*) ;; *) continue ;; esac
   for bin in OLD NEW OLD NEW; do
     extra=${bin}_ARGS
     start_broker
     b0=$(awk '{print $14 + $15}' /proc/$WP/stat)
     # shellcheck disable=SC2086
     /usr/bin/time -f "%U %S" -o "$D/time" timeout $((SECS + 30)) "${GEN_CPU[@]}" "${!bin}" -h $U $args ${!extra:-} -z "$SECS" \
-      --quiet --json "$D/$name-$bin.json" > "$D/$name-$bin.txt" 2>&1
+      --quiet --json "$D/$name-$bin.json" > "$D/$name-$bin.txt" 2>&1 || tail -n 3 "$D/$name-$bin.txt"
     b1=$(awk '{print $14 + $15}' /proc/$WP/stat)
     stop_broker
     python3 - "$D/$name-$bin.json" "$name" "$bin" "$D/time" "$((b1 - b0))" "$(getconf CLK_TCK)" <<'PY'

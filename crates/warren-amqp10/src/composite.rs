@@ -23,6 +23,12 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// Fields already taken out of their list (see
+    /// [`crate::compound::list_into`]).
+    pub fn new(items: &'a [Value], what: &'static str) -> Fields<'a> {
+        Fields { what, items }
+    }
+
     pub fn get(&self, i: usize) -> &'a Value {
         self.items.get(i).unwrap_or(&Value::Null)
     }

@@ -7,6 +7,7 @@
 //! present, and bound nesting.
 
 pub mod composite;
+pub mod compound;
 pub mod error;
 pub mod filtex;
 pub mod frame;

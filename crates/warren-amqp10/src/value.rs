@@ -423,7 +423,7 @@ fn encode_array_form(out: &mut BytesMut, items: &[Value], wide: bool) {
     out.put_slice(&body);
 }
 
-fn take<'a>(buf: &mut &'a [u8], n: usize, what: &'static str) -> Result<&'a [u8], CodecError> {
+pub(crate) fn take<'a>(buf: &mut &'a [u8], n: usize, what: &'static str) -> Result<&'a [u8], CodecError> {
     if buf.len() < n {
         return Err(CodecError::Truncated(what));
     }
@@ -432,7 +432,7 @@ fn take<'a>(buf: &mut &'a [u8], n: usize, what: &'static str) -> Result<&'a [u8]
     Ok(a)
 }
 
-fn u8_(buf: &mut &[u8]) -> Result<u8, CodecError> {
+pub(crate) fn u8_(buf: &mut &[u8]) -> Result<u8, CodecError> {
     Ok(take(buf, 1, "octet")?[0])
 }
 fn u16_(buf: &mut &[u8]) -> Result<u16, CodecError> {
@@ -485,7 +485,7 @@ fn decode_value(buf: &mut &[u8], depth: usize) -> Result<Value, CodecError> {
 }
 
 /// Size and count of a compound value, checked against what is left.
-fn sized(buf: &mut &[u8], wide: bool) -> Result<(usize, usize), CodecError> {
+pub(crate) fn sized(buf: &mut &[u8], wide: bool) -> Result<(usize, usize), CodecError> {
     let (size, count) = if wide {
         let size = u32_(buf)? as usize;
         if size < 4 {

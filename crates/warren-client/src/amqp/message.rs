@@ -3,15 +3,16 @@
 //! properties and a body. Messages are durable unless said otherwise,
 //! as the RabbitMQ AMQP 1.0 clients make them.
 
+mod decode;
+
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use warren_amqp10::composite::{composite, opt, Fields};
+use warren_amqp10::composite::{composite, opt};
 use warren_amqp10::messaging::{
-    AMQP_VALUE, APPLICATION_PROPERTIES, DATA, DELIVERY_ANNOTATIONS, FOOTER, HEADER, MESSAGE_ANNOTATIONS,
-    PROPERTIES,
+    AMQP_VALUE, APPLICATION_PROPERTIES, DATA, HEADER, MESSAGE_ANNOTATIONS, PROPERTIES,
 };
-use warren_amqp10::{CodecError, Value};
+use warren_amqp10::Value;
 
 /// A message id or correlation id: the four types AMQP 1.0 allows.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -36,7 +37,7 @@ impl MessageId {
         }
     }
 
-    fn from_value(v: &Value) -> Option<MessageId> {
+    pub(crate) fn from_value(v: &Value) -> Option<MessageId> {
         match v {
             Value::Ulong(n) => Some(MessageId::Ulong(*n)),
             Value::Uuid(u) => Some(MessageId::Uuid(*u)),
@@ -341,153 +342,6 @@ impl Message {
             Body::Value(v) => Value::described(AMQP_VALUE, v.clone()).encode(out),
         }
     }
-
-    /// A message from its encoding (as a transfer carries it). Data
-    /// sections are joined; a message with no header is not durable.
-    pub(crate) fn decode(bytes: &[u8]) -> Result<Message, CodecError> {
-        Message::decode_shared(&Bytes::copy_from_slice(bytes))
-    }
-
-    /// [`Message::decode`] of bytes already shared: a data section in
-    /// its short form is taken where it lies, not copied.
-    pub(crate) fn decode_shared(all: &Bytes) -> Result<Message, CodecError> {
-        let mut m = Message {
-            durable: false,
-            ..Default::default()
-        };
-        let mut data = Data::None;
-        let mut at = 0;
-        while at < all.len() {
-            if let Some((body, next)) = data_section(all, at)? {
-                data.add(body);
-                at = next;
-                continue;
-            }
-            let mut bytes = &all[at..];
-            let v = Value::decode(&mut bytes)?;
-            at = all.len() - bytes.len();
-            let Some((code, _)) = v.as_described() else {
-                return Err(CodecError::invalid("message", "a section is not described"));
-            };
-            match code {
-                HEADER => {
-                    let f = Fields::of(&v, HEADER, "header")?;
-                    m.durable = f.bool(0, false)?;
-                    m.priority = f.opt_ubyte(1)?;
-                    m.ttl = f.opt_uint(2)?.map(|t| Duration::from_millis(t as u64));
-                    m.first_acquirer = f.bool(3, false)?;
-                    m.delivery_count = f.opt_uint(4)?.unwrap_or(0);
-                }
-                PROPERTIES => m.properties = properties(&v)?,
-                DELIVERY_ANNOTATIONS | FOOTER => {}
-                // The rest are taken out of the value, not copied.
-                _ => {
-                    let Value::Described(_, inner) = v else {
-                        unreachable!("described, as matched above")
-                    };
-                    match (code, *inner) {
-                        (MESSAGE_ANNOTATIONS, inner) => m.annotations = keyed(inner, "message-annotations")?,
-                        (APPLICATION_PROPERTIES, inner) => {
-                            m.application_properties = keyed(inner, "application-properties")?
-                        }
-                        (DATA, Value::Binary(b)) => data.add(b),
-                        (DATA, _) => return Err(CodecError::invalid("data", "not binary")),
-                        (_, inner) => m.body = Body::Value(inner),
-                    }
-                }
-            }
-        }
-        match data {
-            Data::None => {}
-            Data::One(b) => m.body = Body::Data(b),
-            Data::Joined(b) => m.body = Body::Data(b.freeze()),
-        }
-        Ok(m)
-    }
-}
-
-/// A message's data sections so far: one is kept as it is, more joined.
-enum Data {
-    None,
-    One(Bytes),
-    Joined(BytesMut),
-}
-
-impl Data {
-    fn add(&mut self, b: Bytes) {
-        *self = match std::mem::replace(self, Data::None) {
-            Data::None => Data::One(b),
-            Data::One(first) => {
-                let mut joined = BytesMut::from(&first[..]);
-                joined.extend_from_slice(&b);
-                Data::Joined(joined)
-            }
-            Data::Joined(mut joined) => {
-                joined.extend_from_slice(&b);
-                Data::Joined(joined)
-            }
-        };
-    }
-}
-
-/// The data section at `at` when written in its usual form (described
-/// by small ulong 0x75, vbin8 or vbin32): its bytes (shared) and where
-/// the next section starts.
-fn data_section(all: &Bytes, at: usize) -> Result<Option<(Bytes, usize)>, CodecError> {
-    let rest = &all[at..];
-    let (len, head) = match rest {
-        [0x00, 0x53, 0x75, 0xa0, n, ..] => (*n as usize, 5),
-        [0x00, 0x53, 0x75, 0xb0, a, b, c, d, ..] => (u32::from_be_bytes([*a, *b, *c, *d]) as usize, 8),
-        _ => return Ok(None),
-    };
-    let start = at + head;
-    let end = start
-        .checked_add(len)
-        .filter(|end| *end <= all.len())
-        .ok_or_else(|| CodecError::invalid("data", "cut short"))?;
-    Ok(Some((all.slice(start..end), end)))
-}
-
-/// A map section's entries, with string or symbol keys.
-fn keyed(v: Value, what: &'static str) -> Result<Vec<(String, Value)>, CodecError> {
-    match v {
-        Value::Map(entries) => entries
-            .into_iter()
-            .map(|(k, v)| match k {
-                Value::String(s) | Value::Symbol(s) => Ok((s, v)),
-                _ => Err(CodecError::invalid(what, "a key is not a string")),
-            })
-            .collect(),
-        Value::Null => Ok(Vec::new()),
-        _ => Err(CodecError::invalid(what, "not a map")),
-    }
-}
-
-fn properties(v: &Value) -> Result<Properties, CodecError> {
-    let f = Fields::of(v, PROPERTIES, "properties")?;
-    let timestamp = |i: usize| match f.get(i) {
-        Value::Timestamp(t) => Some(*t),
-        _ => None,
-    };
-    let text = |i: usize| match f.get(i) {
-        Value::String(s) | Value::Symbol(s) => Some(s.clone()),
-        _ => None,
-    };
-    Ok(Properties {
-        message_id: MessageId::from_value(f.get(0)),
-        user_id: f.opt_binary(1)?,
-        to: text(2),
-        subject: text(3),
-        reply_to: text(4),
-        correlation_id: MessageId::from_value(f.get(5)),
-        content_type: text(6),
-        content_encoding: text(7),
-        absolute_expiry_time: timestamp(8),
-        creation_time: timestamp(9),
-        group_id: text(10),
-        group_sequence: f.opt_uint(11)?,
-        reply_to_group_id: text(12),
-    })
 }
 
 #[cfg(test)]

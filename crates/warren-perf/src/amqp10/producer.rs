@@ -41,7 +41,7 @@ pub async fn run(spec: ProducerSpec, stats: Arc<Stats>, stop: Arc<AtomicBool>) -
     let message = |bodies: &mut BytesMut| {
         let ts = now_nanos();
         if bodies.capacity() < spec.size {
-            bodies.reserve(spec.size.max(1) * 256);
+            bodies.reserve(spec.size.max(1) * 16);
         }
         bodies.extend_from_slice(&zeros);
         if spec.size >= 8 {
