@@ -213,7 +213,7 @@ async fn expect_header(input: &mut ReadHalf, rbuf: &mut BytesMut, want: &[u8; 8]
 }
 
 async fn fill(input: &mut ReadHalf, rbuf: &mut BytesMut) -> Result<(), Error> {
-    rbuf.reserve(16 * 1024);
+    rbuf.reserve(64 * 1024);
     match input.read_buf(rbuf).await {
         Ok(0) => Err(Error::ConnectionClosed("the broker closed the socket".into())),
         Ok(_) => Ok(()),
