@@ -82,7 +82,9 @@ pub fn list_into(buf: &mut &[u8], slots: &mut [Value]) -> Result<usize, CodecErr
 /// other value.
 #[derive(Debug, PartialEq)]
 pub enum Key<'a> {
+    /// A string or symbol key, as it lies in the bytes.
     Text(&'a str),
+    /// A key of any other type (annotations may be keyed by ulong).
     Other(Value),
 }
 
