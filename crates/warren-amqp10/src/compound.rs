@@ -7,7 +7,7 @@
 //! trusted only as far as the bytes present.
 
 use crate::error::CodecError;
-use crate::value::{code, sized, take, u8_, Value};
+use crate::value::{code, sized, take, u32_, u8_, Value};
 
 /// The descriptor of the described value at the front of `buf` when it is
 /// a number (small or full ulong), taken off; None, with `buf` untouched,
@@ -129,23 +129,20 @@ pub fn map_pairs<'a>(
 }
 
 fn key<'a>(buf: &mut &'a [u8]) -> Result<Key<'a>, CodecError> {
-    let wide = match buf.first() {
-        Some(&(code::STR8 | code::SYM8)) => false,
-        Some(&(code::STR32 | code::SYM32)) => true,
+    let (what, wide) = match buf.first() {
+        Some(&code::STR8) => ("string", false),
+        Some(&code::STR32) => ("string", true),
+        Some(&code::SYM8) => ("symbol", false),
+        Some(&code::SYM32) => ("symbol", true),
         _ => return Ok(Key::Other(Value::decode(buf)?)),
     };
-    let c = u8_(buf)?;
+    *buf = &buf[1..];
     let n = if wide {
-        u32::from_be_bytes(take(buf, 4, "variable-width value")?.try_into().expect("4 bytes")) as usize
+        u32_(buf)? as usize
     } else {
         u8_(buf)? as usize
     };
     let b = take(buf, n, "variable-width value")?;
-    let what = if c == code::STR8 || c == code::STR32 {
-        "string"
-    } else {
-        "symbol"
-    };
     std::str::from_utf8(b)
         .map(Key::Text)
         .map_err(|_| CodecError::invalid(what, "not valid UTF-8"))

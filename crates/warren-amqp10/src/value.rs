@@ -439,7 +439,7 @@ fn u16_(buf: &mut &[u8]) -> Result<u16, CodecError> {
     let b = take(buf, 2, "ushort")?;
     Ok(u16::from_be_bytes([b[0], b[1]]))
 }
-fn u32_(buf: &mut &[u8]) -> Result<u32, CodecError> {
+pub(crate) fn u32_(buf: &mut &[u8]) -> Result<u32, CodecError> {
     let b = take(buf, 4, "uint")?;
     Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
 }
