@@ -63,12 +63,15 @@ for w in "${WORKLOADS[@]}"; do
   for bin in OLD NEW OLD NEW; do
     extra=${bin}_ARGS
     start_broker
+    # A run that fails leaves no figures (not the last run's).
+    rm -f "$D/$name-$bin.json"
     b0=$(awk '{print $14 + $15}' /proc/$WP/stat)
     # shellcheck disable=SC2086
     /usr/bin/time -f "%U %S" -o "$D/time" timeout $((SECS + 30)) "${GEN_CPU[@]}" "${!bin}" -h $U $args ${!extra:-} -z "$SECS" \
       --quiet --json "$D/$name-$bin.json" > "$D/$name-$bin.txt" 2>&1 || tail -n 3 "$D/$name-$bin.txt"
     b1=$(awk '{print $14 + $15}' /proc/$WP/stat)
     stop_broker
+    [ -s "$D/$name-$bin.json" ] || continue
     python3 - "$D/$name-$bin.json" "$name" "$bin" "$D/time" "$((b1 - b0))" "$(getconf CLK_TCK)" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))["stages"][0]

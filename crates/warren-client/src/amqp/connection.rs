@@ -247,6 +247,12 @@ pub(crate) struct Shared {
     /// A wire's reader ended (after the broker's close, or not).
     pub(crate) closed: Notify,
     names: AtomicU64,
+    /// Frames that should go at once (credit, a disposition that could
+    /// not wait) are queued and the writer has not taken them yet. A
+    /// consumer taking deliveries one after another yields while it is
+    /// set: on a runtime of one thread the writer otherwise waits for the
+    /// whole burst, and the broker for its credit.
+    pub(crate) urgent: AtomicBool,
 }
 
 impl Shared {
@@ -265,6 +271,7 @@ impl Shared {
             stop: watch::channel(false).0,
             closed: Notify::new(),
             names: Default::default(),
+            urgent: AtomicBool::new(false),
         }
     }
 
@@ -281,7 +288,10 @@ impl Shared {
     /// Wake the writer as a settle asks.
     pub(crate) fn wake(&self, wake: Wake) {
         match wake {
-            Wake::Now => self.queued.notify_one(),
+            Wake::Now => {
+                self.urgent.store(true, Ordering::Relaxed);
+                self.queued.notify_one()
+            }
             Wake::Soon => self.accepts_begun.notify_one(),
             Wake::No => {}
         }

@@ -4,6 +4,7 @@
 //! discarded or requeued (with annotations, `modified`), or comes
 //! pre-settled.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -401,7 +402,14 @@ impl Consumer {
     pub async fn receive(&mut self) -> Result<Delivery, Error> {
         loop {
             let next = match self.deliveries.try_recv() {
-                Ok(i) => Some(i),
+                Ok(i) => {
+                    if self.shared.urgent.load(Ordering::Relaxed) {
+                        // Credit (or a disposition) waits for the writer:
+                        // let it go before the next delivery.
+                        tokio::task::yield_now().await;
+                    }
+                    Some(i)
+                }
                 Err(_) => {
                     // Nothing more to take now: the accepts waiting to
                     // grow into one disposition go.
@@ -421,7 +429,8 @@ impl Consumer {
             };
             let current = self.shared.epoch() == incoming.epoch;
             if incoming.settled && current {
-                self.shared.with(|s| s.done_with(self.handle));
+                let wake = self.shared.session.lock().done_with(self.handle);
+                self.shared.wake(wake);
             }
             let message = match Message::decode_shared(&incoming.payload) {
                 Ok(m) => m,

@@ -501,8 +501,8 @@ impl Session {
 
     /// The application is done with one delivery on receiver link
     /// `handle` (settled it, or took it pre-settled): more credit once
-    /// half the window is used.
-    pub fn done_with(&mut self, handle: u32) {
+    /// half the window is used ([`Wake::Now`] then: the flow must go).
+    pub fn done_with(&mut self, handle: u32) -> Wake {
         let Some(Link {
             kind:
                 Kind::Receiver {
@@ -515,13 +515,15 @@ impl Session {
             ..
         }) = self.links.get_mut(&handle)
         else {
-            return;
+            return Wake::No;
         };
         *settled = settled.wrapping_add(1);
         let held = received.wrapping_sub(*settled);
         if credit.saturating_add(held) <= *window / 2 {
             self.grant(handle);
+            return Wake::Now;
         }
+        Wake::No
     }
 
     fn flow(&self, link: Option<(u32, u32, u32)>) -> Flow {

@@ -7,6 +7,7 @@
 //! [`Wire::ended`] then says why. A connection has one wire at a time
 //! and a new one after each recovery.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -287,6 +288,12 @@ async fn read_loop(
         if let Err(e) = step {
             return e;
         }
+        // Let what this read woke (consumers, and the writer with the
+        // credit they give back) run before reading more: on a runtime of
+        // one thread the reader would otherwise take in everything the
+        // broker sent, then the consumer, then the writer, each in turn,
+        // and the broker would wait for credit in between.
+        tokio::task::yield_now().await;
         let before = rbuf.len();
         let reading = async {
             if idle.is_zero() {
@@ -370,6 +377,7 @@ async fn write_loop(
             s.flush_accepts();
             accepts_due = None;
             std::mem::swap(&mut buf, &mut s.out);
+            shared.urgent.store(false, Ordering::Relaxed);
             s.ended.is_some()
         };
         if !buf.is_empty() {
