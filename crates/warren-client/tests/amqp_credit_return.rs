@@ -11,14 +11,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use support::scripted_amqp10::{accept_consumer, put, HANDLE};
+use bytes::BytesMut;
+use support::scripted_amqp10::{accept_consumer, data_message, put_transfer};
 use support::within;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
-use warren_amqp10::messaging::DATA;
-use warren_amqp10::performative::{Flow, Transfer};
-use warren_amqp10::{Performative, Value};
+use warren_amqp10::performative::Flow;
+use warren_amqp10::Performative;
 use warren_client::amqp::Connection;
 
 const WINDOW: u32 = 10;
@@ -41,21 +40,10 @@ async fn credit_goes_back_before_the_burst_is_taken() {
             let listener = TcpListener::from_std(listener).unwrap();
             let mut wire = accept_consumer(&listener).await;
             assert_eq!(wire.credit, WINDOW);
-            let mut body = BytesMut::new();
-            Value::described(DATA, Value::Binary(Bytes::from_static(b"work"))).encode(&mut body);
+            let body = data_message(b"work");
             let mut out = BytesMut::new();
             for id in 0..WINDOW {
-                put(
-                    &mut out,
-                    Performative::Transfer(Transfer {
-                        handle: HANDLE,
-                        delivery_id: Some(id),
-                        delivery_tag: Some(Bytes::copy_from_slice(&id.to_be_bytes())),
-                        message_format: Some(0),
-                        ..Default::default()
-                    }),
-                    &body,
-                );
+                put_transfer(&mut out, id, &body);
             }
             wire.socket.write_all(&out).await.unwrap();
             loop {

@@ -5,14 +5,13 @@
 
 mod support;
 
-use bytes::{Bytes, BytesMut};
-use support::scripted_amqp10::{accept_consumer, put, HANDLE};
+use bytes::BytesMut;
+use support::scripted_amqp10::{accept_consumer, data_message, put_transfer};
 use support::within;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
-use warren_amqp10::messaging::{self, DATA};
-use warren_amqp10::performative::Transfer;
-use warren_amqp10::{Performative, Value};
+use warren_amqp10::messaging;
+use warren_amqp10::Performative;
 use warren_client::amqp::{Connection, Error};
 
 #[tokio::test]
@@ -22,21 +21,10 @@ async fn an_unreadable_delivery_is_rejected_and_the_next_one_read() {
     let broker = tokio::spawn(async move {
         let mut wire = accept_consumer(&listener).await;
         // Delivery 0 cannot be read; delivery 1 can.
-        let mut good = BytesMut::new();
-        Value::described(DATA, Value::Binary(Bytes::from_static(b"fine"))).encode(&mut good);
+        let good = data_message(b"fine");
         let mut out = BytesMut::new();
         for (id, payload) in [(0u32, &b"\x00\x53\x75\xb0\xff\xff"[..]), (1, &good[..])] {
-            put(
-                &mut out,
-                Performative::Transfer(Transfer {
-                    handle: HANDLE,
-                    delivery_id: Some(id),
-                    delivery_tag: Some(Bytes::copy_from_slice(&id.to_be_bytes())),
-                    message_format: Some(0),
-                    ..Default::default()
-                }),
-                payload,
-            );
+            put_transfer(&mut out, id, payload);
         }
         wire.socket.write_all(&out).await.unwrap();
         // The client's dispositions: 0 rejected, 1 accepted.

@@ -3,13 +3,14 @@
 //! connection and session, answers one consumer's attach and takes its
 //! first flow, and leaves the rest to the test.
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use warren_amqp10::frame::{write_frame, FrameType};
-use warren_amqp10::performative::{Attach, Begin, Flow, Open, Role};
+use warren_amqp10::messaging::DATA;
+use warren_amqp10::performative::{Attach, Begin, Flow, Open, Role, Transfer};
 use warren_amqp10::sasl::{self, Sasl};
-use warren_amqp10::{Frame, Performative, AMQP_HEADER, SASL_HEADER};
+use warren_amqp10::{Frame, Performative, Value, AMQP_HEADER, SASL_HEADER};
 
 /// The link handle the scripted broker gives the consumer's link.
 pub const HANDLE: u32 = 7;
@@ -67,6 +68,29 @@ pub fn put(out: &mut BytesMut, p: Performative, payload: &[u8]) {
     let mut perf = BytesMut::new();
     p.encode(&mut perf);
     write_frame(out, FrameType::Amqp, 0, &[&perf, payload]);
+}
+
+/// A message of one data section holding `body`, encoded.
+pub fn data_message(body: &'static [u8]) -> BytesMut {
+    let mut out = BytesMut::new();
+    Value::described(DATA, Value::Binary(Bytes::from_static(body))).encode(&mut out);
+    out
+}
+
+/// Encode delivery `id` on the consumer's link, whole in one transfer
+/// carrying `payload`, onto `out`.
+pub fn put_transfer(out: &mut BytesMut, id: u32, payload: &[u8]) {
+    put(
+        out,
+        Performative::Transfer(Transfer {
+            handle: HANDLE,
+            delivery_id: Some(id),
+            delivery_tag: Some(Bytes::copy_from_slice(&id.to_be_bytes())),
+            message_format: Some(0),
+            ..Default::default()
+        }),
+        payload,
+    );
 }
 
 /// Take one client on `listener` up to its consumer's first flow.
