@@ -285,7 +285,7 @@ impl Shared {
         r
     }
 
-    /// Wake the writer as a settle asks.
+    /// Wake the writer as a settle or a credit top-up asks.
     pub(crate) fn wake(&self, wake: Wake) {
         match wake {
             Wake::Now => {

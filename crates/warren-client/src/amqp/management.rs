@@ -234,7 +234,8 @@ impl Management {
                 return Err(self.why_gone());
             };
             if incoming.epoch == epoch {
-                self.shared.with(|s| s.done_with(self.responses));
+                let wake = self.shared.session.lock().done_with(self.responses);
+                self.shared.wake(wake);
             }
             let answer = Message::decode_shared(&incoming.payload)?;
             if answer.properties.correlation_id == Some(MessageId::Ulong(id)) {
