@@ -15,6 +15,7 @@ use warren_amqp091::methods::*;
 use warren_amqp091::{ContentHeader, Frame, FrameType, Method};
 
 use super::channel_state::{ChannelState, Content};
+use super::deferral::{Tick, TickState, TICK};
 use super::delivery::{check_properties, Delivery};
 use super::error::Error;
 use super::events::{Event, Signals};
@@ -57,11 +58,30 @@ pub(crate) async fn write_loop(
     // Checked on a tick rather than a fresh timer per batch.
     let mut beat = tokio::time::interval(idle / 2);
     beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The deferred publishes' fallback, while armed (see `deferral`).
+    let mut fallback: Option<(tokio::time::Interval, TickState)> = None;
     loop {
         tokio::select! {
             biased;
             _ = wire.outbox_filled.notified() => {}
             _ = stopped.changed() => {}
+            _ = async { fallback.as_mut().expect("armed").0.tick().await }, if fallback.is_some() => {
+                let (_, seen) = fallback.as_mut().expect("armed");
+                match wire.deferral_tick(seen) {
+                    // Written below; a wire late too often defers no more.
+                    Tick::Late { off } => {
+                        if off {
+                            fallback = None;
+                        }
+                    }
+                    Tick::Disarm => {
+                        fallback = None;
+                        continue;
+                    }
+                    // What is queued is a publishing task's to write.
+                    Tick::Keep => continue,
+                }
+            }
             _ = beat.tick(), if heartbeat_every.is_some() => {
                 if wire.since_last_write() >= idle {
                     // Behind whatever is queued; a full outbox means
@@ -69,6 +89,11 @@ pub(crate) async fn write_loop(
                     let _ = wire.try_send_with(&mut Some(write_heartbeat));
                 }
             }
+        }
+        if fallback.is_none() && wire.deferral.arm() {
+            let mut tick = tokio::time::interval(TICK);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            fallback = Some((tick, TickState::default()));
         }
         // Holding the socket while writing what was taken: a sender
         // writes directly only with the socket free, so nothing it

@@ -14,6 +14,7 @@ mod channel_state;
 mod connection;
 mod consume;
 mod core;
+mod deferral;
 mod delivery;
 mod error;
 mod events;

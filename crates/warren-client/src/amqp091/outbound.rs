@@ -1,17 +1,19 @@
 //! A socket's sending half and whether it has ended: the outbox senders
 //! encode their frames into, the writer task's turn at it, the direct
-//! write of a lone frame, and the end of the socket's life. Channels,
+//! write of a lone frame or of a publishing task's batch
+//! ([`super::deferral`]), and the end of the socket's life. Channels,
 //! acks and the writer use this; [`super::wire::Wire`] adds the routes
 //! from channel numbers to channels that the reader needs.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
 use parking_lot::Mutex;
 use tokio::sync::{oneshot, watch, Notify};
 
+use super::deferral::{owe_here, Deferral, Owing, Queued, Tick, TickState};
 use super::error::Error;
 use super::events::Signals;
 use crate::socket::WriteHalf;
@@ -31,8 +33,13 @@ pub(crate) struct Outbound {
     /// copy of their own); the writer swaps it for an empty one and
     /// writes what it took in one go.
     outbox: Mutex<BytesMut>,
-    /// Told when the outbox goes from empty to not: the writer waits on it.
+    /// Told when the outbox holds frames the writer is to take: the
+    /// writer waits on it.
     pub(crate) outbox_filled: Notify,
+    /// Publishes whose frames their task writes when it waits.
+    pub(crate) deferral: Deferral,
+    /// This, for the lists of wires owed frames (set by [`Self::shared`]).
+    me: Weak<dyn Owing>,
     /// Told when the writer takes the outbox: senders waiting for room.
     outbox_taken: Notify,
     /// The socket's sending half: the writer task's, or a sender's that
@@ -63,6 +70,8 @@ impl Outbound {
         Outbound {
             outbox: Mutex::new(BytesMut::with_capacity(64 * 1024)),
             outbox_filled: Notify::new(),
+            deferral: Deferral::default(),
+            me: Weak::<Outbound>::new(),
             outbox_taken: Notify::new(),
             out: tokio::sync::Mutex::new(write),
             last_write: AtomicU64::new(0),
@@ -75,6 +84,14 @@ impl Outbound {
             done,
             signals,
         }
+    }
+
+    /// This sending half shared, knowing itself (for [`owe_here`]).
+    pub(crate) fn shared(mut self) -> Arc<Outbound> {
+        Arc::new_cyclic(|me: &Weak<Outbound>| {
+            self.me = me.clone();
+            self
+        })
     }
 
     /// Send encoded frames (waiting while the outbox is over its limit).
@@ -111,14 +128,33 @@ impl Outbound {
 
     /// Run `encode` (taken from the option) on the outbox now, if it has
     /// room: `Ok(None)` if it has not, an error if the wire has ended.
-    /// With the outbox empty before and the socket quiet a while, the
-    /// frames are written at once by the caller (one task wake-up less
-    /// for a lone publish or ack: what a request/response pace is made
-    /// of); otherwise the writer is told. Callers may hold a channel's
-    /// locks: this takes only the outbox's (and tries the socket's).
+    /// With nothing queued before that the writer knows of, and the
+    /// socket quiet a while, the frames are written at once by the caller
+    /// (one task wake-up less for a lone ack or method: what a
+    /// request/response pace is made of); otherwise the writer is told.
+    /// Callers may hold a channel's locks: this takes only the outbox's
+    /// (and tries the socket's).
     pub(crate) fn try_send_with<R>(
         &self,
         encode: &mut Option<impl FnOnce(&mut BytesMut) -> R>,
+    ) -> Result<Option<R>, Error> {
+        self.queue(encode, false)
+    }
+
+    /// [`Self::try_send_with`] for a publish in confirm mode: its frames
+    /// may be left for its task to write when it waits on a confirm or
+    /// for room ([`Self::flush_deferred`]; see [`super::deferral`]).
+    pub(crate) fn try_publish_with<R>(
+        &self,
+        encode: &mut Option<impl FnOnce(&mut BytesMut) -> R>,
+    ) -> Result<Option<R>, Error> {
+        self.queue(encode, true)
+    }
+
+    fn queue<R>(
+        &self,
+        encode: &mut Option<impl FnOnce(&mut BytesMut) -> R>,
+        publish: bool,
     ) -> Result<Option<R>, Error> {
         let mut outbox = self.outbox.lock();
         if self.is_ended() {
@@ -127,16 +163,42 @@ impl Outbound {
         if outbox.len() >= OUTBOX_LIMIT {
             return Ok(None);
         }
-        let was_empty = outbox.is_empty();
+        // The writer knows of what is queued unless it was deferred.
+        let told = !outbox.is_empty() && !self.deferral.owes();
         let r = (encode.take().expect("an encoder runs once"))(&mut outbox);
-        if was_empty && !self.write_direct(&mut outbox) {
-            self.outbox_filled.notify_one();
+        let queued = match publish {
+            true => self.deferral.publish(told, outbox.len()),
+            false => Queued::Send,
+        };
+        match queued {
+            Queued::Deferred { first: true } => owe_here(&self.me),
+            Queued::Deferred { first: false } => {}
+            Queued::ArmWriter => self.outbox_filled.notify_one(),
+            Queued::Send if told => {}
+            Queued::Send => {
+                self.deferral.settle();
+                if !self.write_direct(&mut outbox, true) {
+                    self.outbox_filled.notify_one();
+                }
+            }
         }
         Ok(Some(r))
     }
 
+    /// A publishing task is about to wait: write the frames it (or
+    /// another) deferred, or tell the writer if the socket is busy.
+    pub(crate) fn flush_deferred(&self) {
+        Owing::flush_deferred(self)
+    }
+    /// The writer's fallback tick (see [`super::deferral`]).
+    pub(crate) fn deferral_tick(&self, t: &mut TickState) -> Tick {
+        let _outbox = self.outbox.lock();
+        self.deferral.tick(t)
+    }
+
     /// Wait until the outbox has room (or the wire has ended).
     pub(crate) async fn room(&self) {
+        self.flush_deferred();
         let room = self.outbox_taken.notified();
         tokio::pin!(room);
         room.as_mut().enable();
@@ -146,14 +208,16 @@ impl Outbound {
         room.await;
     }
 
-    /// Write the outbox (holding only what was just added) to the socket
-    /// now, if the socket has been quiet and is free; true if all of it
-    /// went. A failed write is left to the writer task to find and end
-    /// the wire (ending it here, under the outbox's lock, would take the
-    /// channels' locks a sender may hold).
-    fn write_direct(&self, outbox: &mut BytesMut) -> bool {
+    /// Write the outbox to the socket now, if the socket is free (and,
+    /// with `after_quiet`, has been quiet a while: a busy connection
+    /// batches better in the writer); true if all of it went. A failed
+    /// write is left to the writer task to find and end the wire (ending
+    /// it here, under the outbox's lock, would take the channels' locks a
+    /// sender may hold).
+    fn write_direct(&self, outbox: &mut BytesMut, after_quiet: bool) -> bool {
         let now = self.born.elapsed().as_micros() as u64;
-        if now.saturating_sub(self.last_write.load(Ordering::Relaxed)) < DIRECT_AFTER_QUIET_US {
+        if after_quiet && now.saturating_sub(self.last_write.load(Ordering::Relaxed)) < DIRECT_AFTER_QUIET_US
+        {
             return false;
         }
         let Ok(out) = self.out.try_lock() else {
@@ -181,6 +245,8 @@ impl Outbound {
             if outbox.is_empty() {
                 return false;
             }
+            // Deferred frames taken with the rest are owed no more.
+            self.deferral.settle();
             std::mem::swap(&mut *outbox, spare);
         }
         self.outbox_taken.notify_waiters();
@@ -243,5 +309,17 @@ impl Outbound {
     pub(crate) async fn ended(&self) {
         let mut stopped = self.done.subscribe();
         let _ = stopped.wait_for(|s| *s).await;
+    }
+}
+
+impl Owing for Outbound {
+    fn flush_deferred(&self) {
+        if !self.deferral.owes() {
+            return;
+        }
+        let mut outbox = self.outbox.lock();
+        if self.deferral.settle() && !outbox.is_empty() && !self.write_direct(&mut outbox, false) {
+            self.outbox_filled.notify_one();
+        }
     }
 }

@@ -12,6 +12,7 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 use warren_amqp091::{BasicProperties, FieldValue};
 
+use super::deferral::flush_here;
 use super::error::Error;
 
 /// What the broker said of a publish.
@@ -231,6 +232,13 @@ impl Confirms {
 /// The broker's answer to one publish: a future resolving to its
 /// [`Confirmation`], or to an error when the channel or connection ended
 /// first (the message may or may not have been taken).
+///
+/// Awaiting it is also when the publishes your task made since it last
+/// waited are written, in one write, if they have not gone already: so
+/// publish what you have, then await. A confirm dropped unanswered sends
+/// its publish at once; one held without being awaited while the task
+/// waits on something else still goes within a couple of milliseconds
+/// (and after that twice, the connection stops holding publishes back).
 #[must_use = "a confirm says whether the broker took the message"]
 pub struct Confirm {
     state: State,
@@ -238,6 +246,9 @@ pub struct Confirm {
 
 enum State {
     Ready(Option<Confirmation>),
+    /// The answer to come. The publish's frames may wait for its task
+    /// to write them when it waits (see `deferral`): polling this, or
+    /// dropping it unanswered, writes what this thread's publishes left.
     Waiting(oneshot::Receiver<Settled>),
 }
 
@@ -267,13 +278,32 @@ impl Future for Confirm {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match &mut self.state {
             State::Ready(c) => Poll::Ready(Ok(c.take().unwrap_or(Confirmation::Sent))),
-            State::Waiting(rx) => Pin::new(rx).poll(cx).map(|r| {
-                r.unwrap_or_else(|_| {
+            State::Waiting(rx) => {
+                let answer = match Pin::new(rx).poll(cx) {
+                    Poll::Pending => {
+                        flush_here();
+                        return Poll::Pending;
+                    }
+                    Poll::Ready(answer) => answer,
+                };
+                // Answered: nothing to write when it is dropped.
+                self.state = State::Ready(None);
+                Poll::Ready(answer.unwrap_or_else(|_| {
                     Err(Error::ConnectionLost(
                         "the channel ended before the confirm".into(),
                     ))
-                })
-            }),
+                }))
+            }
+        }
+    }
+}
+
+impl Drop for Confirm {
+    /// A confirm let go unanswered: its publish's frames go now rather
+    /// than at the writer's fallback.
+    fn drop(&mut self) {
+        if let State::Waiting(_) = &self.state {
+            flush_here();
         }
     }
 }

@@ -16,6 +16,7 @@ use warren_amqp091::{BasicProperties, FieldValue, ShortStr};
 
 use super::channel::Channel;
 use super::channel_state::ChannelState;
+use super::deferral::flush_here;
 use super::error::Error;
 use super::options::PublishOptions;
 use super::publish::{Confirm, PUBLISH_SEQ_HEADER};
@@ -186,7 +187,11 @@ impl Channel {
                         // Kept to publish again after a recovery, when asked for.
                         keep.then(|| Bytes::copy_from_slice(&buf[start..]))
                     });
-                    match wire.try_send_with(&mut encode) {
+                    let sent = match confirms.enabled {
+                        true => wire.try_publish_with(&mut encode),
+                        false => wire.try_send_with(&mut encode),
+                    };
+                    match sent {
                         Ok(Some(kept)) => {
                             return Ok(match confirms.enabled {
                                 true => Confirm::waiting(confirms.push(kept)),
@@ -362,6 +367,9 @@ impl Channel {
                 if room == 0 {
                     Wait::slot(state)
                 } else {
+                    // A batch is a write's worth already: it goes at
+                    // once (deferring it only delays it), where single
+                    // publishes wait for their task to write them.
                     match wire.try_send_with(&mut encode) {
                         Ok(Some(sent)) => {
                             for kept in sent {
@@ -451,7 +459,13 @@ impl<'a> Wait<'a> {
 
     async fn until(self, wire: &Wire) {
         match self {
-            Wait::Slot(freed) => freed.await,
+            Wait::Slot(freed) => {
+                // The publishes that filled the window may be this
+                // task's to write (see `deferral`).
+                flush_here();
+                wire.flush_deferred();
+                freed.await
+            }
             Wait::Outbox => wire.room().await,
             Wait::Nothing => {}
         }

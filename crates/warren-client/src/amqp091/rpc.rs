@@ -145,9 +145,14 @@ impl RpcClient {
             .channel
             .publish(exchange, routing_key, properties, body)
             .await;
-        if let Err(e) = sent {
-            self.waiting.lock().remove(&id);
-            return Err(e);
+        match sent {
+            Err(e) => {
+                self.waiting.lock().remove(&id);
+                return Err(e);
+            }
+            // Not held while the reply is awaited: in confirm mode the
+            // request is written when its confirm is let go (or awaited).
+            Ok(confirm) => drop(confirm),
         }
         match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(reply)) => reply,

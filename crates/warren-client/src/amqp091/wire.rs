@@ -60,7 +60,7 @@ impl Deref for Wire {
 impl Wire {
     pub(crate) fn new(outbound: Outbound) -> Wire {
         Wire {
-            outbound: Arc::new(outbound),
+            outbound: outbound.shared(),
             channels: Mutex::new(ChannelMap::default()),
         }
     }
