@@ -1,7 +1,8 @@
 //! warren-client's AMQP 1.0 consumers against an in-process Warren,
 //! following RabbitMQ's AMQP 1.0 clients' consumer tests: accept empties
 //! the queue, requeue (with annotations) brings a message back, discard
-//! (with annotations) dead-letters it, pre-settled deliveries, the
+//! (with annotations) dead-letters it, pre-settled deliveries, a receive
+//! dropped unfinished losing nothing, the
 //! credit window, accepts made outside a receive loop, batches settled
 //! together, single active consumer awareness on a quorum queue.
 
@@ -182,6 +183,54 @@ async fn pre_settled_deliveries_need_no_settling() {
         d.accept();
     }
     assert_eq!(wait_for_count(&m, "presettled-q", 0).await, 0);
+    conn.close().await;
+}
+
+/// `receive` is cancel-safe: a receive dropped unfinished (the other arm
+/// of a `select!` won, a timeout ran out) loses no delivery, even when it
+/// was letting a credit top-up go to the writer.
+#[tokio::test]
+async fn a_dropped_receive_loses_no_delivery() {
+    let (uri, _broker) = warren().await;
+    let conn = within(Connection::open(&uri)).await.unwrap();
+    let m = within(conn.management()).await.unwrap();
+    within(m.declare_queue(&QueueSpec::classic("cancelled-q")))
+        .await
+        .unwrap();
+    let p = within(conn.publisher().queue("cancelled-q").build())
+        .await
+        .unwrap();
+    const N: usize = 300;
+    for i in 0..N {
+        assert_eq!(publish(&p, Message::new(format!("{i}"))).await, Outcome::Accepted);
+    }
+    // A small window, so credit is topped up often.
+    let mut c = within(
+        conn.consumer()
+            .queue("cancelled-q")
+            .pre_settled()
+            .initial_credit(4)
+            .build(),
+    )
+    .await
+    .unwrap();
+    let mut got = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while got.len() < N && tokio::time::Instant::now() < deadline {
+        // The receive is dropped whenever it is not ready at once.
+        let d = tokio::select! {
+            biased;
+            d = c.receive() => Some(d),
+            _ = std::future::ready(()) => None,
+        };
+        match d {
+            Some(d) => got.push(String::from_utf8(d.unwrap().message.data().unwrap().to_vec()).unwrap()),
+            None => tokio::task::yield_now().await,
+        }
+    }
+    let want: Vec<String> = (0..N).map(|i| format!("{i}")).collect();
+    assert_eq!(got.len(), N, "deliveries lost to dropped receives");
+    assert_eq!(got, want);
     conn.close().await;
 }
 

@@ -399,17 +399,20 @@ pub struct Consumer {
 impl Consumer {
     /// The next delivery; Err once the link or connection is gone (with
     /// the broker's reason, e.g. the queue was deleted).
+    ///
+    /// Cancel-safe: a receive dropped before it is ready (the other arm
+    /// of a `select!` won) takes no delivery with it.
     pub async fn receive(&mut self) -> Result<Delivery, Error> {
         loop {
+            if self.shared.urgent.load(Ordering::Relaxed) && !self.deliveries.is_empty() {
+                // Credit (or a disposition) waits for the writer: let it
+                // go before the next delivery. This await comes before a
+                // delivery is taken, so dropping the future here loses
+                // nothing (receive is cancel-safe).
+                tokio::task::yield_now().await;
+            }
             let next = match self.deliveries.try_recv() {
-                Ok(i) => {
-                    if self.shared.urgent.load(Ordering::Relaxed) {
-                        // Credit (or a disposition) waits for the writer:
-                        // let it go before the next delivery.
-                        tokio::task::yield_now().await;
-                    }
-                    Some(i)
-                }
+                Ok(i) => Some(i),
                 Err(_) => {
                     // Nothing more to take now: the accepts waiting to
                     // grow into one disposition go.
