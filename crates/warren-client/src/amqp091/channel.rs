@@ -11,11 +11,12 @@ use std::sync::Arc;
 use warren_amqp091::methods::*;
 use warren_amqp091::{FieldTable, Method, ShortStr};
 
-use super::channel_state::{ChannelState, Reply};
+use super::channel_state::{ChannelState, ConsumerEntry, Reply};
 use super::core::Core;
 use super::delivery::{Acker, Delivery};
 use super::error::Error;
 use super::options::{ExchangeKind, ExchangeOptions, QueueOptions};
+use super::outbound::Outbound;
 
 use super::topology::{RecordedBinding, RecordedExchange, RecordedQueue, Topology};
 use super::wire::Wire;
@@ -107,7 +108,16 @@ impl Channel {
     /// Send `m` and wait for its reply, on the wire in use (waiting out a
     /// recovery first).
     pub(super) async fn call(&self, m: impl Into<Method>) -> Result<Reply, Error> {
-        let m = m.into();
+        self.call_on(m.into(), None).await.map(|(reply, _)| reply)
+    }
+
+    /// [`Self::call`], also saying which wire answered; `starting` is the
+    /// consumer a basic.consume starts.
+    pub(super) async fn call_on(
+        &self,
+        m: Method,
+        starting: Option<ConsumerEntry>,
+    ) -> Result<(Reply, Arc<Outbound>), Error> {
         let span = tracing::debug_span!("amqp091.call", channel = self.inner.state.id, method = m.name());
         let call = async {
             loop {
@@ -118,7 +128,8 @@ impl Channel {
                 if !self.inner.core.is_current(&wire) {
                     continue;
                 }
-                return self.inner.state.exchange(&wire, m).await;
+                let reply = self.inner.state.exchange(&wire.outbound, m, starting).await?;
+                return Ok((reply, wire.outbound.clone()));
             }
         };
         tracing::Instrument::instrument(call, span).await
@@ -133,7 +144,7 @@ impl Channel {
         let reply = self
             .inner
             .state
-            .exchange(wire, ChannelOpen::default().into())
+            .exchange(&wire.outbound, ChannelOpen::default().into(), None)
             .await?;
         expect_reply!(reply, ChannelOpenOk).map(|_| ())
     }
@@ -425,13 +436,14 @@ impl Channel {
 
     /// basic.get: the next message, if any.
     pub async fn get(&self, queue: &str, no_ack: bool) -> Result<Option<GetMessage>, Error> {
-        let reply = self
-            .call(BasicGet {
-                queue: queue.into(),
-                no_ack,
-                ..Default::default()
-            })
-            .await?;
+        let get = BasicGet {
+            queue: queue.into(),
+            no_ack,
+            ..Default::default()
+        };
+        // Acknowledged on the wire that brought it: nothing waited for
+        // between the reply and handing it over (cancel-safe).
+        let (reply, wire) = self.call_on(get.into(), None).await?;
         let c = match reply {
             Reply::Method(Method::BasicGetEmpty(_)) => return Ok(None),
             Reply::Got(c) => c,
@@ -442,7 +454,6 @@ impl Channel {
         let Method::BasicGetOk(ok) = c.method else {
             return Err(Error::Protocol("a get answered with another content".into()));
         };
-        let wire = self.inner.core.wire().await?;
         Ok(Some(GetMessage {
             message_count: ok.message_count,
             delivery: Delivery::new(
@@ -454,7 +465,7 @@ impl Channel {
                 c.properties,
                 c.body,
                 Acker {
-                    wire: wire.outbound.clone(),
+                    wire,
                     channel: self.inner.state.id,
                     tag: ok.delivery_tag,
                 },

@@ -3,13 +3,13 @@
 //! the channel on a new wire as it was). It outlives the wires that
 //! carry it; [`super::Channel`] is the handle applications call.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::{mpsc, Notify};
 use warren_amqp091::frame::write_method;
 use warren_amqp091::methods::*;
 use warren_amqp091::{BasicProperties, Method};
@@ -20,23 +20,9 @@ use super::events::Event;
 use super::options::ConsumeOptions;
 use super::outbound::Outbound;
 use super::publish::{Confirms, Returned, Settle, DEFAULT_IN_FLIGHT};
+use super::replies::{Answered, Replies, Undo, Unwanted};
 
-/// A message with its method, as the reader assembled it.
-pub(crate) struct Content {
-    pub(crate) method: Method,
-    /// As they came, their layout checked: decoded only when read.
-    pub(crate) properties: Bytes,
-    pub(crate) body: Bytes,
-}
-
-/// What a call waits for.
-pub(crate) enum Reply {
-    Method(Method),
-    Got(Box<Content>),
-}
-
-type ReplySlot = Mutex<Option<oneshot::Sender<Result<Reply, Error>>>>;
-
+pub(crate) use super::replies::{Content, Reply};
 /// A consumer as its channel keeps it: where deliveries go, and what
 /// recovery needs to start it again.
 pub(crate) struct ConsumerEntry {
@@ -50,7 +36,7 @@ pub(crate) struct ConsumerEntry {
 /// outlives the wires that carry it.
 pub(crate) struct ChannelState {
     pub(crate) id: u16,
-    reply: ReplySlot,
+    replies: Replies,
     /// One call awaiting a reply at a time.
     pub(crate) calls: tokio::sync::Mutex<()>,
     pub(crate) confirms: Mutex<Confirms>,
@@ -58,9 +44,10 @@ pub(crate) struct ChannelState {
     /// publishes waiting at the limit look again.
     pub(crate) slot_freed: Notify,
     pub(crate) consumers: Mutex<HashMap<String, ConsumerEntry>>,
-    /// The consumer whose basic.consume-ok has not come yet: the reader
-    /// files it under its tag on the ok, before any delivery can follow.
-    pub(crate) starting: Mutex<Option<ConsumerEntry>>,
+    /// The consumers whose basic.consume-ok has not come yet, in the
+    /// order their requests went: the reader files each under its tag on
+    /// its ok, before any delivery can follow.
+    starting: Mutex<VecDeque<ConsumerEntry>>,
     ended: Mutex<Option<Error>>,
     pub(crate) prefetch: AtomicU16,
     pub(crate) transactional: AtomicBool,
@@ -73,12 +60,12 @@ impl ChannelState {
     pub(crate) fn new(id: u16) -> ChannelState {
         ChannelState {
             id,
-            reply: Mutex::new(None),
+            replies: Replies::default(),
             calls: tokio::sync::Mutex::new(()),
             confirms: Mutex::new(Confirms::new(DEFAULT_IN_FLIGHT)),
             slot_freed: Notify::new(),
             consumers: Mutex::new(HashMap::new()),
-            starting: Mutex::new(None),
+            starting: Mutex::new(VecDeque::new()),
             ended: Mutex::new(None),
             prefetch: AtomicU16::new(0),
             transactional: AtomicBool::new(false),
@@ -97,37 +84,52 @@ impl ChannelState {
         }
     }
 
-    fn answer(&self, r: Result<Reply, Error>) {
-        if let Some(tx) = self.reply.lock().take() {
-            let _ = tx.send(r);
+    /// A reply from the broker, to the call waiting for it (or undone,
+    /// if that call's caller went).
+    fn answer(&self, r: Reply) {
+        if let Answered::Unwanted(u, r) = self.replies.answer(r) {
+            self.undo(&u, r);
         }
     }
 
     /// Send `m` on `wire` and wait for its reply; the caller holds
-    /// `calls`.
-    pub(crate) async fn exchange(&self, wire: &Outbound, m: Method) -> Result<Reply, Error> {
+    /// `calls`. `starting` is the consumer a basic.consume starts, filed
+    /// as its request is queued. Cancel-safe: dropped after the request
+    /// went, its reply is undone when it comes ([`super::replies`]).
+    pub(crate) async fn exchange(
+        &self,
+        wire: &Arc<Outbound>,
+        m: Method,
+        starting: Option<ConsumerEntry>,
+    ) -> Result<Reply, Error> {
         self.check()?;
-        let (tx, rx) = oneshot::channel();
-        *self.reply.lock() = Some(tx);
+        let mut call = self.replies.expect(self, wire, &m);
         // Ended between the check and the slot: nobody would answer it.
         if wire.is_ended() || self.is_ended() {
-            self.reply.lock().take();
+            drop(call);
             self.check()?;
             return Err(wire.ended_error());
         }
-        let mut buf = BytesMut::new();
-        write_method(&mut buf, self.id, &m);
-        wire.send(buf.freeze()).await?;
-        match rx.await {
-            Ok(r) => r,
-            Err(_) => Err(self.check().err().unwrap_or_else(|| wire.ended_error())),
+        let mut starting = starting;
+        wire.send_with(|buf| {
+            write_method(buf, self.id, &m);
+            // Queued with its request, in the order the oks will come.
+            if let Some(entry) = starting.take() {
+                self.starting.lock().push_back(entry);
+            }
+        })
+        .await?;
+        call.written();
+        match call.reply().await {
+            Some(r) => r,
+            None => Err(self.check().err().unwrap_or_else(|| wire.ended_error())),
         }
     }
 
     /// A call on `wire` whatever the connection's state (recovery's).
-    pub(crate) async fn call_method(&self, wire: &Outbound, m: Method) -> Result<Method, Error> {
+    pub(crate) async fn call_method(&self, wire: &Arc<Outbound>, m: Method) -> Result<Method, Error> {
         let _one = self.calls.lock().await;
-        match self.exchange(wire, m).await? {
+        match self.exchange(wire, m, None).await? {
             Reply::Method(m) => Ok(m),
             Reply::Got(_) => Err(Error::Protocol("an unexpected basic.get-ok".into())),
         }
@@ -139,7 +141,7 @@ impl ChannelState {
     /// broker refuses a step (a consumer's queue is gone, say) the
     /// channel is closed as the broker says and the refusal reported;
     /// only a failing wire fails the recovery.
-    pub(crate) async fn reopen(&self, wire: &Outbound) -> Result<(), Error> {
+    pub(crate) async fn reopen(&self, wire: &Arc<Outbound>) -> Result<(), Error> {
         let _one = self.calls.lock().await;
         match self.restore(wire).await {
             Err(error @ Error::ChannelClosed { .. }) => {
@@ -156,9 +158,9 @@ impl ChannelState {
         }
     }
 
-    async fn restore(&self, wire: &Outbound) -> Result<(), Error> {
+    async fn restore(&self, wire: &Arc<Outbound>) -> Result<(), Error> {
         let call = |m: Method| async move {
-            match self.exchange(wire, m).await? {
+            match self.exchange(wire, m, None).await? {
                 Reply::Method(m) => Ok(m),
                 Reply::Got(_) => Err(Error::Protocol("an unexpected basic.get-ok".into())),
             }
@@ -246,14 +248,14 @@ impl ChannelState {
             }
             m @ (Method::ChannelClose(_) | Method::ChannelFlow(_)) => return Some(m),
             Method::BasicConsumeOk(ok) => {
-                if let Some(entry) = self.starting.lock().take() {
+                if let Some(entry) = self.starting.lock().pop_front() {
                     self.consumers
                         .lock()
                         .insert(ok.consumer_tag.to_str_lossy().into_owned(), entry);
                 }
-                self.answer(Ok(Reply::Method(Method::BasicConsumeOk(ok))));
+                self.answer(Reply::Method(Method::BasicConsumeOk(ok)));
             }
-            m => self.answer(Ok(Reply::Method(m))),
+            m => self.answer(Reply::Method(m)),
         }
         None
     }
@@ -332,7 +334,7 @@ impl ChannelState {
                 properties: BasicProperties::decode(c.properties).unwrap_or_default(),
                 body: c.body,
             }),
-            Method::BasicGetOk(_) => self.answer(Ok(Reply::Got(Box::new(c)))),
+            Method::BasicGetOk(_) => self.answer(Reply::Got(Box::new(c))),
             _ => {}
         }
         None
@@ -345,14 +347,14 @@ impl ChannelState {
     /// could not reach it). A no-ack consumer keeps its buffer: those
     /// messages are already its.
     pub(crate) fn wire_lost(&self, why: &Error) {
-        self.answer(Err(why.clone()));
+        self.replies.fail(why);
         if self.republish.load(Ordering::Relaxed) {
             self.confirms.lock().hold(why);
         } else {
             self.confirms.lock().fail_all(why);
         }
         self.slot_freed.notify_waiters();
-        self.starting.lock().take();
+        self.starting.lock().clear();
         for c in self.consumers.lock().values().filter(|c| !c.options.no_ack) {
             let mut rx = c.rx.lock();
             while rx.try_recv().is_ok() {}
@@ -368,11 +370,55 @@ impl ChannelState {
                 *e = Some(why.clone());
             }
         }
-        self.answer(Err(why.clone()));
+        self.replies.fail(&why);
         self.confirms.lock().fail_all(&why);
         self.slot_freed.notify_waiters();
         self.consumers.lock().clear();
-        self.starting.lock().take();
+        self.starting.lock().clear();
+    }
+}
+
+impl Undo for ChannelState {
+    /// A reply whose caller went: a message a `basic.get` took goes back
+    /// to its queue (one got without acknowledgement is the caller's,
+    /// and gone with it); a consumer a `basic.consume` started is
+    /// cancelled (its deliveries so far go back when it is). Anything
+    /// else changed nothing to undo.
+    fn undo(&self, unwanted: &Unwanted, reply: Result<Reply, Error>) {
+        let m = match reply {
+            Ok(Reply::Got(c)) if unwanted.get_acked => match c.method {
+                Method::BasicGetOk(ok) => Method::BasicReject(BasicReject {
+                    delivery_tag: ok.delivery_tag,
+                    requeue: true,
+                }),
+                _ => return,
+            },
+            Ok(Reply::Method(Method::BasicConsumeOk(ok))) => {
+                self.consumers
+                    .lock()
+                    .remove(ok.consumer_tag.to_str_lossy().as_ref());
+                Method::BasicCancel(BasicCancel {
+                    consumer_tag: ok.consumer_tag,
+                    // Its cancel-ok would be taken for the next call's reply.
+                    no_wait: true,
+                })
+            }
+            _ => return,
+        };
+        send_now(&unwanted.wire, self.id, m);
+    }
+}
+
+/// Queue `m` on `wire` without waiting: at once if the outbox has room,
+/// else from a task of its own (when there is a runtime to run it).
+fn send_now(wire: &Arc<Outbound>, channel: u16, m: Method) {
+    let mut encode = Some(move |buf: &mut BytesMut| write_method(buf, channel, &m));
+    if !matches!(wire.try_send_with(&mut encode), Ok(None)) {
+        return; // queued, or the wire ended (the broker takes it all back)
+    }
+    if let (Ok(rt), Some(encode)) = (tokio::runtime::Handle::try_current(), encode) {
+        let wire = wire.clone();
+        rt.spawn(async move { wire.send_with(encode).await });
     }
 }
 

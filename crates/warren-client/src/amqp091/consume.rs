@@ -44,17 +44,17 @@ impl Channel {
             queue: queue.to_string(),
             options: options.clone(),
         };
-        *self.inner.state.starting.lock() = Some(entry);
-        let reply = self
-            .call(BasicConsume {
-                queue: queue.into(),
-                consumer_tag: options.tag.as_str().into(),
-                no_ack: options.no_ack,
-                exclusive: options.exclusive,
-                arguments: options.arguments,
-                ..Default::default()
-            })
-            .await?;
+        let consume = BasicConsume {
+            queue: queue.into(),
+            consumer_tag: options.tag.as_str().into(),
+            no_ack: options.no_ack,
+            exclusive: options.exclusive,
+            arguments: options.arguments,
+            ..Default::default()
+        };
+        // The entry is filed with the request (and its consumer
+        // cancelled if this is dropped before the ok comes).
+        let (reply, _) = self.call_on(consume.into(), Some(entry)).await?;
         let ok = expect_reply!(reply, BasicConsumeOk)?;
         Ok(Consumer {
             tag: ok.consumer_tag.to_str_lossy().into_owned(),

@@ -26,6 +26,7 @@ mod publish;
 mod publishing;
 mod recovery;
 mod refresh;
+mod replies;
 mod rpc;
 mod settings;
 mod topology;

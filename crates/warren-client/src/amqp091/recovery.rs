@@ -88,7 +88,7 @@ async fn restore(core: &Arc<Core>, wire: &Arc<Wire>) -> Result<(), Error> {
         if !wire.register(c.clone()) {
             return Err(wire.ended_error());
         }
-        c.reopen(wire).await?;
+        c.reopen(&wire.outbound).await?;
     }
     Ok(())
 }
@@ -184,14 +184,16 @@ impl<'w> Scratch<'w> {
         if !wire.register(state.clone()) {
             return Err(wire.ended_error());
         }
-        state.call_method(wire, ChannelOpen::default().into()).await?;
+        state
+            .call_method(&wire.outbound, ChannelOpen::default().into())
+            .await?;
         Ok(Scratch { wire, state })
     }
 
     /// Send a declare; its reply, or None when the broker refused it
     /// (reported as an event; the channel is opened again).
     async fn declare(&mut self, core: &Core, what: String, m: Method) -> Result<Option<Method>, Error> {
-        match self.state.call_method(self.wire, m).await {
+        match self.state.call_method(&self.wire.outbound, m).await {
             Ok(reply) => Ok(Some(reply)),
             Err(error @ Error::ChannelClosed { .. }) => {
                 tracing::warn!("recovery could not declare {what} again: {error}");
@@ -210,7 +212,7 @@ impl<'w> Scratch<'w> {
             class_id: 0,
             method_id: 0,
         };
-        self.state.call_method(self.wire, close.into()).await?;
+        self.state.call_method(&self.wire.outbound, close.into()).await?;
         self.wire.unregister(self.state.id);
         Ok(())
     }
