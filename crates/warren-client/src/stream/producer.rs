@@ -524,14 +524,14 @@ impl Producer {
             let mut frame = Some(frame);
             let places = messages.min(s.confirms.max());
             s.confirms.take(places).await;
+            // Given back unless the frame is registered: on an error, and
+            // when this call is dropped while it waits below.
+            let mut held = Places {
+                confirms: &s.confirms,
+                n: places,
+            };
             loop {
-                let (conn, pid) = match s.current().await {
-                    Ok(c) => c,
-                    Err(e) => {
-                        s.confirms.give_back(places);
-                        return Err(e);
-                    }
-                };
+                let (conn, pid) = s.current().await?;
                 let (version, _) = s.publish_version();
                 let sent = conn
                     .send_with(|buf| {
@@ -543,6 +543,7 @@ impl Producer {
                         frame.seal_into(pid, version, buf);
                         s.next.store(next, Ordering::Relaxed);
                         s.confirms.register(frame, batch);
+                        held.n = 0;
                     })
                     .await;
                 match sent {
@@ -560,10 +561,7 @@ impl Producer {
                             tokio::time::sleep(Duration::from_millis(10)).await;
                         }
                     }
-                    Err(e) => {
-                        s.confirms.give_back(places);
-                        return Err(e);
-                    }
+                    Err(e) => return Err(e),
                 }
             }
         }
@@ -592,6 +590,21 @@ impl Producer {
         self.shared.link.send_replace(Link::Failed(Error::Closed));
         self.shared.confirms.fail_all(&Error::Closed);
         r
+    }
+}
+
+/// Places taken under the in-flight limit for a frame not yet
+/// registered: given back when dropped.
+struct Places<'a> {
+    confirms: &'a Confirms,
+    n: usize,
+}
+
+impl Drop for Places<'_> {
+    fn drop(&mut self) {
+        if self.n > 0 {
+            self.confirms.give_back(self.n);
+        }
     }
 }
 

@@ -7,6 +7,7 @@
 pub mod amqp;
 pub mod broker;
 pub mod cluster;
+pub mod proxy;
 pub mod scripted_amqp10;
 pub mod stream_load;
 
