@@ -234,6 +234,40 @@ async fn a_dropped_receive_loses_no_delivery() {
     conn.close().await;
 }
 
+/// A consumer's `build` dropped after its attach went (a `select!` or a
+/// timeout) leaves no link behind: the queue has no consumer, and the
+/// next consumer gets the messages.
+#[tokio::test]
+async fn a_dropped_build_leaves_no_consumer() {
+    let (uri, _broker) = warren().await;
+    let conn = within(Connection::open(&uri)).await.unwrap();
+    let m = within(conn.management()).await.unwrap();
+    within(m.declare_queue(&QueueSpec::classic("dropped-build")))
+        .await
+        .unwrap();
+    for _ in 0..5 {
+        let dropped = tokio::select! {
+            biased;
+            c = conn.consumer().queue("dropped-build").build() => Some(c),
+            _ = std::future::ready(()) => None,
+        };
+        assert!(dropped.is_none(), "the attach was answered at once");
+    }
+    let mut consumers = u32::MAX;
+    for _ in 0..50 {
+        consumers = within(m.queue_info("dropped-build"))
+            .await
+            .unwrap()
+            .consumer_count;
+        if consumers == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(consumers, 0, "dropped builds left consumers");
+    conn.close().await;
+}
+
 /// Accepts wait to go as one disposition while the consumer takes more;
 /// accepts made with nothing more taken (the application holds its
 /// deliveries, then settles them) still reach the broker, within a few

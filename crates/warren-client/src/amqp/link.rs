@@ -35,11 +35,38 @@ pub(crate) async fn attach_answered(
         Some(e) => Err(e.clone()),
         None => Ok(s.attach(attach, kind, now)),
     })?;
-    match answered(shared, handle, answer).await {
-        Ok(reply) => Ok((handle, reply)),
-        Err(why) => {
-            shared.with(|s| s.detach(handle));
-            Err(why)
+    // Detached on an error, and when this call is dropped while it waits.
+    let held = Held::new(shared, handle);
+    let reply = answered(shared, handle, answer).await?;
+    Ok((held.keep(), reply))
+}
+
+/// A link made for a call that has not yet handed it over: detached when
+/// dropped (the call failed, or was dropped while it waited), so no link
+/// is left attached that nothing owns.
+pub(crate) struct Held<'a> {
+    shared: &'a Shared,
+    handle: Option<u32>,
+}
+
+impl<'a> Held<'a> {
+    pub(crate) fn new(shared: &'a Shared, handle: u32) -> Held<'a> {
+        Held {
+            shared,
+            handle: Some(handle),
+        }
+    }
+
+    /// Hand the link over: it is no longer detached on drop.
+    pub(crate) fn keep(mut self) -> u32 {
+        self.handle.take().expect("kept once")
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if let Some(handle) = self.handle {
+            self.shared.with(|s| s.detach(handle));
         }
     }
 }

@@ -71,6 +71,8 @@ impl Management {
             now,
         )
         .await?;
+        // Detached if this call is dropped while the second link attaches.
+        let requests = super::link::Held::new(&shared, requests);
         let (tx, rx) = mpsc::unbounded_channel();
         let responses = super::link::attach(
             &shared,
@@ -88,6 +90,7 @@ impl Management {
         )
         .await?;
         shared.with(|s| s.grant(responses));
+        let requests = requests.keep();
         Ok(Management {
             shared,
             requests,
