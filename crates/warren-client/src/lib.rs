@@ -155,6 +155,7 @@
 
 pub mod amqp;
 pub mod amqp091;
+mod awaiting;
 pub mod codec;
 pub mod events;
 pub mod recovery;

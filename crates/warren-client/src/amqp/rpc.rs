@@ -17,6 +17,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
+
+use crate::awaiting::Awaiting;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -209,33 +211,16 @@ impl RpcClient {
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
         let id = MessageId::String(format!("{}-{n}", self.prefix));
         let (tx, rx) = oneshot::channel();
-        self.pending.lock().insert(id.clone(), tx);
-        let forget = |pending: &Pending| {
-            pending.lock().remove(&id);
-        };
-        let request = request.message_id(id.clone()).reply_to(self.reply_address());
-        let outcome = match self.publisher.publish(request).await {
-            Ok(published) => published.await,
-            Err(e) => Err(e),
-        };
-        match outcome {
-            Ok(super::Outcome::Accepted) => {}
-            Ok(other) => {
-                forget(&self.pending);
-                return Err(Error::RequestNotTaken(format!("{other:?}")));
-            }
-            Err(e) => {
-                forget(&self.pending);
-                return Err(e);
-            }
+        let _awaiting = Awaiting::insert(&self.pending, id.clone(), tx);
+        let request = request.message_id(id).reply_to(self.reply_address());
+        match self.publisher.publish(request).await?.await? {
+            super::Outcome::Accepted => {}
+            other => return Err(Error::RequestNotTaken(format!("{other:?}"))),
         }
         match tokio::time::timeout(self.timeout, rx).await {
             Ok(Ok(reply)) => reply,
             Ok(Err(_)) => Err(Error::ConnectionClosed("the reply consumer ended".into())),
-            Err(_) => {
-                forget(&self.pending);
-                Err(Error::Timeout(self.timeout))
-            }
+            Err(_) => Err(Error::Timeout(self.timeout)),
         }
     }
 

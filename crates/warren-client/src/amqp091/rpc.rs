@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
+
+use crate::awaiting::Awaiting;
 use tokio::sync::oneshot;
 use warren_amqp091::BasicProperties;
 
@@ -140,27 +142,18 @@ impl RpcClient {
         properties.reply_to = Some(DIRECT_REPLY_TO.into());
         properties.correlation_id = Some(id.as_str().into());
         let (tx, rx) = oneshot::channel();
-        self.waiting.lock().insert(id.clone(), tx);
-        let sent = self
-            .channel
-            .publish(exchange, routing_key, properties, body)
-            .await;
-        match sent {
-            Err(e) => {
-                self.waiting.lock().remove(&id);
-                return Err(e);
-            }
-            // Not held while the reply is awaited: in confirm mode the
-            // request is written when its confirm is let go (or awaited).
-            Ok(confirm) => drop(confirm),
-        }
+        let _awaiting = Awaiting::insert(&self.waiting, id, tx);
+        // Not held while the reply is awaited: in confirm mode the
+        // request is written when its confirm is let go (or awaited).
+        drop(
+            self.channel
+                .publish(exchange, routing_key, properties, body)
+                .await?,
+        );
         match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(reply)) => reply,
             Ok(Err(_)) => Err(Error::ConnectionLost("the reply consumer ended".into())),
-            Err(_) => {
-                self.waiting.lock().remove(&id);
-                Err(Error::Timeout(timeout))
-            }
+            Err(_) => Err(Error::Timeout(timeout)),
         }
     }
 }

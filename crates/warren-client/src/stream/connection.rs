@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
+
+use crate::awaiting::Awaiting;
 use tokio::io::AsyncReadExt;
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 use warren_stream::command::{code, key, parse_frame, Command, Response};
@@ -313,18 +315,12 @@ impl Connection {
     async fn call_encoded(&self, encode: impl FnOnce(&mut BytesMut, u32)) -> Result<Response, Error> {
         let id = self.next_call.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        self.calls.lock().insert(id, tx);
-        if let Err(e) = self.send_with(|out| encode(out, id)).await {
-            self.calls.lock().remove(&id);
-            return Err(e);
-        }
+        let _awaiting = Awaiting::insert(&self.calls, id, tx);
+        self.send_with(|out| encode(out, id)).await?;
         match tokio::time::timeout(CALL_TIMEOUT, rx).await {
             Ok(Ok(r)) => Ok(r),
             Ok(Err(_)) => Err(self.ended_error()),
-            Err(_) => {
-                self.calls.lock().remove(&id);
-                Err(Error::Timeout(CALL_TIMEOUT))
-            }
+            Err(_) => Err(Error::Timeout(CALL_TIMEOUT)),
         }
     }
 

@@ -19,6 +19,7 @@ use warren_stream::command::{key, Command};
 
 use super::chunk::{ChunkReader, Place};
 use super::chunk_messages::ChunkMessages;
+use super::claim::{Claim, Claimed};
 use super::commands;
 use super::connection::{Connection, Event};
 use super::environment::Environment;
@@ -352,20 +353,17 @@ impl Subscribing {
         // consumer within its credit.
         let (tx, events) = mpsc::channel(self.credit as usize + 2);
         let id = conn.add_subscription(&self.stream, tx)?;
-        let subscribed = conn
-            .call("subscribe", |c| Command::Subscribe {
-                correlation_id: c,
-                subscription_id: id,
-                stream: self.stream.clone(),
-                offset: offset.spec(),
-                credit: self.credit,
-                properties: self.properties.clone(),
-            })
-            .await;
-        if let Err(e) = subscribed {
-            conn.remove_subscription(id);
-            return Err(e);
-        }
+        let claim = Claim::new(&conn, Claimed::Subscription(id));
+        conn.call("subscribe", |c| Command::Subscribe {
+            correlation_id: c,
+            subscription_id: id,
+            stream: self.stream.clone(),
+            offset: offset.spec(),
+            credit: self.credit,
+            properties: self.properties.clone(),
+        })
+        .await?;
+        claim.keep();
         Ok(Subscribed { conn, id, events })
     }
 

@@ -50,6 +50,7 @@
 
 mod chunk;
 mod chunk_messages;
+mod claim;
 mod commands;
 mod confirm;
 mod confirms;

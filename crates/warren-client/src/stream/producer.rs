@@ -14,6 +14,7 @@ use bytes::{BufMut, Bytes};
 use tokio::sync::watch;
 use warren_stream::command::{begin_publish_version, end_frame, key, Command};
 
+use super::claim::{Claim, Claimed};
 use super::confirm::{Batch, BatchConfirm, Confirm};
 use super::confirms::{Confirms, Frame};
 use super::connection::Connection;
@@ -266,18 +267,14 @@ impl Shared {
             ));
         }
         let id = conn.add_publisher(&self.stream, self.confirms.clone())?;
-        let declared = conn
-            .call("declare publisher", |c| Command::DeclarePublisher {
-                correlation_id: c,
-                publisher_id: id,
-                reference: self.name.clone(),
-                stream: self.stream.clone(),
-            })
-            .await;
-        if let Err(e) = declared {
-            conn.remove_publisher(id);
-            return Err(e);
-        }
+        let claim = Claim::new(&conn, Claimed::Publisher(id));
+        conn.call("declare publisher", |c| Command::DeclarePublisher {
+            correlation_id: c,
+            publisher_id: id,
+            reference: self.name.clone(),
+            stream: self.stream.clone(),
+        })
+        .await?;
         let again = self.confirms.unconfirmed();
         if !again.is_empty() {
             let frame_bytes = conn.frame_max as usize / 2;
@@ -295,6 +292,7 @@ impl Shared {
             .await?;
             tracing::info!(stream = %self.stream, count = again.len(), "stream producer sent its unconfirmed entries again");
         }
+        claim.keep();
         Ok((conn, id))
     }
 
