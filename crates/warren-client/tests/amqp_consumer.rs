@@ -268,6 +268,40 @@ async fn a_dropped_build_leaves_no_consumer() {
     conn.close().await;
 }
 
+/// A consumer dropped without `close` closes its link all the same: the
+/// queue has no consumer left, and what it held unsettled goes back.
+#[tokio::test]
+async fn a_dropped_consumer_detaches() {
+    let (uri, _broker) = warren().await;
+    let conn = within(Connection::open(&uri)).await.unwrap();
+    let m = within(conn.management()).await.unwrap();
+    within(m.declare_queue(&QueueSpec::classic("dropped-consumer")))
+        .await
+        .unwrap();
+    let p = within(conn.publisher().queue("dropped-consumer").build())
+        .await
+        .unwrap();
+    for i in 0..3 {
+        assert_eq!(publish(&p, Message::new(format!("{i}"))).await, Outcome::Accepted);
+    }
+    let mut c = within(conn.consumer().queue("dropped-consumer").build())
+        .await
+        .unwrap();
+    let held = within(c.receive()).await.unwrap();
+    drop(c);
+    let mut info = within(m.queue_info("dropped-consumer")).await.unwrap();
+    for _ in 0..50 {
+        if info.consumer_count == 0 && info.message_count == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        info = within(m.queue_info("dropped-consumer")).await.unwrap();
+    }
+    assert_eq!((info.consumer_count, info.message_count), (0, 3));
+    drop(held);
+    conn.close().await;
+}
+
 /// Accepts wait to go as one disposition while the consumer takes more;
 /// accepts made with nothing more taken (the application holds its
 /// deliveries, then settles them) still reach the broker, within a few

@@ -502,7 +502,13 @@ impl Consumer {
     }
 
     /// Close the link: what it holds unsettled goes back to the queue.
-    pub fn close(self) {
+    /// Dropping the consumer does the same.
+    pub fn close(self) {}
+}
+
+impl Drop for Consumer {
+    /// Detach: a consumer nothing reads from takes no more deliveries.
+    fn drop(&mut self) {
         self.shared.with(|s| s.detach(self.handle));
     }
 }

@@ -273,8 +273,12 @@ impl Management {
             .unwrap_or_else(|| Error::ConnectionClosed("the management link was closed".into()))
     }
 
-    /// Close its links.
-    pub fn close(self) {
+    /// Close its links. Dropping it does the same.
+    pub fn close(self) {}
+}
+
+impl Drop for Management {
+    fn drop(&mut self) {
         self.shared.with(|s| {
             s.detach(self.requests);
             s.detach(self.responses);

@@ -161,10 +161,14 @@ impl Publisher {
         Ok(Published { outcome: rx })
     }
 
-    /// Close the link; outcomes not yet told fail.
-    pub fn close(self) {
-        self.shared.with(|s| s.detach(self.handle));
-        self.shared.changed.notify_waiters();
+    /// Close the link; outcomes not yet told fail. Dropping the
+    /// publisher does the same.
+    pub fn close(self) {}
+}
+
+impl Drop for Publisher {
+    fn drop(&mut self) {
+        detach(&self.shared, self.handle);
     }
 }
 
@@ -215,11 +219,20 @@ impl PreSettledPublisher {
         Ok(())
     }
 
-    /// Close the link.
-    pub fn close(self) {
-        self.shared.with(|s| s.detach(self.handle));
-        self.shared.changed.notify_waiters();
+    /// Close the link. Dropping the publisher does the same.
+    pub fn close(self) {}
+}
+
+impl Drop for PreSettledPublisher {
+    fn drop(&mut self) {
+        detach(&self.shared, self.handle);
     }
+}
+
+/// Detach a publisher's link; sends waiting for credit on it end.
+fn detach(shared: &Shared, handle: u32) {
+    shared.with(|s| s.detach(handle));
+    shared.changed.notify_waiters();
 }
 
 /// A message for a publisher without a target must say where it goes.
