@@ -125,3 +125,50 @@ async fn a_dropped_consume_leaves_no_consumer_behind() {
         within(conn.close()).await.unwrap();
     }
 }
+
+/// A consumer dropped without `cancel` is cancelled all the same: the
+/// queue has no consumer left, and the deliveries it had not handed out
+/// (and those on their way) are back in the queue, for the next consumer
+/// in order. The one the application held stays its own.
+#[tokio::test]
+async fn a_dropped_consumer_is_cancelled_and_what_it_buffered_goes_back() {
+    let (uris, _warren) = brokers().await;
+    for uri in uris {
+        let conn = within(Connection::open(&uri)).await.unwrap();
+        let ch = within(conn.channel()).await.unwrap();
+        within(ch.basic_qos(20)).await.unwrap();
+        let q = unique("dropped-consumer");
+        within(ch.queue_declare(&q, QueueOptions::default()))
+            .await
+            .unwrap();
+        const N: u32 = 10;
+        fill(&ch, &q, N).await;
+        let mut c = within(ch.consume(&q, ConsumeOptions::default())).await.unwrap();
+        let held = within(c.next()).await.expect("a delivery");
+        assert_eq!(held.body, Bytes::from("0"));
+        drop(c);
+        let mut d = within(ch.queue_declare(&q, QueueOptions::default()))
+            .await
+            .unwrap();
+        for _ in 0..50 {
+            if (d.consumer_count, d.message_count) == (0, N - 1) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            d = within(ch.queue_declare(&q, QueueOptions::default()))
+                .await
+                .unwrap();
+        }
+        assert_eq!((d.consumer_count, d.message_count), (0, N - 1), "{uri}");
+        // The channel is whole, and the rest come to the next consumer.
+        let mut next = within(ch.consume(&q, ConsumeOptions::default())).await.unwrap();
+        for i in 1..N {
+            let d = within(next.next()).await.expect("a delivery");
+            assert_eq!(d.body, Bytes::from(i.to_string()), "{uri}");
+            within(d.ack()).await.unwrap();
+        }
+        within(held.ack()).await.unwrap();
+        within(ch.queue_delete(&q, false, false)).await.unwrap();
+        within(conn.close()).await.unwrap();
+    }
+}

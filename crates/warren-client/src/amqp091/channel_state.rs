@@ -30,6 +30,10 @@ pub(crate) struct ConsumerEntry {
     pub(crate) rx: Arc<Mutex<mpsc::Receiver<Delivery>>>,
     pub(crate) queue: String,
     pub(crate) options: ConsumeOptions,
+    /// Its [`super::Consumer`] was dropped and the broker asked to cancel
+    /// it: what still comes for it goes back to the queue, until the
+    /// cancel-ok ends the entry.
+    pub(crate) dropped: bool,
 }
 
 /// The channel as the reader task, the handles and recovery share it. It
@@ -192,6 +196,7 @@ impl ChannelState {
             .consumers
             .lock()
             .iter()
+            .filter(|(_, c)| !c.dropped)
             .map(|(tag, c)| (tag.clone(), c.queue.clone(), c.options.clone()))
             .collect();
         for (tag, queue, options) in consumers {
@@ -247,6 +252,8 @@ impl ChannelState {
                     .remove(c.consumer_tag.to_str_lossy().as_ref());
             }
             m @ (Method::ChannelClose(_) | Method::ChannelFlow(_)) => return Some(m),
+            // A dropped consumer's cancel, done: nobody waits for it.
+            Method::BasicCancelOk(ok) if self.drop_cancelled(ok.consumer_tag.as_bytes()) => {}
             Method::BasicConsumeOk(ok) => {
                 if let Some(entry) = self.starting.lock().pop_front() {
                     self.consumers
@@ -305,6 +312,12 @@ impl ChannelState {
                 };
                 let consumers = self.consumers.lock();
                 let entry = find_consumer(&consumers, d.consumer_tag.as_bytes())?;
+                if entry.dropped {
+                    if !entry.options.no_ack {
+                        requeue(wire, self.id, d.delivery_tag);
+                    }
+                    return None;
+                }
                 let delivery = Delivery::new(
                     d.delivery_tag,
                     d.redelivered,
@@ -355,6 +368,8 @@ impl ChannelState {
         }
         self.slot_freed.notify_waiters();
         self.starting.lock().clear();
+        // Dropped consumers went with the wire's channel.
+        self.consumers.lock().retain(|_, c| !c.dropped);
         for c in self.consumers.lock().values().filter(|c| !c.options.no_ack) {
             let mut rx = c.rx.lock();
             while rx.try_recv().is_ok() {}
@@ -394,19 +409,71 @@ impl Undo for ChannelState {
                 _ => return,
             },
             Ok(Reply::Method(Method::BasicConsumeOk(ok))) => {
-                self.consumers
-                    .lock()
-                    .remove(ok.consumer_tag.to_str_lossy().as_ref());
-                Method::BasicCancel(BasicCancel {
-                    consumer_tag: ok.consumer_tag,
-                    // Its cancel-ok would be taken for the next call's reply.
-                    no_wait: true,
-                })
+                self.consumer_dropped(&ok.consumer_tag.to_str_lossy(), Some(&unwanted.wire));
+                return;
             }
             _ => return,
         };
         send_now(&unwanted.wire, self.id, m);
     }
+}
+
+impl ChannelState {
+    /// The application dropped consumer `tag` without cancelling it; the
+    /// channel's current wire, if it has one. The consumer is cancelled
+    /// without waiting: the deliveries it never handed out go back to the
+    /// queue (unless they were its already: no-ack), as do those still on
+    /// their way, until the broker's cancel-ok. With no wire it went with
+    /// the last one, and recovery leaves it out.
+    pub(crate) fn consumer_dropped(&self, tag: &str, wire: Option<&Arc<Outbound>>) {
+        let mut consumers = self.consumers.lock();
+        let Some(entry) = consumers.get_mut(tag) else {
+            return; // cancelled already, by the application or the broker
+        };
+        let Some(wire) = wire else {
+            consumers.remove(tag);
+            return;
+        };
+        entry.dropped = true;
+        if !entry.options.no_ack {
+            let mut rx = entry.rx.lock();
+            while let Ok(d) = rx.try_recv() {
+                requeue(&d.acker.wire, self.id, d.delivery_tag);
+            }
+        }
+        send_now(
+            wire,
+            self.id,
+            Method::BasicCancel(BasicCancel {
+                consumer_tag: tag.into(),
+                no_wait: false,
+            }),
+        );
+    }
+
+    /// Whether `tag` is a dropped consumer's (now forgotten).
+    fn drop_cancelled(&self, tag: &[u8]) -> bool {
+        let mut consumers = self.consumers.lock();
+        match std::str::from_utf8(tag) {
+            Ok(t) if consumers.get(t).is_some_and(|c| c.dropped) => {
+                consumers.remove(t);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// basic.reject with requeue for delivery `tag`, without waiting.
+fn requeue(wire: &Arc<Outbound>, channel: u16, tag: u64) {
+    send_now(
+        wire,
+        channel,
+        Method::BasicReject(BasicReject {
+            delivery_tag: tag,
+            requeue: true,
+        }),
+    );
 }
 
 /// Queue `m` on `wire` without waiting: at once if the outbox has room,

@@ -43,6 +43,7 @@ impl Channel {
             rx: rx.clone(),
             queue: queue.to_string(),
             options: options.clone(),
+            dropped: false,
         };
         let consume = BasicConsume {
             queue: queue.into(),
@@ -72,27 +73,35 @@ impl Channel {
             .await?;
         expect_reply!(reply, BasicCancelOk)?;
         let queue = self.inner.state.consumers.lock().remove(tag).map(|c| c.queue);
-        // The broker deletes an auto-delete queue with its last consumer:
-        // recovery must not bring it back.
         if let Some(q) = queue {
-            let core = &self.inner.core;
-            let others = core
-                .channels
-                .lock()
-                .values()
-                .any(|c| c.consumers.lock().values().any(|e| e.queue == q));
-            let mut t = core.topology.lock();
-            if !others && t.is_auto_delete_queue(&q) {
-                t.queue_deleted(&q);
-            }
+            self.consumer_gone(&q);
         }
         Ok(())
+    }
+
+    /// A consumer of `queue` was cancelled. The broker deletes an
+    /// auto-delete queue with its last consumer: recovery must not bring
+    /// it back.
+    fn consumer_gone(&self, queue: &str) {
+        let core = &self.inner.core;
+        let others = core.channels.lock().values().any(|c| {
+            c.consumers
+                .lock()
+                .values()
+                .any(|e| e.queue == queue && !e.dropped)
+        });
+        let mut t = core.topology.lock();
+        if !others && t.is_auto_delete_queue(queue) {
+            t.queue_deleted(queue);
+        }
     }
 }
 
 /// A consumer: a stream of deliveries, which ends when the consumer is
 /// cancelled (by this side or the broker) or its channel ends. It goes on
-/// across a recovered connection.
+/// across a recovered connection. Dropping it cancels it without waiting:
+/// the deliveries it had not handed out go back to the queue (unless
+/// they were no-ack), and so do those still on their way.
 pub struct Consumer {
     pub(crate) tag: String,
     /// Shared with the channel, which drops what is buffered when the
@@ -252,5 +261,17 @@ impl futures_core::Stream for Consumer {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Delivery>> {
         self.rx.lock().poll_recv(cx)
+    }
+}
+
+impl Drop for Consumer {
+    fn drop(&mut self) {
+        let state = &self.channel.inner.state;
+        let Some(queue) = state.consumers.lock().get(&self.tag).map(|c| c.queue.clone()) else {
+            return; // cancelled already, or its channel ended
+        };
+        let wire = self.channel.inner.core.open_wire();
+        state.consumer_dropped(&self.tag, wire.as_ref().map(|w| &w.outbound));
+        self.channel.consumer_gone(&queue);
     }
 }

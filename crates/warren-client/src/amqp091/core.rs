@@ -66,6 +66,14 @@ impl Core {
         })
     }
 
+    /// The wire in use, if the connection is open now (not recovering).
+    pub(crate) fn open_wire(&self) -> Option<Arc<Wire>> {
+        match &*self.link.borrow() {
+            Link::Open(w) if !w.is_ended() => Some(w.clone()),
+            _ => None,
+        }
+    }
+
     /// The wire to use now, waiting out a recovery.
     pub(crate) async fn wire(&self) -> Result<Arc<Wire>, Error> {
         // Every publish asks: answer an open link without subscribing.

@@ -248,7 +248,9 @@ impl Channel {
     /// broker has blocked publishing, or the connection is recovering;
     /// when it fails, the messages before the failure were published and
     /// their confirms are lost with the error (use [`Self::publish`] to
-    /// follow each).
+    /// follow each). The same holds when the call is dropped before it
+    /// returns (a `select!`, a timeout): what went out is published,
+    /// the rest is not, and no confirm reaches the caller.
     pub async fn publish_batch<I>(&self, messages: I) -> Result<Vec<Confirm>, Error>
     where
         I: IntoIterator<Item = Message>,

@@ -431,6 +431,10 @@ impl Producer {
     /// or lent (`&Message`): each is read once, as it is encoded. On a
     /// TCP connection (not TLS) a body of 512 bytes or more is not
     /// copied: the frame keeps a share of its `Bytes` until confirmed.
+    /// A call dropped before it returns (a `select!`, a timeout) has
+    /// published the frames that went into the outbox, not the rest, and
+    /// their confirms reach no one (their places under the limit come
+    /// back as the broker confirms them).
     pub async fn send_batch<I, M>(&self, messages: I) -> Result<Vec<Confirm>, Error>
     where
         I: IntoIterator<Item = M>,
