@@ -148,3 +148,33 @@ async fn pre_settled_publishing_delivers_without_outcomes() {
     p.close();
     conn.close().await;
 }
+
+/// A publisher dropped with outcomes to come still has them told (its
+/// link is detached once they are), then leaves no link behind: a
+/// consumer of the queue gets every message.
+#[tokio::test]
+async fn a_dropped_publisher_still_tells_its_outcomes() {
+    let (uri, _broker) = warren().await;
+    let conn = within(Connection::open(&uri)).await.unwrap();
+    let m = within(conn.management()).await.unwrap();
+    within(m.declare_queue(&QueueSpec::classic("dropped-publisher")))
+        .await
+        .unwrap();
+    let publisher = within(conn.publisher().queue("dropped-publisher").build())
+        .await
+        .unwrap();
+    let mut outcomes = Vec::new();
+    for i in 0..200 {
+        outcomes.push(
+            within(publisher.publish(Message::new(format!("{i}"))))
+                .await
+                .unwrap(),
+        );
+    }
+    drop(publisher);
+    for o in outcomes {
+        assert_eq!(within(o).await.unwrap(), Outcome::Accepted);
+    }
+    assert_eq!(wait_for_count(&m, "dropped-publisher", 200).await, 200);
+    conn.close().await;
+}

@@ -161,14 +161,18 @@ impl Publisher {
         Ok(Published { outcome: rx })
     }
 
-    /// Close the link; outcomes not yet told fail. Dropping the
-    /// publisher does the same.
-    pub fn close(self) {}
+    /// Close the link; outcomes not yet told fail.
+    pub fn close(self) {
+        // The drop then finds the link gone.
+        detach(&self.shared, self.handle);
+    }
 }
 
 impl Drop for Publisher {
+    /// Detach once the outcomes of what was published are told: they
+    /// still reach the [`Published`] futures.
     fn drop(&mut self) {
-        detach(&self.shared, self.handle);
+        self.shared.with(|s| s.detach_when_settled(self.handle));
     }
 }
 

@@ -236,6 +236,9 @@ pub(crate) struct Session {
     by_remote: HashMap<u32, u32>,
     /// Published and not settled: delivery id to (link, who waits).
     unsettled: HashMap<u32, (u32, Waiter)>,
+    /// Sender links whose publisher was dropped with outcomes to come:
+    /// each is detached when its last one is told.
+    closing: Vec<u32>,
     /// Deliveries accepted and not yet told, one after another.
     accepts: Option<(u32, u32)>,
     /// Where a performative is encoded before its frame.
@@ -267,6 +270,7 @@ impl Session {
             links: HashMap::default(),
             by_remote: HashMap::default(),
             unsettled: HashMap::default(),
+            closing: Vec::new(),
             accepts: None,
             scratch: BytesMut::new(),
             encoded: BytesMut::new(),
@@ -337,6 +341,11 @@ impl Session {
     /// of each link nobody else waits on.
     pub fn reattach(&mut self) -> Vec<(u32, String, AttachAnswer)> {
         self.recovering = false;
+        // A dropped publisher's link is not attached again: the outcomes
+        // it waited for went with the lost wire.
+        for handle in std::mem::take(&mut self.closing) {
+            self.links.remove(&handle);
+        }
         let epoch = self.epoch;
         let mut handles: Vec<u32> = self
             .links
@@ -467,6 +476,29 @@ impl Session {
                 );
             }
             self.fail_unsettled(handle, &Error::ConnectionClosed("the link was closed".into()));
+        }
+    }
+
+    /// Detach sender link `handle` once the outcomes of what it sent are
+    /// all told (at once if none is to come): a dropped publisher's
+    /// pending outcomes still arrive.
+    pub fn detach_when_settled(&mut self, handle: u32) {
+        if self.unsettled.values().any(|(h, _)| *h == handle) {
+            self.closing.push(handle);
+        } else {
+            self.detach(handle);
+        }
+    }
+
+    /// Detach the closing links with nothing left unsettled.
+    fn detach_settled(&mut self) {
+        let unsettled = &self.unsettled;
+        let (done, waiting): (Vec<u32>, Vec<u32>) = std::mem::take(&mut self.closing)
+            .into_iter()
+            .partition(|h| !unsettled.values().any(|(l, _)| l == h));
+        self.closing = waiting;
+        for handle in done {
+            self.detach(handle);
         }
     }
 
@@ -897,6 +929,9 @@ impl Session {
                 break;
             }
             id = id.wrapping_add(1);
+        }
+        if !self.closing.is_empty() {
+            self.detach_settled();
         }
         if !d.settled {
             self.send(
