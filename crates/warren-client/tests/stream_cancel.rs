@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
 use support::proxy::Proxy;
+use support::scripted_stream::{frame, ok, opening};
 use support::{stream_brokers, unique, within};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -80,25 +81,6 @@ const DELETE_PUBLISHER: u16 = 0x0006;
 const SUBSCRIBE: u16 = 0x0007;
 const UNSUBSCRIBE: u16 = 0x000c;
 
-/// A frame: size, key, version 1, then `body`.
-fn frame(key: u16, body: &[u8]) -> Vec<u8> {
-    let mut b = BytesMut::new();
-    b.put_u32(4 + body.len() as u32);
-    b.put_u16(key);
-    b.put_u16(1);
-    b.put_slice(body);
-    b.to_vec()
-}
-
-/// An OK response to request `key` with correlation `id`, then `rest`.
-fn ok(key: u16, id: u32, rest: &[u8]) -> Vec<u8> {
-    let mut b = BytesMut::new();
-    b.put_u32(id);
-    b.put_u16(1);
-    b.put_slice(rest);
-    frame(key | 0x8000, &b)
-}
-
 /// Metadata: stream "s" led by this broker, with no replicas.
 fn metadata(id: u32, port: u16) -> Vec<u8> {
     let mut b = BytesMut::new();
@@ -132,23 +114,14 @@ async fn serve(mut s: TcpStream, port: u16, asked: mpsc::UnboundedSender<(u16, u
         let id = f
             .get(4..8)
             .map_or(0, |b| u32::from_be_bytes(b.try_into().unwrap()));
+        if let Some(reply) = opening(key, id) {
+            if s.write_all(&reply).await.is_err() {
+                return;
+            }
+            continue;
+        }
         let reply = match key {
-            0x0011 | 0x0015 => ok(key, id, &empty_map),
-            0x0012 => {
-                let mut m = BytesMut::new();
-                m.put_i32(1);
-                m.put_u16(5);
-                m.put_slice(b"PLAIN");
-                ok(key, id, &m)
-            }
-            0x0013 => {
-                let mut r = ok(key, id, &[]);
-                let mut tune = BytesMut::new();
-                tune.put_u32(1 << 20);
-                tune.put_u32(0);
-                r.extend(frame(0x0014, &tune));
-                r
-            }
+            0x0015 => ok(key, id, &empty_map),
             0x000f => metadata(id, port),
             DECLARE_PUBLISHER | SUBSCRIBE => {
                 let _ = asked.send((key, f[8]));

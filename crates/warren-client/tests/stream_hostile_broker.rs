@@ -4,11 +4,13 @@
 //! random keys and payloads. Each time the client's request ends with an
 //! error (or, by chance, an answer), never a panic or a hang.
 
+mod support;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{BufMut, BytesMut};
+use support::scripted_stream::{frame, ok, opening};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use warren_client::stream::{Environment, StreamOptions};
@@ -26,25 +28,6 @@ impl Rng {
     fn bytes(&mut self, n: usize) -> Vec<u8> {
         (0..n).map(|_| self.next() as u8).collect()
     }
-}
-
-/// A frame: size, key, version 1, then `body`.
-fn frame(key: u16, body: &[u8]) -> Vec<u8> {
-    let mut b = BytesMut::new();
-    b.put_u32(4 + body.len() as u32);
-    b.put_u16(key);
-    b.put_u16(1);
-    b.put_slice(body);
-    b.to_vec()
-}
-
-/// A response to request `key` with correlation `id`, OK, then `rest`.
-fn ok(key: u16, id: u32, rest: &[u8]) -> Vec<u8> {
-    let mut b = BytesMut::new();
-    b.put_u32(id);
-    b.put_u16(1);
-    b.put_slice(rest);
-    frame(key | 0x8000, &b)
 }
 
 /// Case `n`'s garbage.
@@ -105,36 +88,19 @@ async fn serve(mut s: TcpStream, n: u64) {
         let Some((key, id)) = request(&mut s).await else {
             return;
         };
-        let reply = match key {
-            0x0011 => ok(key, id, &empty_map),
-            0x0012 => {
-                let mut m = BytesMut::new();
-                m.put_i32(1);
-                m.put_u16(5);
-                m.put_slice(b"PLAIN");
-                ok(key, id, &m)
-            }
-            0x0013 => {
-                let mut r = ok(key, id, &[]);
-                let mut tune = BytesMut::new();
-                tune.put_u32(1 << 20);
-                tune.put_u32(0);
-                r.extend(frame(0x0014, &tune));
-                r
-            }
-            0x0014 => continue,
-            0x0015 => {
-                let mut r = ok(key, id, &empty_map);
-                r.extend(garbage(n));
-                let _ = s.write_all(&r).await;
-                tokio::time::sleep(Duration::from_millis(20)).await;
+        if let Some(reply) = opening(key, id) {
+            if s.write_all(&reply).await.is_err() {
                 return;
             }
-            _ => return,
-        };
-        if s.write_all(&reply).await.is_err() {
-            return;
+            continue;
         }
+        if key == 0x0015 {
+            let mut r = ok(key, id, &empty_map);
+            r.extend(garbage(n));
+            let _ = s.write_all(&r).await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        return;
     }
 }
 

@@ -9,6 +9,7 @@ pub mod broker;
 pub mod cluster;
 pub mod proxy;
 pub mod scripted_amqp10;
+pub mod scripted_stream;
 pub mod stream_load;
 
 use std::time::{Duration, Instant};
