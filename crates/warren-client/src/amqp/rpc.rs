@@ -17,8 +17,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-
-use crate::awaiting::Awaiting;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -29,6 +27,7 @@ use super::events::Event;
 use super::message::{Message, MessageId};
 use super::spec::QueueSpec;
 use super::{Consumer, Publisher, QueueInfo};
+use crate::awaiting::Awaiting;
 
 /// How long a call waits for its reply unless told otherwise.
 pub const DEFAULT_RPC_TIMEOUT: Duration = Duration::from_secs(30);

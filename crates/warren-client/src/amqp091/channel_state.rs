@@ -409,7 +409,7 @@ impl Undo for ChannelState {
                 _ => return,
             },
             Ok(Reply::Method(Method::BasicConsumeOk(ok))) => {
-                self.consumer_dropped(&ok.consumer_tag.to_str_lossy(), Some(&unwanted.wire));
+                let _ = self.consumer_dropped(&ok.consumer_tag.to_str_lossy(), Some(&unwanted.wire));
                 return;
             }
             _ => return,
@@ -424,15 +424,15 @@ impl ChannelState {
     /// without waiting: the deliveries it never handed out go back to the
     /// queue (unless they were its already: no-ack), as do those still on
     /// their way, until the broker's cancel-ok. With no wire it went with
-    /// the last one, and recovery leaves it out.
-    pub(crate) fn consumer_dropped(&self, tag: &str, wire: Option<&Arc<Outbound>>) {
+    /// the last one, and recovery leaves it out. Its queue, unless it was
+    /// cancelled already (by the application or the broker).
+    pub(crate) fn consumer_dropped(&self, tag: &str, wire: Option<&Arc<Outbound>>) -> Option<String> {
         let mut consumers = self.consumers.lock();
-        let Some(entry) = consumers.get_mut(tag) else {
-            return; // cancelled already, by the application or the broker
-        };
+        let entry = consumers.get_mut(tag)?;
+        let queue = entry.queue.clone();
         let Some(wire) = wire else {
             consumers.remove(tag);
-            return;
+            return Some(queue);
         };
         entry.dropped = true;
         if !entry.options.no_ack {
@@ -449,6 +449,7 @@ impl ChannelState {
                 no_wait: false,
             }),
         );
+        Some(queue)
     }
 
     /// Whether `tag` is a dropped consumer's (now forgotten).

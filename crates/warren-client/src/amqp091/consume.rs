@@ -266,12 +266,10 @@ impl futures_core::Stream for Consumer {
 
 impl Drop for Consumer {
     fn drop(&mut self) {
-        let state = &self.channel.inner.state;
-        let Some(queue) = state.consumers.lock().get(&self.tag).map(|c| c.queue.clone()) else {
-            return; // cancelled already, or its channel ended
-        };
         let wire = self.channel.inner.core.open_wire();
-        state.consumer_dropped(&self.tag, wire.as_ref().map(|w| &w.outbound));
-        self.channel.consumer_gone(&queue);
+        let state = &self.channel.inner.state;
+        if let Some(queue) = state.consumer_dropped(&self.tag, wire.as_ref().map(|w| &w.outbound)) {
+            self.channel.consumer_gone(&queue);
+        }
     }
 }

@@ -11,8 +11,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
-
-use crate::awaiting::Awaiting;
 use tokio::sync::oneshot;
 use warren_amqp091::BasicProperties;
 
@@ -23,6 +21,7 @@ use super::error::Error;
 use super::events::Event;
 use super::options::ConsumeOptions;
 use super::publish::Confirm;
+use crate::awaiting::Awaiting;
 
 /// The pseudo-queue replies come from.
 pub const DIRECT_REPLY_TO: &str = "amq.rabbitmq.reply-to";

@@ -4,8 +4,6 @@
 //! id and it is freed, so neither the broker nor the connection keeps a
 //! producer or subscription nothing owns.
 
-use warren_stream::command::Command;
-
 use super::connection::Connection;
 
 /// What an id names.
@@ -38,25 +36,10 @@ impl<'a> Claim<'a> {
 }
 
 impl Drop for Claim<'_> {
-    /// The request to forget it is queued before the id is freed, so it
-    /// reaches the broker before any request that takes the id next (a
-    /// broker that never made it answers with an error nothing waits for).
     fn drop(&mut self) {
         match self.claimed {
-            Some(Claimed::Publisher(id)) => {
-                self.conn.push(&Command::DeletePublisher {
-                    correlation_id: 0,
-                    publisher_id: id,
-                });
-                self.conn.remove_publisher(id);
-            }
-            Some(Claimed::Subscription(id)) => {
-                self.conn.push(&Command::Unsubscribe {
-                    correlation_id: 0,
-                    subscription_id: id,
-                });
-                self.conn.remove_subscription(id);
-            }
+            Some(Claimed::Publisher(id)) => self.conn.forget_publisher(id),
+            Some(Claimed::Subscription(id)) => self.conn.forget_subscription(id),
             None => {}
         }
     }

@@ -13,8 +13,6 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
-
-use crate::awaiting::Awaiting;
 use tokio::io::AsyncReadExt;
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 use warren_stream::command::{code, key, parse_frame, Command, Response};
@@ -26,6 +24,7 @@ use super::handshake::{self, Opened, CALL_TIMEOUT, READ_FRAME_MAX};
 use super::metadata::{self, Endpoint, Placement, Role};
 use super::outbox::Outbox;
 use super::read_buffer::ReadBuffer;
+use crate::awaiting::Awaiting;
 use crate::socket::{ReadHalf, WriteHalf};
 use crate::tls::TlsOptions;
 use crate::uri::AmqpUri;
@@ -349,6 +348,28 @@ impl Connection {
 
     pub(crate) fn remove_subscription(&self, id: u8) {
         self.subscriptions.lock().remove(&id);
+    }
+
+    /// Delete publisher `id` without waiting and free the id. The request
+    /// is queued first, so it reaches the broker before any request that
+    /// takes the id next (a broker that never made it answers with an
+    /// error nothing waits for).
+    pub(crate) fn forget_publisher(&self, id: u8) {
+        self.push(&Command::DeletePublisher {
+            correlation_id: 0,
+            publisher_id: id,
+        });
+        self.remove_publisher(id);
+    }
+
+    /// End subscription `id` without waiting and free the id, as
+    /// [`Self::forget_publisher`] does.
+    pub(crate) fn forget_subscription(&self, id: u8) {
+        self.push(&Command::Unsubscribe {
+            correlation_id: 0,
+            subscription_id: id,
+        });
+        self.remove_subscription(id);
     }
 
     /// Close the connection (the broker answers, then the socket goes).

@@ -865,10 +865,6 @@ impl Drop for Consumer {
         if let Some(o) = self.tracker.as_mut().and_then(Tracker::closing) {
             let _ = self.store_offset(o);
         }
-        self.sub.conn.push(&Command::Unsubscribe {
-            correlation_id: 0,
-            subscription_id: self.sub.id,
-        });
-        self.sub.conn.remove_subscription(self.sub.id);
+        self.sub.conn.forget_subscription(self.sub.id);
     }
 }

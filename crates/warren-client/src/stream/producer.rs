@@ -620,11 +620,7 @@ impl Drop for Producer {
         }
         self.shared.closed.store(true, Ordering::Release);
         if let Link::Up(conn, id) = self.shared.link.borrow().clone() {
-            conn.push(&Command::DeletePublisher {
-                correlation_id: 0,
-                publisher_id: id,
-            });
-            conn.remove_publisher(id);
+            conn.forget_publisher(id);
         }
         self.shared.link.send_replace(Link::Failed(Error::Closed));
         self.shared.confirms.fail_all(&Error::Closed);
