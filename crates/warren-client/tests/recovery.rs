@@ -170,24 +170,40 @@ async fn kills(rounds: u32, republish: bool) -> u64 {
         (acked, reported)
     });
     let publishing = tokio::spawn(async move {
-        let mut id = 0u64;
+        let (mut id, mut since_pause) = (0u64, 0u64);
+        let props = Properties {
+            delivery_mode: Some(2),
+            ..Default::default()
+        };
         while !stopping.load(Ordering::Relaxed) && id < MAX_MESSAGES {
-            let props = Properties {
-                delivery_mode: Some(2),
-                ..Default::default()
+            // Every twentieth id starts a batch of five (the batch path
+            // keeps its own frames for republishing).
+            let n = if id.is_multiple_of(20) { 5 } else { 1 };
+            let confirms = match n {
+                1 => pch
+                    .publish("kill-x", "k", props.clone(), Bytes::from(id.to_string()))
+                    .await
+                    .map(|c| vec![c]),
+                _ => {
+                    let bodies = (id..id + n).map(|i| Bytes::from(i.to_string()));
+                    pch.publish_bodies("kill-x", "k", &props, bodies).await
+                }
             };
-            match pch
-                .publish("kill-x", "k", props, Bytes::from(id.to_string()))
-                .await
-            {
-                Ok(c) => settle.send((id, c)).await.unwrap(),
+            match confirms {
+                Ok(cs) => {
+                    for (i, c) in (id..).zip(cs) {
+                        settle.send((i, c)).await.unwrap();
+                    }
+                }
                 Err(e) => panic!("a publish on a recovering connection waits, it does not fail: {e}"),
             }
-            id += 1;
+            id += n;
             publishes.store(id, Ordering::Relaxed);
             // At most about PACE messages a second, so the rounds, not a
             // flood, decide how many there are.
-            if id.is_multiple_of(10) {
+            since_pause += n;
+            if since_pause >= 10 {
+                since_pause = 0;
                 tokio::time::sleep(Duration::from_secs(10) / PACE).await;
             }
         }

