@@ -12,8 +12,11 @@ use std::future::Future;
 use std::time::Duration;
 
 use bytes::Bytes;
+use support::proxy::Proxy;
 use support::{brokers, unique, within};
-use warren_client::amqp091::{Channel, Connection, ConsumeOptions, Properties, QueueOptions};
+use warren_client::amqp091::{
+    Channel, Connection, ConsumeOptions, Event, Properties, QueueOptions, RecoveryOptions,
+};
 
 /// Poll `f` once and drop it: a call dropped right after its request
 /// was written.
@@ -169,6 +172,83 @@ async fn a_dropped_consumer_is_cancelled_and_what_it_buffered_goes_back() {
         }
         within(held.ack()).await.unwrap();
         within(ch.queue_delete(&q, false, false)).await.unwrap();
+        within(conn.close()).await.unwrap();
+    }
+}
+
+/// basic.consume's class and method ids, as its frame carries them.
+const BASIC_CONSUME: [u8; 4] = [0, 60, 0, 20];
+
+/// A consumer dropped while recovery restores it (its basic.consume sent
+/// on the new connection, the ok not back yet) is cancelled once the
+/// connection is back: the broker keeps no consumer the application no
+/// longer has, holding the queue's messages.
+#[tokio::test]
+async fn a_consumer_dropped_while_recovery_restores_it_is_cancelled() {
+    let (uris, _warren) = brokers().await;
+    for uri in uris {
+        let (host, port) = uri
+            .split('@')
+            .nth(1)
+            .and_then(|rest| rest.split('/').next())
+            .and_then(|hp| hp.rsplit_once(':'))
+            .expect("host:port in the URI");
+        let addr = tokio::net::lookup_host((host, port.parse::<u16>().unwrap()))
+            .await
+            .unwrap()
+            .next()
+            .unwrap();
+        let proxy = Proxy::start(addr).await;
+        let via = format!("amqp://guest:guest@127.0.0.1:{}/%2f", proxy.port);
+        let recovery = RecoveryOptions::default().max_delay(Duration::from_millis(200));
+        let conn = within(Connection::builder(&via).recovery(recovery).open())
+            .await
+            .unwrap();
+        let mut events = conn.events();
+        let ch = within(conn.channel()).await.unwrap();
+        let q = unique("dropped-in-recovery");
+        within(ch.queue_declare(&q, QueueOptions::default()))
+            .await
+            .unwrap();
+        let c = within(ch.consume(&q, ConsumeOptions::default())).await.unwrap();
+        // The connection is lost; recovery's basic.consume waits in the
+        // proxy, and the consumer is dropped meanwhile.
+        proxy.pause_at(&BASIC_CONSUME);
+        proxy.cut();
+        within(proxy.until_paused()).await;
+        drop(c);
+        proxy.pause(false);
+        loop {
+            match within(events.next()).await {
+                Some(Event::Recovered) => break,
+                Some(_) => continue,
+                None => panic!("{uri}: the connection ended instead of recovering"),
+            }
+        }
+        // Seen on a connection of its own: no consumer, messages ready.
+        let other = within(Connection::open(&uri)).await.unwrap();
+        let check = within(other.channel()).await.unwrap();
+        const N: u32 = 3;
+        fill(&check, &q, N).await;
+        let mut d = within(check.queue_declare(&q, QueueOptions::default()))
+            .await
+            .unwrap();
+        for _ in 0..50 {
+            if (d.consumer_count, d.message_count) == (0, N) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            d = within(check.queue_declare(&q, QueueOptions::default()))
+                .await
+                .unwrap();
+        }
+        assert_eq!((d.consumer_count, d.message_count), (0, N), "{uri}");
+        // The recovered channel is whole.
+        within(ch.queue_declare(&q, QueueOptions::default()))
+            .await
+            .unwrap();
+        within(check.queue_delete(&q, false, false)).await.unwrap();
+        within(other.close()).await.unwrap();
         within(conn.close()).await.unwrap();
     }
 }

@@ -34,6 +34,28 @@ pub(crate) struct ConsumerEntry {
     /// it: what still comes for it goes back to the queue, until the
     /// cancel-ok ends the entry.
     pub(crate) dropped: bool,
+    /// Dropped while no wire was open (a recovery under way, which may be
+    /// starting it again): the cancel goes once the next wire is.
+    cancel_owed: bool,
+}
+
+impl ConsumerEntry {
+    /// A consumer started on `queue`: its deliveries go to `tx`.
+    pub(crate) fn new(
+        tx: mpsc::Sender<Delivery>,
+        rx: Arc<Mutex<mpsc::Receiver<Delivery>>>,
+        queue: String,
+        options: ConsumeOptions,
+    ) -> ConsumerEntry {
+        ConsumerEntry {
+            tx,
+            rx,
+            queue,
+            options,
+            dropped: false,
+            cancel_owed: false,
+        }
+    }
 }
 
 /// The channel as the reader task, the handles and recovery share it. It
@@ -192,13 +214,17 @@ impl ChannelState {
         if self.transactional.load(Ordering::Relaxed) {
             call(TxSelect {}.into()).await?;
         }
-        let consumers: Vec<(String, String, ConsumeOptions)> = self
-            .consumers
-            .lock()
-            .iter()
-            .filter(|(_, c)| !c.dropped)
-            .map(|(tag, c)| (tag.clone(), c.queue.clone(), c.options.clone()))
-            .collect();
+        let consumers: Vec<(String, String, ConsumeOptions)> = {
+            let mut consumers = self.consumers.lock();
+            // Those dropped so far were on no wire that is left; one
+            // dropped from here on is cancelled once this wire is open
+            // (`cancel_owed`).
+            consumers.retain(|_, c| !c.dropped);
+            consumers
+                .iter()
+                .map(|(tag, c)| (tag.clone(), c.queue.clone(), c.options.clone()))
+                .collect()
+        };
         for (tag, queue, options) in consumers {
             call(
                 BasicConsume {
@@ -409,7 +435,8 @@ impl Undo for ChannelState {
                 _ => return,
             },
             Ok(Reply::Method(Method::BasicConsumeOk(ok))) => {
-                let _ = self.consumer_dropped(&ok.consumer_tag.to_str_lossy(), Some(&unwanted.wire));
+                let _ =
+                    self.consumer_dropped(&ok.consumer_tag.to_str_lossy(), || Some(unwanted.wire.clone()));
                 return;
             }
             _ => return,
@@ -419,21 +446,21 @@ impl Undo for ChannelState {
 }
 
 impl ChannelState {
-    /// The application dropped consumer `tag` without cancelling it; the
-    /// channel's current wire, if it has one. The consumer is cancelled
-    /// without waiting: the deliveries it never handed out go back to the
-    /// queue (unless they were its already: no-ack), as do those still on
-    /// their way, until the broker's cancel-ok. With no wire it went with
-    /// the last one, and recovery leaves it out. Its queue, unless it was
-    /// cancelled already (by the application or the broker).
-    pub(crate) fn consumer_dropped(&self, tag: &str, wire: Option<&Arc<Outbound>>) -> Option<String> {
+    /// The application dropped consumer `tag` without cancelling it;
+    /// `wire` gives the channel's open wire, if it has one. The consumer
+    /// is cancelled without waiting: the deliveries it never handed out
+    /// go back to the queue (unless they were its already: no-ack), as do
+    /// those still on their way, until the broker's cancel-ok. With no
+    /// wire open the cancel waits for recovery's ([`Self::cancel_owed`]).
+    /// Its queue, unless it was cancelled already (by the application or
+    /// the broker).
+    pub(crate) fn consumer_dropped(
+        &self,
+        tag: &str,
+        wire: impl FnOnce() -> Option<Arc<Outbound>>,
+    ) -> Option<String> {
         let mut consumers = self.consumers.lock();
         let entry = consumers.get_mut(tag)?;
-        let queue = entry.queue.clone();
-        let Some(wire) = wire else {
-            consumers.remove(tag);
-            return Some(queue);
-        };
         entry.dropped = true;
         if !entry.options.no_ack {
             let mut rx = entry.rx.lock();
@@ -441,15 +468,24 @@ impl ChannelState {
                 requeue(&d.acker.wire, self.id, d.delivery_tag);
             }
         }
-        send_now(
-            wire,
-            self.id,
-            Method::BasicCancel(BasicCancel {
-                consumer_tag: tag.into(),
-                no_wait: false,
-            }),
-        );
-        Some(queue)
+        // Asked under the consumers' lock: recovery opens the next wire
+        // before it looks for cancels owed under the same lock, so either
+        // this finds that wire or recovery finds the debt.
+        match wire() {
+            Some(wire) => send_now(&wire, self.id, cancel(tag)),
+            None => entry.cancel_owed = true,
+        }
+        Some(entry.queue.clone())
+    }
+
+    /// Recovery opened `wire` for use: cancel the consumers dropped while
+    /// it was being restored (it may have started them again).
+    pub(crate) fn cancel_owed(&self, wire: &Arc<Outbound>) {
+        for (tag, entry) in self.consumers.lock().iter_mut() {
+            if std::mem::take(&mut entry.cancel_owed) {
+                send_now(wire, self.id, cancel(tag));
+            }
+        }
     }
 
     /// Whether `tag` is a dropped consumer's (now forgotten).
@@ -463,6 +499,15 @@ impl ChannelState {
             _ => false,
         }
     }
+}
+
+/// basic.cancel of consumer `tag`, answered (by a cancel-ok that ends
+/// its entry).
+fn cancel(tag: &str) -> Method {
+    Method::BasicCancel(BasicCancel {
+        consumer_tag: tag.into(),
+        no_wait: false,
+    })
 }
 
 /// basic.reject with requeue for delivery `tag`, without waiting.

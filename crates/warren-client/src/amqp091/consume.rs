@@ -38,13 +38,7 @@ impl Channel {
         };
         let (tx, rx) = mpsc::channel(buffer);
         let rx = Arc::new(Mutex::new(rx));
-        let entry = ConsumerEntry {
-            tx,
-            rx: rx.clone(),
-            queue: queue.to_string(),
-            options: options.clone(),
-            dropped: false,
-        };
+        let entry = ConsumerEntry::new(tx, rx.clone(), queue.to_string(), options.clone());
         let consume = BasicConsume {
             queue: queue.into(),
             consumer_tag: options.tag.as_str().into(),
@@ -266,9 +260,10 @@ impl futures_core::Stream for Consumer {
 
 impl Drop for Consumer {
     fn drop(&mut self) {
-        let wire = self.channel.inner.core.open_wire();
+        let core = &self.channel.inner.core;
         let state = &self.channel.inner.state;
-        if let Some(queue) = state.consumer_dropped(&self.tag, wire.as_ref().map(|w| &w.outbound)) {
+        let wire = || core.open_wire().map(|w| w.outbound.clone());
+        if let Some(queue) = state.consumer_dropped(&self.tag, wire) {
             self.channel.consumer_gone(&queue);
         }
     }

@@ -255,6 +255,9 @@ pub(crate) async fn supervise(core: Arc<Core>, mut wire: Arc<Wire>) {
                     next.end(Error::ClosedByClient);
                     return;
                 }
+                for c in core.channels.lock().values() {
+                    c.cancel_owed(&next.outbound);
+                }
                 tracing::info!("AMQP 0-9-1 connection recovered");
                 core.signals.emit(Event::Recovered);
                 wire = next;
