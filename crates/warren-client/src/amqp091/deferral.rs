@@ -5,12 +5,6 @@
 //! writes a batch and then reads. The broker then answers the batch with
 //! one confirm, so the pace settles into batches rather than a stream of
 //! single frames, each costing a write, a read and two thread wake-ups.
-//! The first publish after the task last waited is the exception: it is
-//! written at once (it leads the batch), so the broker works on it while
-//! the rest are encoded. Without it a task refilling a window of 20 held
-//! every frame until it waited, and with a consumer in the same process
-//! the window ran emptier (warren-perf's confirms-12b-20 at 0.66-0.85x
-//! of its rate before deferral; 1.6-1.8x that with the lead).
 //!
 //! Nothing may wait on the application, so the writer keeps a fallback
 //! while publishes are deferred: a tick every [`TICK`] that writes frames
@@ -64,16 +58,11 @@ pub(crate) struct Deferral {
     /// Batches owed so far: the tick tells a batch that has waited since
     /// the last tick from a new one.
     batches: AtomicU64,
-    /// A publish went at once since a task last waited: the rest wait.
-    led: AtomicBool,
 }
 
 /// What a publish in confirm mode does with the frames it queued.
 #[derive(Debug, PartialEq)]
 pub(crate) enum Queued {
-    /// The first since the task last waited: written at once, and the
-    /// wire noted on this thread (its wait lets the next one lead).
-    Lead,
     /// Left for the publishing task to write when it waits; `first` if
     /// it began a batch (the wire is then owed on this thread).
     Deferred { first: bool },
@@ -114,9 +103,6 @@ impl Deferral {
             return Queued::Send;
         }
         if self.armed.load(Relaxed) && queued < DEFER_LIMIT {
-            if !self.owed.load(Relaxed) && !self.led.swap(true, Relaxed) {
-                return Queued::Lead;
-            }
             let first = !self.owed.swap(true, Relaxed);
             if first {
                 self.batches.fetch_add(1, Relaxed);
@@ -133,15 +119,6 @@ impl Deferral {
     /// Whether frames are owed (a hint, without the lock).
     pub(crate) fn owes(&self) -> bool {
         self.owed.load(Relaxed)
-    }
-
-    /// A task that published here is about to wait: the next publish
-    /// leads a batch again.
-    pub(crate) fn waited(&self) {
-        // Read first, as in `settle`.
-        if self.led.load(Relaxed) {
-            self.led.store(false, Relaxed);
-        }
     }
 
     /// The frames owed are being written or the writer told: take the
@@ -215,7 +192,7 @@ thread_local! {
     static OWED_HERE: RefCell<Vec<Weak<dyn Owing>>> = const { RefCell::new(Vec::new()) };
 }
 
-/// A publish on this thread led or began a batch on `wire`.
+/// A publish on this thread began a batch on `wire`.
 pub(crate) fn owe_here(wire: &Weak<dyn Owing>) {
     OWED_HERE.with(|owed| {
         let mut owed = owed.borrow_mut();
@@ -252,7 +229,6 @@ mod tests {
         assert_eq!(d.publish(false, 100), Queued::Send, "asked once");
         assert!(d.arm());
         assert!(!d.arm(), "armed once");
-        assert_eq!(d.publish(false, 0), Queued::Lead, "the first goes at once");
         assert_eq!(d.publish(false, 100), Queued::Deferred { first: true });
         assert!(d.owes());
         assert_eq!(
@@ -266,31 +242,10 @@ mod tests {
     }
 
     #[test]
-    fn the_first_publish_after_a_wait_leads_and_the_rest_wait() {
-        let d = Deferral::default();
-        d.publish(false, 1);
-        d.arm();
-        for _ in 0..3 {
-            assert_eq!(d.publish(false, 0), Queued::Lead);
-            assert_eq!(d.publish(false, 100), Queued::Deferred { first: true });
-            assert_eq!(d.publish(false, 200), Queued::Deferred { first: false });
-            assert!(d.settle());
-            d.waited();
-        }
-        assert_eq!(d.publish(false, 0), Queued::Lead);
-        assert_eq!(
-            d.publish(false, 0),
-            Queued::Deferred { first: true },
-            "led already"
-        );
-    }
-
-    #[test]
     fn a_batch_past_the_limit_goes_to_the_writer() {
         let d = Deferral::default();
         d.publish(false, 1);
         d.arm();
-        assert_eq!(d.publish(false, 0), Queued::Lead);
         assert_eq!(d.publish(false, 100), Queued::Deferred { first: true });
         assert_eq!(d.publish(false, DEFER_LIMIT), Queued::Send);
         assert!(!d.owes(), "the writer is told of all of it");
@@ -302,7 +257,6 @@ mod tests {
         let mut t = TickState::default();
         d.publish(false, 1);
         d.arm();
-        assert_eq!(d.publish(false, 0), Queued::Lead);
         assert_eq!(d.publish(false, 100), Queued::Deferred { first: true });
         assert_eq!(d.tick(&mut t), Tick::Keep, "a new batch");
         assert_eq!(
@@ -325,7 +279,6 @@ mod tests {
         let mut t = TickState::default();
         d.publish(false, 1);
         d.arm();
-        assert_eq!(d.publish(false, 0), Queued::Lead);
         for _ in 0..3 {
             d.publish(false, 100);
             d.tick(&mut t);
@@ -344,7 +297,6 @@ mod tests {
         let mut t = TickState::default();
         d.publish(false, 1);
         d.arm();
-        assert_eq!(d.publish(false, 0), Queued::Lead);
         for _ in 0..10 {
             assert_eq!(d.publish(false, 100), Queued::Deferred { first: true });
             assert_eq!(d.tick(&mut t), Tick::Keep);

@@ -173,12 +173,6 @@ impl Outbound {
         match queued {
             Queued::Deferred { first: true } => owe_here(&self.me),
             Queued::Deferred { first: false } => {}
-            Queued::Lead => {
-                owe_here(&self.me);
-                if !self.write_direct(&mut outbox, false) {
-                    self.outbox_filled.notify_one();
-                }
-            }
             Queued::ArmWriter => self.outbox_filled.notify_one(),
             Queued::Send if told => {}
             Queued::Send => {
@@ -320,7 +314,6 @@ impl Outbound {
 
 impl Owing for Outbound {
     fn flush_deferred(&self) {
-        self.deferral.waited();
         if !self.deferral.owes() {
             return;
         }
