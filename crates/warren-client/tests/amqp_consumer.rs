@@ -11,18 +11,14 @@ mod support;
 use std::time::Duration;
 
 use support::amqp::unacked;
-use support::amqp::{publish, wait_for_count, warren};
+use support::amqp::{publish, wait_for_count, warren, with_queue};
 use support::within;
 use warren_client::amqp::{Batch, BindingSpec, Connection, ExchangeSpec, Message, Outcome, QueueSpec, Value};
 
 #[tokio::test]
 async fn credit_bounds_what_a_consumer_holds_and_settling_gives_more() {
     let (uri, _broker) = warren().await;
-    let conn = within(Connection::open(&uri)).await.unwrap();
-    let m = within(conn.management()).await.unwrap();
-    within(m.declare_queue(&QueueSpec::classic("credit")))
-        .await
-        .unwrap();
+    let (conn, m) = with_queue(&uri, "credit").await;
     let publisher = within(conn.publisher().queue("credit").build()).await.unwrap();
     for i in 0..100 {
         within(
@@ -153,11 +149,7 @@ async fn annotations_kept(name: &str, spec: QueueSpec) {
 #[tokio::test]
 async fn pre_settled_deliveries_need_no_settling() {
     let (uri, _broker) = warren().await;
-    let conn = within(Connection::open(&uri)).await.unwrap();
-    let m = within(conn.management()).await.unwrap();
-    within(m.declare_queue(&QueueSpec::classic("presettled-q")))
-        .await
-        .unwrap();
+    let (conn, m) = with_queue(&uri, "presettled-q").await;
     let p = within(conn.publisher().queue("presettled-q").build())
         .await
         .unwrap();
@@ -192,11 +184,7 @@ async fn pre_settled_deliveries_need_no_settling() {
 #[tokio::test]
 async fn a_dropped_receive_loses_no_delivery() {
     let (uri, _broker) = warren().await;
-    let conn = within(Connection::open(&uri)).await.unwrap();
-    let m = within(conn.management()).await.unwrap();
-    within(m.declare_queue(&QueueSpec::classic("cancelled-q")))
-        .await
-        .unwrap();
+    let (conn, _m) = with_queue(&uri, "cancelled-q").await;
     let p = within(conn.publisher().queue("cancelled-q").build())
         .await
         .unwrap();
@@ -240,11 +228,7 @@ async fn a_dropped_receive_loses_no_delivery() {
 #[tokio::test]
 async fn a_dropped_build_leaves_no_consumer() {
     let (uri, _broker) = warren().await;
-    let conn = within(Connection::open(&uri)).await.unwrap();
-    let m = within(conn.management()).await.unwrap();
-    within(m.declare_queue(&QueueSpec::classic("dropped-build")))
-        .await
-        .unwrap();
+    let (conn, m) = with_queue(&uri, "dropped-build").await;
     for _ in 0..5 {
         let dropped = tokio::select! {
             biased;
@@ -273,11 +257,7 @@ async fn a_dropped_build_leaves_no_consumer() {
 #[tokio::test]
 async fn a_dropped_consumer_detaches() {
     let (uri, _broker) = warren().await;
-    let conn = within(Connection::open(&uri)).await.unwrap();
-    let m = within(conn.management()).await.unwrap();
-    within(m.declare_queue(&QueueSpec::classic("dropped-consumer")))
-        .await
-        .unwrap();
+    let (conn, m) = with_queue(&uri, "dropped-consumer").await;
     let p = within(conn.publisher().queue("dropped-consumer").build())
         .await
         .unwrap();

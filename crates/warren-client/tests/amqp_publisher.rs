@@ -9,18 +9,14 @@ mod support;
 
 use std::time::Duration;
 
-use support::amqp::{publish, wait_for_count, warren};
+use support::amqp::{publish, wait_for_count, warren, with_queue};
 use support::within;
-use warren_client::amqp::{address, Connection, Error, ExchangeSpec, Message, Outcome, QueueSpec};
+use warren_client::amqp::{address, Error, ExchangeSpec, Message, Outcome};
 
 #[tokio::test]
 async fn to_queues_missing_ones_refused_deleted_ones_failing() {
     let (uri, _broker) = warren().await;
-    let conn = within(Connection::open(&uri)).await.unwrap();
-    let m = within(conn.management()).await.unwrap();
-    within(m.declare_queue(&QueueSpec::classic("pub-q")))
-        .await
-        .unwrap();
+    let (conn, m) = with_queue(&uri, "pub-q").await;
     let p = within(conn.publisher().queue("pub-q").build()).await.unwrap();
     assert_eq!(publish(&p, Message::new("one")).await, Outcome::Accepted);
     for refused in [
@@ -57,11 +53,7 @@ async fn to_queues_missing_ones_refused_deleted_ones_failing() {
 #[tokio::test]
 async fn a_null_target_sends_each_message_where_its_to_says() {
     let (uri, _broker) = warren().await;
-    let conn = within(Connection::open(&uri)).await.unwrap();
-    let m = within(conn.management()).await.unwrap();
-    within(m.declare_queue(&QueueSpec::classic("to-q")))
-        .await
-        .unwrap();
+    let (conn, m) = with_queue(&uri, "to-q").await;
     within(m.declare_exchange(&ExchangeSpec::direct("to-x")))
         .await
         .unwrap();
@@ -96,11 +88,7 @@ async fn a_null_target_sends_each_message_where_its_to_says() {
 #[tokio::test]
 async fn messages_are_durable_by_default_and_in_flight_is_bounded() {
     let (uri, _broker) = warren().await;
-    let conn = within(Connection::open(&uri)).await.unwrap();
-    let m = within(conn.management()).await.unwrap();
-    within(m.declare_queue(&QueueSpec::classic("dur-q")))
-        .await
-        .unwrap();
+    let (conn, _m) = with_queue(&uri, "dur-q").await;
     let p = within(conn.publisher().queue("dur-q").max_in_flight(3).build())
         .await
         .unwrap();
@@ -131,11 +119,7 @@ async fn messages_are_durable_by_default_and_in_flight_is_bounded() {
 #[tokio::test]
 async fn pre_settled_publishing_delivers_without_outcomes() {
     let (uri, _broker) = warren().await;
-    let conn = within(Connection::open(&uri)).await.unwrap();
-    let m = within(conn.management()).await.unwrap();
-    within(m.declare_queue(&QueueSpec::classic("settled-q")))
-        .await
-        .unwrap();
+    let (conn, m) = with_queue(&uri, "settled-q").await;
     let p = within(conn.publisher().queue("settled-q").build_pre_settled())
         .await
         .unwrap();
@@ -155,11 +139,7 @@ async fn pre_settled_publishing_delivers_without_outcomes() {
 #[tokio::test]
 async fn a_dropped_publisher_still_tells_its_outcomes() {
     let (uri, _broker) = warren().await;
-    let conn = within(Connection::open(&uri)).await.unwrap();
-    let m = within(conn.management()).await.unwrap();
-    within(m.declare_queue(&QueueSpec::classic("dropped-publisher")))
-        .await
-        .unwrap();
+    let (conn, m) = with_queue(&uri, "dropped-publisher").await;
     let publisher = within(conn.publisher().queue("dropped-publisher").build())
         .await
         .unwrap();

@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::amqp::{publish, wait_for_count, warren};
+use support::amqp::{publish, wait_for_count, warren, with_queue};
 use support::within;
 use warren_client::amqp::{Connection, Error, Message, Outcome, QueueSpec, QueueType, Value};
 
@@ -119,11 +119,7 @@ async fn declare_with_arguments_and_read_them_back() {
 #[tokio::test]
 async fn purge_counts_and_missing_queues_are_404() {
     let (uri, _broker) = warren().await;
-    let conn = within(Connection::open(&uri)).await.unwrap();
-    let m = within(conn.management()).await.unwrap();
-    within(m.declare_queue(&QueueSpec::classic("purge-q")))
-        .await
-        .unwrap();
+    let (conn, m) = with_queue(&uri, "purge-q").await;
     let p = within(conn.publisher().queue("purge-q").build()).await.unwrap();
     for i in 0..7 {
         assert_eq!(

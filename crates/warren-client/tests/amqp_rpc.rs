@@ -8,7 +8,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::amqp::{wait_for_count, warren};
+use support::amqp::{wait_for_count, warren, with_queue};
 use support::within;
 use warren_client::amqp::{Connection, Error, Event, Message, QueueSpec, RecoveryOptions, ReplyTo};
 
@@ -18,11 +18,7 @@ use warren_client::amqp::{Connection, Error, Event, Message, QueueSpec, Recovery
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rpc_requests_get_their_own_replies() {
     let (uri, _broker) = warren().await;
-    let conn = within(Connection::open(&uri)).await.unwrap();
-    let m = within(conn.management()).await.unwrap();
-    within(m.declare_queue(&QueueSpec::classic("rpc-upper")))
-        .await
-        .unwrap();
+    let (conn, m) = with_queue(&uri, "rpc-upper").await;
     within(m.declare_queue(&QueueSpec::classic("rpc-nobody")))
         .await
         .unwrap();
@@ -79,11 +75,7 @@ async fn rpc_requests_get_their_own_replies() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replies_through_an_exclusive_queue_when_asked() {
     let (uri, _broker) = warren().await;
-    let conn = within(Connection::open(&uri)).await.unwrap();
-    let m = within(conn.management()).await.unwrap();
-    within(m.declare_queue(&QueueSpec::classic("rpc-echo")))
-        .await
-        .unwrap();
+    let (conn, _m) = with_queue(&uri, "rpc-echo").await;
     let server = within(conn.rpc_server("rpc-echo", |request: Message| async move {
         Ok(Message::new(request.data().unwrap_or_default().to_vec()))
     }))

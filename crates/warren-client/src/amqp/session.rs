@@ -492,14 +492,15 @@ impl Session {
 
     /// Detach the closing links with nothing left unsettled.
     fn detach_settled(&mut self) {
-        let unsettled = &self.unsettled;
-        let (done, waiting): (Vec<u32>, Vec<u32>) = std::mem::take(&mut self.closing)
-            .into_iter()
-            .partition(|h| !unsettled.values().any(|(l, _)| l == h));
-        self.closing = waiting;
-        for handle in done {
-            self.detach(handle);
-        }
+        let mut closing = std::mem::take(&mut self.closing);
+        closing.retain(|&handle| {
+            let waiting = self.unsettled.values().any(|(l, _)| *l == handle);
+            if !waiting {
+                self.detach(handle);
+            }
+            waiting
+        });
+        self.closing = closing;
     }
 
     /// Give receiver link `handle` its window of credit, less what the

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use warren_client::amqp::{Management, Message, Outcome, Publisher};
+use warren_client::amqp::{Connection, Management, Message, Outcome, Publisher, QueueSpec};
 
 use super::within;
 
@@ -45,4 +45,13 @@ pub async fn unacked(api: &str, q: &str) -> u64 {
 /// Publish `m` and wait for its outcome.
 pub async fn publish(p: &Publisher, m: Message) -> Outcome {
     within(within(p.publish(m)).await.unwrap()).await.unwrap()
+}
+
+/// A connection to `uri`, its management link, and classic queue `q`
+/// declared.
+pub async fn with_queue(uri: &str, q: &str) -> (Connection, Management) {
+    let conn = within(Connection::open(uri)).await.unwrap();
+    let m = within(conn.management()).await.unwrap();
+    within(m.declare_queue(&QueueSpec::classic(q))).await.unwrap();
+    (conn, m)
 }
