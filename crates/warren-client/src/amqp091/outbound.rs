@@ -13,7 +13,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use parking_lot::Mutex;
 use tokio::sync::{oneshot, watch, Notify};
 
-use super::deferral::{owe_here, Deferral, Owing, Queued, Tick, TickState};
+use super::deferral::{owe_here, split_at, Deferral, Owing, Queued, Tick, TickState};
 use super::error::Error;
 use super::events::Signals;
 use crate::socket::WriteHalf;
@@ -138,23 +138,26 @@ impl Outbound {
         &self,
         encode: &mut Option<impl FnOnce(&mut BytesMut) -> R>,
     ) -> Result<Option<R>, Error> {
-        self.queue(encode, false)
+        self.queue(encode, None)
     }
 
-    /// [`Self::try_send_with`] for a publish in confirm mode: its frames
-    /// may be left for its task to write when it waits on a confirm or
-    /// for room ([`Self::flush_deferred`]; see [`super::deferral`]).
+    /// [`Self::try_send_with`] for a publish in confirm mode on a channel
+    /// allowing `max_in_flight` unconfirmed: its frames may be left for
+    /// its task to write when it waits on a confirm or for room
+    /// ([`Self::flush_deferred`]), or when its batch reaches half that
+    /// limit (see [`super::deferral`]).
     pub(crate) fn try_publish_with<R>(
         &self,
         encode: &mut Option<impl FnOnce(&mut BytesMut) -> R>,
+        max_in_flight: usize,
     ) -> Result<Option<R>, Error> {
-        self.queue(encode, true)
+        self.queue(encode, Some(split_at(max_in_flight)))
     }
 
     fn queue<R>(
         &self,
         encode: &mut Option<impl FnOnce(&mut BytesMut) -> R>,
-        publish: bool,
+        publish: Option<usize>,
     ) -> Result<Option<R>, Error> {
         let mut outbox = self.outbox.lock();
         if self.is_ended() {
@@ -167,12 +170,19 @@ impl Outbound {
         let told = !outbox.is_empty() && !self.deferral.owes();
         let r = (encode.take().expect("an encoder runs once"))(&mut outbox);
         let queued = match publish {
-            true => self.deferral.publish(told, outbox.len()),
-            false => Queued::Send,
+            Some(split) => self.deferral.publish(told, outbox.len(), split),
+            None => Queued::Send,
         };
         match queued {
             Queued::Deferred { first: true } => owe_here(&self.me),
             Queued::Deferred { first: false } => {}
+            // As a flush: the task writes, whether or not the socket was
+            // quiet (the writer would only wake to write the same).
+            Queued::Split => {
+                if !self.write_direct(&mut outbox, false) {
+                    self.outbox_filled.notify_one();
+                }
+            }
             Queued::ArmWriter => self.outbox_filled.notify_one(),
             Queued::Send if told => {}
             Queued::Send => {

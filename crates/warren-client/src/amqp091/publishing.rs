@@ -188,7 +188,7 @@ impl Channel {
                         keep.then(|| Bytes::copy_from_slice(&buf[start..]))
                     });
                     let sent = match confirms.enabled {
-                        true => wire.try_publish_with(&mut encode),
+                        true => wire.try_publish_with(&mut encode, confirms.max),
                         false => wire.try_send_with(&mut encode),
                     };
                     match sent {
