@@ -131,18 +131,18 @@ impl Deferral {
         }
         if split == 1 {
             // All queued goes with it, another channel's deferred too.
-            if self.owed.load(Relaxed) {
-                self.owed.store(false, Relaxed);
-            }
+            self.settle();
             return Queued::Split;
         }
         if self.armed.load(Relaxed) && queued < DEFER_LIMIT {
             let first = !self.owed.swap(true, Relaxed);
-            if first {
-                self.batches.fetch_add(1, Relaxed);
-                self.held.store(0, Relaxed);
-            }
-            let held = self.held.load(Relaxed) + 1;
+            let held = match first {
+                true => {
+                    self.batches.fetch_add(1, Relaxed);
+                    1
+                }
+                false => self.held.load(Relaxed) + 1,
+            };
             if split > 0 && held >= split {
                 self.owed.store(false, Relaxed);
                 return Queued::Split;

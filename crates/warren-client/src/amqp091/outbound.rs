@@ -178,18 +178,12 @@ impl Outbound {
             Queued::Deferred { first: false } => {}
             // As a flush: the task writes, whether or not the socket was
             // quiet (the writer would only wake to write the same).
-            Queued::Split => {
-                if !self.write_direct(&mut outbox, false) {
-                    self.outbox_filled.notify_one();
-                }
-            }
+            Queued::Split => self.write_or_tell(&mut outbox, false),
             Queued::ArmWriter => self.outbox_filled.notify_one(),
             Queued::Send if told => {}
             Queued::Send => {
                 self.deferral.settle();
-                if !self.write_direct(&mut outbox, true) {
-                    self.outbox_filled.notify_one();
-                }
+                self.write_or_tell(&mut outbox, true);
             }
         }
         Ok(Some(r))
@@ -244,6 +238,14 @@ impl Outbound {
                 false
             }
             Err(_) => false,
+        }
+    }
+
+    /// Write the outbox now ([`Self::write_direct`]), or tell the writer
+    /// what is left.
+    fn write_or_tell(&self, outbox: &mut BytesMut, after_quiet: bool) {
+        if !self.write_direct(outbox, after_quiet) {
+            self.outbox_filled.notify_one();
         }
     }
 
@@ -328,8 +330,8 @@ impl Owing for Outbound {
             return;
         }
         let mut outbox = self.outbox.lock();
-        if self.deferral.settle() && !outbox.is_empty() && !self.write_direct(&mut outbox, false) {
-            self.outbox_filled.notify_one();
+        if self.deferral.settle() && !outbox.is_empty() {
+            self.write_or_tell(&mut outbox, false);
         }
     }
 }
