@@ -11,14 +11,14 @@
 //! (and readable anywhere) once a majority of the members has it.
 
 pub mod coordinator;
-#[cfg(test)]
-mod election_tests;
 pub mod forward;
 pub mod leader;
 pub mod outbox;
 pub mod registry;
 pub mod replica;
 pub mod status;
+#[cfg(test)]
+mod wired_tests;
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -105,9 +105,13 @@ impl Following {
         }
     }
 
-    /// The link to the leader is back: ask at once.
+    /// A link to the leader is up: ask at once, even while streaming. A
+    /// new link can replace one this side never saw go down (the leader
+    /// dropped it, and this node, paused, read its end only after the new
+    /// one was up): the leader then dropped this replica too and waits to
+    /// be asked, and chunks sent on the old link may be lost.
     pub fn up(&self) {
-        if matches!(self.state.lock().phase, Phase::Idle(_) | Phase::Asked(_)) {
+        if !matches!(self.state.lock().phase, Phase::Stopped) {
             self.ask();
         }
     }
