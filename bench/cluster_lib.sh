@@ -16,8 +16,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Start both clusters (WARREN_ONLY=1: Warren's alone); returns once
-# Warren's metadata group commits.
+# Start both clusters (WARREN_ONLY=1: Warren's alone; WARREN_BIN: another
+# build of warren); returns once Warren's metadata group commits.
 start_clusters() {
   cargo build --release -p warren-server
   rm -rf "$OUT"/data* /tmp/rmq-c1 /tmp/rmq-c2 /tmp/rmq-c3
@@ -41,7 +41,7 @@ secret = "bench-secret"
 listen = "127.0.0.1:$((25780 + i))"
 peers = [ $peers]
 TOML
-    ./target/release/warren --config "$OUT/node$i.toml" > "$OUT/node$i.log" 2>&1 &
+    ${WARREN_BIN:-./target/release/warren} --config "$OUT/node$i.toml" > "$OUT/node$i.log" 2>&1 &
     PIDS+=($!)
   done
   [ "${WARREN_ONLY:-0}" = 1 ] || $RMQ start

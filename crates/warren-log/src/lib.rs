@@ -31,6 +31,7 @@ mod log;
 mod overview;
 mod reader;
 pub mod recent;
+mod slabs;
 #[cfg(test)]
 mod tests;
 pub mod tracking;

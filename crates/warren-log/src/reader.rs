@@ -22,6 +22,7 @@ use crate::error::{LogError, Result};
 use crate::files::{self, IndexRecord, FILE_HEADER};
 use crate::log::{read_chunk_header, SegmentMeta, View, ViewState, CHUNK_USER};
 use crate::recent::Place;
+use crate::slabs::Slabs;
 
 /// Where to start reading (the protocol's offset specification).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +53,8 @@ pub struct Reader {
     /// A replication reader (osiris's data reader): every chunk, of every
     /// type, whole, committed or not.
     whole: bool,
+    /// Where a replication reader reads chunks from the file into.
+    slabs: Slabs,
 }
 
 impl std::fmt::Debug for Reader {
@@ -155,6 +158,7 @@ impl Reader {
             file: None,
             filter: filter.filter(|m| !m.values.is_empty()),
             whole: false,
+            slabs: Slabs::default(),
         })
     }
 
@@ -178,6 +182,7 @@ impl Reader {
             file: None,
             filter: None,
             whole: true,
+            slabs: Slabs::default(),
         };
         if next != st.next_offset {
             let at = r.peek_id()?;
@@ -298,17 +303,23 @@ impl Reader {
 
     /// A replication reader's next chunk, whole, or None at the end of
     /// what is written: from the leader's recent chunks when there
-    /// (shared, not copied), else read from the file.
+    /// (shared, not copied), else read from the file into one of the
+    /// reader's reused buffers ([`crate::slabs`]).
     pub fn next_whole(&mut self) -> Result<Option<(ChunkHeader, Bytes)>> {
         debug_assert!(self.whole, "a replication reader");
         if let Some(chunk) = self.view.recent_at(self.place()) {
             if let Ok(header) = ChunkHeader::parse(&chunk) {
                 self.pos += chunk.len() as u64;
+                self.slabs.release();
                 return Ok(Some((header, chunk)));
             }
         }
-        let mut out = BytesMut::new();
-        Ok(self.next_chunk_into(&mut out)?.map(|h| (h, out.freeze())))
+        let mut slabs = std::mem::take(&mut self.slabs);
+        let out = slabs.current();
+        let read = self.next_chunk_into(out);
+        let chunk = out.split().freeze();
+        self.slabs = slabs;
+        Ok(read?.map(|h| (h, chunk)))
     }
 
     /// The next user chunk that passes the filter, or None at the end of
