@@ -51,6 +51,9 @@ pub struct Conn {
     /// The stream front end's node-wide parts.
     pub(super) shared: Arc<crate::Shared>,
     pub(super) rbuf: BytesMut,
+    /// The size of the last frame read here that was larger than a usual
+    /// read: room is made for one like it at each frame's start.
+    pub(super) large_frame: usize,
     pub(super) wbuf: BytesMut,
     pub(super) frame_max: u32,
     /// The frame_max agreed in Tune, in force once the connection is open.
