@@ -4,6 +4,13 @@
 //! CONNECTION_FORCED).
 
 use clap::Parser;
+
+/// mimalloc keeps freed pages for reuse where glibc's malloc handed them
+/// back and faulted them in again: on three nodes publishing 1 KB stream
+/// messages that was 4-19 % of the leader's CPU (page faults and zeroed
+/// pages; bench/RESULTS.md, 2026-12-07).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use tracing_subscriber::EnvFilter;
 use warren_server::{Cli, Config, LogFormat, StartError};
 
