@@ -70,9 +70,7 @@ impl Slabs {
 
     /// Let every buffer go (the reader reads from memory again).
     pub(crate) fn release(&mut self) {
-        if !self.ring.is_empty() {
-            self.ring = VecDeque::new();
-        }
+        self.ring.clear();
     }
 
     #[cfg(test)]

@@ -136,12 +136,11 @@ impl Deferral {
         }
         if self.armed.load(Relaxed) && queued < DEFER_LIMIT {
             let first = !self.owed.swap(true, Relaxed);
-            let held = match first {
-                true => {
-                    self.batches.fetch_add(1, Relaxed);
-                    1
-                }
-                false => self.held.load(Relaxed) + 1,
+            let held = if first {
+                self.batches.fetch_add(1, Relaxed);
+                1
+            } else {
+                self.held.load(Relaxed) + 1
             };
             if split > 0 && held >= split {
                 self.owed.store(false, Relaxed);

@@ -202,15 +202,8 @@ async fn a_replica_whose_link_is_replaced_unseen_asks_again_and_catches_up() {
     // a finds c silent (c paused past the link's timeout) and drops its
     // link; a's new link is up at c before c reads the old one's end, so
     // c sees that link come up and never sees one go down.
-    c.links.remove(&("a", "c"));
-    c.links.remove(&("c", "a"));
     c.node("a").down("c");
-    let (to_c, from_a) = mpsc::unbounded_channel();
-    let (to_a, from_c) = mpsc::unbounded_channel();
-    c.links.insert(("a", "c"), from_a);
-    c.links.insert(("c", "a"), from_c);
-    c.node("a").up("c", to_c);
-    c.node("c").up("a", to_a);
+    c.connect("a", "c");
     settle(&mut c).await;
 
     c.logs["a"].append_marker().unwrap();
