@@ -391,14 +391,22 @@ impl Streams {
                     leader: leader.as_deref().map(ShortStr::from),
                 });
                 match leader {
-                    Some(l) => {
-                        Run::Replica(Following::start(log.clone(), stream, l.clone(), self.out.clone()))
-                    }
+                    Some(l) => Run::Replica(Following::new(log.clone(), stream, l.clone(), self.out.clone())),
                     None => return,
                 }
             }
         };
+        let asking = match &run {
+            Run::Replica(f) => Some(f.clone()),
+            Run::Leader(_) => None,
+        };
         self.runs.lock().insert(key, run);
+        // Only now: the answer is routed by `runs`, and on a quick link
+        // it could come back before the insert and be dropped, leaving the
+        // replica waiting for it (5 x RETRY) with its consumers idle.
+        if let Some(f) = asking {
+            f.ask();
+        }
     }
 
     fn run_of(&self, m: &StreamRef) -> Option<RunRef> {

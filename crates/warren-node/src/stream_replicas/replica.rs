@@ -6,21 +6,29 @@
 //! committed chunk the leader sends along.
 //!
 //! Anything unexpected (a refusal, a chunk out of order, the link going)
-//! sends it back to asking, after [`RETRY`].
+//! sends it back to asking: soon at first ([`RETRY_FIRST`]), then less
+//! often, up to [`RETRY`]. The members of a new stream take it up as each
+//! node applies its placement, so a replica often asks before its leader
+//! leads and is refused; waiting the whole [`RETRY`] then left it idle,
+//! and its consumers without messages, for half a second or more.
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 use parking_lot::Mutex;
+use tokio::time::Instant;
 use warren_core::queue::StreamLog;
 use warren_peer::stream::{StreamMsg, StreamRef};
 use warren_stream::chunk::{ChunkHeader, HEADER_SIZE};
 
 use super::outbox::Outbox;
 
-/// How long a replica waits before asking again.
+/// How long a replica waits before asking again, at most...
 pub const RETRY: Duration = Duration::from_millis(500);
+
+/// ...and after its first refusal (doubling with each one after).
+pub const RETRY_FIRST: Duration = Duration::from_millis(20);
 
 /// Bytes of one chunk a replica buffers at most while its pieces arrive
 /// (a message may be 128 MiB; a header claiming more is a broken peer).
@@ -32,10 +40,13 @@ pub struct Following {
     pub leader: String,
     out: Arc<Outbox>,
     state: Mutex<State>,
+    /// Itself, for the timer that asks again after a refusal (weak: a
+    /// member replaced or removed is not kept asking).
+    me: Weak<Following>,
 }
 
 enum Phase {
-    /// Not following; ask again after the instant.
+    /// Not following; ask again from the instant.
     Idle(Instant),
     /// Asked at the instant; waiting for the overview.
     Asked(Instant),
@@ -50,11 +61,17 @@ struct State {
     phase: Phase,
     /// Bytes of a chunk whose rest has not arrived.
     partial: BytesMut,
+    /// How long the next back-off waits (short again once a chunk is
+    /// written).
+    retry: Duration,
 }
 
 impl Following {
-    pub fn start(log: Arc<StreamLog>, stream: StreamRef, leader: String, out: Arc<Outbox>) -> Arc<Following> {
-        let f = Arc::new(Following {
+    /// A replica that has not asked yet: it asks with [`Following::ask`]
+    /// once the node routes its stream's messages to it (the leader's
+    /// answer can be back before that, and would be dropped).
+    pub fn new(log: Arc<StreamLog>, stream: StreamRef, leader: String, out: Arc<Outbox>) -> Arc<Following> {
+        Arc::new_cyclic(|me| Following {
             log,
             stream,
             leader,
@@ -62,13 +79,14 @@ impl Following {
             state: Mutex::new(State {
                 phase: Phase::Idle(Instant::now()),
                 partial: BytesMut::new(),
+                retry: RETRY_FIRST,
             }),
-        });
-        f.ask();
-        f
+            me: me.clone(),
+        })
     }
 
-    fn ask(&self) {
+    /// Ask the leader to be followed.
+    pub fn ask(&self) {
         let mut st = self.state.lock();
         st.partial.clear();
         st.phase = if self.out.send(
@@ -88,15 +106,28 @@ impl Following {
         if matches!(st.phase, Phase::Stopped) {
             return;
         }
-        tracing::info!(stream = %self.log.name, leader = %self.leader, "replica will ask again: {why}");
+        let wait = st.retry;
+        st.retry = (wait * 2).min(RETRY);
+        tracing::info!(stream = %self.log.name, leader = %self.leader, ?wait, "replica will ask again: {why}");
         st.partial.clear();
-        st.phase = Phase::Idle(Instant::now());
+        st.phase = Phase::Idle(Instant::now() + wait);
+        drop(st);
+        // The node's tick comes once a second; ask when the wait is over.
+        let me = self.me.clone();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                tokio::time::sleep(wait).await;
+                if let Some(f) = me.upgrade() {
+                    f.tick();
+                }
+            });
+        }
     }
 
-    /// Every second: ask again if it is time.
+    /// Ask again if it is time (every second, and when a back-off ends).
     pub fn tick(&self) {
         let due = match self.state.lock().phase {
-            Phase::Idle(t) => t.elapsed() >= RETRY,
+            Phase::Idle(t) => Instant::now() >= t,
             Phase::Asked(t) => t.elapsed() >= 5 * RETRY,
             Phase::Streaming | Phase::Stopped => false,
         };
@@ -122,7 +153,7 @@ impl Following {
             return;
         }
         st.partial.clear();
-        st.phase = Phase::Idle(Instant::now() - RETRY);
+        st.phase = Phase::Idle(Instant::now());
     }
 
     /// Stop following (the coordinator asks, its leader being gone) and
@@ -216,6 +247,11 @@ impl Following {
         }
         if failed.is_none() {
             st.partial.extend_from_slice(&buf);
+        }
+        if wrote.is_some() {
+            // Back-offs start short again only after progress: a chunk
+            // refused each time it comes is asked for at most every RETRY.
+            st.retry = RETRY_FIRST;
         }
         drop(st);
         if let Some(last) = wrote {
