@@ -344,7 +344,8 @@ pub async fn delete_queue(
 /// on a cluster, returning once this node has applied it.
 pub async fn run(ctx: &Arc<ServerCtx>, c: Command) -> Result<Outcome, MetaError> {
     match &ctx.meta {
-        None => Ok(c.apply(&ctx.applier())),
+        // No metadata log: no index (nothing is replicated either).
+        None => Ok(c.apply(&ctx.applier(), 0)),
         Some(meta) => {
             // After this node's start announcement, which would otherwise
             // remove a queue declared here before it is applied. The wait

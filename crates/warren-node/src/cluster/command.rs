@@ -255,8 +255,9 @@ pub struct Applier {
 }
 
 impl Command {
-    /// Apply to this node (`timers` arms what TTLs and expiries need).
-    pub fn apply(&self, a: &Applier) -> Outcome {
+    /// Apply to this node (`timers` arms what TTLs and expiries need);
+    /// `index` is the entry's in the metadata log.
+    pub fn apply(&self, a: &Applier, index: u64) -> Outcome {
         let (broker, timers) = (&*a.broker, &a.timers);
         match self {
             Command::PutVhost { name, creator } => {
@@ -391,12 +392,12 @@ impl Command {
                     u.limits.remove(name);
                 });
             }
-            _ => return self.apply_topology(a).into(),
+            _ => return self.apply_topology(a, index).into(),
         }
         Outcome::Done
     }
 
-    fn apply_topology(&self, a: &Applier) -> Result<Outcome, BrokerError> {
+    fn apply_topology(&self, a: &Applier, index: u64) -> Result<Outcome, BrokerError> {
         let vhost = |name: &str| {
             a.broker
                 .vhost(name)
@@ -444,7 +445,8 @@ impl Command {
                                 name: queue.name.clone(),
                                 members: members.clone(),
                                 leader: members.first().cloned(),
-                                epoch: 1,
+                                epoch: index.max(1),
+                                first_epoch: index.max(1),
                             })
                             .map_err(BrokerError::Internal)?;
                     }
@@ -553,12 +555,12 @@ impl Command {
 
     /// Apply an entry of the metadata log; one this build cannot read is
     /// logged and skipped.
-    fn apply_entry(a: &Applier, data: &[u8]) -> Vec<u8> {
+    fn apply_entry(a: &Applier, index: u64, data: &[u8]) -> Vec<u8> {
         if data.is_empty() {
             return Vec::new();
         }
         let outcome = match serde_json::from_slice::<Command>(data) {
-            Ok(c) => c.apply(a),
+            Ok(c) => c.apply(a, index),
             Err(e) => {
                 tracing::error!("a metadata entry this node cannot read, skipped: {e}");
                 Outcome::Refused {
@@ -581,7 +583,7 @@ impl Command {
             .iter()
             .map(|e| {
                 if !e.snapshot {
-                    return Self::apply_entry(a, e.data);
+                    return Self::apply_entry(a, e.index, e.data);
                 }
                 if let Err(err) = super::snapshot::install(a, e.data) {
                     // Raft's own checks passed, so this is a build that

@@ -26,6 +26,16 @@ pub struct Placement {
     pub members: Vec<String>,
     /// The member that writes (None while one is being chosen).
     pub leader: Option<String>,
-    /// One more for each new leader (the first is 1), as osiris's.
+    /// One more for each new leader, from `first_epoch`, as osiris's.
     pub epoch: u64,
+    /// The epoch it was declared with: the declare's index in the
+    /// metadata log. Replication messages name a stream by name and
+    /// epoch, so a stream declared again under a deleted one's name must
+    /// never share an epoch with it; each of the deleted one's elections
+    /// was an entry of that log after its declare, so its epochs all stay
+    /// below the new declare's index. `stream_status` shows epochs counted
+    /// from 1, as RabbitMQ's. 0 in records from before it (their epochs
+    /// began at 1).
+    #[serde(default)]
+    pub first_epoch: u64,
 }

@@ -324,6 +324,7 @@ mod tests {
             members: vec!["a".into(), "b".into(), "c".into()],
             leader: Some("a".into()),
             epoch: 2,
+            first_epoch: 1,
         };
         let t = |v: &[(&str, Option<(u64, u64)>)]| v.iter().map(|(n, x)| (n.to_string(), *x)).collect();
         // A higher epoch wins over a longer log of an older one.
