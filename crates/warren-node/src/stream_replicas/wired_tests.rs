@@ -25,6 +25,18 @@ struct Cluster {
     links: HashMap<(&'static str, &'static str), mpsc::UnboundedReceiver<Message>>,
 }
 
+/// Stream "s" on members a, b, c, led by a, declared with `epoch`.
+fn placement(epoch: u64) -> Placement {
+    Placement {
+        vhost: "/".into(),
+        name: "s".into(),
+        members: NODES.iter().map(|n| n.to_string()).collect(),
+        leader: Some("a".into()),
+        epoch,
+        first_epoch: epoch,
+    }
+}
+
 impl Cluster {
     /// Stream "s" on members a, b, c, led by a in epoch 1; a's log holds
     /// one chunk the others do not (the longest log), and no links yet.
@@ -36,14 +48,7 @@ impl Cluster {
     /// have not applied its placement yet: see [`Cluster::take_up`]).
     fn taken_up_by(members: &[&str]) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
-        let placement = Placement {
-            vhost: "/".into(),
-            name: "s".into(),
-            members: NODES.iter().map(|n| n.to_string()).collect(),
-            leader: Some("a".into()),
-            epoch: 1,
-            first_epoch: 1,
-        };
+        let placement = placement(1);
         let mut nodes = HashMap::new();
         let mut logs = HashMap::new();
         for n in NODES {
@@ -277,16 +282,8 @@ async fn a_stream_deleted_and_declared_again_is_not_filled_from_its_old_leader()
         c.node(n).removed("/", "s");
         c.logs[n].discard();
         let home = c._dir.path().join(n).join("again");
-        let p = Placement {
-            vhost: "/".into(),
-            name: "s".into(),
-            members: NODES.iter().map(|n| n.to_string()).collect(),
-            leader: Some("a".into()),
-            // The declare's index: past the entries of the first one.
-            epoch: 7,
-            first_epoch: 7,
-        };
-        c.node(n).placed(p).unwrap();
+        // The declare's index: past the entries of the first one.
+        c.node(n).placed(placement(7)).unwrap();
         let log = StreamLog::open(&home, "/", "s", Default::default(), 0).unwrap();
         warren_core::queue::StreamSystem::attach(&**c.node(n), &log);
         c.logs.insert(n, log);
