@@ -439,14 +439,16 @@ impl Command {
                 }
                 if let (Some(members), Some(streams)) = (stream, &a.streams) {
                     if vh.find_queue(queue.name.as_bytes()).is_none() {
+                        // See `Placement::first_epoch`.
+                        let first_epoch = index.max(1);
                         streams
                             .placed(crate::definitions::records::Placement {
                                 vhost: queue.vhost.clone(),
                                 name: queue.name.clone(),
                                 members: members.clone(),
                                 leader: members.first().cloned(),
-                                epoch: index.max(1),
-                                first_epoch: index.max(1),
+                                epoch: first_epoch,
+                                first_epoch,
                             })
                             .map_err(BrokerError::Internal)?;
                     }

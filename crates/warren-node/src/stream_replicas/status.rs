@@ -71,7 +71,7 @@ impl Streams {
             };
             let mut r = r.unwrap_or_else(|| json!({"role": role, "node": m}));
             // Counted from 1, as RabbitMQ shows them.
-            if let (Some(e), true) = (r["epoch"].as_u64(), p.first_epoch > 0) {
+            if let Some(e) = r["epoch"].as_u64().filter(|_| p.first_epoch > 0) {
                 r["epoch"] = json!(e.saturating_sub(p.first_epoch) + 1);
             }
             rows.push(r);
