@@ -260,8 +260,12 @@ async fn run(a: Args) {
         }
     };
     let n = outcome.messages.max(1) as f64;
+    let broker = used
+        .broker
+        .map(|b| format!("broker_cpu_us_per_msg={:.2}\t", b.as_micros() as f64 / n))
+        .unwrap_or_default();
     println!(
-        "{:?}\t{:?}\tsize={}\tin_flight={}\tack_every={}\tconcurrency={}\thandler_ms={}\tmsgs={}\tsecs={:.2}\trate={:.0}\tcpu_us_per_msg={:.2}\tcsw_per_msg={:.3}\t{}",
+        "{:?}\t{:?}\tsize={}\tin_flight={}\tack_every={}\tconcurrency={}\thandler_ms={}\tmsgs={}\tsecs={:.2}\trate={:.0}\tcpu_us_per_msg={:.2}\tcsw_per_msg={:.3}\t{}{}",
         a.client,
         a.workload,
         a.size,
@@ -274,6 +278,7 @@ async fn run(a: Args) {
         outcome.messages as f64 / outcome.elapsed.as_secs_f64(),
         used.cpu.as_micros() as f64 / n,
         used.context_switches as f64 / n,
+        broker,
         outcome.note,
     );
 }
