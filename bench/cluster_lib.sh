@@ -3,7 +3,9 @@
 # 5781-5783, streams on 5791-5793, HTTP on 15781-15783) beside a 3-node
 # RabbitMQ 3.10 cluster (../shared/anchors/rabbitmq-cluster.sh: AMQP
 # 5701-5703, streams 5711-5713, HTTP 15701-15703). Both are stopped, and their data removed, when the
-# sourcing script exits. The caller sets OUT.
+# sourcing script exits. The caller sets OUT (refused when empty: the
+# cleanup removes "$OUT"/data*).
+: "${OUT:?bench/cluster_lib.sh needs OUT, the directory for the node files}"
 RMQ=../shared/anchors/rabbitmq-cluster.sh
 mkdir -p "$OUT"
 PIDS=()
