@@ -91,6 +91,13 @@ impl Cluster {
         }
     }
 
+    /// Every pair of nodes linked.
+    fn connect_all(&mut self) {
+        self.connect("a", "b");
+        self.connect("a", "c");
+        self.connect("b", "c");
+    }
+
     fn cut(&mut self, x: &'static str, y: &'static str) {
         for (from, to) in [(x, y), (y, x)] {
             self.links.remove(&(from, to));
@@ -141,9 +148,7 @@ fn chosen(epoch: u64, leader: &str) -> Vec<Chosen> {
 #[tokio::test]
 async fn an_election_begun_ends_the_epoch_though_the_old_leader_comes_back() {
     let mut c = Cluster::new();
-    c.connect("a", "b");
-    c.connect("a", "c");
-    c.connect("b", "c");
+    c.connect_all();
     c.deliver();
     assert!(c.elect("b").is_empty(), "no election while the leader is up");
 
@@ -164,9 +169,7 @@ async fn an_election_begun_ends_the_epoch_though_the_old_leader_comes_back() {
 #[tokio::test]
 async fn members_stopped_for_a_forgotten_election_remind_the_next_coordinator() {
     let mut c = Cluster::new();
-    c.connect("a", "b");
-    c.connect("a", "c");
-    c.connect("b", "c");
+    c.connect_all();
     c.deliver();
 
     // b begins an election without a and both b and c stop, but b
@@ -212,9 +215,7 @@ async fn settle(c: &mut Cluster) {
 #[tokio::test]
 async fn a_replica_whose_link_is_replaced_unseen_asks_again_and_catches_up() {
     let mut c = Cluster::new();
-    c.connect("a", "b");
-    c.connect("a", "c");
-    c.connect("b", "c");
+    c.connect_all();
     settle(&mut c).await;
     assert_eq!(c.logs["c"].last_chunk(), Some((1, 0)), "c streams from a");
 
@@ -243,9 +244,7 @@ async fn replicas_refused_before_their_leader_leads_ask_again_soon() {
     for n in NODES {
         c.node(n).start_ticking(shutdown.clone());
     }
-    c.connect("a", "b");
-    c.connect("a", "c");
-    c.connect("b", "c");
+    c.connect_all();
     settle(&mut c).await;
     assert_eq!(c.logs["b"].last_chunk(), None);
 
@@ -267,9 +266,7 @@ async fn replicas_refused_before_their_leader_leads_ask_again_soon() {
 #[tokio::test(start_paused = true)]
 async fn a_stream_deleted_and_declared_again_is_not_filled_from_its_old_leader() {
     let mut c = Cluster::new();
-    c.connect("a", "b");
-    c.connect("a", "c");
-    c.connect("b", "c");
+    c.connect_all();
     settle(&mut c).await;
     c.logs["a"].append_marker().unwrap();
     c.logs["a"].append_marker().unwrap();
