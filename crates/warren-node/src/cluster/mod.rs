@@ -27,6 +27,7 @@ pub mod command;
 pub mod join;
 pub mod link;
 pub mod link_tls;
+pub mod link_write;
 pub mod links;
 pub mod meta;
 pub mod nodes;
