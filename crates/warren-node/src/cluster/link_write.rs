@@ -221,39 +221,43 @@ async fn write_parts(wr: &mut impl LinkWrite, parts: &mut Vec<Part>) -> std::io:
     Ok(())
 }
 
-/// sendmsg with MSG_MORE: what fits of `slices`, held for what follows.
-async fn send_more(tcp: &TcpStream, slices: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+/// Run `call`, a non-blocking syscall on `tcp` that returns a count or
+/// -1, until it is not refused for want of room; its count.
+async fn when_writable(tcp: &TcpStream, mut call: impl FnMut() -> isize) -> std::io::Result<usize> {
     loop {
         tcp.writable().await?;
-        let r = tcp.try_io(Interest::WRITABLE, || {
-            // SAFETY: the iovecs point into `slices`, alive for the call;
-            // IoSlice is ABI-compatible with iovec.
-            let msg = libc::msghdr {
-                msg_name: std::ptr::null_mut(),
-                msg_namelen: 0,
-                msg_iov: slices.as_ptr() as *mut libc::iovec,
-                msg_iovlen: slices.len(),
-                msg_control: std::ptr::null_mut(),
-                msg_controllen: 0,
-                msg_flags: 0,
-            };
-            let r = unsafe { libc::sendmsg(tcp.as_raw_fd(), &msg, libc::MSG_MORE | libc::MSG_NOSIGNAL) };
-            if r < 0 {
-                Err(std::io::Error::last_os_error())
-            } else {
-                Ok(r as usize)
-            }
+        let r = tcp.try_io(Interest::WRITABLE, || match call() {
+            r if r < 0 => Err(std::io::Error::last_os_error()),
+            r => Ok(r as usize),
         });
         match r {
-            Ok(n) => return Ok(n),
             Err(e)
                 if matches!(
                     e.kind(),
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
                 ) => {}
-            Err(e) => return Err(e),
+            r => return r,
         }
     }
+}
+
+/// sendmsg with MSG_MORE: what fits of `slices`, held for what follows.
+async fn send_more(tcp: &TcpStream, slices: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+    when_writable(tcp, || {
+        // SAFETY: IoSlice is ABI-compatible with iovec; the iovecs point
+        // into `slices`, alive for the call, which only reads them.
+        let msg = libc::msghdr {
+            msg_name: std::ptr::null_mut(),
+            msg_namelen: 0,
+            msg_iov: slices.as_ptr() as *mut libc::iovec,
+            msg_iovlen: slices.len(),
+            msg_control: std::ptr::null_mut(),
+            msg_controllen: 0,
+            msg_flags: 0,
+        };
+        unsafe { libc::sendmsg(tcp.as_raw_fd(), &msg, libc::MSG_MORE | libc::MSG_NOSIGNAL) }
+    })
+    .await
 }
 
 /// Send `len` bytes of `span`'s file to `tcp` from the page cache; the
@@ -263,29 +267,17 @@ async fn send_file(tcp: &TcpStream, span: &FileSpan, len: usize) -> std::io::Res
     let mut offset = span.pos as libc::off_t;
     let mut sent = 0;
     while sent < len {
-        tcp.writable().await?;
-        let r = tcp.try_io(Interest::WRITABLE, || {
+        let n = when_writable(tcp, || {
             // SAFETY: both descriptors are open (the stream and the Arc'd
             // file are borrowed for the call); sendfile writes only
             // `offset`, a local it is given a pointer to.
-            let r =
-                unsafe { libc::sendfile(tcp.as_raw_fd(), span.file.as_raw_fd(), &mut offset, len - sent) };
-            if r < 0 {
-                Err(std::io::Error::last_os_error())
-            } else {
-                Ok(r as usize)
-            }
-        });
-        match r {
-            Ok(0) => break,
-            Ok(n) => sent += n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
-                ) => {}
-            Err(e) => return Err(e),
+            unsafe { libc::sendfile(tcp.as_raw_fd(), span.file.as_raw_fd(), &mut offset, len - sent) }
+        })
+        .await?;
+        if n == 0 {
+            break;
         }
+        sent += n;
     }
     Ok(sent)
 }
