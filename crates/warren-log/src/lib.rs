@@ -43,5 +43,5 @@ pub use log::{
     CHUNK_TRACKING_SNAPSHOT, CHUNK_USER,
 };
 pub use overview::{overview, Overview};
-pub use reader::{ChunkRead, Reader, Start, WholeChunk};
+pub use reader::{ChunkRead, Reader, Start};
 pub use tracking::{Delta, Tracking};

@@ -43,27 +43,12 @@ pub struct ChunkRead {
     pub bytes: Bytes,
 }
 
-/// A chunk as a replication reader hands it out: whole (bloom filter and
-/// trailer included), and where those same bytes lie in its segment
-/// file, for a sender that can pass them to a socket from the page cache
-/// (sendfile) instead of from `bytes`.
-#[derive(Debug, Clone)]
-pub struct WholeChunk {
-    pub header: ChunkHeader,
-    pub bytes: Bytes,
-    /// The segment file, kept open (a segment retention deletes stays
-    /// readable through it).
-    pub file: Arc<File>,
-    /// Where the chunk starts in `file`.
-    pub pos: u64,
-}
-
 pub struct Reader {
     view: Arc<View>,
     /// The segment being read (its first offset) and where in it.
     segment: u64,
     pos: u64,
-    file: Option<Arc<File>>,
+    file: Option<File>,
     filter: Option<Matcher>,
     /// A replication reader (osiris's data reader): every chunk, of every
     /// type, whole, committed or not.
@@ -306,7 +291,7 @@ impl Reader {
     fn open_file(&mut self) -> Result<()> {
         if self.file.is_none() {
             let (sp, _) = files::names(&self.view.dir, self.segment);
-            self.file = Some(Arc::new(File::open(&sp).map_err(|e| LogError::io(&sp, e))?));
+            self.file = Some(File::open(&sp).map_err(|e| LogError::io(&sp, e))?);
         }
         Ok(())
     }
@@ -320,22 +305,13 @@ impl Reader {
     /// what is written: from the leader's recent chunks when there
     /// (shared, not copied), else read from the file into one of the
     /// reader's reused buffers ([`crate::slabs`]).
-    pub fn next_whole(&mut self) -> Result<Option<WholeChunk>> {
+    pub fn next_whole(&mut self) -> Result<Option<(ChunkHeader, Bytes)>> {
         debug_assert!(self.whole, "a replication reader");
         if let Some(chunk) = self.view.recent_at(self.place()) {
-            // The writer stores a chunk before it keeps it here, so the
-            // file holds these bytes at this place. (A file retention
-            // already deleted is left to the file path below.)
-            if let (Ok(header), Ok(())) = (ChunkHeader::parse(&chunk), self.open_file()) {
-                let pos = self.pos;
+            if let Ok(header) = ChunkHeader::parse(&chunk) {
                 self.pos += chunk.len() as u64;
                 self.slabs.release();
-                return Ok(Some(WholeChunk {
-                    header,
-                    bytes: chunk,
-                    file: self.file.clone().expect("just opened"),
-                    pos,
-                }));
+                return Ok(Some((header, chunk)));
             }
         }
         let mut slabs = std::mem::take(&mut self.slabs);
@@ -343,16 +319,7 @@ impl Reader {
         let read = self.next_chunk_into(out);
         let chunk = out.split().freeze();
         self.slabs = slabs;
-        let Some(header) = read? else {
-            return Ok(None);
-        };
-        let pos = self.pos - chunk.len() as u64;
-        Ok(Some(WholeChunk {
-            header,
-            bytes: chunk,
-            file: self.file.clone().expect("the chunk was read from it"),
-            pos,
-        }))
+        Ok(read?.map(|h| (h, chunk)))
     }
 
     /// The next user chunk that passes the filter, or None at the end of

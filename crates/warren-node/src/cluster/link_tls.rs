@@ -25,21 +25,8 @@ use crate::config::cluster::LinkTlsSettings;
 use crate::tls::{provider, read_certs, read_key};
 
 /// Either end of a link: a TCP stream, or a TLS session over one.
-pub trait LinkStream: AsyncRead + AsyncWrite + Unpin + Send + 'static {
-    /// The TCP stream this is, when the link is plain TCP (its writer
-    /// can then send chunk bytes from files, `link_write.rs`).
-    fn into_plain(self: Box<Self>) -> Result<TcpStream, Box<dyn LinkStream>>;
-}
-
-impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> LinkStream for S {
-    fn into_plain(self: Box<Self>) -> Result<TcpStream, Box<dyn LinkStream>> {
-        let any: Box<dyn std::any::Any + Send> = self;
-        match any.downcast::<TcpStream>() {
-            Ok(tcp) => Ok(*tcp),
-            Err(any) => Err(any.downcast::<S>().expect("a box of its own type")),
-        }
-    }
-}
+pub trait LinkStream: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> LinkStream for S {}
 
 pub struct LinkTls {
     acceptor: TlsAcceptor,
@@ -94,21 +81,5 @@ impl LinkTls {
         let name = ServerName::try_from(host.to_string())
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         self.connector.connect(name, tcp).await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn a_boxed_tcp_stream_is_plain_and_anything_else_is_not() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let tcp = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
-        let boxed: Box<dyn LinkStream> = Box::new(tcp);
-        assert!(boxed.into_plain().is_ok());
-        let (a, _b) = tokio::io::duplex(64);
-        let boxed: Box<dyn LinkStream> = Box::new(a);
-        assert!(boxed.into_plain().is_err());
     }
 }

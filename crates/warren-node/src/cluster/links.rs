@@ -6,11 +6,13 @@
 //! closed and the dialler tries again. This is the node-pair failure
 //! detector the Raft groups rely on instead of heartbeats of their own.
 //!
-//! A link's outgoing messages go through two channels to its writer task
-//! (`link_write.rs`): a bounded one for Raft, pings and requests (a
-//! sender finding it full drops the message; Raft resends), and one for
-//! the queue protocol and stream replication, which must not drop and is
-//! bounded by its senders' credit and windows.
+//! A link's outgoing messages go through two channels to its writer task,
+//! which sends whatever has queued in one write: a bounded one for Raft,
+//! pings and requests (a sender finding it full drops the message; Raft
+//! resends), and one for the queue protocol, which must not drop. That one
+//! has no bound of its own because its senders are bounded by credit
+//! (`queue_client.rs`, `queue_host.rs`): unconfirmed publishes per node
+//! pair, undelivered deliveries per remote consumer.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -29,12 +31,12 @@ use warren_peer::{parse_frame, Message, FRAME_MAX};
 
 use super::link::{accept, dial, Identity, LinkError};
 use super::link_tls::{LinkStream, LinkTls};
-use super::link_write::write_loop;
-pub use super::link_write::{DataSender, FileSpan};
 use crate::config::cluster::ClusterSettings;
 
 /// Messages queued for a link's writer before senders wait.
 const LINK_QUEUE: usize = 1024;
+/// Most bytes one write gathers from the queue.
+const WRITE_BATCH: usize = 256 << 10;
 /// A handshake not done by then is dropped (as a client's TLS handshake).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Between attempts to dial a peer that is down: doubling from the first
@@ -86,6 +88,10 @@ pub struct PeerStatus {
     /// The peer's last status report (memory, alarms, uptime...).
     pub status: Option<serde_json::Value>,
 }
+
+/// Where the queue protocol's messages for a peer go (see the module
+/// docs for its bound).
+pub type DataSender = mpsc::UnboundedSender<Message>;
 
 struct Peer {
     address: String,
@@ -513,10 +519,7 @@ impl Cluster {
             let _ = stream.write_all(&out).await;
             return;
         }
-        let e = self
-            .clone()
-            .run(peer.node.clone(), Box::new(stream), buf, shutdown)
-            .await;
+        let e = self.clone().run(peer.node.clone(), stream, buf, shutdown).await;
         self.failed(&peer.node, e);
     }
 
@@ -561,23 +564,13 @@ impl Cluster {
     async fn run(
         self: Arc<Self>,
         node: String,
-        stream: Box<dyn LinkStream>,
+        stream: impl LinkStream,
         mut buf: BytesMut,
         mut shutdown: watch::Receiver<bool>,
     ) -> String {
-        // A plain TCP link's writer can send chunk bytes from files.
-        let (mut rd, wr): (Box<dyn tokio::io::AsyncRead + Unpin + Send>, _) = match stream.into_plain() {
-            Ok(tcp) => {
-                let (rd, wr) = tcp.into_split();
-                (Box::new(rd), Writer::Plain(wr))
-            }
-            Err(stream) => {
-                let (rd, wr) = tokio::io::split(stream);
-                (Box::new(rd), Writer::Split(wr))
-            }
-        };
+        let (mut rd, wr) = tokio::io::split(stream);
         let (tx, rx) = mpsc::channel(LINK_QUEUE);
-        let (data, data_rx) = DataSender::channel();
+        let (data, data_rx) = mpsc::unbounded_channel();
         let id = self.next_link.fetch_add(1, Ordering::Relaxed);
         {
             let mut peers = self.peers.lock();
@@ -592,10 +585,7 @@ impl Cluster {
             e.up(&node);
         }
         self.queues.up(&node, data);
-        let writer = match wr {
-            Writer::Plain(wr) => tokio::spawn(write_loop(wr, rx, data_rx)),
-            Writer::Split(wr) => tokio::spawn(write_loop(wr, rx, data_rx)),
-        };
+        let writer = tokio::spawn(write_loop(wr, rx, data_rx));
         let _ = tx.try_send(self.status_message());
         let ping_every = Duration::from_millis(self.settings.ping_interval);
         let down_after = Duration::from_millis(self.settings.down_after);
@@ -698,8 +688,89 @@ impl Cluster {
     }
 }
 
-/// A link's write side, as [`Cluster::run`] split it.
-enum Writer {
-    Plain(tokio::net::tcp::OwnedWriteHalf),
-    Split(tokio::io::WriteHalf<Box<dyn LinkStream>>),
+/// Send what the link's queues hold, as few writes as it takes; Raft and
+/// pings first, so a busy queue protocol cannot delay an election.
+/// Replicated chunk bytes are written from their own buffers (vectored),
+/// not copied into the batch first.
+async fn write_loop(
+    mut wr: impl tokio::io::AsyncWrite + Unpin,
+    mut rx: mpsc::Receiver<Message>,
+    mut data: mpsc::UnboundedReceiver<Message>,
+) {
+    let mut out = BytesMut::new();
+    let mut parts: Vec<bytes::Bytes> = Vec::new();
+    loop {
+        let m = tokio::select! {
+            biased;
+            m = rx.recv() => m,
+            m = data.recv() => m,
+        };
+        let Some(m) = m else { return };
+        // Bytes queued in `parts` (bodies and the heads before them).
+        let mut size = add(m, &mut out, &mut parts);
+        while out.len() + size < WRITE_BATCH {
+            if let Ok(m) = rx.try_recv() {
+                size += add(m, &mut out, &mut parts);
+            } else if let Ok(m) = data.try_recv() {
+                size += add(m, &mut out, &mut parts);
+            } else {
+                break;
+            }
+        }
+        if !out.is_empty() {
+            parts.push(out.split().freeze());
+        }
+        if write_parts(&mut wr, &mut parts).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Encode `m` into `out`, or, for a large body sent as it is, move what
+/// `out` holds and then the body to `parts`; the bytes moved.
+fn add(m: Message, out: &mut BytesMut, parts: &mut Vec<bytes::Bytes>) -> usize {
+    match m.encode_split(out) {
+        Some(body) => {
+            let head = out.split().freeze();
+            let n = head.len() + body.len();
+            parts.push(head);
+            parts.push(body);
+            n
+        }
+        None => 0,
+    }
+}
+
+/// Write every part, in order, with as few (vectored) writes as it takes.
+async fn write_parts(
+    wr: &mut (impl tokio::io::AsyncWrite + Unpin),
+    parts: &mut Vec<bytes::Bytes>,
+) -> std::io::Result<()> {
+    use bytes::Buf;
+    let mut first = 0;
+    while first < parts.len() {
+        let slices: Vec<std::io::IoSlice> = parts[first..]
+            .iter()
+            .take(64)
+            .map(|p| std::io::IoSlice::new(p))
+            .collect();
+        let mut n = wr.write_vectored(&slices).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        while n > 0 {
+            let p = &mut parts[first];
+            let k = n.min(p.len());
+            p.advance(k);
+            n -= k;
+            if p.is_empty() {
+                first += 1;
+            }
+        }
+        while first < parts.len() && parts[first].is_empty() {
+            first += 1;
+        }
+    }
+    parts.clear();
+    Ok(())
 }

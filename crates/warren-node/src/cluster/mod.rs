@@ -27,7 +27,6 @@ pub mod command;
 pub mod join;
 pub mod link;
 pub mod link_tls;
-pub mod link_write;
 pub mod links;
 pub mod meta;
 pub mod nodes;

@@ -18,11 +18,10 @@ use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use warren_core::queue::{StreamLog, StreamWaiter};
-use warren_log::{Reader, WholeChunk};
+use warren_log::Reader;
 use warren_peer::stream::{StreamMsg, StreamRef};
 
 use super::outbox::Outbox;
-use crate::cluster::links::FileSpan;
 
 /// Bytes sent to a replica and not yet acknowledged, at most (osiris
 /// relies on TCP's window; here the link is shared, so the bound is
@@ -264,10 +263,10 @@ impl Leading {
             let mut failed = None;
             while f.in_flight < WINDOW {
                 match reader.next_whole() {
-                    Ok(Some(chunk)) => {
-                        let (h, n) = (&chunk.header, chunk.bytes.len());
-                        f.in_flight += n;
-                        f.sent.push_back((h.first_offset + h.num_records as u64, n));
+                    Ok(Some((h, chunk))) => {
+                        f.in_flight += chunk.len();
+                        f.sent
+                            .push_back((h.first_offset + h.num_records as u64, chunk.len()));
                         batch.add(chunk);
                     }
                     Ok(None) => break,
@@ -286,15 +285,14 @@ impl Leading {
                 continue;
             }
             f.told = committed;
-            let sent = batch.send(|bytes, span| {
-                self.out.send_spanned(
+            let sent = batch.send(|bytes| {
+                self.out.send(
                     node,
                     StreamMsg::Chunks {
                         stream: self.stream.clone(),
                         committed,
                         bytes,
                     },
-                    span,
                 )
             });
             if !sent {
@@ -334,20 +332,19 @@ impl Leading {
 
 /// The chunks for one replica in one pump, as `Chunks` messages: small
 /// ones copied together, each large one sent as it is (shared with the
-/// log's recent chunks, with where it lies in its segment file, so a
-/// plain link sends it from there), in pieces of at most
-/// [`FRAME_BYTES`].
+/// log's recent chunks; the link writes it after the frame's head), in
+/// pieces of at most [`FRAME_BYTES`].
 #[derive(Default)]
 struct Batch {
     small: BytesMut,
     /// In order: (bytes of `small` before it, the chunk).
-    large: Vec<(usize, WholeChunk)>,
+    large: Vec<(usize, Bytes)>,
 }
 
 impl Batch {
-    fn add(&mut self, chunk: WholeChunk) {
-        if chunk.bytes.len() < warren_peer::stream::SPLIT_MIN {
-            self.small.extend_from_slice(&chunk.bytes);
+    fn add(&mut self, chunk: Bytes) {
+        if chunk.len() < warren_peer::stream::SPLIT_MIN {
+            self.small.extend_from_slice(&chunk);
         } else {
             self.large.push((self.small.len(), chunk));
         }
@@ -359,34 +356,25 @@ impl Batch {
 
     /// Hand every message to `send`, in order (at least one, to carry
     /// the committed chunk); false when any was refused.
-    fn send(mut self, mut send: impl FnMut(Bytes, Option<FileSpan>) -> bool) -> bool {
+    fn send(mut self, mut send: impl FnMut(Bytes) -> bool) -> bool {
         let mut small = self.small.freeze();
         let mut taken = 0;
-        let mut pieces: Vec<(Bytes, Option<FileSpan>)> = Vec::new();
+        let mut pieces: Vec<Bytes> = Vec::new();
         for (before, chunk) in self.large.drain(..) {
             if before > taken {
-                pieces.push((small.split_to(before - taken), None));
+                pieces.push(small.split_to(before - taken));
                 taken = before;
             }
-            let span = FileSpan {
-                file: chunk.file,
-                pos: chunk.pos,
-            };
-            pieces.push((chunk.bytes, Some(span)));
+            pieces.push(chunk);
         }
         if !small.is_empty() || pieces.is_empty() {
-            pieces.push((small, None));
+            pieces.push(small);
         }
         let mut ok = true;
-        for (mut p, mut span) in pieces {
+        for mut p in pieces {
             loop {
                 let piece = p.split_to(p.len().min(FRAME_BYTES));
-                let next = span.as_ref().map(|s| FileSpan {
-                    file: s.file.clone(),
-                    pos: s.pos + piece.len() as u64,
-                });
-                ok &= send(piece, span);
-                span = next;
+                ok &= send(piece);
                 if p.is_empty() {
                     break;
                 }
@@ -400,67 +388,39 @@ impl Batch {
 mod batch_tests {
     use super::*;
 
-    /// Each message sent: its bytes, and where its span starts.
-    fn collect(b: Batch) -> Vec<(Vec<u8>, Option<u64>)> {
+    fn collect(b: Batch) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
-        assert!(b.send(|p, span| {
-            out.push((p.to_vec(), span.map(|s| s.pos)));
+        assert!(b.send(|p| {
+            out.push(p.to_vec());
             true
         }));
         out
-    }
-
-    /// A chunk of `bytes` lying at `pos` in some file (the batch does
-    /// not read it).
-    fn chunk(bytes: Vec<u8>, pos: u64) -> WholeChunk {
-        WholeChunk {
-            header: warren_stream::chunk::ChunkHeader {
-                version: 1,
-                chunk_type: 0,
-                num_entries: 1,
-                num_records: 1,
-                timestamp: 0,
-                epoch: 1,
-                first_offset: 0,
-                crc: 0,
-                data_length: 0,
-                trailer_length: 0,
-                bloom_size: 0,
-            },
-            bytes: Bytes::from(bytes),
-            file: Arc::new(tempfile::tempfile().unwrap()),
-            pos,
-        }
     }
 
     #[test]
     fn small_chunks_go_together_large_ones_alone_in_order() {
         let big = warren_peer::stream::SPLIT_MIN;
         let mut b = Batch::default();
-        b.add(chunk(vec![1u8; 10], 8));
-        b.add(chunk(vec![2u8; 10], 18));
-        b.add(chunk(vec![3u8; big], 28));
-        b.add(chunk(vec![4u8; 5], 28 + big as u64));
+        b.add(Bytes::from(vec![1u8; 10]));
+        b.add(Bytes::from(vec![2u8; 10]));
+        b.add(Bytes::from(vec![3u8; big]));
+        b.add(Bytes::from(vec![4u8; 5]));
         let got = collect(b);
         assert_eq!(got.len(), 3);
-        assert_eq!(got[0], ([vec![1u8; 10], vec![2u8; 10]].concat(), None));
-        assert_eq!(
-            got[1],
-            (vec![3u8; big], Some(28)),
-            "a large chunk says where it lies"
-        );
-        assert_eq!(got[2], (vec![4u8; 5], None));
+        assert_eq!(got[0], [vec![1u8; 10], vec![2u8; 10]].concat());
+        assert_eq!(got[1], vec![3u8; big]);
+        assert_eq!(got[2], vec![4u8; 5]);
     }
 
     #[test]
     fn nothing_still_sends_one_empty_message_and_large_ones_split() {
-        assert_eq!(collect(Batch::default()), vec![(Vec::<u8>::new(), None)]);
+        assert_eq!(collect(Batch::default()), vec![Vec::<u8>::new()]);
         let mut b = Batch::default();
-        b.add(chunk(vec![9u8; FRAME_BYTES + 3], 100));
+        b.add(Bytes::from(vec![9u8; FRAME_BYTES + 3]));
         let got = collect(b);
         assert_eq!(
-            got.iter().map(|(p, at)| (p.len(), *at)).collect::<Vec<_>>(),
-            vec![(FRAME_BYTES, Some(100)), (3, Some(100 + FRAME_BYTES as u64))]
+            got.iter().map(|p| p.len()).collect::<Vec<_>>(),
+            vec![FRAME_BYTES, 3]
         );
     }
 }

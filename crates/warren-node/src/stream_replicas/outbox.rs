@@ -8,7 +8,7 @@ use parking_lot::Mutex;
 use warren_peer::stream::StreamMsg;
 use warren_peer::Message;
 
-use crate::cluster::links::{DataSender, FileSpan};
+use crate::cluster::links::DataSender;
 
 #[derive(Default)]
 pub struct Outbox {
@@ -32,15 +32,5 @@ impl Outbox {
     pub fn send(&self, node: &str, m: StreamMsg) -> bool {
         let tx = self.links.lock().get(node).cloned();
         tx.is_some_and(|tx| tx.send(Message::Stream(m)).is_ok())
-    }
-
-    /// Queue `m` for `node`, its chunk bytes also lying where `span`
-    /// says (see `link_write.rs`); false when there is no link to it.
-    pub fn send_spanned(&self, node: &str, m: StreamMsg, span: Option<FileSpan>) -> bool {
-        let Some(span) = span else {
-            return self.send(node, m);
-        };
-        let tx = self.links.lock().get(node).cloned();
-        tx.is_some_and(|tx| tx.send_spanned(Message::Stream(m), span).is_ok())
     }
 }

@@ -6,15 +6,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use std::os::unix::fs::FileExt;
-
+use tokio::sync::mpsc;
 use warren_core::queue::StreamLog;
-use warren_peer::stream::StreamMsg;
 use warren_peer::Message;
 
 use super::coordinator::Chosen;
 use super::Streams;
-use crate::cluster::link_write::{DataReceiver, DataSender};
 use crate::definitions::records::Placement;
 
 const NODES: [&str; 3] = ["a", "b", "c"];
@@ -25,10 +22,7 @@ struct Cluster {
     /// Kept open: a member holds its log weakly.
     logs: HashMap<&'static str, Arc<StreamLog>>,
     /// The links up: (from, to) and what `from` queued for `to`.
-    links: HashMap<(&'static str, &'static str), DataReceiver>,
-    /// Chunk messages delivered whose bytes the link could have sent from
-    /// the leader's file (each checked against it).
-    spanned: usize,
+    links: HashMap<(&'static str, &'static str), mpsc::UnboundedReceiver<Message>>,
 }
 
 /// Stream "s" on members a, b, c, led by a, declared with `epoch`.
@@ -77,7 +71,6 @@ impl Cluster {
             nodes,
             logs,
             links: HashMap::new(),
-            spanned: 0,
         }
     }
 
@@ -92,7 +85,7 @@ impl Cluster {
 
     fn connect(&mut self, x: &'static str, y: &'static str) {
         for (from, to) in [(x, y), (y, x)] {
-            let (tx, rx) = DataSender::channel();
+            let (tx, rx) = mpsc::unbounded_channel();
             self.links.insert((from, to), rx);
             self.nodes[from].up(to, tx);
         }
@@ -114,29 +107,13 @@ impl Cluster {
 
     /// Deliver what the links hold, and what that sends, until quiet.
     fn deliver(&mut self) {
-        let Cluster {
-            nodes,
-            links,
-            spanned,
-            ..
-        } = self;
+        let Cluster { nodes, links, .. } = self;
         loop {
             let mut any = false;
             for ((from, to), rx) in links.iter_mut() {
-                while let Ok(o) = rx.try_recv() {
+                while let Ok(m) = rx.try_recv() {
                     any = true;
-                    if let Some(span) = &o.span {
-                        // A plain link would send the chunk bytes from
-                        // the file: it holds them there.
-                        let Message::Stream(StreamMsg::Chunks { bytes, .. }) = &o.message else {
-                            panic!("a span on {:?}", o.message.kind());
-                        };
-                        let mut on_disk = vec![0u8; bytes.len()];
-                        span.file.read_exact_at(&mut on_disk, span.pos).unwrap();
-                        assert_eq!(on_disk, bytes.as_ref(), "the span holds the chunk bytes");
-                        *spanned += 1;
-                    }
-                    if let Message::Stream(m) = o.message {
+                    if let Message::Stream(m) = m {
                         nodes[to].received(from, m);
                     }
                 }
@@ -325,27 +302,4 @@ async fn a_stream_deleted_and_declared_again_is_not_filled_from_its_old_leader()
         Some((7, 0)),
         "b holds the new stream's chunks, none of the old one's"
     );
-}
-
-#[tokio::test]
-async fn large_chunks_go_with_the_place_in_the_leaders_file_that_holds_them() {
-    let mut c = Cluster::new();
-    c.connect_all();
-    settle(&mut c).await;
-    // Chunks of 64 messages of 1 KB: past the size a link writes from
-    // its own buffer (`SPLIT_MIN`), so each carries a span.
-    let messages: Vec<warren_log::Message> = (0..64u8)
-        .map(|i| warren_log::Message {
-            entry: warren_stream::chunk::Entry::Simple(bytes::Bytes::from(vec![i; 1000])),
-            filter: None,
-        })
-        .collect();
-    for _ in 0..3 {
-        c.logs["a"].append(&messages, &Default::default()).unwrap();
-    }
-    settle(&mut c).await;
-    // Two replicas, three chunks each: every span checked in `deliver`.
-    assert_eq!(c.spanned, 6);
-    assert_eq!(c.logs["b"].last_chunk(), c.logs["a"].last_chunk());
-    assert_eq!(c.logs["c"].last_chunk(), c.logs["a"].last_chunk());
 }
