@@ -31,6 +31,12 @@ mkdir -p bench/out
 TSV=bench/out/client-stream-ab.tsv
 : > "$TSV"
 busy() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
+# A row as it goes by: the build, the client and the fields compared.
+shown() {
+  awk -F'\t' '{ o = $1 "\t" $2
+    for (i = 3; i <= NF; i++) if ($i ~ /^(rate|cpu_us_per_msg|broker_cpu_us_per_msg|busy_ticks)=/) o = o "\t" $i
+    print o }'
+}
 session() { # LABEL BIN
   (
     OUT=bench/out/client-stream-ab WARREN_ONLY=1 WARREN_BIN=$2
@@ -49,7 +55,7 @@ session() { # LABEL BIN
         b0=$(busy)
         row=$(timeout 300 ./target/release/client-bench "$uri" "$c" stream-publish --size "$SIZE" --in-flight 10000 --secs "$SECS")
         b1=$(busy)
-        printf '%s\t%s\tbusy_ticks=%s\n' "$1" "$row" "$((b1 - b0))" | tee -a "$TSV" | cut -f1,2,11,12,14,16
+        printf '%s\t%s\tbusy_ticks=%s\n' "$1" "$row" "$((b1 - b0))" | tee -a "$TSV" | shown
       done
     done
   )

@@ -19,9 +19,10 @@ cleanup() {
 trap cleanup EXIT
 
 # Start both clusters (WARREN_ONLY=1: Warren's alone; WARREN_BIN: another
-# build of warren); returns once Warren's metadata group commits.
+# build of warren, used as it is); returns once Warren's metadata group
+# commits.
 start_clusters() {
-  cargo build --release -p warren-server
+  [ -n "${WARREN_BIN:-}" ] || cargo build --release -p warren-server
   rm -rf "$OUT"/data* /tmp/rmq-c1 /tmp/rmq-c2 /tmp/rmq-c3
   for i in 1 2 3; do
     peers=""
