@@ -61,11 +61,17 @@ pub fn spawn(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
                 _ = shutdown.changed() => break,
             }
             n += 1;
-            let logs = streams(&broker);
+            let retention = retention_due(n);
+            let mut logs = streams(&broker);
+            // Five passes a second: streams nothing was written to since
+            // their last sync are left out, and so is the blocking pool
+            // when none was.
+            if !retention {
+                logs.retain(|l| l.needs_sync());
+            }
             if logs.is_empty() {
                 continue;
             }
-            let retention = retention_due(n);
             let _ = tokio::task::spawn_blocking(move || {
                 for l in logs {
                     if let Err(e) = l.sync() {

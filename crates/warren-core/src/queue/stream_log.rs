@@ -230,6 +230,11 @@ impl StreamLog {
         self.log.lock().apply_retention(now_ms())
     }
 
+    /// Whether anything was written since the last [`Self::sync`].
+    pub fn needs_sync(&self) -> bool {
+        self.dirty.load(Ordering::Acquire)
+    }
+
     /// Write what the OS holds of the stream to disk (segments sealed
     /// since the last time, then the newest), if anything was written; the
     /// fdatasyncs run outside the log's lock, so publishers go on
