@@ -39,12 +39,10 @@ shown() {
 }
 session() { # LABEL BIN
   (
-    OUT=bench/out/client-stream-ab WARREN_ONLY=1 WARREN_BIN=$2
+    OUT=bench/out/client-stream-ab WARREN_BIN=$2
     source bench/cluster_lib.sh
-    start_clusters > "$OUT/start.log" 2>&1
-    export CLIENT_BENCH_BROKER_PIDS
-    CLIENT_BENCH_BROKER_PIDS=$(IFS=,; echo "${PIDS[*]}")
-    uri="rabbitmq-stream://guest:guest@127.0.0.1:5791/%2f"
+    start_stream_nodes
+    uri=$STREAM_URI
     sync
     timeout 300 ./target/release/client-bench "$uri" warren stream-publish --size 12 --in-flight 10000 --secs "$SECS" > /dev/null
     for p in $(seq "$PAIRS"); do

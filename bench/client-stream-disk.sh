@@ -20,13 +20,10 @@ PAIRS=${1:-2}
 SIZE=${2:-1000}
 SECS=${3:-5}
 cargo build -q --release -p warren-server -p client-bench
-OUT=${NODES_DIR:-bench/out/client-stream-disk} WARREN_ONLY=1
-mkdir -p "$OUT"
+OUT=${NODES_DIR:-bench/out/client-stream-disk}
 source bench/cluster_lib.sh
-start_clusters > "$OUT/start.log" 2>&1
-export CLIENT_BENCH_BROKER_PIDS
-CLIENT_BENCH_BROKER_PIDS=$(IFS=,; echo "${PIDS[*]}")
-uri="rabbitmq-stream://guest:guest@127.0.0.1:5791/%2f"
+start_stream_nodes
+uri=$STREAM_URI
 dev=$(basename "$(df --output=source "$OUT" | tail -1)")
 # 512 B sectors written (0 on tmpfs, which has no disk)
 written() { awk -v d="$dev" '$3 == d { n = $10 } END { print n + 0 }' /proc/diskstats; }

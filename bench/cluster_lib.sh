@@ -56,6 +56,17 @@ TOML
   sleep 1
 }
 
+# Warren's three nodes alone for a stream client point run through
+# client-bench (bench/client-stream-ab.sh, bench/client-stream-disk.sh):
+# the brokers' PIDs exported for client-bench's CPU figures, and
+# STREAM_URI, node 1's stream listener.
+start_stream_nodes() {
+  WARREN_ONLY=1 start_clusters > "$OUT/start.log" 2>&1
+  export CLIENT_BENCH_BROKER_PIDS
+  CLIENT_BENCH_BROKER_PIDS=$(IFS=,; echo "${PIDS[*]}")
+  STREAM_URI="rabbitmq-stream://guest:guest@127.0.0.1:5791/%2f"
+}
+
 ratio() { python3 -c "print(f'{$1/$2:.2f}')"; }
 
 # PerfTest from Maven Central, as bench/run.sh uses it.

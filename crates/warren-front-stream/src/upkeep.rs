@@ -32,12 +32,13 @@ pub const SYNC_EVERY: Duration = Duration::from_millis(200);
 /// How often retention runs on a clock.
 pub const RETENTION_EVERY: Duration = Duration::from_secs(60);
 
-fn streams(broker: &Broker) -> Vec<Arc<StreamLog>> {
+/// The broker's streams that `wanted` keeps.
+fn streams(broker: &Broker, wanted: impl Fn(&StreamLog) -> bool) -> Vec<Arc<StreamLog>> {
     broker
         .vhosts()
         .iter()
         .flat_map(|vh| vh.queues())
-        .filter_map(|q| q.stream().cloned())
+        .filter_map(|q| q.stream().filter(|l| wanted(l)).cloned())
         .collect()
 }
 
@@ -62,13 +63,10 @@ pub fn spawn(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
             }
             n += 1;
             let retention = retention_due(n);
-            let mut logs = streams(&broker);
             // Five passes a second: streams nothing was written to since
             // their last sync are left out, and so is the blocking pool
             // when none was.
-            if !retention {
-                logs.retain(|l| l.needs_sync());
-            }
+            let logs = streams(&broker, |l| retention || l.needs_sync());
             if logs.is_empty() {
                 continue;
             }
@@ -85,7 +83,7 @@ pub fn spawn(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
             .await;
         }
         // A last sync on the way out.
-        let logs = streams(&broker);
+        let logs = streams(&broker, |_| true);
         let _ = tokio::task::spawn_blocking(move || {
             for l in logs {
                 let _ = l.sync();
