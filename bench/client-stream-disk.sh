@@ -25,8 +25,9 @@ source bench/cluster_lib.sh
 start_stream_nodes
 uri=$STREAM_URI
 dev=$(basename "$(df --output=source "$OUT" | tail -1)")
-# 512 B sectors written (0 on tmpfs, which has no disk)
-written() { awk -v d="$dev" '$3 == d { n = $10 } END { print n + 0 }' /proc/diskstats; }
+# 512 B sectors written (0 on tmpfs, which has no disk), printed as read:
+# awk's arithmetic would print a count past 2^31 in exponent form.
+written() { awk -v d="$dev" '$3 == d { n = $10 } END { print (n == "" ? 0 : n) }' /proc/diskstats; }
 ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $6, $5 }' /proc/stat; }
 timeout 300 ./target/release/client-bench "$uri" warren stream-publish --size 12 --in-flight 10000 --secs "$SECS" > /dev/null
 for _ in $(seq "$PAIRS"); do
